@@ -1,0 +1,43 @@
+#pragma once
+// Non-owning views of every weight the forward pass uses, bound by name from a GgufFile and
+// checked against the ModelConfig (shape mismatches are LoadErrors here, not crashes later).
+// Lifetime: the GgufFile (its mapping) must outlive the Weights.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "loader/gguf_file.h"
+#include "loader/model_config.h"
+#include "ops/matmul.h"
+
+namespace pacer::loader {
+
+struct LayerWeights {
+  std::span<const float> attn_norm;   // (n_embd)
+  ops::WeightMatrix wq;               // (n_heads*head_dim, n_embd)
+  ops::WeightMatrix wk;               // (n_kv_heads*head_dim, n_embd)
+  ops::WeightMatrix wv;               // (n_kv_heads*head_dim, n_embd)
+  std::span<const float> bq, bk, bv;  // qwen2 biases; empty otherwise
+  std::span<const float> q_norm, k_norm;  // gemma3 (head_dim); empty otherwise
+  ops::WeightMatrix wo;               // (n_embd, n_heads*head_dim)
+  std::span<const float> post_attn_norm;  // gemma3 (n_embd); empty otherwise
+  std::span<const float> ffn_norm;    // (n_embd)
+  ops::WeightMatrix w_gate;           // (n_ff, n_embd)
+  ops::WeightMatrix w_up;             // (n_ff, n_embd)
+  ops::WeightMatrix w_down;           // (n_embd, n_ff)
+  std::span<const float> post_ffn_norm;  // gemma3 (n_embd); empty otherwise
+};
+
+struct Weights {
+  ops::WeightMatrix token_embd;      // (n_vocab, n_embd)
+  std::vector<LayerWeights> layers;  // n_layers
+  std::span<const float> output_norm;  // (n_embd)
+  ops::WeightMatrix output;          // (n_vocab, n_embd); == token_embd when tied
+  ops::WeightType main_type = ops::WeightType::F32;  // type of most matmul bytes (for reports)
+  int64_t matmul_bytes = 0;          // bytes streamed per decode token by the matmuls
+
+  // Norm weights and biases must be F32 (as llama.cpp writes them); throws LoadError otherwise.
+  static Weights bind(const GgufFile& f, const ModelConfig& c);
+};
+
+}  // namespace pacer::loader

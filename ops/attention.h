@@ -1,0 +1,41 @@
+#pragma once
+// Causal grouped-query attention over a KV cache, for decode (one query token) and prefill (many).
+//
+// Cache layout per layer: K and V each (capacity, n_kv_heads * head_dim) rows of `kv_type`
+// (F16 by default, F32 optional), row p holding position p. Query head h reads KV head
+// h / (n_heads / n_kv_heads).
+#include <cstdint>
+#include <span>
+
+#include "ops/parallel.h"
+#include "ops/types.h"
+
+namespace pacer::ops {
+
+struct AttentionParams {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0.0f;         // usually 1/sqrt(head_dim); gemma3 uses query_pre_attn_scalar
+  int64_t sliding_window = 0;  // 0 = full causal; else key p visible to query q iff q - p < window
+  float softcap = 0.0f;        // 0 = none; else s = softcap * tanh(s / softcap)
+  WeightType kv_type = WeightType::F16;  // F16 or F32
+};
+
+// Appends n_tokens rows of k and v ((n_tokens, n_kv_heads*head_dim) fp32) at positions
+// [pos0, pos0 + n_tokens) of the cache, converting to kv_type.
+void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
+              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache);
+
+// q: (n_tokens, n_heads*head_dim); query t is at position pos0 + t and sees keys [lo, pos0 + t]
+// (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head).
+void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
+               const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
+               const Parallel& par);
+
+// Scalar reference, straight from the math (fp32 softmax over converted cache rows).
+void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,
+                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
+                   std::span<float> out);
+
+}  // namespace pacer::ops

@@ -1,0 +1,50 @@
+#pragma once
+// Norms, RoPE, activations, softmax, residual add and the embedding lookup: the cheap ops around
+// the matmuls. Each has a scalar reference (the `_ref` functions, straight from the math) that the
+// tests hold the dispatched version to.
+#include <cstdint>
+#include <span>
+
+#include "ops/isa.h"
+#include "ops/matmul.h"
+
+namespace pacer::ops {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x, w, out of equal length (out may alias x).
+void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out);
+void rmsnorm_ref(std::span<const float> x, std::span<const float> w, float eps,
+                 std::span<float> out);
+
+enum class RopeLayout {
+  Normal,  // pairs (x[2i], x[2i+1]) rotate together: llama
+  Neox,    // halves (x[i], x[i + n_rot/2]) rotate together: qwen2, gemma3
+};
+
+struct RopeParams {
+  int head_dim = 0;
+  int n_rot = 0;            // rotated dims per head (== head_dim for all supported models)
+  float base = 10000.0f;    // theta_i = pos * base^(-2i/n_rot) * freq_scale
+  float freq_scale = 1.0f;  // 1/linear scaling factor
+  RopeLayout layout = RopeLayout::Normal;
+};
+
+// Rotates n_heads heads of head_dim floats each, in place, for position pos.
+void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
+void rope_ref(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
+
+// out[i] = silu(gate[i]) * up[i]           (llama, qwen2)
+void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+// out[i] = gelu_tanh(gate[i]) * up[i]      (gemma3)
+void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
+// In-place numerically stable softmax (max subtracted first).
+void softmax(std::span<float> x);
+// out[i] = a[i] + b[i] (out may alias a or b).
+void add(std::span<const float> a, std::span<const float> b, std::span<float> out);
+// x[i] *= s
+void scale(std::span<float> x, float s);
+
+// Dequantizes row `token` of an embedding table (rows = vocab, cols = n_embd) into out.
+void embedding_row(const WeightMatrix& table, int64_t token, std::span<float> out);
+
+}  // namespace pacer::ops

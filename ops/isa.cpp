@@ -1,0 +1,86 @@
+#include "ops/isa.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace pacer::ops {
+namespace {
+
+uint64_t xgetbv0() noexcept {
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+}  // namespace
+
+CpuFeatures detect_cpu_features() noexcept {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1u;
+  const bool fma = (c >> 12) & 1u;
+  const bool f16c = (c >> 29) & 1u;
+  const bool avx = (c >> 28) & 1u;
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = xgetbv0();
+  const bool os_ymm = (xcr0 & 0x6u) == 0x6u;                // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6u) == 0xe6u;              // + opmask, ZMM_Hi256, Hi16_ZMM
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = (b >> 5) & 1u;
+  const bool avx512f = (b >> 16) & 1u, avx512dq = (b >> 17) & 1u;
+  const bool avx512bw = (b >> 30) & 1u, avx512vl = (b >> 31) & 1u;
+  const bool vnni512 = (c >> 11) & 1u;
+  f.avx2 = os_ymm && avx2 && fma && f16c;
+  f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl;
+  f.avx512_vnni = f.avx512 && vnni512;
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u);
+  f.avx_vnni = f.avx2 && ((a1 >> 4) & 1u);
+  return f;
+}
+
+bool isa_supported(Isa isa) noexcept {
+  const CpuFeatures f = detect_cpu_features();
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return f.avx2;
+    case Isa::Avx512: return f.avx512;
+  }
+  return false;
+}
+
+Isa detect_isa() noexcept {
+  if (const char* env = std::getenv("PACER_ISA")) {
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa_name(isa) == env && isa_supported(isa)) return isa;
+    }
+  }
+  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
+  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa_supported(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+std::string_view isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace pacer::ops

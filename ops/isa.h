@@ -1,0 +1,32 @@
+#pragma once
+// Run-time instruction-set selection. Chosen from CPUID *and* the register state the OS enabled
+// (XGETBV), so a kernel never runs where the OS would fault on its registers.
+#include <string_view>
+#include <vector>
+
+namespace pacer::ops {
+
+enum class Isa {
+  Scalar = 0,  // the reference: plain C++ straight from the math
+  Avx2 = 1,    // AVX2 + FMA + F16C
+  Avx512 = 2,  // AVX-512 F/BW/VL (+ VNNI where present, see CpuFeatures::avx512_vnni)
+};
+
+struct CpuFeatures {
+  bool avx2 = false;  // avx2 + fma + f16c, OS saves ymm
+  bool avx512 = false;  // avx512f + bw + vl + dq, OS saves zmm/opmask
+  bool avx512_vnni = false;
+  bool avx512_bf16 = false;
+  bool avx_vnni = false;
+};
+
+// Reads CPUID/XGETBV once per call (cheap); callers cache the result in their traits tables.
+CpuFeatures detect_cpu_features() noexcept;
+// Best Isa this CPU and OS support, or the one named by PACER_ISA (scalar|avx2|avx512) if it is
+// supported (lets tests and users pin a path; an unsupported request falls back and says so).
+Isa detect_isa() noexcept;
+bool isa_supported(Isa isa) noexcept;
+std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
+std::string_view isa_name(Isa isa) noexcept;
+
+}  // namespace pacer::ops

@@ -1,0 +1,89 @@
+#pragma once
+// GEMV (decode: one token) and GEMM (prefill: many tokens) over GGUF weight matrices.
+//
+// Decode streams every weight byte once per token, so these calls are where the time goes.
+// Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K) are dotted in integers against activations
+// quantized once per call (Q8_0 blocks for Q8_0/Q4_0, Q8_K for the K-quants); F16/BF16 weights
+// convert in registers against fp32 activations; F32 is a plain fp32 dot.
+//
+// Shapes follow GGUF: a weight of ne = [cols, rows] is `rows` rows of `cols` elements each, and
+// y[r] = sum_c W[r][c] * x[c]. cols must be a multiple of the type's block size (MatmulError
+// otherwise, naming the shape).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "ops/isa.h"
+#include "ops/parallel.h"
+#include "ops/types.h"
+
+namespace pacer::ops {
+
+class MatmulError : public std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Non-owning view of a row-major weight matrix as stored in the file (typically the mmap).
+struct WeightMatrix {
+  WeightType type = WeightType::F32;
+  const std::byte* data = nullptr;  // rows * row_bytes(type, cols) bytes
+  int64_t rows = 0;                 // output features (GGUF ne[1])
+  int64_t cols = 0;                 // input features (GGUF ne[0])
+  int64_t bytes() const noexcept { return rows * row_bytes(type, cols); }
+  const std::byte* row(int64_t r) const noexcept { return data + r * row_bytes(type, cols); }
+};
+
+// Throws MatmulError unless cols is a positive multiple of the type's block and the data is set.
+void check_matrix(const WeightMatrix& w);
+
+// Activations packed for one weight type: quantized blocks, or the floats themselves. Owns its
+// buffer; reuse one object across calls so decode allocates nothing.
+class PackedActivations {
+ public:
+  // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type.
+  void pack(WeightType wtype, std::span<const float> x, int64_t cols, int64_t n_tokens,
+            Isa isa = detect_isa());
+  WeightType weight_type() const noexcept { return wtype_; }
+  int64_t cols() const noexcept { return cols_; }
+  int64_t tokens() const noexcept { return tokens_; }
+  const std::byte* token(int64_t t) const noexcept { return buf_.data() + t * token_bytes_; }
+
+ private:
+  WeightType wtype_ = WeightType::F32;
+  int64_t cols_ = 0, tokens_ = 0, token_bytes_ = 0;
+  std::vector<std::byte> buf_;
+};
+
+// One output of a fused matmul: several matrices that share the same input (Q,K,V or gate,up)
+// run as one parallel region over their concatenated rows.
+struct MatmulOutput {
+  WeightMatrix w;
+  std::span<float> y;  // (n_tokens, w.rows) row-major
+};
+
+// y[t][r] for rows [row_begin, row_end) of one matrix and every packed token; single thread.
+// This is the unit a worker runs; the parallel entry points below only split rows.
+void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
+                 int64_t row_begin, int64_t row_end, Isa isa = detect_isa());
+
+// Packs x once and runs every output over `par` (rows of all outputs concatenated, static
+// partition). x: (n_tokens, cols) with cols equal to every output's w.cols. n_tokens == 1 is the
+// decode GEMV; n_tokens > 1 the prefill GEMM (weights stream once per tile of tokens, not once per
+// token).
+void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
+            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+
+// Convenience for one matrix.
+void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+
+// Scalar dequantization of n elements (n a multiple of the block) starting at `src`: the
+// embedding lookup, tests and the quantizer's round-trip use it.
+void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n);
+// Quantizes n floats into type t's blocks (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K), byte-identical to
+// ggml's reference quantizers for Q8_0 and Q4_0.
+void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n);
+
+}  // namespace pacer::ops

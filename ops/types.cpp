@@ -1,0 +1,57 @@
+#include "ops/types.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+
+namespace pacer::ops {
+namespace {
+constexpr TypeInfo kF32{"f32", 1, 4};
+constexpr TypeInfo kF16{"f16", 1, 2};
+constexpr TypeInfo kBF16{"bf16", 1, 2};
+constexpr TypeInfo kQ8_0{"q8_0", 32, 34};
+constexpr TypeInfo kQ4_0{"q4_0", 32, 18};
+constexpr TypeInfo kQ4_K{"q4_K", 256, 144};
+constexpr TypeInfo kQ6_K{"q6_K", 256, 210};
+constexpr TypeInfo kQ8_K{"q8_K", 256, 292};
+constexpr std::array<WeightType, 8> kAll = {WeightType::F32,  WeightType::F16,  WeightType::BF16,
+                                            WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K,
+                                            WeightType::Q6_K, WeightType::Q8_K};
+}  // namespace
+
+const TypeInfo& type_info(WeightType t) noexcept {
+  switch (t) {
+    case WeightType::F32: return kF32;
+    case WeightType::F16: return kF16;
+    case WeightType::BF16: return kBF16;
+    case WeightType::Q8_0: return kQ8_0;
+    case WeightType::Q4_0: return kQ4_0;
+    case WeightType::Q4_K: return kQ4_K;
+    case WeightType::Q6_K: return kQ6_K;
+    case WeightType::Q8_K: return kQ8_K;
+  }
+  return kF32;  // unreachable for valid enumerators
+}
+
+std::optional<WeightType> weight_type_from_id(uint32_t id) noexcept {
+  for (WeightType t : kAll) {
+    if (static_cast<uint32_t>(t) == id && t != WeightType::Q8_K) return t;
+  }
+  return std::nullopt;
+}
+
+std::optional<WeightType> weight_type_from_name(std::string_view name) noexcept {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (WeightType t : kAll) {
+    std::string n(type_info(t).name);
+    std::transform(n.begin(), n.end(), n.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (n == lower && t != WeightType::Q8_K) return t;
+  }
+  return std::nullopt;
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,45 @@
+#pragma once
+// Weight and activation element types, numbered as GGUF/ggml number them (the numbers are part of
+// the file format). Block sizes here are the single source the loader checks tensor extents with;
+// each per-type header (q8_0.h, q4_0.h, q4_k.h, q6_k.h) static_asserts its block struct against
+// them.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pacer::ops {
+
+enum class WeightType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q6_K = 14,
+  Q8_K = 15,  // activation-only type (K-quant dot products); never a weight in pacer's files
+  BF16 = 30,
+};
+
+struct TypeInfo {
+  std::string_view name;  // as ggml/llama.cpp print it: "f32", "q4_0", "q4_K", ...
+  int64_t block_elems;    // elements per block (1 for plain floats)
+  int64_t block_bytes;    // bytes per block
+};
+
+// Returns nullopt for an id pacer does not support (the loader turns that into an error naming
+// the tensor).
+std::optional<WeightType> weight_type_from_id(uint32_t id) noexcept;
+const TypeInfo& type_info(WeightType t) noexcept;
+inline std::string_view type_name(WeightType t) noexcept { return type_info(t).name; }
+// Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" (case-insensitive).
+std::optional<WeightType> weight_type_from_name(std::string_view name) noexcept;
+
+// Bytes of a row of n elements; n must be a multiple of block_elems (checked by callers that take
+// untrusted shapes: the loader and the kernels' shape checks).
+inline int64_t row_bytes(WeightType t, int64_t n) noexcept {
+  const TypeInfo& ti = type_info(t);
+  return n / ti.block_elems * ti.block_bytes;
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,1 @@
+// placeholder translation unit until runtime sources land

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages listed in deps/apt-packages.txt that are not installed yet.
+# Quiet and quick when everything is present (no apt-get update in that case).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$root/deps/apt-packages.txt" | grep -v '^$')
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,14 @@
+// TODO(issue): `pacer run` is being written; until then it says so and fails.
+#include <stdexcept>
+
+#include "tools/commands.h"
+
+namespace pacer::tools {
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "(not yet available)");
+  cmd->allow_extras();
+  cmd->callback([] { throw std::runtime_error("'pacer run' is not implemented yet"); });
+}
+
+}  // namespace pacer::tools
