@@ -1,0 +1,113 @@
+#pragma once
+// Brackets every op of every step and writes the JSONL event log (docs/event-log.md).
+//
+// Use in the forward pass:
+//   auto op = rec.op({.name = "attn_qkv", .layer = il, .kind = OpKind::Matmul, ...});
+//   ops::matmul(...);            // parallel chunks reach the recorder through ChunkObserver
+//   // op's destructor closes the event
+// With recording off (no sink), op() returns an inert scope: one predictable branch, no clock
+// reads, no allocation.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/types.h"
+#include "runtime/chunk_observer.h"
+
+namespace pacer::hwcounters {
+class CounterSource;
+}
+
+namespace pacer::runtime {
+
+enum class Phase { Tokenize, Prefill, Decode, Sample, Detokenize };
+std::string_view phase_name(Phase p) noexcept;
+
+enum class OpKind { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other };
+std::string_view op_kind_name(OpKind k) noexcept;
+
+struct OpInfo {
+  std::string_view name;  // stable op name (docs/event-log.md); must outlive the scope
+  int layer = -1;
+  OpKind kind = OpKind::Other;
+  ops::WeightType wtype = ops::WeightType::F32;  // matmuls only
+  int64_t rows = 0, cols = 0, tokens = 0;        // matmuls only
+  int64_t weight_bytes = 0;                      // bytes of weights the op streams
+};
+
+struct StepInfo {
+  Phase phase = Phase::Decode;
+  int64_t step = 0;
+  int64_t n_past = 0;
+  int64_t n_tokens = 1;   // batch size (prefill) or 1
+  int32_t token = -1;     // decode: the sampled token
+  std::string piece;      // its text, if known
+};
+
+class Recorder;
+
+class OpScope {
+ public:
+  OpScope() = default;  // inert
+  OpScope(Recorder* rec, const OpInfo& info) noexcept;
+  OpScope(OpScope&& o) noexcept : rec_(o.rec_) { o.rec_ = nullptr; }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+  OpScope& operator=(OpScope&&) = delete;
+  ~OpScope() {
+    if (rec_) close();
+  }
+
+ private:
+  void close() noexcept;
+  Recorder* rec_ = nullptr;
+};
+
+struct RecorderOptions {
+  std::string events_path;               // empty: recording off
+  std::vector<std::string> extra_events;  // --events a,b,c (libpfm4 names)
+  int workers = 1;
+};
+
+class Recorder final : public ChunkObserver {
+ public:
+  Recorder();  // recording off
+  explicit Recorder(const RecorderOptions& opts);  // opens the log and the counter sources
+  ~Recorder() override;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  bool enabled() const noexcept { return enabled_; }
+
+  // The run header (docs/event-log.md `header`): the caller fills model/run/host fields it knows;
+  // the recorder adds counter, frequency, thermal and host facts it measured itself.
+  void write_header(const nlohmann::json& fields);
+  void begin_step(Phase phase, int64_t step);
+  void end_step(const StepInfo& info);  // writes the step line and flushes
+  void write_footer(const nlohmann::json& fields);
+
+  OpScope op(const OpInfo& info) noexcept { return enabled_ ? OpScope(this, info) : OpScope(); }
+
+  // ChunkObserver: called by the executor on each worker thread.
+  void on_chunk_begin(int worker) noexcept override;
+  void on_chunk_end(int worker) noexcept override;
+
+ private:
+  friend class OpScope;
+  void open_op(const OpInfo& info) noexcept;
+  void close_op() noexcept;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool enabled_ = false;
+};
+
+inline OpScope::OpScope(Recorder* rec, const OpInfo& info) noexcept : rec_(rec) {
+  rec_->open_op(info);
+}
+inline void OpScope::close() noexcept { rec_->close_op(); }
+
+}  // namespace pacer::runtime
