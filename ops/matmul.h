@@ -48,11 +48,15 @@ class PackedActivations {
   WeightType weight_type() const noexcept { return wtype_; }
   int64_t cols() const noexcept { return cols_; }
   int64_t tokens() const noexcept { return tokens_; }
-  const std::byte* token(int64_t t) const noexcept { return buf_.data() + t * token_bytes_; }
+  // Start of token t's packed row; 64-byte aligned.
+  const std::byte* token(int64_t t) const noexcept {
+    return buf_.data() + offset_ + t * token_bytes_;
+  }
 
  private:
   WeightType wtype_ = WeightType::F32;
   int64_t cols_ = 0, tokens_ = 0, token_bytes_ = 0;
+  int64_t offset_ = 0;  // from buf_.data() to the first 64-byte boundary
   std::vector<std::byte> buf_;
 };
 

@@ -1,0 +1,429 @@
+#include "analysis/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "analysis/compare_words.h"
+
+namespace pacer::analysis {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+
+bool significant(double p_welch, double p_u, double alpha) {
+  return (std::isfinite(p_welch) && p_welch < alpha) || (std::isfinite(p_u) && p_u < alpha);
+}
+
+double pct_change(double a, double b) { return a != 0 ? (b - a) / std::fabs(a) * 100 : kNaN; }
+
+template <class T>
+std::string opt_text(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : std::string("(absent)");
+}
+
+void compare_field(std::vector<std::string>& out, const char* what, const std::string& a,
+                   const std::string& b) {
+  if (a != b) out.push_back(fmt::format("{} differs: '{}' vs '{}'", what, a, b));
+}
+
+CycleStats cycle_stats(const std::vector<double>& step_ns) {
+  CycleStats c;
+  std::vector<double> ms;
+  ms.reserve(step_ns.size());
+  for (double ns : step_ns) ms.push_back(ns * 1e-6);
+  c.ms = stats::summarize(ms);
+  c.p50 = stats::quantile(ms, 0.5);
+  c.p90 = stats::quantile(ms, 0.9);
+  c.p99 = stats::quantile(ms, 0.99);
+  c.min = *std::min_element(ms.begin(), ms.end());
+  c.max = *std::max_element(ms.begin(), ms.end());
+  c.sorted_desc_ms = ms;
+  std::sort(c.sorted_desc_ms.begin(), c.sorted_desc_ms.end(), std::greater<>());
+  return c;
+}
+
+std::vector<double> beta_series(const RunCycles& run, const std::vector<Cell>* cells) {
+  std::vector<double> beta(run.cycles(), 0.0);
+  if (!cells) return beta;
+  for (size_t i = 0; i < run.cycles(); ++i) beta[i] = (*cells)[i].time_ns / run.step_ns[i] * 100;
+  return beta;
+}
+
+std::vector<double> mu_series(const RunCycles& run, const std::vector<Cell>* cells, Metric m) {
+  std::vector<double> mu(run.cycles(), kNaN);
+  if (!cells) return mu;
+  for (size_t i = 0; i < run.cycles(); ++i) mu[i] = (*cells)[i].value(m);
+  return mu;
+}
+
+size_t count_finite(const std::vector<double>& x) {
+  return static_cast<size_t>(std::count_if(x.begin(), x.end(), [](double v) { return std::isfinite(v); }));
+}
+
+struct RowContext {
+  const RunCycles* run[2];
+  double t0_ns;     // normal mean step time
+  double workers;   // CPUs the workers ran on (host pseudo-op rows sum over them)
+  const CompareOptions* opts;
+};
+
+MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
+                   std::optional<Metric> metric, const std::vector<double> beta[2]) {
+  MetricRow r;
+  r.op = op;
+  r.device = device;
+  r.metric = metric;
+  r.pseudo = op == kOncpuOp || op == kRunqOp;
+  for (int i = 0; i < 2; ++i) r.beta[i] = stats::summarize(beta[i]);
+  r.d_beta = r.beta[1].mean - r.beta[0].mean;
+  r.z_beta = stats::z_score(r.beta[0], r.beta[1], stats::relative_sd_floor(r.beta[0], r.beta[1]));
+  r.p_beta = stats::welch_t_test(r.beta[0], r.beta[1]).p;
+  r.u_p_beta = stats::mann_whitney_u(beta[0], beta[1]).p;
+  // Host pseudo-op time sums over the workers; per-worker terms keep it comparable to op rows.
+  const double per_worker = (r.pseudo && device == kHostDevice) ? ctx.workers : 1.0;
+  double model = 0;
+  if (metric) {
+    std::vector<double> mu[2];
+    for (int i = 0; i < 2; ++i) {
+      mu[i] = mu_series(*ctx.run[i], ctx.run[i]->find(op, device), *metric);
+      r.mu[i] = stats::summarize(mu[i]);
+    }
+    r.d_mu = r.mu[1].mean - r.mu[0].mean;
+    r.z_mu = stats::z_score(r.mu[0], r.mu[1], stats::relative_sd_floor(r.mu[0], r.mu[1]));
+    const double offset = stats::log_offset(mu[0], mu[1]);
+    const std::vector<double> log_a = stats::log_transform(mu[0], offset);
+    const std::vector<double> log_b = stats::log_transform(mu[1], offset);
+    r.z_log_mu = stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
+    r.p_mu = stats::welch_t_test(r.mu[0], r.mu[1]).p;
+    r.u_p_mu = stats::mann_whitney_u(mu[0], mu[1]).p;
+    // The time the metric's change accounts for, by the time model of compare_attribution.h:
+    // on-CPU time goes as 1/frequency, 1/IPC and instructions; run-queue wait is time itself.
+    const double share = (r.beta[0].mean + r.beta[1].mean) / 2 / per_worker;
+    const bool factor_row = !r.pseudo || op == kOncpuOp;
+    const double m0 = r.mu[0].mean, m1 = r.mu[1].mean;
+    switch (*metric) {
+      case Metric::CpuFrequency:
+      case Metric::Ipc:
+      case Metric::Instructions:
+        if (factor_row && m0 > 0 && m1 > 0) model = share * std::fabs(std::log(m1 / m0));
+        break;
+      case Metric::RunqDelay: {
+        const double hosts = device == kHostDevice ? ctx.workers : 1.0;
+        model = std::fabs(r.d_mu) / hosts / ctx.t0_ns * 100;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  r.impact_pts = std::max(std::fabs(r.d_beta) / per_worker, finite_or(model, 0));
+  const double cap = ctx.opts->z_cap;
+  const double evidence = std::min(std::fabs(finite_or(r.z_beta, 0)), cap) +
+                          std::min(std::fabs(finite_or(r.z_log_mu, 0)), cap);
+  r.score = r.impact_pts * evidence;
+  return r;
+}
+
+std::vector<MetricRow> build_rows(const RowContext& ctx) {
+  std::set<std::pair<std::string, int>> keys;
+  for (const RunCycles* run : ctx.run)
+    for (const auto& [key, series] : run->cells) keys.insert(key);
+  std::vector<MetricRow> rows;
+  for (const auto& [op, device] : keys) {
+    std::vector<double> beta[2];
+    for (int i = 0; i < 2; ++i) beta[i] = beta_series(*ctx.run[i], ctx.run[i]->find(op, device));
+    bool any_metric = false;
+    for (int m = 0; m < kMetricCount; ++m) {
+      const auto metric = static_cast<Metric>(m);
+      const size_t n0 = count_finite(mu_series(*ctx.run[0], ctx.run[0]->find(op, device), metric));
+      const size_t n1 = count_finite(mu_series(*ctx.run[1], ctx.run[1]->find(op, device), metric));
+      if (n0 == 0 || n1 == 0) continue;
+      any_metric = true;
+      rows.push_back(make_row(ctx, op, device, metric, beta));
+    }
+    if (!any_metric) rows.push_back(make_row(ctx, op, device, std::nullopt, beta));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const MetricRow& x, const MetricRow& y) {
+    if (x.score != y.score) return x.score > y.score;
+    return x.impact_pts > y.impact_pts;
+  });
+  return rows;
+}
+
+std::vector<DeviceFrequency> device_frequencies(const RunCycles& a, const RunCycles& b) {
+  std::vector<DeviceFrequency> out;
+  std::set<int> devices;
+  for (const auto& [dev, s] : a.step_freq_mhz) devices.insert(dev);
+  for (int dev : devices) {
+    auto ib = b.step_freq_mhz.find(dev);
+    if (ib == b.step_freq_mhz.end()) continue;
+    const std::vector<double>& sa = a.step_freq_mhz.at(dev);
+    const std::vector<double>& sb = ib->second;
+    DeviceFrequency f;
+    f.device = dev;
+    f.mhz = {stats::summarize(sa), stats::summarize(sb)};
+    if (f.mhz[0].n == 0 || f.mhz[1].n == 0) continue;
+    f.pct_change = pct_change(f.mhz[0].mean, f.mhz[1].mean);
+    f.p_welch = stats::welch_t_test(f.mhz[0], f.mhz[1]).p;
+    f.p_u = stats::mann_whitney_u(sa, sb).p;
+    out.push_back(f);
+  }
+  // CPUs first (ascending), the host last.
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+    return (x.device == kHostDevice) < (y.device == kHostDevice);
+  });
+  return out;
+}
+
+const MetricRow* find_row(const std::vector<MetricRow>& rows, const std::string& op, int device,
+                          Metric m) {
+  for (const MetricRow& r : rows)
+    if (r.op == op && r.device == device && r.metric == m) return &r;
+  return nullptr;
+}
+
+std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const CompareOptions& o) {
+  std::vector<Flag> flags;
+  // 1. Frequency: a CPU's clock fell. Drops move every op's time alike and so barely move β; the
+  //    rule catches them whatever their suspicion score.
+  std::vector<int> dropped;
+  std::array<double, 2> sum{};
+  const DeviceFrequency* host = nullptr;
+  for (const DeviceFrequency& f : c.frequency) {
+    if (f.device == kHostDevice) {
+      host = &f;
+      continue;
+    }
+    if (f.pct_change <= -o.freq_drop_pct && significant(f.p_welch, f.p_u, o.alpha)) {
+      dropped.push_back(f.device);
+      sum[0] += f.mhz[0].mean;
+      sum[1] += f.mhz[1].mean;
+    }
+  }
+  if (dropped.empty() && host && host->pct_change <= -o.freq_drop_pct &&
+      significant(host->p_welch, host->p_u, o.alpha)) {
+    dropped.push_back(kHostDevice);
+    sum = {host->mhz[0].mean, host->mhz[1].mean};
+  }
+  if (!dropped.empty()) {
+    const auto k = static_cast<double>(dropped.size());
+    const double a = sum[0] / k, b = sum[1] / k;
+    Flag f{FlagKind::FrequencyDrop, "", dropped, "", pct_change(a, b)};
+    const auto nominal = c.header[1].frequency.nominal_mhz;
+    f.text = fmt::format("CPU frequency dropped on {}: {:.0f} -> {:.0f} MHz ({:+.1f}%){}",
+                         describe_devices(dropped), a, b, f.pct_change,
+                         nominal && *nominal > 0
+                             ? fmt::format("; {:.0f}% -> {:.0f}% of nominal {:.0f} MHz",
+                                           a / *nominal * 100, b / *nominal * 100, *nominal)
+                             : "");
+    flags.push_back(std::move(f));
+  } else {
+    // No CPU-wide drop: look for ops that ran at a lower clock (a drop confined to some phases).
+    std::vector<const MetricRow*> hits;
+    for (const MetricRow& r : c.rows) {
+      if (r.pseudo || r.device != kHostDevice || r.metric != Metric::CpuFrequency) continue;
+      const double share = (r.beta[0].mean + r.beta[1].mean) / 2;
+      if (share < 1.0) continue;
+      if (pct_change(r.mu[0].mean, r.mu[1].mean) <= -o.freq_drop_pct &&
+          significant(r.p_mu, r.u_p_mu, o.alpha))
+        hits.push_back(&r);
+    }
+    for (size_t i = 0; i < hits.size() && i < 3; ++i) {
+      const MetricRow& r = *hits[i];
+      Flag f{FlagKind::FrequencyDrop, "", {kHostDevice}, r.op,
+             pct_change(r.mu[0].mean, r.mu[1].mean)};
+      f.text = fmt::format("CPU frequency during {} dropped: {:.0f} -> {:.0f} MHz ({:+.1f}%)", r.op,
+                           r.mu[0].mean, r.mu[1].mean, f.pct_change);
+      flags.push_back(std::move(f));
+    }
+  }
+  // 2. Run queue: the workers waited for a CPU noticeably longer.
+  if (const MetricRow* rq = find_row(c.rows, std::string(kRunqOp), kHostDevice, Metric::RunqDelay)) {
+    const double pts = rq->d_mu / ctx.workers / ctx.t0_ns * 100;
+    if (pts >= o.runq_flag_pts && significant(rq->p_mu, rq->u_p_mu, o.alpha)) {
+      std::vector<int> devs;
+      for (int dev : ctx.run[1]->cpu_devices) {
+        const MetricRow* d = find_row(c.rows, std::string(kRunqOp), dev, Metric::RunqDelay);
+        if (d && d->d_mu > 0 && significant(d->p_mu, d->u_p_mu, o.alpha)) devs.push_back(dev);
+      }
+      Flag f{FlagKind::RunQueue, "", devs, "", pct_change(rq->mu[0].mean, rq->mu[1].mean)};
+      f.text = fmt::format(
+          "Run-queue wait grew{}: {:.1f} -> {:.1f} us per step summed over workers "
+          "(+{:.1f} pts of the cycle per worker)",
+          devs.empty() ? "" : " on " + describe_devices(devs), rq->mu[0].mean * 1e-3,
+          rq->mu[1].mean * 1e-3, pts);
+      flags.push_back(std::move(f));
+    }
+  }
+  // 3. and 4. Counters of an op that matters (>= 1% of the cycle).
+  for (const MetricRow& r : c.rows) {
+    if (r.pseudo || r.device != kHostDevice || !r.metric) continue;
+    if ((r.beta[0].mean + r.beta[1].mean) / 2 < 1.0) continue;
+    if (!significant(r.p_mu, r.u_p_mu, o.alpha)) continue;
+    const double pct = pct_change(r.mu[0].mean, r.mu[1].mean);
+    if (r.metric == Metric::Ipc && pct <= -o.counter_flag_pct) {
+      flags.push_back({FlagKind::IpcLoss,
+                       fmt::format("IPC of {} fell: {:.2f} -> {:.2f} ({:+.1f}%)", r.op,
+                                   r.mu[0].mean, r.mu[1].mean, pct),
+                       {kHostDevice}, r.op, pct});
+    } else if (r.metric == Metric::Instructions && std::fabs(pct) >= o.counter_flag_pct) {
+      flags.push_back({FlagKind::Instructions,
+                       fmt::format("{} executed {} instructions: {:.3g} -> {:.3g} per step "
+                                   "({:+.1f}%)",
+                                   r.op, pct > 0 ? "more" : "fewer", r.mu[0].mean, r.mu[1].mean,
+                                   pct),
+                       {kHostDevice}, r.op, pct});
+    }
+  }
+  return flags;
+}
+
+void mark_flagged_rows(Comparison& c) {
+  for (MetricRow& r : c.rows) {
+    if (!r.metric) continue;
+    for (const Flag& f : c.flags) {
+      const bool device_hit = std::find(f.devices.begin(), f.devices.end(), r.device) !=
+                                  f.devices.end() ||
+                              f.devices.empty();
+      switch (f.kind) {
+        case FlagKind::FrequencyDrop:
+          if (r.metric == Metric::CpuFrequency && (f.op.empty() ? device_hit : r.op == f.op))
+            r.flagged = true;
+          break;
+        case FlagKind::RunQueue:
+          if (r.metric == Metric::RunqDelay && (r.op == kRunqOp || r.d_mu > 0) &&
+              (device_hit || r.device == kHostDevice))
+            r.flagged = true;
+          break;
+        case FlagKind::IpcLoss:
+          if (r.metric == Metric::Ipc && r.op == f.op) r.flagged = true;
+          break;
+        case FlagKind::Instructions:
+          if (r.metric == Metric::Instructions && r.op == f.op) r.flagged = true;
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double Comparison::delta_pct() const noexcept {
+  return pct_change(attribution.mean_ns[0], attribution.mean_ns[1]);
+}
+
+Compatibility check_compatibility(const Header& a, const Header& b) {
+  Compatibility c;
+  compare_field(c.errors, "model architecture", a.model.arch, b.model.arch);
+  compare_field(c.errors, "weight type", a.model.type, b.model.type);
+  const std::pair<const char*, const std::optional<int64_t> Header::Model::*> shape[] = {
+      {"n_layers", &Header::Model::n_layers}, {"n_embd", &Header::Model::n_embd},
+      {"n_heads", &Header::Model::n_heads},   {"n_kv_heads", &Header::Model::n_kv_heads},
+      {"n_ff", &Header::Model::n_ff},         {"n_vocab", &Header::Model::n_vocab},
+      {"params", &Header::Model::params}};
+  for (const auto& [name, field] : shape)
+    compare_field(c.errors, fmt::format("model shape {}", name).c_str(), opt_text(a.model.*field),
+                  opt_text(b.model.*field));
+
+  auto& w = c.warnings;
+  compare_field(w, "threads", opt_text(a.run.threads), opt_text(b.run.threads));
+  compare_field(w, "pinning", a.run.pin, b.run.pin);
+  compare_field(w, "worker CPUs", fmt::format("{}", a.run.cpus), fmt::format("{}", b.run.cpus));
+  compare_field(w, "ISA", a.run.isa, b.run.isa);
+  compare_field(w, "KV cache type", a.run.kv_type, b.run.kv_type);
+  compare_field(w, "recording mode", a.run.recording, b.run.recording);
+  compare_field(w, "prompt length (attention cost grows with position)", opt_text(a.run.n_prompt),
+                opt_text(b.run.n_prompt));
+  compare_field(w, "CPU model", a.host.cpu_model, b.host.cpu_model);
+  compare_field(w, "host", a.host.hostname, b.host.hostname);
+  compare_field(w, "governor", a.host.governor, b.host.governor);
+  compare_field(w, "counter mode", a.counters.mode, b.counters.mode);
+  compare_field(w, "live counters", fmt::format("{}", a.counters.live),
+                fmt::format("{}", b.counters.live));
+  compare_field(w, "frequency source", a.frequency.source, b.frequency.source);
+  compare_field(w, "pacer version", a.pacer_version + " " + a.git_sha,
+                b.pacer_version + " " + b.git_sha);
+  return c;
+}
+
+std::string describe_devices(const std::vector<int>& devices) {
+  std::vector<int> cpus;
+  bool host = false;
+  std::vector<std::string> others;
+  for (int d : devices) {
+    if (d >= 0) {
+      cpus.push_back(d);
+    } else if (d == kHostDevice) {
+      host = true;
+    } else {
+      others.push_back(device_label(d));
+    }
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    parts.push_back(j > i ? fmt::format("{}-{}", cpus[i], cpus[j]) : fmt::format("{}", cpus[i]));
+    i = j + 1;
+  }
+  std::string out;
+  if (!cpus.empty())
+    out = fmt::format("{} {}", cpus.size() > 1 ? "CPUs" : "CPU", fmt::join(parts, ","));
+  for (const std::string& o : others) out += (out.empty() ? "" : ", ") + o;
+  if (host) out += out.empty() ? "host" : ", host";
+  return out;
+}
+
+Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
+                        const CompareOptions& opts) {
+  Comparison c;
+  c.compat = check_compatibility(normal.header, abnormal.header);
+  if (!c.compat.errors.empty() && !opts.force)
+    throw CompareError(fmt::format("{} and {} are runs of different models ({}); use --force to "
+                                   "compare them anyway",
+                                   normal.path, abnormal.path, fmt::join(c.compat.errors, "; ")));
+  c.forced = !c.compat.errors.empty();
+  const RunCycles* runs[2] = {&normal, &abnormal};
+  for (int i = 0; i < 2; ++i) {
+    const RunCycles& r = *runs[i];
+    c.path[i] = r.path;
+    c.header[i] = r.header;
+    c.notes[i] = r.notes;
+    if (r.migrations > 0)
+      c.notes[i].push_back(fmt::format("{} worker slice(s) migrated between CPUs; each is "
+                                       "counted on the CPU it started on",
+                                       r.migrations));
+    c.cycles[i] = cycle_stats(r.step_ns);
+    for (double ns : r.step_ns) c.step_ms[i].push_back(ns * 1e-6);
+    auto it = r.step_freq_mhz.find(kHostDevice);
+    c.step_freq_mhz[i] = it != r.step_freq_mhz.end() ? it->second
+                                                     : std::vector<double>(r.cycles(), kNaN);
+  }
+  c.step_welch = stats::welch_t_test(normal.step_ns, abnormal.step_ns);
+  c.step_u = stats::mann_whitney_u(normal.step_ns, abnormal.step_ns);
+  c.attribution = attribute(normal, abnormal);
+  c.frequency = device_frequencies(normal, abnormal);
+
+  std::set<int> cpus(normal.cpu_devices);
+  cpus.insert(abnormal.cpu_devices.begin(), abnormal.cpu_devices.end());
+  const RowContext ctx{{&normal, &abnormal},
+                       c.attribution.mean_ns[0],
+                       static_cast<double>(std::max<size_t>(1, cpus.size())),
+                       &opts};
+  c.rows = build_rows(ctx);
+  c.flags = rule_flags(c, ctx, opts);
+  mark_flagged_rows(c);
+  detail::write_words(c, opts);
+  return c;
+}
+
+}  // namespace pacer::analysis

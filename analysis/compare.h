@@ -1,0 +1,124 @@
+#pragma once
+// `pacer compare`: why was the abnormal run slower than the normal one?
+//
+//   RunCycles a = load_run("normal.jsonl"), b = load_run("abnormal.jsonl");
+//   Comparison c = compare_runs(a, b, {});      // throws CompareError if the runs are not alike
+//   std::string md = render_markdown(c);         // compare_render.h
+//
+// A cycle is one decode step. For every (op, metric, device) the comparison tests the op's share
+// of the cycle (β) and the metric's mean during the op (μ) between the runs and ranks the rows by
+// a suspicion score; independently, it splits the change in mean step time into additive causes
+// (compare_attribution.h) and states a verdict. Rules flag a frequency drop, run-queue growth,
+// IPC loss and extra instructions whatever their rank.
+#include <array>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "analysis/compare_attribution.h"
+#include "analysis/compare_input.h"
+#include "analysis/stats.h"
+
+namespace pacer::analysis {
+
+// The logs cannot be compared (different model, type or shape) and --force was not given.
+class CompareError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CompareOptions {
+  bool force = false;             // compare even different models/types/shapes
+  double freq_drop_pct = 3.0;     // rule: a clock drop of at least this many percent ...
+  double alpha = 0.01;            // ... significant at this level (Welch or U-test) is flagged
+  double runq_flag_pts = 1.0;     // rule: run-queue growth of this many pts of the cycle
+  double counter_flag_pct = 5.0;  // rule: IPC / instruction change of an op (>= 1% of the cycle)
+  double z_cap = 10.0;            // |Z| beyond this adds nothing to the suspicion score
+};
+
+struct Compatibility {
+  std::vector<std::string> errors;    // refuse to compare unless forced
+  std::vector<std::string> warnings;  // compare, but say so
+};
+Compatibility check_compatibility(const Header& normal, const Header& abnormal);
+
+// One (op, metric, device) row of the in-depth table. Index 0 = normal, 1 = abnormal.
+struct MetricRow {
+  std::string op;
+  int device = kHostDevice;
+  std::optional<Metric> metric;  // nullopt: the op has no metric on this device (β only)
+  bool pseudo = false;           // oncpu / runq
+  std::array<stats::Summary, 2> beta{};  // % of cycle time, per cycle
+  std::array<stats::Summary, 2> mu{};    // metric value (stored unit), per cycle
+  double d_beta = 0, z_beta = 0, p_beta = 0, u_p_beta = 0;
+  double d_mu = 0, z_mu = 0, z_log_mu = 0, p_mu = 0, u_p_mu = 0;
+  double impact_pts = 0;  // pts of the normal cycle this row's change accounts for
+  double score = 0;       // impact_pts x (min(|Z(β)|, cap) + min(|Z(log μ)|, cap))
+  bool flagged = false;   // matches a rule flag (see Flag)
+};
+
+enum class FlagKind { FrequencyDrop, RunQueue, IpcLoss, Instructions };
+struct Flag {
+  FlagKind kind;
+  std::string text;           // one sentence with numbers
+  std::vector<int> devices;   // CPUs / host it concerns
+  std::string op;             // the op it concerns, if any
+  double pct_change = 0;      // relative change of the flagged quantity
+};
+
+// Decode-step durations of one run.
+struct CycleStats {
+  stats::Summary ms;
+  double p50 = 0, p90 = 0, p99 = 0, min = 0, max = 0;
+  std::vector<double> sorted_desc_ms;  // the ranked distribution
+};
+
+// A CPU's (or the host's) clock during the decode steps, normal vs abnormal.
+struct DeviceFrequency {
+  int device = kHostDevice;
+  std::array<stats::Summary, 2> mhz{};
+  double pct_change = 0, p_welch = 0, p_u = 0;
+};
+
+struct Comparison {
+  std::array<std::string, 2> label{"normal", "abnormal"};
+  std::array<std::string, 2> path;
+  std::array<Header, 2> header;
+  std::array<std::vector<std::string>, 2> notes;  // reader and loader notes per run
+  Compatibility compat;
+  bool forced = false;
+
+  std::array<CycleStats, 2> cycles;
+  stats::WelchResult step_welch;
+  stats::MannWhitneyResult step_u;
+  std::array<std::vector<double>, 2> step_ms;      // per cycle, in log order (HTML timeline)
+  std::array<std::vector<double>, 2> step_freq_mhz;  // per cycle, mean over CPUs (NaN absent)
+  std::vector<DeviceFrequency> frequency;          // per CPU, then host
+
+  Attribution attribution;
+  std::vector<MetricRow> rows;  // by score, descending
+  std::vector<Flag> flags;
+
+  // Words.
+  std::optional<Part> main_cause;  // nullopt when there is no significant difference
+  double main_cause_pts = 0;
+  bool significant = false;
+  std::string verdict;
+  std::string overview;
+  std::vector<std::string> findings;  // markdown, one bullet each (flags first)
+  std::string recommendation;
+
+  double delta_pct() const noexcept;  // mean step time change, % of normal
+};
+
+Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
+                        const CompareOptions& opts = {});
+
+// The legend shared by every renderer: (term, definition) pairs.
+std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& opts = {});
+
+// "CPUs 0-1,4" / "CPU 3" / "host" for a set of devices.
+std::string describe_devices(const std::vector<int>& devices);
+
+}  // namespace pacer::analysis

@@ -1,0 +1,428 @@
+#include "analysis/compare_words.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace pacer::analysis::detail {
+namespace {
+
+std::string_view part_label(Part p, bool slower) {
+  switch (p) {
+    case Part::Frequency: return slower ? "frequency reduction" : "frequency increase";
+    case Part::Ipc: return slower ? "IPC loss" : "IPC gain";
+    case Part::Instructions: return slower ? "more instructions" : "fewer instructions";
+    case Part::CpuWork: return slower ? "more CPU work" : "less CPU work";
+    case Part::OnCpu: return slower ? "more on-CPU time" : "less on-CPU time";
+    case Part::RunQueue: return slower ? "run-queue contention" : "less run-queue wait";
+    case Part::Blocked: return slower ? "more blocked time" : "less blocked time";
+    case Part::Residual: return "unexplained";
+  }
+  return "?";
+}
+
+std::string pts(double v) { return fmt::format("{:.1f} {}", v, std::fabs(v) == 1.0 ? "pt" : "pts"); }
+
+const Flag* find_flag(const Comparison& c, FlagKind kind) {
+  for (const Flag& f : c.flags)
+    if (f.kind == kind) return &f;
+  return nullptr;
+}
+
+// The ops that carry most (>= 80%, at most 3) of a part in the direction of the change; empty
+// when the part is spread over more ops than that.
+std::vector<const OpAttribution*> carrying_ops(const Attribution& a, Part p, double dir) {
+  std::vector<const OpAttribution*> ops;
+  for (const OpAttribution& o : a.ops)
+    if (o.part(p) * dir > 0) ops.push_back(&o);
+  std::sort(ops.begin(), ops.end(),
+            [&](const auto* x, const auto* y) { return x->part(p) * dir > y->part(p) * dir; });
+  const double total = a.part(p) * dir;
+  double acc = 0;
+  std::vector<const OpAttribution*> out;
+  for (const OpAttribution* o : ops) {
+    out.push_back(o);
+    acc += o->part(p) * dir;
+    if (acc >= 0.8 * total) break;
+    if (out.size() == 3) return {};
+  }
+  return out;
+}
+
+std::string op_names(const std::vector<const OpAttribution*>& ops) {
+  std::vector<std::string> names;
+  for (const auto* o : ops) names.push_back(o->op);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// CPUs whose run-queue wait grew (per-CPU pseudo-op rows).
+std::vector<int> runq_devices(const Comparison& c) {
+  if (const Flag* f = find_flag(c, FlagKind::RunQueue); f && !f->devices.empty()) return f->devices;
+  std::vector<int> devs;
+  for (const MetricRow& r : c.rows)
+    if (r.op == kRunqOp && r.device != kHostDevice && r.metric == Metric::RunqDelay && r.d_mu > 0)
+      devs.push_back(r.device);
+  return devs;
+}
+
+std::string part_detail(const Comparison& c, Part p, double dir) {
+  const Attribution& a = c.attribution;
+  const auto ops = carrying_ops(a, p, dir);
+  switch (p) {
+    case Part::Frequency: {
+      std::string where;
+      std::array<double, 2> ghz{};
+      if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && f->op.empty()) {
+        for (const DeviceFrequency& d : c.frequency) {
+          if (std::find(f->devices.begin(), f->devices.end(), d.device) == f->devices.end())
+            continue;
+          ghz[0] += d.mhz[0].mean / static_cast<double>(f->devices.size());
+          ghz[1] += d.mhz[1].mean / static_cast<double>(f->devices.size());
+        }
+        where = " on " + describe_devices(f->devices);
+      } else {
+        // On-CPU-time weighted clock of the ops that carry the part (or of every op).
+        std::array<double, 2> w{};
+        for (const OpAttribution& o : a.ops) {
+          if (!ops.empty() && std::find(ops.begin(), ops.end(), &o) == ops.end()) continue;
+          for (int i = 0; i < 2; ++i) {
+            if (!std::isfinite(o.freq_mhz[i]) || !std::isfinite(o.oncpu_ns[i])) continue;
+            ghz[i] += o.freq_mhz[i] * o.oncpu_ns[i];
+            w[i] += o.oncpu_ns[i];
+          }
+        }
+        for (int i = 0; i < 2; ++i) ghz[i] = w[i] > 0 ? ghz[i] / w[i] : 0;
+      }
+      std::string out = ghz[0] > 0 ? fmt::format("{} -> {}{}", format_mhz(ghz[0]),
+                                                 format_mhz(ghz[1]), where)
+                                   : "";
+      if (!ops.empty() && ops.size() < a.ops.size())
+        out += (out.empty() ? "in " : "; mostly in ") + op_names(ops);
+      return out;
+    }
+    case Part::Ipc:
+      if (!ops.empty())
+        return fmt::format("CPI {:.2f} -> {:.2f} in {}", ops[0]->cpi[0], ops[0]->cpi[1],
+                           op_names(ops));
+      return "";
+    case Part::Instructions:
+      if (!ops.empty() && ops[0]->instructions[0] > 0)
+        return fmt::format("{:+.0f}% in {}{}",
+                           (ops[0]->instructions[1] / ops[0]->instructions[0] - 1) * 100,
+                           ops[0]->op, ops.size() > 1 ? ", also " + op_names(std::vector<const OpAttribution*>(ops.begin() + 1, ops.end())) : "");
+      return "";
+    case Part::CpuWork:
+      return "cycles at a constant clock; no PMU to separate IPC from instructions" +
+             (ops.empty() ? std::string() : "; in " + op_names(ops));
+    case Part::OnCpu:
+      return "no frequency or counters to split it" +
+             (ops.empty() ? std::string() : "; in " + op_names(ops));
+    case Part::RunQueue: {
+      const auto devs = runq_devices(c);
+      return fmt::format("{:+.3f} ms/step runnable but waiting for a CPU{}",
+                         a.part(Part::RunQueue) * 1e-6,
+                         devs.empty() ? "" : " on " + describe_devices(devs));
+    }
+    case Part::Blocked:
+      return fmt::format("{:+.3f} ms/step off-CPU and not runnable", a.part(Part::Blocked) * 1e-6);
+    case Part::Residual:
+      return fmt::format("worker imbalance and fork/join {:+.3f} ms, outside ops {:+.3f} ms{}",
+                         a.residual_sync_ns * 1e-6, a.residual_outside_ns * 1e-6,
+                         a.residual_unmeasured_ns != 0
+                             ? fmt::format(", ops without data {:+.3f} ms",
+                                           a.residual_unmeasured_ns * 1e-6)
+                             : "");
+  }
+  return "";
+}
+
+std::string p_text(double p) {
+  if (!std::isfinite(p)) return "n/a";
+  if (p < 0.001) return "< 0.001";
+  return fmt::format("{:.3f}", p);
+}
+
+void write_verdict(Comparison& c) {
+  const Attribution& a = c.attribution;
+  const double t0 = a.mean_ns[0], t1 = a.mean_ns[1];
+  const double dpct = c.delta_pct();
+  const bool tested = std::isfinite(c.step_welch.p) || std::isfinite(c.step_u.p);
+  const bool p_ok = (std::isfinite(c.step_welch.p) && c.step_welch.p < 0.05) ||
+                    (std::isfinite(c.step_u.p) && c.step_u.p < 0.05);
+  c.significant = std::fabs(dpct) >= 1.0 && (p_ok || (!tested && std::fabs(dpct) >= 5.0));
+  std::string v;
+  bool freq_listed = false;
+  if (!c.significant) {
+    v = fmt::format(
+        "No significant difference in decode step time: {:.3f} -> {:.3f} ms/step ({:+.1f}%, "
+        "Welch p {}, U-test p {}).",
+        t0 * 1e-6, t1 * 1e-6, dpct, p_text(c.step_welch.p), p_text(c.step_u.p));
+  } else {
+    const double dir = dpct > 0 ? 1.0 : -1.0;
+    std::vector<std::pair<double, Part>> contrib;  // pts in the direction of the change
+    for (int p = 0; p < kPartCount; ++p)
+      contrib.emplace_back(a.parts[p] / t0 * 100 * dir, static_cast<Part>(p));
+    std::stable_sort(contrib.begin(), contrib.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    if (contrib[0].first > 0) {
+      c.main_cause = contrib[0].second;
+      c.main_cause_pts = contrib[0].first;
+    }
+    v = fmt::format("Decode {:.1f}% {} ({:.3f} -> {:.3f} ms/step):", std::fabs(dpct),
+                    dir > 0 ? "slower" : "faster", t0 * 1e-6, t1 * 1e-6);
+    const double threshold = std::max(0.5, 0.1 * std::fabs(dpct));
+    double listed = 0;
+    std::vector<std::string> items;
+    for (const auto& [value, part] : contrib) {
+      if (items.size() == 3 || value < threshold) break;
+      const std::string detail = part_detail(c, part, dir);
+      items.push_back(fmt::format("{} {}{}", pts(value), part_label(part, dir > 0),
+                                  detail.empty() ? "" : " (" + detail + ")"));
+      listed += value;
+      freq_listed = freq_listed || part == Part::Frequency;
+    }
+    const double other = std::fabs(dpct) - listed;
+    if (items.empty() || std::fabs(other) >= 0.05) items.push_back(pts(other) + " other");
+    v += " " + fmt::format("{}", fmt::join(items, ", ")) + ".";
+  }
+  if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
+    v += " Note: " + f->text + " (flagged by rule).";
+  c.verdict = std::move(v);
+}
+
+std::string metric_value(Metric m, double v) {
+  const MetricInfo& info = metric_info(m);
+  const double x = v * info.display_scale;
+  if (m == Metric::Ipc || m == Metric::ProcessCpuUsage || m == Metric::HostCpuUsage)
+    return fmt::format("{:.2f}", x);
+  if (std::fabs(x) >= 1e5) return fmt::format("{:.3g}", x);
+  return fmt::format("{:.1f}", x);
+}
+
+void write_findings(Comparison& c) {
+  const Attribution& a = c.attribution;
+  for (const Flag& f : c.flags) {
+    std::string why;
+    switch (f.kind) {
+      case FlagKind::FrequencyDrop:
+        why = " A lower clock slows every op on those CPUs about equally, so it hardly moves any "
+              "op's share of the cycle (β) and a β-weighted score can bury it; pacer flags it by "
+              "rule.";
+        c.findings.push_back("⚑ **Frequency drop.** " + f.text + "." + why);
+        break;
+      case FlagKind::RunQueue:
+        c.findings.push_back("⚑ **Run-queue contention.** " + f.text + ".");
+        break;
+      case FlagKind::IpcLoss:
+        c.findings.push_back("⚑ **IPC loss.** " + f.text + ".");
+        break;
+      case FlagKind::Instructions:
+        c.findings.push_back("⚑ **Instruction count changed.** " + f.text + ".");
+        break;
+    }
+  }
+  // The additive attribution in one sentence.
+  std::vector<std::string> parts;
+  for (int p = 0; p < kPartCount; ++p) {
+    const double v = a.parts[p] / a.mean_ns[0] * 100;
+    if (std::fabs(v) >= 0.05 || p == static_cast<int>(Part::Residual))
+      parts.push_back(fmt::format("{} {:+.1f} pts", part_name(static_cast<Part>(p)), v));
+  }
+  c.findings.push_back(fmt::format(
+      "**Attribution.** Mean step time changed by {:+.3f} ms ({:+.1f}%): {}. The parts add up to "
+      "the measured difference (sum {:+.3f} ms).",
+      a.delta_ns() * 1e-6, c.delta_pct(), fmt::join(parts, ", "), a.sum_of_parts() * 1e-6));
+  // The top (op, device) pairs of the suspicion ranking, each with its related metric changes.
+  std::set<std::pair<std::string, int>> seen;
+  for (const MetricRow& r : c.rows) {
+    if (seen.size() == 3 || r.score <= 0) break;
+    if (!seen.insert({r.op, r.device}).second) continue;
+    const bool up = r.d_beta > 0;
+    const bool sig = std::isfinite(r.p_beta) && r.p_beta < 0.05;
+    std::string s = fmt::format(
+        "**`{}` on {}**: its share of the cycle (β) {} from {:.2f}% to {:.2f}% ({:+.2f} ppt), {} "
+        "(Welch p {}, U-test p {}).",
+        r.op, device_label(r.device), up ? "increased" : "decreased", r.beta[0].mean,
+        r.beta[1].mean, r.d_beta,
+        sig ? "which is statistically significant" : "which may not be statistically significant",
+        p_text(r.p_beta), p_text(r.u_p_beta));
+    std::vector<std::string> related;
+    for (const MetricRow& m : c.rows) {
+      if (related.size() == 3) break;
+      if (m.op != r.op || m.device != r.device || !m.metric || m.d_mu == 0) continue;
+      related.push_back(fmt::format("`{}` {} from {} to {} {}", metric_info(*m.metric).name,
+                                    m.d_mu > 0 ? "rose" : "fell", metric_value(*m.metric, m.mu[0].mean),
+                                    metric_value(*m.metric, m.mu[1].mean),
+                                    metric_info(*m.metric).unit));
+    }
+    if (!related.empty()) s += fmt::format(" Meanwhile {}.", fmt::join(related, "; "));
+    c.findings.push_back(std::move(s));
+  }
+  for (const MetricRow& r : c.rows)
+    if (r.op == kOncpuOp && r.device == kHostDevice && (r.beta[0].mean > 100 || r.beta[1].mean > 100)) {
+      c.findings.push_back(
+          "*Note: β above 100% (the `oncpu` pseudo-op on the host) sums the on-CPU time of all "
+          "workers, so with W workers it can reach W x 100%.*");
+      break;
+    }
+}
+
+void write_overview(Comparison& c) {
+  std::string s;
+  if (!c.rows.empty() && c.rows[0].score > 0) {
+    const MetricRow& r = c.rows[0];
+    s = fmt::format(
+        "The top-ranked difference between `{}` and `{}` is **`{}`** ({} on {}, suspicion score "
+        "{:.1f}): its share of the cycle went from {:.2f}% to {:.2f}%",
+        c.label[0], c.label[1], r.op, r.metric ? metric_info(*r.metric).name : "time",
+        device_label(r.device), r.score, r.beta[0].mean, r.beta[1].mean);
+    if (r.metric)
+      s += fmt::format(" and its {} from {} to {} {}", metric_info(*r.metric).name,
+                       metric_value(*r.metric, r.mu[0].mean), metric_value(*r.metric, r.mu[1].mean),
+                       metric_info(*r.metric).unit);
+    s += ". ";
+  }
+  if (c.main_cause)
+    s += fmt::format("The additive attribution names **{}** as the main cause ({}).",
+                     part_label(*c.main_cause, c.delta_pct() > 0), pts(c.main_cause_pts));
+  else
+    s += "The step-time difference is not significant, so no cause is named.";
+  c.overview = std::move(s);
+}
+
+void write_recommendation(Comparison& c) {
+  std::string s;
+  const auto cause = c.main_cause;
+  const Flag* freq = find_flag(c, FlagKind::FrequencyDrop);
+  if (!cause) {
+    s = "No action needed for step time: the runs are within noise. Run longer (-n) for tighter "
+        "statistics.";
+  } else {
+    switch (*cause) {
+      case Part::Frequency:
+        s = "Find why the clock fell: the governor and energy-performance preference "
+            "(`cpupower frequency-info`), thermal and power limits (`turbostat`: package watts, "
+            "throttle counts), turbo being off, and on a VM the host's power policy or CPU "
+            "steal. Pin the workers to CPUs that hold their clock (`--pin`) and compare again.";
+        break;
+      case Part::RunQueue:
+        s = "Other runnable threads shared the workers' CPUs: find them (`top -H`, `pidstat -t`, "
+            "`perf sched latency`), move them off (cpusets, `taskset`, `isolcpus`), or pin pacer "
+            "to idle CPUs with an explicit `--pin` list; use fewer threads (`-t`) than free cores.";
+        break;
+      case Part::Ipc:
+        s = "The same instructions took more cycles each: look for cache or memory-bandwidth "
+            "contention (the `llc_misses` rows), a busy SMT sibling, or different NUMA placement.";
+        break;
+      case Part::Instructions:
+        s = "The abnormal run executed more instructions: compare the ISA, weight type, context "
+            "length (attention grows with position) and build (`pacer_version`, `git_sha`) in the "
+            "two headers.";
+        break;
+      case Part::CpuWork:
+      case Part::OnCpu:
+        s = "More on-CPU work at the same clock, and no hardware counters to tell IPC from "
+            "instruction count: rerun where the PMU is exposed, and compare ISA, build and "
+            "context length in the headers.";
+        break;
+      case Part::Blocked:
+        s = "Workers slept off-CPU while not runnable: look for page faults (model evicted from "
+            "the page cache), I/O or lock waits (`page_faults`, `context_switches` rows).";
+        break;
+      case Part::Residual:
+        s = "Most of the change lies outside the measured factors: check worker imbalance (the "
+            "per-CPU β rows), fork/join overhead and time outside recorded ops.";
+        break;
+    }
+  }
+  if (freq && cause != Part::Frequency)
+    s += " Also investigate the flagged frequency drop: it costs time on every op that runs on "
+         "those CPUs.";
+  s += " Then work down the detailed table from the highest suspicion score, reading β (share of "
+       "the cycle) together with μ (what the CPU was doing during the op).";
+  c.recommendation = std::move(s);
+}
+
+}  // namespace
+
+std::string format_mhz(double mhz) {
+  if (mhz >= 1000) return fmt::format("{:.2f} GHz", mhz / 1000);
+  return fmt::format("{:.0f} MHz", mhz);
+}
+
+void write_words(Comparison& c, const CompareOptions& opts) {
+  write_verdict(c);
+  write_findings(c);
+  write_overview(c);
+  write_recommendation(c);
+}
+
+}  // namespace pacer::analysis::detail
+
+namespace pacer::analysis {
+
+std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& o) {
+  return {
+      {"Cycle", "one decode step (prefill batches are not cycles). Every statistic below treats "
+                "the per-cycle values of a run as its sample."},
+      {"β (beta)", "the op's time in a cycle as % of that cycle's duration: on `host` the op's "
+                   "wall time (all its layers), on `CPU n` the time of the worker slices that "
+                   "ran on CPU n. β above 100% (oncpu on host) sums several workers."},
+      {"μ (mu)", "the metric's value during the op in a cycle: cpu_frequency weighted by on-CPU "
+                 "time, ipc = instructions / cycles, counts and times summed per cycle; host "
+                 "rows aggregate all workers. The table shows its mean over cycles."},
+      {"oncpu / runq", "pseudo-ops from the scheduler: time on a CPU, and time runnable but "
+                       "waiting for a CPU, per cycle (host: summed over threads)."},
+      {"Δβ, Δμ", "abnormal mean minus normal mean (β in percentage points)."},
+      {"Z-Score(β), Z-Score(μ)",
+       fmt::format("effect size: Δ / s with s = sqrt((sd_normal² + sd_abnormal²) / 2), the root "
+                   "mean square of the two runs' per-cycle standard deviations (symmetric: "
+                   "swapping the runs flips the sign only). Zero variance is handled by a floor "
+                   "on s of {:.0f}% of the larger mean (measurement resolution): a noise-free 1% "
+                   "change scores 1, a noise-free change never scores infinity and is never "
+                   "silently 0.",
+                   stats::kRelativeSdFloor * 100)},
+      {"Z-Score(log μ)",
+       fmt::format("the same on ln(μ + c), c = 1% of the median positive μ of both runs "
+                   "(scale-free, so zeros such as no run-queue wait are defined); s floored at "
+                   "{:.2f} (~1% relative). It measures relative change: a clock going 3.0 -> 2.1 "
+                   "GHz and a count going 3000 -> 2100 score alike.",
+                   stats::kLogSdFloor)},
+      {"p-value", "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
+                  "freedom, Student's t). Both runs constant: p = 0 if the means differ, 1 if "
+                  "not. Fewer than 2 cycles on a side: n/a."},
+      {"U-test p", fmt::format("two-sided Mann–Whitney U: exact distribution when the runs have "
+                               "{} cycles or fewer together and no ties; otherwise the normal "
+                               "approximation with midranks for ties, the tie-corrected variance "
+                               "n1·n2/12·((n+1) − Σ(t³−t)/(n(n−1))) and a 0.5 continuity "
+                               "correction. All values tied: p = 1.",
+                               stats::kExactMaxTotal)},
+      {"Impact (pts)", "the part of the normal cycle the row's change accounts for: for "
+                       "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
+                       "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
+                       "|Δμ| as % of the normal cycle; otherwise |Δβ|; never less than |Δβ|. "
+                       "Host pseudo-op rows are divided by the number of worker CPUs."},
+      {"Suspicion Score",
+       fmt::format("Impact × (min(|Z(β)|, {0:g}) + min(|Z(log μ)|, {0:g})). Unlike |Δβ| × (|Z(β)| "
+                   "+ |Z(log μ)|), it does not bury a change that slows every op alike (a "
+                   "frequency drop leaves β nearly unchanged), and capping Z stops a very quiet "
+                   "normal run from inflating trivial changes.",
+                   o.z_cap)},
+      {"⚑ (flag)",
+       fmt::format("raised by rule, whatever the score: a CPU clock drop of ≥ {:g}%, run-queue "
+                   "growth of ≥ {:g} pts of the cycle per worker, or an IPC / instruction change "
+                   "of ≥ {:g}% in an op with β ≥ 1%, each significant at p < {:g} (Welch or U).",
+                   o.freq_drop_pct, o.runq_flag_pts, o.counter_flag_pct, o.alpha)},
+      {"Attribution", "wall = on-CPU + run-queue + blocked + sync per op (critical path: the "
+                      "slowest worker of each instance); on-CPU = instructions × CPI / frequency, "
+                      "split exactly with the logarithmic-mean Divisia index; residual = sync, "
+                      "time outside ops and ops without data. pts = ns / normal mean step × 100; "
+                      "the parts sum to the measured change."},
+      {"n/a", "not computable from the logs (too few cycles, or the metric was not measured)."},
+  };
+}
+
+}  // namespace pacer::analysis

@@ -1,0 +1,706 @@
+// Event-log reader: line splitting, the typed fast path for op/step/footer/bench lines, and the
+// header (nlohmann::json, once per file).
+#include "analysis/event_log.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "analysis/json_scan.h"
+
+namespace pacer::analysis {
+
+using detail::JsonScanner;
+using detail::ScanError;
+
+LogError::LogError(const std::string& file, int64_t line, int64_t offset, const std::string& what)
+    : std::runtime_error(line > 0 ? (offset >= 0 ? fmt::format("{}:{}: {} (byte offset {})", file,
+                                                               line, what, offset)
+                                                 : fmt::format("{}:{}: {}", file, line, what))
+                                  : fmt::format("{}: {}", file, what)),
+      file_(file),
+      line_(line),
+      offset_(offset) {}
+
+std::string_view phase_name(Phase p) noexcept {
+  switch (p) {
+    case Phase::Tokenize: return "tokenize";
+    case Phase::Prefill: return "prefill";
+    case Phase::Decode: return "decode";
+    case Phase::Sample: return "sample";
+    case Phase::Detokenize: return "detokenize";
+    case Phase::Other: break;
+  }
+  return "other";
+}
+
+Phase parse_phase(std::string_view s) noexcept {
+  if (s == "decode") return Phase::Decode;
+  if (s == "prefill") return Phase::Prefill;
+  if (s == "sample") return Phase::Sample;
+  if (s == "tokenize") return Phase::Tokenize;
+  if (s == "detokenize") return Phase::Detokenize;
+  return Phase::Other;
+}
+
+std::string_view op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::Matmul: return "matmul";
+    case OpKind::Attention: return "attention";
+    case OpKind::Norm: return "norm";
+    case OpKind::Elementwise: return "elementwise";
+    case OpKind::Embed: return "embed";
+    case OpKind::Sample: return "sample";
+    case OpKind::Other: break;
+  }
+  return "other";
+}
+
+OpKind parse_op_kind(std::string_view s) noexcept {
+  if (s == "matmul") return OpKind::Matmul;
+  if (s == "attention") return OpKind::Attention;
+  if (s == "norm") return OpKind::Norm;
+  if (s == "elementwise") return OpKind::Elementwise;
+  if (s == "embed") return OpKind::Embed;
+  if (s == "sample") return OpKind::Sample;
+  return OpKind::Other;
+}
+
+std::optional<double> WorkerSample::counter(std::string_view name) const noexcept {
+  for (const Counter& c : counters)
+    if (c.name == name) return c.value;
+  return std::nullopt;
+}
+
+std::vector<std::string> ReadSummary::warnings() const {
+  std::vector<std::string> out;
+  for (const LineIssue& issue : malformed)
+    out.push_back(fmt::format("{}:{}: skipped malformed line (byte offset {}): {}", path,
+                              issue.line, issue.offset, issue.message));
+  if (malformed_count > static_cast<int64_t>(malformed.size()))
+    out.push_back(fmt::format("{}: ... and {} more malformed lines", path,
+                              malformed_count - static_cast<int64_t>(malformed.size())));
+  if (malformed_count > 0)
+    out.push_back(fmt::format("{}: {} of {} lines skipped as malformed", path, malformed_count,
+                              lines));
+  if (truncated_last_line)
+    out.push_back(fmt::format("{}:{}: the last line is truncated (the writer was killed "
+                              "mid-line); it was ignored",
+                              path, truncated_line));
+  if (!has_footer)
+    out.push_back(fmt::format("{}: no footer: incomplete run (killed or crashed); the report "
+                              "covers the {} steps recorded",
+                              path, n_step));
+  if (n_unknown > 0)
+    out.push_back(fmt::format("{}: {} lines of unknown type ignored (written by a newer pacer?)",
+                              path, n_unknown));
+  return out;
+}
+
+namespace {
+
+constexpr size_t kMaxCounterNames = 1024;
+
+// Rewraps a scanner error with the field it happened in, so messages read
+// `field "workers": field "freq_mhz": expected a number`.
+template <class F>
+void in_field(std::string_view key, F&& body) {
+  try {
+    body();
+  } catch (const ScanError& e) {
+    throw ScanError(e.offset(), fmt::format("field \"{}\": {}", key, e.what()));
+  }
+}
+
+void read_opt(JsonScanner& sc, std::optional<double>& out) {
+  if (sc.null()) {
+    out.reset();
+  } else {
+    out = sc.number();
+  }
+}
+void read_opt(JsonScanner& sc, std::optional<int64_t>& out) {
+  if (sc.null()) {
+    out.reset();
+  } else {
+    out = sc.integer();
+  }
+}
+void read_str(JsonScanner& sc, std::string& out) {
+  if (sc.null()) {
+    out.clear();
+  } else {
+    out.assign(sc.string());
+  }
+}
+int read_int32(JsonScanner& sc) {
+  const int64_t v = sc.integer();
+  if (v < INT32_MIN || v > INT32_MAX) sc.fail(sc.pos(), "integer out of range");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+struct LogReader::Impl {
+  std::string path;
+  LogVisitor* visitor = nullptr;
+  ReadSummary summary;
+  bool header_seen = false;
+
+  // Records reused across lines so steady-state parsing does not allocate.
+  OpEvent op;
+  StepEvent step;
+  Footer footer;
+  BenchEvent bench;
+  std::string type;
+
+  // Counter names, interned: Counter::name views point here.
+  std::vector<std::unique_ptr<std::string>> counter_names;
+
+  std::string_view intern(std::string_view name, JsonScanner& sc) {
+    for (const auto& n : counter_names)
+      if (*n == name) return *n;
+    if (counter_names.size() >= kMaxCounterNames)
+      sc.fail(sc.pos(), "too many distinct counter names");
+    counter_names.push_back(std::make_unique<std::string>(name));
+    return *counter_names.back();
+  }
+
+  // Finds the top-level "type" without validating the rest of the line.
+  void find_type(std::string_view line) {
+    JsonScanner sc(line);
+    sc.expect('{');
+    if (sc.peek() == '}') sc.fail(sc.pos(), "object has no \"type\"");
+    for (;;) {
+      const bool is_type = sc.string() == "type";
+      sc.expect(':');
+      if (is_type) {
+        type.assign(sc.string());
+        return;
+      }
+      sc.skip_value();
+      const char c = sc.peek();
+      if (c == '}') sc.fail(sc.pos(), "object has no \"type\"");
+      sc.expect(',');
+    }
+  }
+
+  void parse_worker(JsonScanner& sc, WorkerSample& w) {
+    w.w = w.cpu = w.cpu_end = -1;
+    w.t0_ns = w.t1_ns = 0;
+    w.freq_mhz.reset();
+    w.runq_ns.reset();
+    w.oncpu_ns.reset();
+    w.counters.clear();
+    sc.object([&](std::string_view key) {
+      in_field(key, [&] {
+        if (key == "w") {
+          w.w = read_int32(sc);
+        } else if (key == "cpu") {
+          w.cpu = sc.null() ? -1 : read_int32(sc);
+        } else if (key == "cpu_end") {
+          w.cpu_end = sc.null() ? -1 : read_int32(sc);
+        } else if (key == "t0_ns") {
+          w.t0_ns = sc.integer();
+        } else if (key == "t1_ns") {
+          w.t1_ns = sc.integer();
+        } else if (key == "freq_mhz") {
+          read_opt(sc, w.freq_mhz);
+        } else if (key == "runq_ns") {
+          read_opt(sc, w.runq_ns);
+        } else if (key == "oncpu_ns") {
+          read_opt(sc, w.oncpu_ns);
+        } else if (key == "counters") {
+          sc.object([&](std::string_view name) {
+            in_field(name, [&] {
+              if (sc.null()) return;  // not measured
+              const std::string_view interned = intern(name, sc);
+              w.counters.push_back(Counter{interned, sc.number()});
+            });
+          });
+        } else {
+          sc.skip_value();
+        }
+      });
+    });
+  }
+
+  void parse_op(std::string_view line, int64_t lineno) {
+    JsonScanner sc(line);
+    OpEvent& e = op;
+    e.line = lineno;
+    e.step = 0;
+    e.phase = Phase::Other;
+    e.name.clear();
+    e.layer = -1;
+    e.kind = OpKind::Other;
+    e.wtype.clear();
+    e.rows = e.cols = e.tokens = e.weight_bytes = 0;
+    e.t0_ns = e.t1_ns = 0;
+    size_t n_workers = 0;
+    bool has_name = false, has_phase = false, has_t0 = false, has_t1 = false, has_step = false;
+    sc.object([&](std::string_view key) {
+      in_field(key, [&] {
+        switch (key.empty() ? '\0' : key[0]) {
+          case 's':
+            if (key == "step") {
+              e.step = sc.integer();
+              has_step = true;
+              return;
+            }
+            break;
+          case 'p':
+            if (key == "phase") {
+              e.phase = parse_phase(sc.string());
+              has_phase = true;
+              return;
+            }
+            break;
+          case 'n':
+            if (key == "name") {
+              e.name.assign(sc.string());
+              has_name = true;
+              return;
+            }
+            break;
+          case 'l':
+            if (key == "layer") {
+              e.layer = read_int32(sc);
+              return;
+            }
+            break;
+          case 'k':
+            if (key == "kind") {
+              e.kind = parse_op_kind(sc.string());
+              return;
+            }
+            break;
+          case 'r':
+            if (key == "rows") {
+              e.rows = sc.integer();
+              return;
+            }
+            break;
+          case 'c':
+            if (key == "cols") {
+              e.cols = sc.integer();
+              return;
+            }
+            break;
+          case 't':
+            if (key == "t0_ns") {
+              e.t0_ns = sc.integer();
+              has_t0 = true;
+              return;
+            }
+            if (key == "t1_ns") {
+              e.t1_ns = sc.integer();
+              has_t1 = true;
+              return;
+            }
+            if (key == "tokens") {
+              e.tokens = sc.integer();
+              return;
+            }
+            break;
+          case 'w':
+            if (key == "wtype") {
+              read_str(sc, e.wtype);
+              return;
+            }
+            if (key == "weight_bytes") {
+              e.weight_bytes = sc.integer();
+              return;
+            }
+            if (key == "workers") {
+              sc.array([&] {
+                if (n_workers == e.workers.size()) e.workers.emplace_back();
+                parse_worker(sc, e.workers[n_workers++]);
+              });
+              return;
+            }
+            break;
+          default: break;
+        }
+        sc.skip_value();
+      });
+    });
+    sc.expect_end();
+    e.workers.resize(n_workers);
+    const char* missing = !has_name    ? "name"
+                          : !has_phase ? "phase"
+                          : !has_step  ? "step"
+                          : !has_t0    ? "t0_ns"
+                          : !has_t1    ? "t1_ns"
+                                       : nullptr;
+    if (missing) sc.fail(0, fmt::format("op line has no \"{}\"", missing));
+    if (e.t1_ns < e.t0_ns) sc.fail(0, "op line has t1_ns < t0_ns");
+    visitor->on_op(e);
+  }
+
+  void parse_step(std::string_view line, int64_t lineno) {
+    JsonScanner sc(line);
+    StepEvent& e = step;
+    {
+      // Reset to defaults but keep the piece and freq buffers' capacity.
+      std::string piece = std::move(e.piece);
+      std::vector<StepFreq> freq = std::move(e.freq);
+      e = StepEvent{};
+      e.line = lineno;
+      e.piece = std::move(piece);
+      e.piece.clear();
+      e.freq = std::move(freq);
+      e.freq.clear();
+    }
+    bool has_step = false, has_phase = false, has_t0 = false, has_t1 = false;
+    sc.object([&](std::string_view key) {
+      in_field(key, [&] {
+        if (key == "step") {
+          e.step = sc.integer();
+          has_step = true;
+        } else if (key == "phase") {
+          e.phase = parse_phase(sc.string());
+          has_phase = true;
+        } else if (key == "n_past") {
+          e.n_past = sc.integer();
+        } else if (key == "n_tokens") {
+          read_opt(sc, e.n_tokens);
+        } else if (key == "token") {
+          read_opt(sc, e.token);
+        } else if (key == "piece") {
+          read_str(sc, e.piece);
+        } else if (key == "t0_ns") {
+          e.t0_ns = sc.integer();
+          has_t0 = true;
+        } else if (key == "t1_ns") {
+          e.t1_ns = sc.integer();
+          has_t1 = true;
+        } else if (key == "step_ms") {
+          read_opt(sc, e.step_ms);
+        } else if (key == "tok_s") {
+          read_opt(sc, e.tok_s);
+        } else if (key == "freq") {
+          sc.array([&] {
+            StepFreq f;
+            sc.object([&](std::string_view k) {
+              in_field(k, [&] {
+                if (k == "w") {
+                  f.w = read_int32(sc);
+                } else if (k == "cpu") {
+                  f.cpu = sc.null() ? -1 : read_int32(sc);
+                } else if (k == "mhz") {
+                  f.mhz = sc.null() ? 0.0 : sc.number();
+                } else {
+                  sc.skip_value();
+                }
+              });
+            });
+            if (f.mhz > 0) e.freq.push_back(f);
+          });
+        } else if (key == "sched") {
+          if (sc.null()) return;
+          sc.object([&](std::string_view k) {
+            in_field(k, [&] {
+              if (k == "runq_ns") {
+                read_opt(sc, e.runq_ns);
+              } else if (k == "oncpu_ns") {
+                read_opt(sc, e.oncpu_ns);
+              } else if (k == "nvcsw") {
+                read_opt(sc, e.nvcsw);
+              } else if (k == "nivcsw") {
+                read_opt(sc, e.nivcsw);
+              } else {
+                sc.skip_value();
+              }
+            });
+          });
+        } else if (key == "process_cpu_usage") {
+          read_opt(sc, e.process_cpu_usage);
+        } else if (key == "host_cpu_usage") {
+          read_opt(sc, e.host_cpu_usage);
+        } else {
+          sc.skip_value();
+        }
+      });
+    });
+    sc.expect_end();
+    const char* missing = !has_step    ? "step"
+                          : !has_phase ? "phase"
+                          : !has_t0    ? "t0_ns"
+                          : !has_t1    ? "t1_ns"
+                                       : nullptr;
+    if (missing) sc.fail(0, fmt::format("step line has no \"{}\"", missing));
+    if (e.t1_ns < e.t0_ns) sc.fail(0, "step line has t1_ns < t0_ns");
+    visitor->on_step(e);
+  }
+
+  void parse_footer(std::string_view line, int64_t lineno) {
+    JsonScanner sc(line);
+    Footer& e = footer;
+    e = Footer{};
+    e.line = lineno;
+    sc.object([&](std::string_view key) {
+      in_field(key, [&] {
+        if (key == "steps") {
+          read_opt(sc, e.steps);
+        } else if (key == "n_prompt") {
+          read_opt(sc, e.n_prompt);
+        } else if (key == "n_generated") {
+          read_opt(sc, e.n_generated);
+        } else if (key == "peak_rss_kb") {
+          read_opt(sc, e.peak_rss_kb);
+        } else if (key == "load_ms") {
+          read_opt(sc, e.load_ms);
+        } else if (key == "ttft_ms") {
+          read_opt(sc, e.ttft_ms);
+        } else if (key == "prefill_tok_s") {
+          read_opt(sc, e.prefill_tok_s);
+        } else if (key == "decode_tok_s") {
+          read_opt(sc, e.decode_tok_s);
+        } else if (key == "wall_ms") {
+          read_opt(sc, e.wall_ms);
+        } else if (key == "tokenize_ms") {
+          read_opt(sc, e.tokenize_ms);
+        } else if (key == "detokenize_ms") {
+          read_opt(sc, e.detokenize_ms);
+        } else if (key == "freq_after_mhz") {
+          if (sc.null()) return;
+          sc.array([&] {
+            if (!sc.null()) e.freq_after_mhz.push_back(sc.number());
+          });
+        } else if (key == "stop") {
+          read_str(sc, e.stop);
+        } else {
+          sc.skip_value();
+        }
+      });
+    });
+    sc.expect_end();
+    summary.has_footer = true;
+    visitor->on_footer(e);
+  }
+
+  void parse_bench(std::string_view line, int64_t lineno) {
+    JsonScanner sc(line);
+    BenchEvent& e = bench;
+    e = BenchEvent{};
+    e.line = lineno;
+    sc.object([&](std::string_view key) {
+      in_field(key, [&] {
+        if (key == "test") {
+          read_str(sc, e.test);
+        } else if (key == "n_prompt") {
+          read_opt(sc, e.n_prompt);
+        } else if (key == "n_gen") {
+          read_opt(sc, e.n_gen);
+        } else if (key == "threads") {
+          read_opt(sc, e.threads);
+        } else if (key == "reps") {
+          read_opt(sc, e.reps);
+        } else if (key == "pin") {
+          read_str(sc, e.pin);
+        } else if (key == "tok_s_mean") {
+          read_opt(sc, e.tok_s_mean);
+        } else if (key == "tok_s_sd") {
+          read_opt(sc, e.tok_s_sd);
+        } else if (key == "cv") {
+          read_opt(sc, e.cv);
+        } else if (key == "freq_mhz_mean") {
+          read_opt(sc, e.freq_mhz_mean);
+        } else if (key == "roofline_pct") {
+          read_opt(sc, e.roofline_pct);
+        } else if (key == "flags") {
+          if (sc.null()) return;
+          sc.array([&] { e.flags.emplace_back(sc.string()); });
+        } else {
+          sc.skip_value();
+        }
+      });
+    });
+    sc.expect_end();
+    visitor->on_bench(e);
+  }
+
+  void note_issue(int64_t lineno, int64_t offset, std::string message) {
+    ++summary.malformed_count;
+    if (summary.malformed.size() < ReadSummary::kMaxIssues)
+      summary.malformed.push_back(LineIssue{lineno, offset, std::move(message)});
+  }
+
+  // One line without its '\n'. `unterminated`: the file's last bytes, with no newline after.
+  void process_line(std::string_view line, int64_t lineno, int64_t offset, bool unterminated) {
+    ++summary.lines;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) {
+      ++summary.n_blank;
+      return;
+    }
+    if (!header_seen) {
+      header_seen = true;
+      parse_header_line(line, lineno, offset, unterminated);
+      return;
+    }
+    try {
+      find_type(line);
+      if (type == "op") {
+        parse_op(line, lineno);
+        ++summary.n_op;
+      } else if (type == "step") {
+        parse_step(line, lineno);
+        ++summary.n_step;
+      } else if (type == "footer") {
+        parse_footer(line, lineno);
+        ++summary.n_footer;
+      } else if (type == "bench") {
+        parse_bench(line, lineno);
+        ++summary.n_bench;
+      } else if (type == "header") {
+        note_issue(lineno, offset, "a second header (concatenated logs?) was ignored");
+      } else {
+        JsonScanner sc(line);
+        sc.skip_value();
+        sc.expect_end();
+        ++summary.n_unknown;
+        visitor->on_unknown(type, lineno);
+      }
+    } catch (const ScanError& e) {
+      if (unterminated) {
+        summary.truncated_last_line = true;
+        summary.truncated_line = lineno;
+        return;
+      }
+      note_issue(lineno, offset + static_cast<int64_t>(e.offset()), e.what());
+    }
+  }
+
+  void parse_header_line(std::string_view line, int64_t lineno, int64_t offset, bool unterminated);
+};
+
+// Header parsing lives in event_log_header.cpp.
+void parse_header_json(const nlohmann::json& j, Header& h);  // throws std::runtime_error
+
+void LogReader::Impl::parse_header_line(std::string_view line, int64_t lineno, int64_t offset,
+                                        bool unterminated) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw LogError(path, lineno, offset + static_cast<int64_t>(e.byte) - 1,
+                   unterminated ? "the log ends inside its header line (no complete header)"
+                                : fmt::format("the first line is not a valid JSON header: {}",
+                                              e.what()));
+  }
+  if (!j.is_object() || !j.contains("type") || j["type"] != "header") {
+    throw LogError(path, lineno, offset,
+                   "the first record is not a header (\"type\":\"header\"): not a pacer event log");
+  }
+  const auto schema_it = j.find("schema");
+  if (schema_it == j.end() || !schema_it->is_number_integer()) {
+    throw LogError(path, lineno, offset, "header field \"schema\" is missing or not an integer");
+  }
+  const int64_t schema = schema_it->get<int64_t>();
+  if (schema > kSchemaVersion) {
+    throw LogError(path, lineno, offset,
+                   fmt::format("event log schema {} is newer than this reader's schema {}; "
+                               "read it with a newer pacer",
+                               schema, kSchemaVersion));
+  }
+  if (schema < 1) {
+    throw LogError(path, lineno, offset, fmt::format("header has invalid schema {}", schema));
+  }
+  Header h;
+  h.line = lineno;
+  try {
+    parse_header_json(j, h);
+  } catch (const std::exception& e) {
+    throw LogError(path, lineno, offset, fmt::format("bad header: {}", e.what()));
+  }
+  h.raw = std::move(j);
+  summary.schema = h.schema;
+  ++summary.n_header;
+  visitor->on_header(h);
+}
+
+LogReader::LogReader(std::string path) : path_(std::move(path)) {}
+LogReader::~LogReader() = default;
+
+namespace {
+
+// Splits `text` (starting at file offset `base`) into lines; returns bytes consumed. With `at_eof`
+// the remainder without a newline is the last line.
+template <class F>
+size_t split_lines(std::string_view text, bool at_eof, F&& on_line) {
+  size_t start = 0;
+  for (;;) {
+    const void* nl = std::memchr(text.data() + start, '\n', text.size() - start);
+    if (!nl) break;
+    const size_t end = static_cast<const char*>(nl) - text.data();
+    on_line(text.substr(start, end - start), start, false);
+    start = end + 1;
+  }
+  if (at_eof && start < text.size()) {
+    on_line(text.substr(start), start, true);
+    start = text.size();
+  }
+  return start;
+}
+
+}  // namespace
+
+ReadSummary LogReader::read(LogVisitor& visitor) {
+  std::FILE* f = std::fopen(path_.c_str(), "rb");
+  if (!f) throw LogError(path_, 0, -1, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
+  impl_ = std::make_unique<Impl>();
+  Impl& im = *impl_;
+  im.path = path_;
+  im.summary.path = path_;
+  im.visitor = &visitor;
+
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> buf(2 * kChunk);
+  size_t len = 0;         // bytes in buf
+  int64_t buf_base = 0;   // file offset of buf[0]
+  int64_t lineno = 0;
+  bool eof = false;
+  while (!eof) {
+    if (buf.size() - len < kChunk) buf.resize(len + kChunk);  // a line longer than a chunk
+    const size_t got = std::fread(buf.data() + len, 1, kChunk, f);
+    if (got < kChunk) {
+      if (std::ferror(f))
+        throw LogError(path_, 0, buf_base + static_cast<int64_t>(len), "read error");
+      eof = true;
+    }
+    len += got;
+    const size_t used =
+        split_lines(std::string_view(buf.data(), len), eof,
+                    [&](std::string_view line, size_t at, bool unterminated) {
+                      im.process_line(line, ++lineno, buf_base + static_cast<int64_t>(at),
+                                      unterminated);
+                    });
+    std::memmove(buf.data(), buf.data() + used, len - used);
+    len -= used;
+    buf_base += static_cast<int64_t>(used);
+  }
+  im.summary.bytes = buf_base;
+  if (!im.header_seen) throw LogError(path_, 0, -1, "empty event log (no header)");
+  return std::move(im.summary);
+}
+
+ReadSummary LogReader::read_text(std::string_view text, LogVisitor& visitor, std::string name) {
+  Impl im;
+  im.path = name;
+  im.summary.path = name;
+  im.visitor = &visitor;
+  int64_t lineno = 0;
+  split_lines(text, true, [&](std::string_view line, size_t at, bool unterminated) {
+    im.process_line(line, ++lineno, static_cast<int64_t>(at), unterminated);
+  });
+  im.summary.bytes = static_cast<int64_t>(text.size());
+  if (!im.header_seen) throw LogError(name, 0, -1, "empty event log (no header)");
+  return std::move(im.summary);
+}
+
+}  // namespace pacer::analysis

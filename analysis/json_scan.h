@@ -1,0 +1,102 @@
+#pragma once
+// A pull scanner over one JSON text (one event-log line), used for the hot record types so a
+// million op lines do not build a million DOMs. It validates what it reads (RFC 8259 grammar,
+// string escapes, numbers) and throws ScanError with the byte offset on the first problem.
+// Internal to analysis/: event_log.cpp is its user.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace pacer::analysis::detail {
+
+class ScanError : public std::runtime_error {
+ public:
+  ScanError(size_t offset, const std::string& what) : std::runtime_error(what), offset_(offset) {}
+  size_t offset() const noexcept { return offset_; }  // byte offset within the scanned text
+
+ private:
+  size_t offset_;
+};
+
+class JsonScanner {
+ public:
+  explicit JsonScanner(std::string_view text) : s_(text) {}
+
+  size_t pos() const noexcept { return i_; }
+  void reset() noexcept { i_ = 0; }
+
+  void skip_ws() noexcept {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
+      ++i_;
+  }
+  // The next non-space character, or '\0' at the end.
+  char peek() noexcept {
+    skip_ws();
+    return i_ < s_.size() ? s_[i_] : '\0';
+  }
+  void expect(char c);
+  // Throws unless only whitespace remains.
+  void expect_end();
+
+  // Iterates an object: `on_member(key)` is called with the key and must consume its value
+  // (with one of the value readers or skip_value()). The key view is valid during the call.
+  template <class F>
+  void object(F&& on_member) {
+    expect('{');
+    if (peek() == '}') {
+      ++i_;
+      return;
+    }
+    for (;;) {
+      std::string_view key = read_string(key_scratch_);
+      expect(':');
+      on_member(key);
+      char c = peek();
+      ++i_;
+      if (c == '}') return;
+      if (c != ',') fail(i_ - 1, "expected ',' or '}' in object");
+    }
+  }
+  // Iterates an array: `on_element()` must consume one value.
+  template <class F>
+  void array(F&& on_element) {
+    expect('[');
+    if (peek() == ']') {
+      ++i_;
+      return;
+    }
+    for (;;) {
+      on_element();
+      char c = peek();
+      ++i_;
+      if (c == ']') return;
+      if (c != ',') fail(i_ - 1, "expected ',' or ']' in array");
+    }
+  }
+
+  // A string value; escapes are decoded. The view is valid until the next string read.
+  std::string_view string() { return read_string(value_scratch_); }
+  double number();
+  // An integral number (1e3 and 12.0 are accepted; 1.5 is not).
+  int64_t integer();
+  bool boolean();
+  // Consumes `null` and returns true if the next value is null; otherwise consumes nothing.
+  bool null();
+  // Consumes any value, validating it.
+  void skip_value(int depth = 0);
+
+  [[noreturn]] void fail(size_t at, const std::string& what) const { throw ScanError(at, what); }
+
+ private:
+  std::string_view read_string(std::string& scratch);
+  void decode_escapes(size_t start, std::string& out);
+  // Validates a number's grammar from i_; returns its end; sets is_integral.
+  size_t scan_number(bool& is_integral);
+
+  std::string_view s_;
+  size_t i_ = 0;
+  std::string key_scratch_, value_scratch_;
+};
+
+}  // namespace pacer::analysis::detail

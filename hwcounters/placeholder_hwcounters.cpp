@@ -1,1 +1,0 @@
-// placeholder translation unit until hwcounters sources land

@@ -1,0 +1,161 @@
+#include "hwcounters/sched.h"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace pacer::hwcounters {
+namespace {
+
+ssize_t pread_retry(int fd, char* buf, size_t n) noexcept {
+  ssize_t got;
+  do {
+    got = pread(fd, buf, n, 0);
+  } while (got < 0 && errno == EINTR);
+  return got;
+}
+
+// Reads a small /proc file whole into buf (NUL-terminated); length or -1.
+ssize_t read_small_file(const char* path, char* buf, size_t cap) noexcept {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t got = pread_retry(fd, buf, cap - 1);
+  close(fd);
+  if (got < 0) return -1;
+  buf[got] = '\0';
+  return got;
+}
+
+// Parses up to n unsigned decimal fields separated by spaces; returns how many it parsed.
+int parse_u64_fields(std::string_view s, uint64_t* out, int n) noexcept {
+  int count = 0;
+  const char* p = s.data();
+  const char* end = s.data() + s.size();
+  while (count < n && p < end) {
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    if (p >= end || *p == '\n') break;
+    auto [next, ec] = std::from_chars(p, end, out[count]);
+    if (ec != std::errc()) break;
+    ++count;
+    p = next;
+  }
+  return count;
+}
+
+bool parse_schedstat(std::string_view s, ThreadSched& t) noexcept {
+  uint64_t f[3];
+  if (parse_u64_fields(s, f, 3) != 3) return false;
+  t.oncpu_ns = static_cast<int64_t>(f[0]);
+  t.runq_ns = static_cast<int64_t>(f[1]);
+  t.timeslices = static_cast<int64_t>(f[2]);
+  return true;
+}
+
+int64_t status_field(std::string_view text, std::string_view key) noexcept {
+  const size_t at = text.find(key);
+  if (at == std::string_view::npos) return -1;
+  uint64_t v = 0;
+  if (parse_u64_fields(text.substr(at + key.size()), &v, 1) != 1) return -1;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+int current_tid() noexcept { return static_cast<int>(syscall(SYS_gettid)); }
+
+std::unique_ptr<SchedstatSource> SchedstatSource::open_for_calling_thread(std::string* why_not) {
+  const std::string path = fmt::format("/proc/self/task/{}/schedstat", current_tid());
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (why_not) *why_not = fmt::format("{}: {}", path, std::strerror(errno));
+    return nullptr;
+  }
+  std::unique_ptr<SchedstatSource> src(new SchedstatSource(fd));
+  Reading probe;
+  if (!src->read(probe)) {
+    if (why_not) *why_not = fmt::format("{}: unexpected format", path);
+    return nullptr;
+  }
+  return src;
+}
+
+SchedstatSource::~SchedstatSource() { close(fd_); }
+
+bool SchedstatSource::read(Reading& out) noexcept {
+  char buf[128];
+  const ssize_t got = pread_retry(fd_, buf, sizeof buf - 1);
+  if (got <= 0) return false;
+  ThreadSched t;
+  if (!parse_schedstat(std::string_view(buf, static_cast<size_t>(got)), t)) return false;
+  out.values[0] = static_cast<uint64_t>(t.runq_ns);
+  out.time_enabled_ns = out.time_running_ns = 0;  // not a multiplexed group
+  return true;
+}
+
+bool ThreadClockSource::read(Reading& out) noexcept {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return false;
+  out.values[0] = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u +
+                  static_cast<uint64_t>(ts.tv_nsec);
+  out.time_enabled_ns = out.time_running_ns = 0;
+  return true;
+}
+
+ThreadSched read_thread_sched(int tid) noexcept {
+  ThreadSched t;
+  char path[64];
+  char buf[2048];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+  ssize_t n = read_small_file(path, buf, sizeof buf);
+  if (n <= 0 || !parse_schedstat(std::string_view(buf, static_cast<size_t>(n)), t)) return t;
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  n = read_small_file(path, buf, sizeof buf);
+  if (n <= 0) return t;
+  const std::string_view text(buf, static_cast<size_t>(n));
+  t.nvcsw = status_field(text, "voluntary_ctxt_switches:");
+  t.nivcsw = status_field(text, "nonvoluntary_ctxt_switches:");
+  t.ok = t.nvcsw >= 0 && t.nivcsw >= 0;
+  return t;
+}
+
+int64_t process_cpu_ns() noexcept {
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return -1;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+HostCpuTimes read_host_cpu_times() noexcept {
+  HostCpuTimes h;
+  char buf[512];
+  // Only the first line ("cpu  user nice system idle iowait irq softirq steal ...") is needed.
+  const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return h;
+  const ssize_t got = pread_retry(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got < 5 || std::strncmp(buf, "cpu ", 4) != 0) return h;
+  uint64_t f[8] = {};
+  const int n = parse_u64_fields(std::string_view(buf + 4, static_cast<size_t>(got) - 4), f, 8);
+  if (n < 5) return h;
+  const uint64_t idle = f[3] + f[4];
+  h.busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+  h.total = h.busy + idle;
+  h.ok = true;
+  return h;
+}
+
+std::optional<double> host_cpus_busy(const HostCpuTimes& a, const HostCpuTimes& b,
+                                     int online_cpus) noexcept {
+  if (!a.ok || !b.ok || b.total <= a.total) return std::nullopt;
+  return static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total) *
+         online_cpus;
+}
+
+}  // namespace pacer::hwcounters

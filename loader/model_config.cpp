@@ -1,0 +1,301 @@
+#include "loader/model_config.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "loader/gguf_file.h"
+
+namespace pacer::loader {
+
+std::string_view arch_name(Arch a) noexcept {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Gemma3: return "gemma3";
+  }
+  return "?";
+}
+
+namespace tensor_names {
+std::string blk(int64_t il, std::string_view suffix) { return fmt::format("blk.{}.{}", il, suffix); }
+}  // namespace tensor_names
+
+bool ModelConfig::is_swa_layer(int64_t il) const noexcept {
+  // Gemma 3: with pattern N, layers il where (il + 1) % N == 0 attend globally, the rest use the
+  // sliding window (llama.cpp: set_swa_pattern(6) -> swa when il % 6 < 5).
+  if (sliding_window <= 0 || sliding_window_pattern <= 0) return false;
+  return (il + 1) % sliding_window_pattern != 0;
+}
+
+namespace {
+
+// Facts per architecture that the GGUF metadata does not carry.
+struct ArchTraits {
+  Arch arch;
+  ops::RopeLayout rope_layout;
+  bool requires_qkv_bias;
+  bool gemma_blocks;  // q/k norms, post norms, GeGLU, embedding scale, sliding window
+};
+
+std::optional<ArchTraits> arch_traits(std::string_view name) {
+  if (name == "llama") return ArchTraits{Arch::Llama, ops::RopeLayout::Normal, false, false};
+  if (name == "qwen2") return ArchTraits{Arch::Qwen2, ops::RopeLayout::Neox, true, false};
+  if (name == "gemma3") return ArchTraits{Arch::Gemma3, ops::RopeLayout::Neox, false, true};
+  return std::nullopt;
+}
+
+class Reader {
+ public:
+  Reader(const GgufFile& f, std::string_view arch) : f_(f), arch_(arch) {}
+  std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    int64_t offset = -1;
+    for (const auto& kv : f_.metadata()) {
+      if (kv.key == field) offset = static_cast<int64_t>(kv.offset);
+    }
+    throw LoadError(f_.path().string(), field, offset, what);
+  }
+
+  // A positive integer key; per-layer arrays (llama.cpp's get_key_or_arr) are accepted when every
+  // element agrees, since pacer runs uniform layers only.
+  std::optional<int64_t> find_positive(std::string_view suffix) const {
+    const std::string k = key(suffix);
+    const GgufValue* v = f_.find(k);
+    if (!v) return std::nullopt;
+    int64_t x = 0;
+    if (v->type == GgufValueType::ARRAY) {
+      if (v->count == 0) fail(k, "empty per-layer array");
+      for (uint64_t i = 0; i < v->count; ++i) {
+        const auto e = v->array_number(i);
+        if (!e || *e != std::trunc(*e) || std::fabs(*e) > 4.0e9) {
+          fail(k, "per-layer array of non-integers or out-of-range values");
+        }
+        if (i == 0) x = static_cast<int64_t>(*e);
+        if (static_cast<int64_t>(*e) != x) {
+          fail(k, fmt::format("differs between layers ({} vs {}); pacer needs uniform layers", x,
+                              *e));
+        }
+      }
+    } else {
+      x = f_.get_int(k);
+    }
+    // 2^31: far above any real hyper-parameter, and small enough that products of two stay exact.
+    if (x <= 0 || x > (int64_t{1} << 31)) fail(k, fmt::format("value {} out of range", x));
+    return x;
+  }
+  int64_t positive(std::string_view suffix) const {
+    auto v = find_positive(suffix);
+    if (!v) fail(key(suffix), "missing key");
+    return *v;
+  }
+  std::optional<double> find_float(std::string_view suffix) const {
+    return f_.find_float(key(suffix));
+  }
+
+ private:
+  const GgufFile& f_;
+  std::string_view arch_;
+};
+
+// Trailing dimensions of 1 do not change a tensor's shape (ggml pads ne with 1s).
+std::vector<int64_t> trimmed(const std::vector<int64_t>& ne) {
+  std::vector<int64_t> t = ne;
+  while (t.size() > 1 && t.back() == 1) t.pop_back();
+  return t;
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) { return fmt::format("[{}]", fmt::join(ne, ", ")); }
+
+void expect_shape(const GgufFile& f, std::string_view name, std::vector<int64_t> want) {
+  const GgufTensor& t = f.require_tensor(name);
+  if (trimmed(t.ne) != trimmed(want)) {
+    throw LoadError(f.path().string(), fmt::format("tensor '{}'", name),
+                    static_cast<int64_t>(t.info_offset),
+                    fmt::format("shape {} does not match the model config's {}", shape_str(t.ne),
+                                shape_str(want)));
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
+  const std::string_view arch = f.get_string("general.architecture");
+  const auto traits = arch_traits(arch);
+  if (!traits) {
+    const GgufKv* kv = nullptr;
+    for (const auto& k : f.metadata()) {
+      if (k.key == "general.architecture") kv = &k;
+    }
+    throw LoadError(f.path().string(), "general.architecture",
+                    kv ? static_cast<int64_t>(kv->offset) : -1,
+                    fmt::format("unsupported architecture '{}' (pacer runs llama, qwen2, gemma3)",
+                                arch));
+  }
+  const Reader r(f, arch);
+  ModelConfig c;
+  c.arch = traits->arch;
+  c.name = std::string(f.find_string("general.name").value_or(""));
+  c.n_layers = r.positive("block_count");
+  c.n_embd = r.positive("embedding_length");
+  c.n_heads = r.positive("attention.head_count");
+  c.n_kv_heads = r.find_positive("attention.head_count_kv").value_or(c.n_heads);
+  c.n_ff = r.positive("feed_forward_length");
+  c.n_ctx_train = r.positive("context_length");
+  if (c.n_heads % c.n_kv_heads != 0) {
+    r.fail(r.key("attention.head_count_kv"),
+           fmt::format("{} query heads are not a multiple of {} kv heads", c.n_heads, c.n_kv_heads));
+  }
+  if (auto hd = r.find_positive("attention.key_length")) {
+    c.head_dim = *hd;
+  } else {
+    if (c.n_embd % c.n_heads != 0) {
+      r.fail(r.key("attention.head_count"),
+             fmt::format("embedding_length {} is not a multiple of head_count {} and no "
+                         "attention.key_length is given",
+                         c.n_embd, c.n_heads));
+    }
+    c.head_dim = c.n_embd / c.n_heads;
+  }
+  if (auto vd = r.find_positive("attention.value_length"); vd && *vd != c.head_dim) {
+    r.fail(r.key("attention.value_length"),
+           fmt::format("{} differs from key_length {}; pacer needs equal head sizes", *vd,
+                       c.head_dim));
+  }
+  if (c.head_dim % 2 != 0) r.fail(r.key("attention.key_length"), "head size must be even (RoPE)");
+  if (auto n_rot = r.find_positive("rope.dimension_count"); n_rot && *n_rot != c.head_dim) {
+    r.fail(r.key("rope.dimension_count"),
+           fmt::format("partial rotary ({} of {} dims) is not supported", *n_rot, c.head_dim));
+  }
+
+  const auto eps = r.find_float("attention.layer_norm_rms_epsilon");
+  if (!eps) r.fail(r.key("attention.layer_norm_rms_epsilon"), "missing key");
+  if (!(*eps > 0 && *eps < 1)) {
+    r.fail(r.key("attention.layer_norm_rms_epsilon"), fmt::format("value {} out of (0, 1)", *eps));
+  }
+  c.norm_eps = static_cast<float>(*eps);
+  c.rope_base = static_cast<float>(r.find_float("rope.freq_base").value_or(10000.0));
+  if (!(c.rope_base > 1.0f) || !std::isfinite(c.rope_base)) {
+    r.fail(r.key("rope.freq_base"), fmt::format("value {} must be > 1", c.rope_base));
+  }
+  c.rope_layout = traits->rope_layout;
+
+  // RoPE scaling: llama.cpp's default type is linear, with factor 0 or absent meaning none.
+  const auto factor = r.find_float("rope.scaling.factor");
+  if (factor && !(*factor >= 0 && std::isfinite(*factor))) {
+    r.fail(r.key("rope.scaling.factor"), fmt::format("value {} must be >= 0", *factor));
+  }
+  c.rope_scale = (factor && *factor > 0) ? static_cast<float>(*factor) : 1.0f;
+  const auto scaling = f.find_string(r.key("rope.scaling.type"));
+  if (!scaling || *scaling == "linear") {
+    c.rope_scaling = c.rope_scale != 1.0f ? RopeScaling::Linear : RopeScaling::None;
+  } else if (*scaling == "none") {
+    c.rope_scaling = RopeScaling::None;
+    c.rope_scale = 1.0f;
+  } else if (*scaling == "yarn") {
+    c.rope_scaling = RopeScaling::Yarn;
+  } else {
+    r.fail(r.key("rope.scaling.type"), fmt::format("unsupported RoPE scaling '{}'", *scaling));
+  }
+
+  if (auto scale = r.find_float("attention.scale")) {
+    if (!(*scale > 0 && std::isfinite(*scale))) {
+      r.fail(r.key("attention.scale"), fmt::format("value {} must be > 0", *scale));
+    }
+    c.attn_scale = static_cast<float>(*scale);
+  } else {
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  }
+  if (auto cap = r.find_float("final_logit_softcapping")) {
+    c.final_logit_softcap = static_cast<float>(*cap);
+  }
+
+  c.rope_base_local = c.rope_base;
+  if (traits->gemma_blocks) {
+    // Gemma 3 (source: upstream llama.cpp src/llama-model.cpp, case LLM_ARCH_GEMMA3, which
+    // hardcodes set_swa_pattern(6) and rope_freq_base_train_swa = 10000; the local checkout
+    // predates gemma3). Query scale 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim for 1B).
+    // pacer also reads an explicit pattern / local base when a file carries one (its synthetic
+    // tiny-gemma3 does, to exercise both kinds of layer in few layers).
+    c.sliding_window = r.positive("attention.sliding_window");
+    c.sliding_window_pattern = r.find_positive("attention.sliding_window_pattern").value_or(6);
+    c.rope_base_local = 10000.0f;
+    for (const char* k : {"rope.freq_base_swa", "rope.local.freq_base"}) {
+      if (auto b = r.find_float(k)) {
+        if (!(*b > 1 && std::isfinite(*b))) r.fail(r.key(k), fmt::format("value {} must be > 1", *b));
+        c.rope_base_local = static_cast<float>(*b);
+      }
+    }
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.embed_scale = true;
+    c.geglu = true;
+  }
+
+  // Shapes of every tensor the forward pass uses.
+  namespace tn = tensor_names;
+  const GgufTensor& embd = f.require_tensor(tn::kTokenEmbd);
+  if (trimmed(embd.ne).size() != 2 || embd.ne[0] != c.n_embd) {
+    throw LoadError(f.path().string(), fmt::format("tensor '{}'", tn::kTokenEmbd),
+                    static_cast<int64_t>(embd.info_offset),
+                    fmt::format("shape {} is not [n_embd={}, n_vocab]", shape_str(embd.ne), c.n_embd));
+  }
+  c.n_vocab = embd.ne[1];
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+      tokens && tokens->type == GgufValueType::ARRAY &&
+      tokens->count != static_cast<uint64_t>(c.n_vocab)) {
+    r.fail("tokenizer.ggml.tokens",
+           fmt::format("{} tokens but token_embd.weight has {} rows", tokens->count, c.n_vocab));
+  }
+  expect_shape(f, tn::kOutputNorm, {c.n_embd});
+  c.tied_embeddings = f.tensor(tn::kOutput) == nullptr;
+  if (!c.tied_embeddings) expect_shape(f, tn::kOutput, {c.n_embd, c.n_vocab});
+
+  if (c.n_layers > static_cast<int64_t>(f.tensors().size())) {
+    r.fail(r.key("block_count"),
+           fmt::format("{} layers but the file holds only {} tensors", c.n_layers,
+                       f.tensors().size()));
+  }
+  c.qkv_bias = traits->requires_qkv_bias || f.tensor(tn::blk(0, "attn_q.bias")) != nullptr;
+  const int64_t q_dim = c.n_heads * c.head_dim;
+  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    expect_shape(f, tn::blk(il, "attn_norm.weight"), {c.n_embd});
+    expect_shape(f, tn::blk(il, "attn_q.weight"), {c.n_embd, q_dim});
+    expect_shape(f, tn::blk(il, "attn_k.weight"), {c.n_embd, kv_dim});
+    expect_shape(f, tn::blk(il, "attn_v.weight"), {c.n_embd, kv_dim});
+    expect_shape(f, tn::blk(il, "attn_output.weight"), {q_dim, c.n_embd});
+    if (c.qkv_bias) {
+      expect_shape(f, tn::blk(il, "attn_q.bias"), {q_dim});
+      expect_shape(f, tn::blk(il, "attn_k.bias"), {kv_dim});
+      expect_shape(f, tn::blk(il, "attn_v.bias"), {kv_dim});
+    }
+    if (c.qk_norm) {
+      expect_shape(f, tn::blk(il, "attn_q_norm.weight"), {c.head_dim});
+      expect_shape(f, tn::blk(il, "attn_k_norm.weight"), {c.head_dim});
+    }
+    if (c.post_norms) {
+      expect_shape(f, tn::blk(il, "post_attention_norm.weight"), {c.n_embd});
+      expect_shape(f, tn::blk(il, "post_ffw_norm.weight"), {c.n_embd});
+    }
+    expect_shape(f, tn::blk(il, "ffn_norm.weight"), {c.n_embd});
+    expect_shape(f, tn::blk(il, "ffn_gate.weight"), {c.n_embd, c.n_ff});
+    expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, c.n_ff});
+    expect_shape(f, tn::blk(il, "ffn_down.weight"), {c.n_ff, c.n_embd});
+  }
+
+  c.n_params = 0;
+  for (const auto& t : f.tensors()) {
+    if (__builtin_add_overflow(c.n_params, t.elements(), &c.n_params)) {
+      throw LoadError(f.path().string(), fmt::format("tensor '{}'", t.name),
+                      static_cast<int64_t>(t.info_offset), "parameter count overflows 64 bits");
+    }
+  }
+  return c;
+}
+
+}  // namespace pacer::loader

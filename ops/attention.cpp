@@ -1,0 +1,270 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ops/attention_kernels.h"
+#include "ops/fp16.h"
+
+namespace pacer::ops {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("ops::attention: " + what);
+}
+
+int64_t kv_elem_bytes(WeightType t) { return t == WeightType::F16 ? 2 : 4; }
+
+void check_params(const AttentionParams& p) {
+  if (p.n_heads <= 0 || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0) {
+    fail("n_heads " + std::to_string(p.n_heads) + " must be a positive multiple of n_kv_heads " +
+         std::to_string(p.n_kv_heads));
+  }
+  if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim) {
+    fail("head_dim " + std::to_string(p.head_dim) + " outside [1, " +
+         std::to_string(kMaxHeadDim) + "]");
+  }
+  if (p.kv_type != WeightType::F16 && p.kv_type != WeightType::F32) {
+    fail("kv_type " + std::string(type_name(p.kv_type)) + " unsupported (f16 or f32)");
+  }
+  if (p.sliding_window < 0) fail("sliding_window " + std::to_string(p.sliding_window) + " < 0");
+  if (!(p.softcap >= 0.0f)) fail("softcap must be >= 0");
+}
+
+void check_span(const char* name, size_t have, int64_t want) {
+  if (static_cast<int64_t>(have) != want) {
+    fail(std::string(name) + " has " + std::to_string(have) + " elements, expected " +
+         std::to_string(want));
+  }
+}
+
+void check_call(const AttentionParams& p, size_t q_size, size_t out_size, int64_t pos0,
+                int64_t n_tokens) {
+  check_params(p);
+  if (pos0 < 0 || n_tokens < 0) {
+    fail("pos0 " + std::to_string(pos0) + " / n_tokens " + std::to_string(n_tokens) + " < 0");
+  }
+  const int64_t want = n_tokens * p.n_heads * p.head_dim;
+  check_span("q", q_size, want);
+  check_span("out", out_size, want);
+}
+
+// The first key query position `pos` may see.
+int64_t first_visible_key(int64_t pos, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+}
+
+// Work items are (slot, head) with slot-major order; slot s maps to token 0, n-1, 1, n-2, ... so
+// any contiguous run of slots mixes cheap early tokens with expensive late ones and the static
+// partition of a causal prefill stays balanced.
+int64_t token_of_slot(int64_t s, int64_t n) { return (s % 2 == 0) ? s / 2 : n - 1 - s / 2; }
+
+// ---- Scalar kernel: the tiled online-softmax algorithm of the SIMD kernels in plain C++.
+
+template <typename Elem>
+float load_elem(const std::byte* row, int d) {
+  Elem e;
+  std::memcpy(&e, row + d * sizeof(Elem), sizeof(Elem));
+  if constexpr (sizeof(Elem) == 2) {
+    return fp16_to_fp32(e);
+  } else {
+    return e;
+  }
+}
+
+template <typename Elem>
+void attend_scalar(const AttentionTask& t) {
+  const int dim = t.head_dim, n_q = t.n_q;
+  float qs[kMaxGroup][kMaxHeadDim], acc[kMaxGroup][kMaxHeadDim], s[kMaxGroup][kKeyTile];
+  float row[kMaxHeadDim];
+  float m[kMaxGroup], l[kMaxGroup];
+  for (int g = 0; g < n_q; ++g) {
+    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
+    std::fill_n(acc[g], dim, 0.0f);
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0.0f;
+  }
+  for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
+    for (int j = 0; j < nt; ++j) {
+      const std::byte* krow = t.k + (j0 + j) * t.row_bytes;
+      for (int d = 0; d < dim; ++d) row[d] = load_elem<Elem>(krow, d);
+      for (int g = 0; g < n_q; ++g) {
+        float dot = 0.0f;
+        for (int d = 0; d < dim; ++d) dot += qs[g][d] * row[d];
+        s[g][j] = t.softcap > 0.0f ? t.softcap * std::tanh(dot / t.softcap) : dot;
+      }
+    }
+    for (int g = 0; g < n_q; ++g) {
+      const float m_new = std::max(m[g], *std::max_element(s[g], s[g] + nt));
+      const float corr = std::isinf(m[g]) ? 0.0f : std::exp(m[g] - m_new);
+      float sum = 0.0f;
+      for (int j = 0; j < nt; ++j) {
+        s[g][j] = std::exp(s[g][j] - m_new);
+        sum += s[g][j];
+      }
+      l[g] = l[g] * corr + sum;
+      if (corr != 1.0f) {
+        for (int d = 0; d < dim; ++d) acc[g][d] *= corr;
+      }
+      m[g] = m_new;
+    }
+    for (int j = 0; j < nt; ++j) {
+      const std::byte* vrow = t.v + (j0 + j) * t.row_bytes;
+      for (int d = 0; d < dim; ++d) row[d] = load_elem<Elem>(vrow, d);
+      for (int g = 0; g < n_q; ++g) {
+        for (int d = 0; d < dim; ++d) acc[g][d] += s[g][j] * row[d];
+      }
+    }
+  }
+  for (int g = 0; g < n_q; ++g) {
+    const float inv = 1.0f / l[g];
+    for (int d = 0; d < dim; ++d) t.out[g * dim + d] = acc[g][d] * inv;
+  }
+}
+
+void to_f16_scalar(const float* src, fp16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+constexpr AttentionKernels kScalarKernels{attend_scalar<fp16_t>, attend_scalar<float>,
+                                          to_f16_scalar};
+
+Isa active_isa() noexcept {
+  static const Isa isa = detect_isa();  // once: CPUID traps to the hypervisor in a VM
+  return isa;
+}
+
+}  // namespace
+
+const AttentionKernels& attention_kernels(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::Avx512: return attention_kernels_avx512();
+    case Isa::Avx2: return attention_kernels_avx2();
+    case Isa::Scalar: break;
+  }
+  return kScalarKernels;
+}
+
+void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
+                  std::span<const float> v, int64_t pos0, int64_t n_tokens, std::byte* k_cache,
+                  std::byte* v_cache) {
+  check_params(p);
+  if (pos0 < 0 || n_tokens < 0) fail("kv_store: negative pos0 or n_tokens");
+  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  check_span("kv_store k", k.size(), n_tokens * row);
+  check_span("kv_store v", v.size(), n_tokens * row);
+  const int64_t row_bytes = row * kv_elem_bytes(p.kv_type);
+  std::byte* k_dst = k_cache + pos0 * row_bytes;
+  std::byte* v_dst = v_cache + pos0 * row_bytes;
+  if (p.kv_type == WeightType::F32) {
+    std::memcpy(k_dst, k.data(), k.size_bytes());
+    std::memcpy(v_dst, v.data(), v.size_bytes());
+    return;
+  }
+  const ToF16Fn to_f16 = attention_kernels(isa).to_f16;
+  to_f16(k.data(), reinterpret_cast<fp16_t*>(k_dst), n_tokens * row);
+  to_f16(v.data(), reinterpret_cast<fp16_t*>(v_dst), n_tokens * row);
+}
+
+void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
+              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache) {
+  kv_store_isa(active_isa(), p, k, v, pos0, n_tokens, k_cache, v_cache);
+}
+
+void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, int64_t pos0,
+                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
+                   std::span<float> out, const Parallel& par) {
+  check_call(p, q.size(), out.size(), pos0, n_tokens);
+  const AttentionKernels& kernels = attention_kernels(isa);
+  const AttendFn attend = p.kv_type == WeightType::F16 ? kernels.attend_f16 : kernels.attend_f32;
+  const int n_heads = p.n_heads, dim = p.head_dim;
+  const int group = p.n_heads / p.n_kv_heads;  // query heads per KV head
+  const int64_t row_bytes = static_cast<int64_t>(p.n_kv_heads) * dim * kv_elem_bytes(p.kv_type);
+  const int64_t head_bytes = dim * kv_elem_bytes(p.kv_type);
+
+  par.run_chunks(n_tokens * n_heads, 1, [&](int, int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end;) {
+      const int64_t t = token_of_slot(item / n_heads, n_tokens);
+      const int h = static_cast<int>(item % n_heads);
+      const int kv_head = h / group;
+      // Heads h.. that share kv_head and lie in this chunk go through the keys together.
+      const int n_q = static_cast<int>(
+          std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
+      const int64_t pos = pos0 + t;
+      AttentionTask task;
+      task.q = q.data() + (t * n_heads + h) * dim;
+      task.out = out.data() + (t * n_heads + h) * dim;
+      task.n_q = n_q;
+      task.head_dim = dim;
+      task.k = k_cache + kv_head * head_bytes;
+      task.v = v_cache + kv_head * head_bytes;
+      task.row_bytes = row_bytes;
+      task.key_begin = first_visible_key(pos, p.sliding_window);
+      task.key_end = pos + 1;
+      task.scale = p.scale;
+      task.softcap = p.softcap;
+      attend(task);
+      item += n_q;
+    }
+  });
+}
+
+void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
+               const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
+               const Parallel& par) {
+  attention_isa(active_isa(), p, q, pos0, n_tokens, k_cache, v_cache, out, par);
+}
+
+void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,
+                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
+                   std::span<float> out) {
+  check_call(p, q.size(), out.size(), pos0, n_tokens);
+  const int dim = p.head_dim, group = p.n_heads / p.n_kv_heads;
+  const int64_t row_elems = static_cast<int64_t>(p.n_kv_heads) * dim;
+  // Cache element (position, kv head, d) as fp32.
+  auto cache_at = [&](const std::byte* cache, int64_t pos, int kvh, int d) {
+    const int64_t i = pos * row_elems + static_cast<int64_t>(kvh) * dim + d;
+    return p.kv_type == WeightType::F16 ? load_elem<fp16_t>(cache + i * 2, 0)
+                                        : load_elem<float>(cache + i * 4, 0);
+  };
+  std::vector<float> scores;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t pos = pos0 + t;
+    const int64_t lo = first_visible_key(pos, p.sliding_window);
+    for (int h = 0; h < p.n_heads; ++h) {
+      const float* qh = q.data() + (t * p.n_heads + h) * dim;
+      const int kvh = h / group;
+      // scores_j = scale * q.k_j, optionally soft-capped
+      scores.assign(pos - lo + 1, 0.0f);
+      for (int64_t j = lo; j <= pos; ++j) {
+        float dot = 0.0f;
+        for (int d = 0; d < dim; ++d) dot += qh[d] * cache_at(k_cache, j, kvh, d);
+        float s = p.scale * dot;
+        if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
+        scores[j - lo] = s;
+      }
+      // softmax
+      const float max = *std::max_element(scores.begin(), scores.end());
+      float sum = 0.0f;
+      for (float& s : scores) {
+        s = std::exp(s - max);
+        sum += s;
+      }
+      // out = sum_j softmax_j * v_j
+      float* oh = out.data() + (t * p.n_heads + h) * dim;
+      for (int d = 0; d < dim; ++d) {
+        float o = 0.0f;
+        for (int64_t j = lo; j <= pos; ++j) o += scores[j - lo] * cache_at(v_cache, j, kvh, d);
+        oh[d] = o / sum;
+      }
+    }
+  }
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,171 @@
+// AVX-512 attention: K/V rows convert F16 -> F32 in registers (vcvtph2ps), q.k over head_dim in
+// 16-lane FMAs, exp over the key tile in 16 lanes. The group size G (query heads sharing a KV
+// head) is a template parameter so the G accumulators live in registers while each K/V row
+// chunk is loaded once for all of them.
+// GCC 12 warns inside its own AVX-512 intrinsics (-Wmaybe-uninitialized on the
+// _mm512_undefined_ps() they pass through, GCC bug 105593); silence it for that header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/attention_kernels.h"
+#include "ops/softmax_math_avx512.h"
+
+namespace pacer::ops {
+namespace {
+
+__mmask16 tail_mask(int64_t rem) {
+  return rem >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << rem) - 1u);
+}
+
+// 16 elements of a cache row starting at element d, as fp32; lanes outside `m` are 0.
+template <bool kF16>
+__m512 load_row(const std::byte* row, int d, __mmask16 m) {
+  if constexpr (kF16) {
+    const auto* h = reinterpret_cast<const fp16_t*>(row) + d;
+    return _mm512_cvtph_ps(m == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
+                                       : _mm256_maskz_loadu_epi16(m, h));
+  } else {
+    const auto* f = reinterpret_cast<const float*>(row) + d;
+    return m == 0xffff ? _mm512_loadu_ps(f) : _mm512_maskz_loadu_ps(m, f);
+  }
+}
+
+// Scores of `nt` keys starting at row `krow` for G scaled queries: s[g][j] = qs[g] . k_j.
+// qs rows are zero-padded to a multiple of 16, so the masked tail chunk adds nothing extra.
+template <bool kF16, int G>
+void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
+                int nt, float (*s)[kKeyTile]) {
+  const __mmask16 tail = tail_mask(dim % 16);
+  const int full = dim / 16 * 16;
+  for (int j = 0; j < nt; ++j, krow += row_bytes) {
+    __m512 a[G];
+    for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d < full; d += 16) {
+      const __m512 k = load_row<kF16>(krow, d, 0xffff);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, a[g]);
+    }
+    if (d < dim) {
+      const __m512 k = load_row<kF16>(krow, d, tail);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, a[g]);
+    }
+    for (int g = 0; g < G; ++g) s[g][j] = _mm512_reduce_add_ps(a[g]);
+  }
+}
+
+// acc[g] += sum_j p[g][j] * v_j over `nt` value rows starting at `vrow`, 16 dims at a time so the
+// G accumulators for those dims stay in registers across the whole tile.
+template <bool kF16, int G>
+void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
+                     int dim, float (*acc)[kMaxHeadDim]) {
+  for (int d = 0; d < dim; d += 16) {
+    const __mmask16 m = tail_mask(dim - d);
+    __m512 a[G];
+    for (int g = 0; g < G; ++g) a[g] = _mm512_load_ps(acc[g] + d);
+    const std::byte* vrow = vrow0;
+    for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+      const __m512 v = load_row<kF16>(vrow, d, m);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][j]), v, a[g]);
+    }
+    for (int g = 0; g < G; ++g) _mm512_store_ps(acc[g] + d, a[g]);
+  }
+}
+
+template <bool kF16, int G>
+void attend(const AttentionTask& t) {
+  const int dim = t.head_dim;
+  const int padded = (dim + 15) / 16 * 16;
+  alignas(64) float qs[G][kMaxHeadDim];
+  alignas(64) float acc[G][kMaxHeadDim];
+  alignas(64) float s[G][kKeyTile];
+  float m[G], l[G];
+  for (int g = 0; g < G; ++g) {
+    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
+    std::fill(qs[g] + dim, qs[g] + padded, 0.0f);
+    std::fill(acc[g], acc[g] + padded, 0.0f);
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0.0f;
+  }
+  for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
+    score_tile<kF16, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
+    // Online softmax step: new running max, rescale what was accumulated under the old one.
+    for (int g = 0; g < G; ++g) {
+      __m512 vmax = _mm512_set1_ps(-INFINITY);
+      for (int j = 0; j < nt; j += 16) {
+        const __mmask16 mk = tail_mask(nt - j);
+        __m512 v = _mm512_maskz_loadu_ps(mk, s[g] + j);
+        if (t.softcap > 0.0f) {
+          v = avx512::softcap_ps(v, t.softcap);
+          _mm512_mask_storeu_ps(s[g] + j, mk, v);
+        }
+        vmax = _mm512_mask_max_ps(vmax, mk, vmax, v);
+      }
+      const float m_new = std::max(m[g], _mm512_reduce_max_ps(vmax));
+      const float corr = std::isinf(m[g]) ? 0.0f : std::exp(m[g] - m_new);
+      const __m512 mv = _mm512_set1_ps(m_new);
+      __m512 sum = _mm512_setzero_ps();
+      for (int j = 0; j < nt; j += 16) {
+        const __mmask16 mk = tail_mask(nt - j);
+        const __m512 e = avx512::exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s[g] + j), mv));
+        sum = _mm512_mask_add_ps(sum, mk, sum, e);
+        _mm512_mask_storeu_ps(s[g] + j, mk, e);
+      }
+      l[g] = l[g] * corr + _mm512_reduce_add_ps(sum);
+      if (corr != 1.0f) {
+        const __m512 cv = _mm512_set1_ps(corr);
+        for (int d = 0; d < padded; d += 16) {
+          _mm512_store_ps(acc[g] + d, _mm512_mul_ps(_mm512_load_ps(acc[g] + d), cv));
+        }
+      }
+      m[g] = m_new;
+    }
+    accumulate_tile<kF16, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
+    for (int d = 0; d < dim; d += 16) {
+      _mm512_mask_storeu_ps(t.out + g * dim + d, tail_mask(dim - d),
+                            _mm512_mul_ps(_mm512_load_ps(acc[g] + d), inv));
+    }
+  }
+}
+
+static_assert(kMaxGroup == 8, "attend_any instantiates G = 1..8");
+
+template <bool kF16>
+void attend_any(const AttentionTask& t) {
+  switch (t.n_q) {
+    case 1: return attend<kF16, 1>(t);
+    case 2: return attend<kF16, 2>(t);
+    case 3: return attend<kF16, 3>(t);
+    case 4: return attend<kF16, 4>(t);
+    case 5: return attend<kF16, 5>(t);
+    case 6: return attend<kF16, 6>(t);
+    case 7: return attend<kF16, 7>(t);
+    default: return attend<kF16, kMaxGroup>(t);
+  }
+}
+
+void to_f16_avx512(const float* src, fp16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(dst + i, m, h);
+  }
+}
+
+constexpr AttentionKernels kAvx512Kernels{attend_any<true>, attend_any<false>, to_f16_avx512};
+
+}  // namespace
+
+const AttentionKernels& attention_kernels_avx512() noexcept { return kAvx512Kernels; }
+
+}  // namespace pacer::ops

@@ -1,0 +1,61 @@
+#pragma once
+// Per-Isa attention kernels behind ops/attention.h. Internal to ops/ (and the tests).
+//
+// The unit of work is one query token and a run of query heads that share one KV head: the K and
+// V rows are read once for all of them (GQA makes that 4-8 heads), which is what decode at long
+// context is bound by. Kernels keep everything on the stack (bounded by kMaxHeadDim, kMaxGroup,
+// kKeyTile): no allocation, no shared state, safe to run concurrently.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "ops/attention.h"
+#include "ops/fp16.h"
+#include "ops/isa.h"
+
+namespace pacer::ops {
+
+constexpr int kMaxHeadDim = 512;  // largest head_dim the kernels' stack buffers hold
+constexpr int kMaxGroup = 8;      // query heads processed per pass over the keys
+constexpr int kKeyTile = 64;      // keys scored per online-softmax step
+
+struct AttentionTask {
+  const float* q = nullptr;  // (n_q, head_dim): consecutive query heads of one token
+  float* out = nullptr;      // (n_q, head_dim)
+  int n_q = 0;               // 1..kMaxGroup
+  int head_dim = 0;          // 1..kMaxHeadDim
+  const std::byte* k = nullptr;  // cache row 0 of this KV head (element type per kernel)
+  const std::byte* v = nullptr;
+  int64_t row_bytes = 0;   // bytes between consecutive cache rows (positions)
+  int64_t key_begin = 0;   // keys [key_begin, key_end) are visible; key_end > key_begin
+  int64_t key_end = 0;
+  float scale = 1.0f;
+  float softcap = 0.0f;    // 0 = none
+};
+
+using AttendFn = void (*)(const AttentionTask& task);
+// Converts n floats to IEEE half, round-to-nearest-even (bit-identical to fp32_to_fp16).
+using ToF16Fn = void (*)(const float* src, fp16_t* dst, int64_t n);
+
+struct AttentionKernels {
+  AttendFn attend_f16 = nullptr;  // K/V cache rows are F16
+  AttendFn attend_f32 = nullptr;  // K/V cache rows are F32
+  ToF16Fn to_f16 = nullptr;
+};
+
+// The table for `isa`; callers check isa_supported(isa) first. The Scalar table runs the same
+// tiled online-softmax algorithm in plain C++ (attention_ref is the straight-from-the-math one).
+const AttentionKernels& attention_kernels(Isa isa) noexcept;
+const AttentionKernels& attention_kernels_avx2() noexcept;    // attention_avx2.cpp
+const AttentionKernels& attention_kernels_avx512() noexcept;  // attention_avx512.cpp
+
+// attention() on an explicit Isa's kernels (the public attention() uses detect_isa()'s).
+void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, int64_t pos0,
+                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
+                   std::span<float> out, const Parallel& par);
+// kv_store() on an explicit Isa's converter.
+void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
+                  std::span<const float> v, int64_t pos0, int64_t n_tokens, std::byte* k_cache,
+                  std::byte* v_cache);
+
+}  // namespace pacer::ops

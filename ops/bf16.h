@@ -1,0 +1,19 @@
+#pragma once
+// BF16 weights: a bfloat16 is the top half of an fp32, so each weight widens exactly by a 16-bit
+// left shift in registers and dots with fp32 activations (no activation rounding: the result
+// differs from an fp32 dot only by summation order). Internal to ops/.
+#include <cstddef>
+#include <cstdint>
+
+namespace pacer::ops {
+
+// sum_j fp32(w[j]) * x[j], summed in index order.
+float dot_bf16_f32_ref(int64_t n, const std::byte* w_row, const std::byte* act);
+float dot_bf16_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_bf16_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                            const std::byte* act, float* out);
+float dot_bf16_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                              const std::byte* act, float* out);
+
+}  // namespace pacer::ops

@@ -1,0 +1,18 @@
+#pragma once
+// F16 weights (IEEE binary16, as GGUF stores them): each weight widens exactly to fp32 in
+// registers (F16C vcvtph2ps) and dots with fp32 activations. Internal to ops/.
+#include <cstddef>
+#include <cstdint>
+
+namespace pacer::ops {
+
+// sum_j fp32(w[j]) * x[j], summed in index order.
+float dot_f16_f32_ref(int64_t n, const std::byte* w_row, const std::byte* act);
+float dot_f16_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_f16_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, float* out);
+float dot_f16_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_f16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                             const std::byte* act, float* out);
+
+}  // namespace pacer::ops

@@ -1,0 +1,18 @@
+#pragma once
+// F32 weights: a plain fp32 dot against fp32 activations (act type F32: the packed row is the
+// token's floats themselves). Internal to ops/.
+#include <cstddef>
+#include <cstdint>
+
+namespace pacer::ops {
+
+// sum_j w[j] * x[j], summed in index order.
+float dot_f32_f32_ref(int64_t n, const std::byte* w_row, const std::byte* act);
+float dot_f32_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_f32_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, float* out);
+float dot_f32_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
+void dot_rows_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                             const std::byte* act, float* out);
+
+}  // namespace pacer::ops

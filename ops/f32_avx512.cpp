@@ -1,0 +1,31 @@
+// F32 x F32 dot, AVX-512: 4 rows per pass, 32 elements per step, masked tail.
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+#include "ops/f32.h"
+#include "ops/float_rows_avx512.h"
+
+namespace pacer::ops {
+namespace {
+
+struct WidenF32 {
+  static __m512 load16(const std::byte* w, int64_t j) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + j);
+  }
+  static __m512 load16_masked(const std::byte* w, int64_t j, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(w) + j);
+  }
+};
+
+}  // namespace
+
+void dot_rows_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                             const std::byte* act, float* out) {
+  avx512::float_dot_rows<WidenF32>(n, w, w_stride, nr, act, out);
+}
+
+float dot_f32_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  avx512::float_rows_tile<WidenF32, 1>(n, w_row, 0, reinterpret_cast<const float*>(act), &out);
+  return out;
+}
+
+}  // namespace pacer::ops

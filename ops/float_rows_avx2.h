@@ -1,0 +1,57 @@
+#pragma once
+// The AVX2 dot-rows loop shared by the F32, F16 and BF16 kernels: they differ only in how 8
+// weights widen to fp32 (the Widen policy). Include ONLY from *_avx2.cpp files.
+//
+// Widen must provide, for a weight row `w` and element index j:
+//   static __m256 load8(const std::byte* w, int64_t j);  // w[j..j+8) as fp32
+//   static float load1(const std::byte* w, int64_t j);   // w[j] as fp32 (the < 8 tail)
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/matmul_simd_avx2.h"
+
+namespace pacer::ops::avx2 {
+namespace {
+
+// out[r] = dot(row r, x) for R rows at w + r*stride; x loaded once per R rows, two accumulators
+// per row. The tail (n % 16) is summed in scalar, after the vector part.
+template <class Widen, int R>
+void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x, float* out) {
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + j);
+    const __m256 x1 = _mm256_loadu_ps(x + j + 8);
+    for (int r = 0; r < R; ++r) {
+      const std::byte* wr = w + r * stride;
+      acc0[r] = _mm256_fmadd_ps(Widen::load8(wr, j), x0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(Widen::load8(wr, j + 8), x1, acc1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = hsum8(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int64_t k = j; k < n; ++k) s += Widen::load1(w + r * stride, k) * x[k];
+    out[r] = s;
+  }
+}
+
+// out[0..nr) for nr rows, four at a time.
+template <class Widen>
+void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
+                    const std::byte* act, float* out) {
+  const auto* x = reinterpret_cast<const float*>(act);
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) float_rows_tile<Widen, 4>(n, w + r * stride, stride, x, out + r);
+  switch (nr - r) {
+    case 3: float_rows_tile<Widen, 3>(n, w + r * stride, stride, x, out + r); break;
+    case 2: float_rows_tile<Widen, 2>(n, w + r * stride, stride, x, out + r); break;
+    case 1: float_rows_tile<Widen, 1>(n, w + r * stride, stride, x, out + r); break;
+    default: break;
+  }
+}
+
+}  // namespace
+}  // namespace pacer::ops::avx2

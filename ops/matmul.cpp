@@ -1,0 +1,174 @@
+// Matmul entry points: shape checks, activation packing, and the row/token loops that feed the
+// per-type kernels (type_traits.h). No ISA-specific code here.
+#include "ops/matmul.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ops/q8_0.h"
+#include "ops/type_traits.h"
+
+namespace pacer::ops {
+namespace {
+
+// Weight bytes one row tile of the GEMM keeps hot while every token passes over it: about half
+// of a 48 KiB L1d, so the tile plus one token's activations stay in L1.
+constexpr int64_t kGemmTileBytes = 24 * 1024;
+// Row partitions between workers start on multiples of this (whole dot_rows groups, and no two
+// workers writing the same 64-byte line of y for any row count).
+constexpr int64_t kRowAlign = 16;
+
+std::string shape_of(const WeightMatrix& w) {
+  return std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
+         ", rows=" + std::to_string(w.rows) + "]";
+}
+
+// Bytes of one token's packed activation row for weight type t (64-byte multiple).
+int64_t packed_row_bytes(WeightType act_type, int64_t cols) {
+  switch (act_type) {
+    case WeightType::F32: return (cols * 4 + 63) / 64 * 64;
+    case WeightType::Q8_0: return act_q8_row_bytes(cols);
+    default: return (row_bytes(act_type, cols) + 63) / 64 * 64;
+  }
+}
+
+WeightType act_type_of(WeightType t) { return type_traits(t).act_type; }
+
+}  // namespace
+
+void check_matrix(const WeightMatrix& w) {
+  const int64_t block = type_info(w.type).block_elems;
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % block != 0) {
+    throw MatmulError("matmul: weight " + shape_of(w) + ": cols must be a positive multiple of " +
+                      std::to_string(block) + " and rows positive");
+  }
+  if (w.data == nullptr) throw MatmulError("matmul: weight " + shape_of(w) + " has no data");
+  if (w.type == WeightType::Q8_K) {
+    throw MatmulError("matmul: weight " + shape_of(w) + ": q8_K is an activation-only type");
+  }
+}
+
+void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t cols,
+                             int64_t n_tokens, Isa isa) {
+  const WeightType act = act_type_of(wtype);
+  const int64_t block = type_info(wtype).block_elems;
+  if (cols <= 0 || cols % block != 0 || n_tokens < 0) {
+    throw MatmulError("matmul: activations of " + std::to_string(n_tokens) + " x " +
+                      std::to_string(cols) + " cannot be packed for " +
+                      std::string(type_name(wtype)) + " (cols must be a multiple of " +
+                      std::to_string(block) + ")");
+  }
+  if (static_cast<int64_t>(x.size()) < cols * n_tokens) {
+    throw MatmulError("matmul: activations hold " + std::to_string(x.size()) +
+                      " floats, need n_tokens*cols = " + std::to_string(n_tokens) + "*" +
+                      std::to_string(cols));
+  }
+  const QuantizeActFn quantize = resolve_quantize_act(wtype, isa);  // null: stays fp32
+  wtype_ = wtype;
+  cols_ = cols;
+  tokens_ = n_tokens;
+  token_bytes_ = packed_row_bytes(act, cols);
+  const size_t need = static_cast<size_t>(token_bytes_ * n_tokens + 64);
+  if (buf_.size() < need) buf_.resize(need);
+  offset_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::byte* dst = buf_.data() + offset_ + t * token_bytes_;
+    const float* src = x.data() + t * cols;
+    if (quantize != nullptr) {
+      quantize(src, dst, cols);
+    } else {
+      std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
+                 int64_t row_begin, int64_t row_end, Isa isa) {
+  if (x.cols() != w.cols || act_type_of(x.weight_type()) != act_type_of(w.type)) {
+    throw MatmulError("matmul: activations packed for " + std::string(type_name(x.weight_type())) +
+                      " with " + std::to_string(x.cols()) + " cols do not fit weight " +
+                      shape_of(w));
+  }
+  if (row_begin < 0 || row_end > w.rows || row_begin > row_end ||
+      static_cast<int64_t>(y.size()) < x.tokens() * w.rows) {
+    throw MatmulError("matmul: rows [" + std::to_string(row_begin) + ", " +
+                      std::to_string(row_end) + ") or output of " + std::to_string(y.size()) +
+                      " floats do not fit weight " + shape_of(w) + " x " +
+                      std::to_string(x.tokens()) + " tokens");
+  }
+  const DotFn dot = resolve_dot(w.type, isa);
+  const DotRowsFn dot_rows = resolve_dot_rows(w.type, isa);
+  const int64_t stride = row_bytes(w.type, w.cols);
+  // GEMM: a tile of rows stays in L1 while every token passes over it, so each weight byte comes
+  // from memory once per call. GEMV (one token) is the same loop with one pass.
+  const int64_t tile_rows = std::max<int64_t>(4, kGemmTileBytes / stride / 4 * 4);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
+    const int64_t r1 = std::min(row_end, r0 + tile_rows);
+    for (int64_t t = 0; t < x.tokens(); ++t) {
+      float* yt = y.data() + t * w.rows;
+      if (dot_rows != nullptr) {
+        dot_rows(w.cols, w.row(r0), stride, r1 - r0, x.token(t), yt + r0);
+      } else {
+        for (int64_t r = r0; r < r1; ++r) yt[r] = dot(w.cols, w.row(r), x.token(t));
+      }
+    }
+  }
+}
+
+void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
+            PackedActivations& scratch, const Parallel& par, Isa isa) {
+  if (outs.empty()) return;
+  const int64_t cols = outs[0].w.cols;
+  int64_t total_rows = 0;
+  for (const MatmulOutput& o : outs) {
+    check_matrix(o.w);
+    if (o.w.cols != cols) {
+      throw MatmulError("matmul: fused outputs must share the input: weight " + shape_of(o.w) +
+                        " vs cols=" + std::to_string(cols));
+    }
+    if (static_cast<int64_t>(o.y.size()) < n_tokens * o.w.rows) {
+      throw MatmulError("matmul: output of " + std::to_string(o.y.size()) +
+                        " floats is smaller than n_tokens*rows for weight " + shape_of(o.w));
+    }
+    resolve_dot(o.w.type, isa);  // throws for types without kernels (K-quants for now)
+    total_rows += o.w.rows;
+  }
+  if (n_tokens <= 0) return;
+
+  // One packing per activation type; fused outputs normally share one (mixed types are rare).
+  scratch.pack(outs[0].w.type, x, cols, n_tokens, isa);
+  std::vector<PackedActivations> extra;  // only for outputs whose act type differs from outs[0]
+  std::vector<const PackedActivations*> packed(outs.size(), &scratch);
+  for (size_t i = 1; i < outs.size(); ++i) {
+    const WeightType act = act_type_of(outs[i].w.type);
+    if (act == act_type_of(outs[0].w.type)) continue;
+    for (size_t j = 1; j < i; ++j) {
+      if (act_type_of(outs[j].w.type) == act) packed[i] = packed[j];
+    }
+    if (packed[i] != &scratch) continue;
+    extra.reserve(outs.size());  // pointers into `extra` must stay valid
+    extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, isa);
+    packed[i] = &extra.back();
+  }
+
+  // One parallel region over the concatenated rows of every output.
+  par.run_chunks(total_rows, kRowAlign, [&](int, int64_t begin, int64_t end) {
+    int64_t first = 0;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int64_t last = first + outs[i].w.rows;
+      const int64_t b = std::max(begin, first), e = std::min(end, last);
+      if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b - first, e - first, isa);
+      first = last;
+    }
+  });
+}
+
+void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+            PackedActivations& scratch, const Parallel& par, Isa isa) {
+  const MatmulOutput out{w, y};
+  matmul(std::span<const MatmulOutput>(&out, 1), x, n_tokens, scratch, par, isa);
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,58 @@
+#pragma once
+// Small AVX-512 helpers shared by the *_avx512.cpp kernels. Include ONLY from files built with
+// the AVX-512 flags (ops/CMakeLists.txt); everything here has internal linkage.
+//
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own `__Y = __Y` placeholder
+// (GCC bug 105593, fixed in 13); the warning is attributed to header lines, so it is silenced for
+// the header alone. Include this file before anything that includes <immintrin.h>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+namespace pacer::ops::avx512 {
+namespace {
+
+// Mask of the first `count` of 16 lanes (count in [0, 16]).
+inline __mmask16 first_lanes16(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// fp16 (raw bits) -> fp32; exact.
+inline float fp32_from_fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+// 16 fp32 lanes: lanes 0-7 = fp32(*h0) * s, lanes 8-15 = fp32(*h1) * s. h0, h1 point at fp16
+// scales (unaligned); s is usually the activation block scale broadcast to all lanes.
+inline __m512 pair_fp16_times(const void* h0, const void* h1, __m512 s) {
+  __m256i h = _mm256_set1_epi16(*static_cast<const int16_t*>(h0));
+  h = _mm256_mask_set1_epi16(h, 0xFF00, *static_cast<const int16_t*>(h1));
+  return _mm512_mul_ps(_mm512_cvtph_ps(h), s);
+}
+
+// Two 32-byte rows side by side: lanes 0-31 from p0, lanes 32-63 from p1 (unaligned).
+inline __m512i load_pair_256(const void* p0, const void* p1) {
+  const __m256i lo = _mm256_loadu_si256(static_cast<const __m256i*>(p0));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(p1)), 1);
+}
+
+// Sum of the 8 lanes.
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Sum of lanes 0-7 and of lanes 8-15 of v, as {low, high}.
+inline void hsum_halves(__m512 v, float* low, float* high) {
+  *low = hsum8(_mm512_castps512_ps256(v));
+  *high = hsum8(_mm512_extractf32x8_ps(v, 1));
+}
+
+}  // namespace
+}  // namespace pacer::ops::avx512

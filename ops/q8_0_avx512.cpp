@@ -1,0 +1,142 @@
+// Q8_0 x act-Q8 on AVX-512 (BW/VL/DQ), with and without VNNI, and the AVX-512 act-Q8 quantizer.
+//
+// Two weight rows share one zmm: bytes 0..31 are row r's block b, bytes 32..63 row r+1's, and
+// the activation block is broadcast to both halves, so each instruction serves two rows and
+// the activation quants, scale and sum are loaded once per block for all rows of the tile.
+//
+// VNNI (vpdpbusd multiplies unsigned by signed bytes): w ^ 0x80 is w + 128 as an unsigned byte
+// (0..255), so each lane accumulates sum (w + 128) * x over 4 bytes (|.| <= 4 * 255 * 128, no
+// overflow) and the accumulator starts at -128 * sum_b(x) in lanes 0 and 8, which removes the
+// bias exactly: the 8 lanes of each half sum to sum w * x.
+// Without VNNI: the sign trick (|w| * sign(x, w), pair sums <= 2 * 128 * 127 < 32767, so
+// vpmaddubsw never saturates), then vpmaddwd with ones.
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+#include "ops/q8_0.h"
+
+namespace pacer::ops {
+namespace {
+
+// Exactly std::round(v) (half away from zero) for |v| < 2^23, as int32 (see q8_0_avx2.cpp).
+inline __m512i round_half_away_epi32(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(INT32_MIN));
+  const __m512 bias =
+      _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_castps_si512(_mm512_set1_ps(0.49999997f))));
+  return _mm512_cvttps_epi32(_mm512_add_ps(v, bias));
+}
+
+// Integer dot of block b of two rows against activation quants x (broadcast to both halves):
+// lanes 0..7 sum to row 0's sum w*x, lanes 8..15 to row 1's. `bias` is the VNNI correction
+// (-128 * sum x in lanes 0 and 8); unused without VNNI.
+template <bool kVnni>
+inline __m512i pair_block_dot_epi32(const int8_t* qs0, const int8_t* qs1, __m512i x,
+                                    __m512i bias) {
+  const __m512i w = avx512::load_pair_256(qs0, qs1);
+  if constexpr (kVnni) {
+    const __m512i w_biased = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_dpbusd_epi32(bias, w_biased, x);
+  } else {
+    const __mmask64 negative = _mm512_movepi8_mask(w);
+    const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+    const __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(w), x_signed);
+    return _mm512_madd_epi16(pairs, _mm512_set1_epi16(1));
+  }
+}
+
+// P pairs of rows (2P rows; row 2p+1 may repeat row 2p when the caller has an odd count).
+template <bool kVnni, int P>
+void q8_0_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* act,
+                     float* const* outs) {
+  const ActQ8Row a = act_q8_row(act, n);
+  const int64_t nb = n / kQ8_0BlockElems;
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i x = _mm512_broadcast_i64x4(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    const __m512 dx = _mm512_set1_ps(a.d[b]);
+    const __m512i bias = _mm512_maskz_set1_epi32(0x0101, -128 * a.sum[b]);
+    for (int p = 0; p < P; ++p) {
+      const auto* b0 = reinterpret_cast<const BlockQ8_0*>(rows[2 * p]) + b;
+      const auto* b1 = reinterpret_cast<const BlockQ8_0*>(rows[2 * p + 1]) + b;
+      const __m512i dot = pair_block_dot_epi32<kVnni>(b0->qs, b1->qs, x, bias);
+      const __m512 s = avx512::pair_fp16_times(&b0->d, &b1->d, dx);
+      acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[p]);
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    float lo, hi;
+    avx512::hsum_halves(acc[p], &lo, &hi);
+    *outs[2 * p] = lo;
+    *outs[2 * p + 1] = hi;
+  }
+}
+
+template <bool kVnni>
+void q8_0_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                   float* out) {
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) {
+    const std::byte* rows[4] = {w + r * stride, w + (r + 1) * stride, w + (r + 2) * stride,
+                                w + (r + 3) * stride};
+    float* outs[4] = {out + r, out + r + 1, out + r + 2, out + r + 3};
+    q8_0_pairs_tile<kVnni, 2>(n, rows, act, outs);
+  }
+  if (r < nr) {  // 1..3 rows left: one or two pairs, an odd last row paired with itself
+    float spare;
+    const std::byte* rows[4];
+    float* outs[4];
+    for (int k = 0; k < 4; ++k) {
+      const int64_t rr = r + k < nr ? r + k : nr - 1;
+      rows[k] = w + rr * stride;
+      outs[k] = r + k < nr ? out + r + k : &spare;
+    }
+    if (nr - r > 2) {
+      q8_0_pairs_tile<kVnni, 2>(n, rows, act, outs);
+    } else {
+      q8_0_pairs_tile<kVnni, 1>(n, rows, act, outs);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_act_q8_avx512(const float* x, std::byte* act, int64_t n) {
+  const int64_t nb = n / kQ8_0BlockElems;
+  auto* q = reinterpret_cast<int8_t*>(act);
+  auto* d_out = reinterpret_cast<float*>(act + n);
+  auto* sum_out = reinterpret_cast<int32_t*>(act + n + 4 * nb);
+  for (int64_t b = 0; b < nb; ++b, x += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;  // same ops as the reference
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const __m512i i0 = round_half_away_epi32(_mm512_mul_ps(v0, id));
+    const __m512i i1 = round_half_away_epi32(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+    d_out[b] = d;
+    sum_out[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+  }
+}
+
+void dot_rows_q8_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, float* out) {
+  q8_0_dot_rows<false>(n, w, w_stride, nr, act, out);
+}
+float dot_q8_0_q8_0_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  q8_0_dot_rows<false>(n, w_row, 0, 1, act, &out);
+  return out;
+}
+void dot_rows_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                   const std::byte* act, float* out) {
+  q8_0_dot_rows<true>(n, w, w_stride, nr, act, out);
+}
+float dot_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  q8_0_dot_rows<true>(n, w_row, 0, 1, act, &out);
+  return out;
+}
+
+}  // namespace pacer::ops

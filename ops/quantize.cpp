@@ -1,0 +1,97 @@
+// quantize_row / dequantize_row: scalar, byte-identical to ggml's reference quantizers for the
+// block types (the loader's `pacer gguf quantize` and the embedding lookup use these).
+#include <cstring>
+#include <string>
+
+#include "ops/fp16.h"
+#include "ops/matmul.h"
+#include "ops/q4_0.h"
+#include "ops/q8_0.h"
+
+namespace pacer::ops {
+namespace {
+
+void check_row_length(const char* what, WeightType t, int64_t n) {
+  const int64_t block = type_info(t).block_elems;
+  if (n < 0 || n % block != 0) {
+    throw MatmulError(std::string(what) + ": " + std::to_string(n) + " elements is not a multiple of " +
+                      std::string(type_name(t)) + "'s block of " + std::to_string(block));
+  }
+}
+
+[[noreturn]] void throw_unsupported(const char* what, WeightType t) {
+  throw MatmulError(std::string(what) + ": type " + std::string(type_name(t)) +
+                    " not supported yet");
+}
+
+}  // namespace
+
+void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
+  check_row_length("dequantize_row", t, n);
+  switch (t) {
+    case WeightType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case WeightType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        fp16_t h;
+        std::memcpy(&h, src + 2 * i, sizeof h);
+        dst[i] = fp16_to_fp32(h);
+      }
+      return;
+    case WeightType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        bf16_t h;
+        std::memcpy(&h, src + 2 * i, sizeof h);
+        dst[i] = bf16_to_fp32(h);
+      }
+      return;
+    case WeightType::Q8_0:
+      dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(src), dst, n);
+      return;
+    case WeightType::Q4_0:
+      dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, n);
+      return;
+    // K-quants: the "kquant" work registers dequantize_row_q4_K / _q6_K here.
+    case WeightType::Q4_K:
+    case WeightType::Q6_K:
+    case WeightType::Q8_K:
+      throw_unsupported("dequantize_row", t);
+  }
+  throw_unsupported("dequantize_row", t);
+}
+
+void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
+  check_row_length("quantize_row", t, n);
+  switch (t) {
+    case WeightType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case WeightType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        const fp16_t h = fp32_to_fp16(src[i]);
+        std::memcpy(dst + 2 * i, &h, sizeof h);
+      }
+      return;
+    case WeightType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const bf16_t h = fp32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, sizeof h);
+      }
+      return;
+    case WeightType::Q8_0:
+      quantize_row_q8_0_ref(src, reinterpret_cast<BlockQ8_0*>(dst), n);
+      return;
+    case WeightType::Q4_0:
+      quantize_row_q4_0_ref(src, reinterpret_cast<BlockQ4_0*>(dst), n);
+      return;
+    // K-quants: the "kquant" work registers quantize_row_q4_K_ref / _q6_K_ref here.
+    case WeightType::Q4_K:
+    case WeightType::Q6_K:
+    case WeightType::Q8_K:
+      throw_unsupported("quantize_row", t);
+  }
+  throw_unsupported("quantize_row", t);
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,73 @@
+#pragma once
+// Vector e^x and the activations built on it, for AVX2 kernels. Include ONLY from *_avx2.cpp files
+// (they alone are compiled with -mavx2 -mfma).
+//
+// exp: the same reduction and Cephes polynomial as softmax_math_avx512.h; AVX2 has no scalef, so
+// 2^n is built in the exponent field, which needs n in [-126, 127]: x is clamped to [-87, 88]
+// (results saturate at e^88 ~ 1.65e38 above, which every caller treats as "huge") and lanes with
+// x < -87 are set to 0 (the true value is below 1.7e-38). NaN propagates.
+#include <immintrin.h>
+
+namespace pacer::ops::avx2 {
+
+inline __m256 exp_ps(__m256 x_in) {
+  __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x_in);  // NaN stays (second operand)
+  x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2n =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
+  const __m256 underflow = _mm256_cmp_ps(x_in, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  return _mm256_andnot_ps(underflow, result);
+}
+
+// silu(x) = x / (1 + e^-x)
+inline __m256 silu_ps(__m256 x) {
+  const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// gelu_tanh(x) = x / (1 + e^-2z), z = sqrt(2/pi) (x + 0.044715 x^3); see softmax_math_avx512.h.
+inline __m256 gelu_tanh_ps(__m256 x) {
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, _mm256_set1_ps(1.0f));
+  const __m256 m2z = _mm256_mul_ps(_mm256_mul_ps(x, inner), _mm256_set1_ps(-1.5957691216057308f));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_ps(m2z)));
+}
+
+// s = cap * tanh(s / cap) = cap * (1 - 2 / (e^(2s/cap) + 1))
+inline __m256 softcap_ps(__m256 s, float cap) {
+  const __m256 e = exp_ps(_mm256_mul_ps(s, _mm256_set1_ps(2.0f / cap)));
+  const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_div_ps(_mm256_set1_ps(2.0f),
+                                               _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+  return _mm256_mul_ps(t, _mm256_set1_ps(cap));
+}
+
+// Sum of the 8 lanes.
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Max of the 8 lanes.
+inline float hmax_ps(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace pacer::ops::avx2

@@ -1,0 +1,150 @@
+// The per-type kernel table (see type_traits.h). One entry per weight type; SIMD slots are filled
+// once, on first use, from what this CPU and OS support, so the hot path only indexes an array.
+#include "ops/type_traits.h"
+
+#include <string>
+
+#include "ops/bf16.h"
+#include "ops/f16.h"
+#include "ops/f32.h"
+#include "ops/matmul.h"
+#include "ops/q4_0.h"
+#include "ops/q8_0.h"
+
+namespace pacer::ops {
+namespace {
+
+constexpr size_t kScalar = static_cast<size_t>(Isa::Scalar);
+constexpr size_t kAvx2 = static_cast<size_t>(Isa::Avx2);
+constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
+
+struct TraitsTable {
+  Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
+  TypeTraits f32, f16, bf16, q8_0, q4_0;
+  TypeTraits q4_k, q6_k;  // K-quants: registered by the kquant work (q4_k*.cpp, q6_k*.cpp)
+};
+
+TraitsTable build_table(const CpuFeatures& cpu) {
+  TraitsTable t;
+  t.best_isa = cpu.avx512 ? Isa::Avx512 : cpu.avx2 ? Isa::Avx2 : Isa::Scalar;
+  t.f32.type = WeightType::F32;
+  t.f32.act_type = WeightType::F32;
+  t.f32.dot[kScalar] = dot_f32_f32_ref;
+  t.f32.dot[kAvx2] = dot_f32_f32_avx2;
+  t.f32.dot_rows[kAvx2] = dot_rows_f32_f32_avx2;
+  t.f32.dot[kAvx512] = dot_f32_f32_avx512;
+  t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
+
+  t.f16.type = WeightType::F16;
+  t.f16.act_type = WeightType::F32;
+  t.f16.dot[kScalar] = dot_f16_f32_ref;
+  t.f16.dot[kAvx2] = dot_f16_f32_avx2;
+  t.f16.dot_rows[kAvx2] = dot_rows_f16_f32_avx2;
+  t.f16.dot[kAvx512] = dot_f16_f32_avx512;
+  t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
+
+  t.bf16.type = WeightType::BF16;
+  t.bf16.act_type = WeightType::F32;
+  t.bf16.dot[kScalar] = dot_bf16_f32_ref;
+  t.bf16.dot[kAvx2] = dot_bf16_f32_avx2;
+  t.bf16.dot_rows[kAvx2] = dot_rows_bf16_f32_avx2;
+  t.bf16.dot[kAvx512] = dot_bf16_f32_avx512;
+  t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
+
+  // Q8_0 / Q4_0 dot with act-Q8 rows (q8_0.h). AVX-512 uses VNNI vpdpbusd where the CPU has it.
+  const bool vnni = cpu.avx512_vnni;
+  t.q8_0.type = WeightType::Q8_0;
+  t.q8_0.act_type = WeightType::Q8_0;
+  t.q8_0.quantize_act[kScalar] = quantize_act_q8_ref;
+  t.q8_0.quantize_act[kAvx2] = quantize_act_q8_avx2;
+  t.q8_0.quantize_act[kAvx512] = quantize_act_q8_avx512;
+  t.q8_0.dot[kScalar] = dot_q8_0_q8_0_ref;
+  t.q8_0.dot[kAvx2] = dot_q8_0_q8_0_avx2;
+  t.q8_0.dot_rows[kAvx2] = dot_rows_q8_0_q8_0_avx2;
+  t.q8_0.dot[kAvx512] = vnni ? dot_q8_0_q8_0_avx512vnni : dot_q8_0_q8_0_avx512;
+  t.q8_0.dot_rows[kAvx512] = vnni ? dot_rows_q8_0_q8_0_avx512vnni : dot_rows_q8_0_q8_0_avx512;
+
+  t.q4_0.type = WeightType::Q4_0;
+  t.q4_0.act_type = WeightType::Q8_0;
+  t.q4_0.quantize_act = t.q8_0.quantize_act;
+  t.q4_0.dot[kScalar] = dot_q4_0_q8_0_ref;
+  t.q4_0.dot[kAvx2] = dot_q4_0_q8_0_avx2;
+  t.q4_0.dot_rows[kAvx2] = dot_rows_q4_0_q8_0_avx2;
+  t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
+  t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
+
+  // K-quants: not supported yet. The kquant work fills these (act_type Q8_K, quantize_act,
+  // dot_q4_K_q8_K_*, dot_q6_K_q8_K_*); until then every slot stays null and matmul throws.
+  t.q4_k.type = WeightType::Q4_K;
+  t.q4_k.act_type = WeightType::Q8_K;
+  t.q6_k.type = WeightType::Q6_K;
+  t.q6_k.act_type = WeightType::Q8_K;
+  return t;
+}
+
+const TraitsTable& table() {
+  static const TraitsTable t = build_table(detect_cpu_features());  // filled once, then read-only
+  return t;
+}
+
+// `isa`, lowered to what this machine runs (so a request for AVX-512 on an AVX2 machine runs the
+// AVX2 kernels instead of faulting).
+int clamp_isa(Isa isa) {
+  const int best = static_cast<int>(table().best_isa);
+  return static_cast<int>(isa) < best ? static_cast<int>(isa) : best;
+}
+
+// First non-null slot at or below `isa` (every implemented type has a Scalar slot).
+template <typename Fn>
+Fn resolve(const std::array<Fn, kIsaCount>& slots, Isa isa) {
+  for (int i = clamp_isa(isa); i >= 0; --i) {
+    if (slots[static_cast<size_t>(i)] != nullptr) return slots[static_cast<size_t>(i)];
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const TypeTraits& type_traits(WeightType t) {
+  const TraitsTable& tab = table();
+  switch (t) {
+    case WeightType::F32: return tab.f32;
+    case WeightType::F16: return tab.f16;
+    case WeightType::BF16: return tab.bf16;
+    case WeightType::Q8_0: return tab.q8_0;
+    case WeightType::Q4_0: return tab.q4_0;
+    case WeightType::Q4_K: return tab.q4_k;
+    case WeightType::Q6_K: return tab.q6_k;
+    case WeightType::Q8_K: break;
+  }
+  throw MatmulError("type " + std::string(type_name(t)) + " is not a weight type of any matmul");
+}
+
+DotFn resolve_dot(WeightType t, Isa isa) {
+  const DotFn fn = resolve(type_traits(t).dot, isa);
+  if (fn == nullptr) {
+    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
+  }
+  return fn;
+}
+
+QuantizeActFn resolve_quantize_act(WeightType t, Isa isa) {
+  const TypeTraits& tt = type_traits(t);
+  if (tt.act_type == WeightType::F32) return nullptr;  // activations stay fp32
+  const QuantizeActFn fn = resolve(tt.quantize_act, isa);
+  if (fn == nullptr) {
+    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
+  }
+  return fn;
+}
+
+DotRowsFn resolve_dot_rows(WeightType t, Isa isa) {
+  // Only the slot of the resolved dot's own Isa, so dot and dot_rows never mix ISAs.
+  const TypeTraits& tt = type_traits(t);
+  for (int i = clamp_isa(isa); i >= 0; --i) {
+    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.dot_rows[static_cast<size_t>(i)];
+  }
+  return nullptr;
+}
+
+}  // namespace pacer::ops

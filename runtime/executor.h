@@ -1,0 +1,85 @@
+#pragma once
+// The pinned executor every parallel op runs on: one tbb::task_arena with `threads` slots whose
+// worker threads are pinned by a task_scheduler_observer (slot i -> CPU i of the pin policy); the
+// calling thread is slot 0 and is pinned too (restored on destruction).
+//
+// A token runs ~300 parallel regions, so a region must cost about a microsecond, not the tens of
+// microseconds of waking sleeping threads. The worker threads therefore stay inside the arena for
+// the executor's lifetime, each running a dispatch loop: run_chunks() publishes a job (a new
+// generation number), every worker first claims the chunk whose index equals its slot, then helps
+// with any chunk still unclaimed, and the caller does the same. Nothing ever waits for a
+// particular thread - only for chunks someone has claimed and is running - so a worker TBB never
+// started, or one descheduled by the OS, costs speed, never a deadlock. Idle workers spin for
+// `spin_us`, then sleep on a futex.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ops/parallel.h"
+#include "runtime/chunk_observer.h"
+#include "runtime/topology.h"
+
+namespace pacer::runtime {
+
+// Arena settings: -1 means "auto", chained setters in the style of tbb::task_arena::constraints.
+struct ExecutorSettings {
+  int threads = -1;    // -1: PinPolicy::List -> its length, else one per allowed physical core
+  PinSpec pin;         // default: none
+  int spin_us = -1;    // -1: 100 us of spinning before an idle worker sleeps; 0: sleep at once
+
+  ExecutorSettings& set_threads(int t) {
+    threads = t;
+    return *this;
+  }
+  ExecutorSettings& set_pin(PinSpec p) {
+    pin = std::move(p);
+    return *this;
+  }
+  ExecutorSettings& set_spin_us(int us) {
+    spin_us = us;
+    return *this;
+  }
+};
+
+// Where one worker slot ran: the CPU it was pinned to and the CPUs it was seen on.
+struct WorkerPlacement {
+  int worker = 0;
+  int pinned_cpu = -1;      // -1: not pinned
+  int first_cpu = -1;       // CPU at the start of its first chunk (-1: ran no chunk)
+  int last_cpu = -1;        // CPU at the start of its latest chunk
+  int64_t chunks = 0;       // chunks it ran
+  int64_t off_target = 0;   // chunks that started on a CPU other than pinned_cpu
+};
+
+class Executor final : public ops::Parallel {
+ public:
+  // Detects this machine's topology. Throws TopologyError for impossible pin requests.
+  explicit Executor(ExecutorSettings settings = {});
+  Executor(const Topology& topo, ExecutorSettings settings);
+  ~Executor() override;
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  int workers() const noexcept override;
+  // Static partition (ops::static_chunk) of [0, n) into workers() chunks; runs inline on the
+  // caller when there is one worker or only one non-empty chunk. Call from one thread at a time
+  // (a nested or concurrent call runs serially on its caller). Rethrows the first exception a
+  // chunk threw, after every chunk has finished.
+  void run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
+
+  // Called around every chunk on the thread that runs it (nullptr: none). Set between runs.
+  void set_observer(ChunkObserver* observer) noexcept;
+
+  const PinSpec& pin() const noexcept;
+  // Pinned CPU per slot; empty for PinPolicy::None.
+  const std::vector<int>& cpus() const noexcept;
+  // Worker threads that entered their dispatch loop (workers() - 1 when TBB gave them all).
+  int joined_workers() const noexcept;
+  std::vector<WorkerPlacement> placements() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pacer::runtime

@@ -1,0 +1,84 @@
+// The calibrated loop is the frequency source of last resort (VMs without PMU, cpufreq or MSRs):
+// two independent chains must agree, and repeated estimates must be stable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "hwcounters/frequency.h"
+
+namespace pacer::hwcounters {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(Tsc, RateIsKnownAndPlausible) {
+  const TscInfo& t = tsc_info();
+  EXPECT_GT(t.mhz, 500.0);
+  EXPECT_LT(t.mhz, 10'000.0);
+  EXPECT_FALSE(t.source.empty());
+  EXPECT_EQ(&t, &tsc_info()) << "measured once per process";
+}
+
+TEST(CalibratedLoop, IndependentChainsAgreeWithinFivePercent) {
+  const auto kernels = chain_kernels();
+  if (kernels.size() < 2) GTEST_SKIP() << "no SSE4.2: only the imul chain is available";
+  const double tsc = tsc_info().mhz;
+  std::vector<double> imul, crc;
+  for (int i = 0; i < 9; ++i) {
+    imul.push_back(estimate_mhz(kernels[0], tsc));
+    crc.push_back(estimate_mhz(kernels[1], tsc));
+  }
+  const double a = median(imul), b = median(crc);
+  EXPECT_NEAR(b / a, 1.0, 0.05) << "imul " << a << " MHz, crc32 " << b << " MHz";
+  // A core clock between 0.4 and 7 GHz: an add-immediate chain folded at rename would read ~10.
+  EXPECT_GT(a, 400.0);
+  EXPECT_LT(a, 7000.0);
+}
+
+TEST(CalibratedLoop, TwentyEstimatesHaveCvUnderTwoPercent) {
+  CalibratedLoopFrequency src(tsc_info().mhz, chain_kernels()[0]);
+  std::vector<double> v;
+  for (int i = 0; i < 20; ++i) v.push_back(src.sample_mhz(0));
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  const double cv = std::sqrt(var / (v.size() - 1)) / mean;
+  EXPECT_LT(cv, 0.02) << "mean " << mean << " MHz";
+  EXPECT_FALSE(src.detail().empty());
+}
+
+TEST(CalibratedLoop, LongerPlanGivesTheSameAnswer) {
+  const double tsc = tsc_info().mhz;
+  const ChainKernel& k = chain_kernels()[0];
+  std::vector<double> quick, slow;
+  for (int i = 0; i < 7; ++i) {
+    quick.push_back(estimate_mhz(k, tsc));
+    slow.push_back(estimate_mhz(k, tsc, CalibrationPlan{1000, 5000, 3}));
+  }
+  EXPECT_NEAR(median(quick) / median(slow), 1.0, 0.03);
+}
+
+TEST(FrequencyChoice, AlwaysYieldsASourceAndSaysWhyBetterOnesWereSkipped) {
+  const FrequencyChoice c = choose_frequency_source(tsc_info().mhz);
+  ASSERT_NE(c.source, nullptr);
+  if (c.source->name() == "calibrated_loop") {
+    ASSERT_EQ(c.rejected.size(), 2u);
+    EXPECT_EQ(c.rejected[0].event, "aperf_mperf");
+    EXPECT_EQ(c.rejected[1].event, "cpufreq");
+    for (const Unavailable& u : c.rejected) EXPECT_FALSE(u.reason.empty());
+  }
+  const double mhz = c.source->sample_mhz(0);
+  if (c.source->name() != "aperf_mperf") {  // APERF/MPERF needs a previous sample
+    EXPECT_GT(mhz, 400.0);
+    EXPECT_LT(mhz, 7000.0);
+  }
+}
+
+}  // namespace
+}  // namespace pacer::hwcounters

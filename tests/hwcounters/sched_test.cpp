@@ -1,0 +1,142 @@
+// Scheduler sources read what the kernel did to a thread: run-queue delay rises when another
+// thread competes for the same CPU, context switches count sleeps, CPU usage follows busy loops.
+#include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <thread>
+
+#include "hwcounters/host_facts.h"
+#include "hwcounters/sched.h"
+
+namespace pacer::hwcounters {
+namespace {
+
+int64_t now_ns(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+void spin_wall(int64_t ns) {
+  volatile uint64_t x = 0;
+  const int64_t start = now_ns(CLOCK_MONOTONIC);
+  while (now_ns(CLOCK_MONOTONIC) - start < ns) {
+    for (int i = 0; i < 1000; ++i) x = x + 1;
+  }
+}
+
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+struct RunqSample {
+  int64_t runq_ns = -1;
+  int64_t wall_ns = 0;
+};
+
+// Spins for `wall` on `cpu` and returns the run-queue delay schedstat saw, optionally with a
+// co-runner busy-looping on the same CPU.
+RunqSample measure_runq(int cpu, bool co_runner, int64_t wall) {
+  std::atomic<bool> stop{false}, started{false};
+  std::thread other;
+  if (co_runner) {
+    other = std::thread([&] {
+      pin_to(cpu);
+      started = true;
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+    while (!started) std::this_thread::yield();
+  }
+  RunqSample s;
+  std::thread measured([&] {
+    if (!pin_to(cpu)) return;
+    std::string why;
+    auto src = SchedstatSource::open_for_calling_thread(&why);
+    if (!src) return;
+    Reading a, b;
+    const int64_t t0 = now_ns(CLOCK_MONOTONIC);
+    if (!src->read(a)) return;
+    spin_wall(wall);
+    if (!src->read(b)) return;
+    s.wall_ns = now_ns(CLOCK_MONOTONIC) - t0;
+    s.runq_ns = static_cast<int64_t>(b.values[0] - a.values[0]);
+  });
+  measured.join();
+  stop = true;
+  if (other.joinable()) other.join();
+  return s;
+}
+
+TEST(SchedstatSource, RunqDelayRisesWhenACoRunnerBusyLoopsOnTheSameCpu) {
+  std::string why;
+  if (!SchedstatSource::open_for_calling_thread(&why)) GTEST_SKIP() << why;
+  const std::vector<int> cpus = collect_host_facts().allowed_cpus;
+  ASSERT_FALSE(cpus.empty());
+  const int cpu = cpus.back();
+  const RunqSample alone = measure_runq(cpu, false, 150'000'000);
+  const RunqSample shared = measure_runq(cpu, true, 150'000'000);
+  ASSERT_GE(alone.runq_ns, 0);
+  ASSERT_GE(shared.runq_ns, 0);
+  const double alone_frac = static_cast<double>(alone.runq_ns) / alone.wall_ns;
+  const double shared_frac = static_cast<double>(shared.runq_ns) / shared.wall_ns;
+  // A fair scheduler gives two equal busy threads half the CPU each: ~50% waiting, whatever else
+  // the machine runs adds to both measurements.
+  EXPECT_GE(shared_frac, 0.25) << "alone " << alone_frac << ", shared " << shared_frac;
+  EXPECT_GT(shared_frac, alone_frac + 0.10) << "alone " << alone_frac << ", shared " << shared_frac;
+}
+
+TEST(ThreadSched, ReadsOwnThreadAndCountsVoluntarySwitches) {
+  const int tid = current_tid();
+  const ThreadSched a = read_thread_sched(tid);
+  if (!a.ok) GTEST_SKIP() << "/proc/self/task/" << tid << "/schedstat or status not readable";
+  for (int i = 0; i < 5; ++i) usleep(500);
+  spin_wall(20'000'000);
+  const ThreadSched b = read_thread_sched(tid);
+  ASSERT_TRUE(b.ok);
+  EXPECT_GE(b.nvcsw - a.nvcsw, 5);
+  EXPECT_GE(b.oncpu_ns, a.oncpu_ns);
+  EXPECT_GE(b.runq_ns, a.runq_ns);
+  EXPECT_GT(b.timeslices, a.timeslices);
+  EXPECT_FALSE(read_thread_sched(999'999'999).ok);
+}
+
+TEST(ThreadClockSource, FollowsThreadCpuTime) {
+  ThreadClockSource src;
+  Reading a, b;
+  ASSERT_TRUE(src.read(a));
+  spin_wall(20'000'000);
+  ASSERT_TRUE(src.read(b));
+  const int64_t delta = static_cast<int64_t>(b.values[0] - a.values[0]);
+  EXPECT_GT(delta, 5'000'000);  // at least a quarter of the wall time even on a loaded machine
+  EXPECT_LE(delta, 25'000'000);
+}
+
+TEST(CpuUsage, ProcessAndHostUsageFollowABusyThread) {
+  const int64_t p0 = process_cpu_ns();
+  const HostCpuTimes h0 = read_host_cpu_times();
+  ASSERT_TRUE(h0.ok);
+  spin_wall(150'000'000);
+  const int64_t p1 = process_cpu_ns();
+  const HostCpuTimes h1 = read_host_cpu_times();
+  const double process_busy = static_cast<double>(p1 - p0) / 150e6;
+  EXPECT_GT(process_busy, 0.3);
+  EXPECT_LT(process_busy, 1.2);
+  const int online = collect_host_facts().online_cpus;
+  const auto host = host_cpus_busy(h0, h1, online);
+  ASSERT_TRUE(host.has_value());
+  EXPECT_GE(*host, 0.5);  // our thread alone keeps one CPU busy (10 ms tick resolution)
+  EXPECT_LE(*host, online + 0.01);
+  EXPECT_FALSE(host_cpus_busy(h0, h0, online).has_value());
+}
+
+}  // namespace
+}  // namespace pacer::hwcounters

@@ -1,0 +1,285 @@
+// Attention: every Isa's kernels and attention_ref against softmax(QK^T)V computed here in double,
+// over decode and prefill, GQA ratios, sliding windows, softcap, F16 and F32 caches, head_dim
+// tails; the F16 cache against exact fp32 math within a bound derived from fp16 rounding; and
+// bit-identical results for any worker count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/attention_kernels.h"
+#include "ops/fp16.h"
+#include "ops/isa.h"
+#include "ops/parallel.h"
+
+namespace pacer::ops {
+namespace {
+
+// Kernels vs double math on the same (already rounded) cache values: only fp32 summation order
+// and the kernels' own exp (~1 ulp) differ. Outputs are convex combinations of V rows in [-1, 1].
+constexpr double kFp32AbsTol = 2e-5;
+
+struct Case {
+  const char* name;
+  int n_heads, n_kv_heads, head_dim;
+  int64_t pos0, n_tokens, window;
+  float softcap;
+  WeightType kv_type;
+};
+
+const Case kCases[] = {
+    {"decode_mha", 4, 4, 64, 150, 1, 0, 0.0f, WeightType::F16},
+    {"decode_gqa2", 4, 2, 64, 200, 1, 0, 0.0f, WeightType::F16},
+    {"decode_gqa7_qwen", 14, 2, 64, 130, 1, 0, 0.0f, WeightType::F16},
+    {"decode_gqa16", 16, 1, 32, 70, 1, 0, 0.0f, WeightType::F16},
+    {"decode_d256_gemma", 4, 1, 256, 90, 1, 0, 0.0f, WeightType::F16},
+    {"decode_f32", 8, 2, 128, 100, 1, 0, 0.0f, WeightType::F32},
+    {"decode_first_token", 4, 2, 64, 0, 1, 0, 0.0f, WeightType::F16},
+    {"decode_window", 4, 2, 64, 300, 1, 40, 0.0f, WeightType::F16},
+    {"decode_window1", 4, 2, 64, 20, 1, 1, 0.0f, WeightType::F16},
+    {"decode_softcap", 4, 2, 64, 100, 1, 0, 5.0f, WeightType::F16},
+    {"decode_dim40_tail", 6, 3, 40, 80, 1, 0, 0.0f, WeightType::F16},
+    {"decode_dim20_tail_f32", 6, 3, 20, 80, 1, 0, 0.0f, WeightType::F32},
+    {"decode_dim4", 2, 1, 4, 10, 1, 0, 0.0f, WeightType::F16},
+    {"prefill_mha", 4, 4, 64, 0, 37, 0, 0.0f, WeightType::F16},
+    {"prefill_gqa7", 14, 2, 64, 5, 19, 0, 0.0f, WeightType::F16},
+    {"prefill_continued_gqa2_f32", 4, 2, 64, 60, 25, 0, 0.0f, WeightType::F32},
+    {"prefill_window", 4, 1, 32, 0, 90, 16, 0.0f, WeightType::F16},
+    {"prefill_window_softcap_f32", 4, 2, 48, 10, 30, 12, 3.0f, WeightType::F32},
+};
+
+// Inputs of one case: q, fp32 K/V for every position up to the last query, and the cache.
+struct Inputs {
+  AttentionParams p;
+  std::vector<float> q, k, v;  // k, v: (positions, n_kv_heads * head_dim)
+  std::vector<std::byte> k_cache, v_cache;
+  int64_t positions = 0;
+};
+
+Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
+  Inputs in;
+  in.p = {.n_heads = c.n_heads, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim,
+          .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+          .sliding_window = c.window, .softcap = c.softcap, .kv_type = c.kv_type};
+  in.positions = c.pos0 + c.n_tokens;
+  const int64_t row = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+  std::mt19937 rng(static_cast<uint32_t>(c.n_heads * 1000 + c.head_dim + c.pos0));
+  // q ~ N(0, 2) makes the softmax peaked enough that a wrong mask or scale shows.
+  std::normal_distribution<float> qd(0.0f, 2.0f);
+  std::uniform_real_distribution<float> kvd(-1.0f, 1.0f);
+  in.q.resize(static_cast<size_t>(c.n_tokens) * c.n_heads * c.head_dim);
+  for (float& x : in.q) x = qd(rng);
+  in.k.resize(static_cast<size_t>(in.positions * row));
+  in.v.resize(in.k.size());
+  for (float& x : in.k) x = kvd(rng);
+  for (float& x : in.v) x = kvd(rng);
+  const int64_t elem = c.kv_type == WeightType::F16 ? 2 : 4;
+  in.k_cache.resize(static_cast<size_t>(in.positions * row * elem));
+  in.v_cache.resize(in.k_cache.size());
+  // Stored in two calls (a prompt, then the rest) the way the runtime appends.
+  const int64_t first = in.positions / 2;
+  kv_store_isa(store_isa, in.p, std::span(in.k).first(first * row),
+               std::span(in.v).first(first * row), 0, first, in.k_cache.data(),
+               in.v_cache.data());
+  kv_store_isa(store_isa, in.p, std::span(in.k).subspan(first * row),
+               std::span(in.v).subspan(first * row), first, in.positions - first,
+               in.k_cache.data(), in.v_cache.data());
+  return in;
+}
+
+// What the cache holds for k or v, as fp32 (F16 rounding applied where the cache is F16).
+std::vector<float> as_cached(const std::vector<float>& x, WeightType t) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    r[i] = t == WeightType::F16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : x[i];
+  }
+  return r;
+}
+
+// softmax(scale * q k^T (softcapped), masked) V in double, straight from the definition.
+std::vector<double> naive_attention(const Inputs& in, const Case& c, const std::vector<float>& k,
+                                    const std::vector<float>& v) {
+  const int dim = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int64_t row = static_cast<int64_t>(c.n_kv_heads) * dim;
+  std::vector<double> out(in.q.size());
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    const int64_t pos = c.pos0 + t;
+    for (int h = 0; h < c.n_heads; ++h) {
+      const float* q = in.q.data() + (t * c.n_heads + h) * dim;
+      const int64_t kv_off = static_cast<int64_t>(h / group) * dim;
+      std::vector<double> s(pos + 1, -INFINITY);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j <= pos; ++j) {
+        if (c.window > 0 && pos - j >= c.window) continue;  // outside the sliding window
+        double dot = 0;
+        for (int d = 0; d < dim; ++d) dot += static_cast<double>(q[d]) * k[j * row + kv_off + d];
+        dot *= in.p.scale;
+        if (c.softcap > 0) dot = c.softcap * std::tanh(dot / c.softcap);
+        s[j] = dot;
+        mx = std::max(mx, dot);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int d = 0; d < dim; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j <= pos; ++j) o += s[j] * v[j * row + kv_off + d];
+        out[(t * c.n_heads + h) * dim + d] = o / sum;
+      }
+    }
+  }
+  return out;
+}
+
+void expect_close(std::span<const float> got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::abs(got[i] - want[i]) > worst || std::isnan(got[i])) {
+      worst = std::isnan(got[i]) ? INFINITY : std::abs(got[i] - want[i]);
+      worst_i = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": element " << worst_i << " got " << got[worst_i] << " want "
+                        << want[worst_i];
+}
+
+class AttentionIsa : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(AttentionIsa, MatchesDoubleSoftmaxOnCachedValues) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c, GetParam());
+    const auto want = naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    std::vector<float> out(in.q.size(), NAN);
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
+                  in.v_cache.data(), out, SerialParallel(1));
+    expect_close(out, want, kFp32AbsTol, c.name);
+  }
+}
+
+TEST_P(AttentionIsa, SameResultForAnyWorkerCount) {
+  // Each (token, head) is computed the same way whichever chunk it lands in: bit-identical.
+  for (const Case& c : {kCases[2], kCases[3], kCases[14], kCases[16]}) {
+    const Inputs in = make_inputs(c);
+    std::vector<float> base(in.q.size());
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
+                  in.v_cache.data(), base, SerialParallel(1));
+    for (int workers : {2, 3, 5, 16}) {
+      std::vector<float> out(in.q.size());
+      attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
+                    in.v_cache.data(), out, SerialParallel(workers));
+      EXPECT_EQ(out, base) << c.name << " workers=" << workers;
+    }
+    std::vector<float> tbb_out(in.q.size());
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
+                  in.v_cache.data(), tbb_out, TbbParallel(2));
+    EXPECT_EQ(tbb_out, base) << c.name << " tbb";
+  }
+}
+
+TEST_P(AttentionIsa, KvStoreRoundsLikeScalarFp16Conversion) {
+  // Values around every fp16 regime: normal, subnormal, underflow to 0, overflow to inf, ties.
+  std::vector<float> vals = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f,
+                             6.1e-5f, 3.0e-5f, 5.96e-8f, 2.0e-8f, 1e-10f, 1.0009765625f,
+                             1.00048828125f, 1.00146484375f, INFINITY, -INFINITY};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-70000.0f, 70000.0f);
+  while (vals.size() < 4 * 37) vals.push_back(d(rng) * (vals.size() % 3 == 0 ? 1e-7f : 1.0f));
+  AttentionParams p{.n_heads = 1, .n_kv_heads = 1, .head_dim = 37, .scale = 1.0f};
+  std::vector<std::byte> kc(vals.size() * 2), vc(vals.size() * 2);
+  kv_store_isa(GetParam(), p, vals, vals, 0, 4, kc.data(), vc.data());
+  for (size_t i = 0; i < vals.size(); ++i) {
+    fp16_t h;
+    std::memcpy(&h, kc.data() + 2 * i, 2);
+    ASSERT_EQ(h, fp32_to_fp16(vals[i])) << vals[i];
+    std::memcpy(&h, vc.data() + 2 * i, 2);
+    ASSERT_EQ(h, fp32_to_fp16(vals[i])) << vals[i];
+  }
+}
+
+std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
+  return std::string(isa_name(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionIsa, ::testing::ValuesIn(supported_isas()), IsaParamName);
+
+TEST(Attention, ReferenceMatchesDoubleSoftmax) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c);
+    const auto want = naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    std::vector<float> out(in.q.size(), NAN);
+    attention_ref(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out);
+    expect_close(out, want, kFp32AbsTol, c.name);
+  }
+}
+
+TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
+  // Against exact math on the unrounded fp32 K/V. fp16 keeps 11 significant bits: each cached
+  // value is off by at most u = 2^-11 relative. A score moves by at most
+  // ds = scale * u * sum_d |q_d k_d|; softmax weights then move by at most a factor e^(2 ds) - 1
+  // in total variation, and V rounding adds u * max|v|. So |dout| <= max|v| (e^(2 ds) - 1 + u)
+  // (+ the fp32 tolerance).
+  const double u = std::ldexp(1.0, -11);
+  for (const Case& c : kCases) {
+    if (c.kv_type != WeightType::F16 || c.softcap > 0) continue;
+    const Inputs in = make_inputs(c);
+    const auto exact = naive_attention(in, c, in.k, in.v);
+    std::vector<float> out(in.q.size());
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
+              SerialParallel(1));
+    double max_qk = 0;  // max over (query, key) of sum_d |q_d k_d|, with |k_d| <= 1
+    for (size_t i = 0; i < in.q.size(); i += c.head_dim) {
+      double s = 0;
+      for (int d = 0; d < c.head_dim; ++d) s += std::abs(in.q[i + d]);
+      max_qk = std::max(max_qk, s);
+    }
+    const double ds = in.p.scale * u * max_qk;
+    const double bound = (std::exp(2 * ds) - 1) + u + kFp32AbsTol;
+    expect_close(out, exact, bound, c.name);
+  }
+}
+
+TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {
+  // Window 1: each query sees only itself, so the output is exactly its own V row (per KV head).
+  const Case c{"w1", 4, 2, 16, 3, 5, 1, 0.0f, WeightType::F32};
+  const Inputs in = make_inputs(c);
+  std::vector<float> out(in.q.size());
+  attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
+            SerialParallel(1));
+  for (int64_t t = 0; t < c.n_tokens; ++t) {
+    for (int h = 0; h < c.n_heads; ++h) {
+      for (int d = 0; d < c.head_dim; ++d) {
+        const float want = in.v[(c.pos0 + t) * c.n_kv_heads * c.head_dim + (h / 2) * c.head_dim + d];
+        ASSERT_FLOAT_EQ(out[(t * c.n_heads + h) * c.head_dim + d], want);
+      }
+    }
+  }
+}
+
+TEST(Attention, BadParametersThrow) {
+  std::vector<float> q(64), out(64);
+  std::vector<std::byte> cache(64 * 4);
+  AttentionParams p{.n_heads = 3, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+               std::invalid_argument);  // 3 heads over 2 KV heads
+  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  std::vector<float> short_q(63);
+  EXPECT_THROW(attention(p, short_q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+               std::invalid_argument);
+  p.kv_type = WeightType::Q8_0;
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+               std::invalid_argument);
+  p = {.n_heads = 1, .n_kv_heads = 1, .head_dim = kMaxHeadDim + 1, .scale = 0.25f};
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+               std::invalid_argument);
+  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  EXPECT_THROW(kv_store(p, q, short_q, 0, 2, cache.data(), cache.data()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pacer::ops

@@ -1,0 +1,103 @@
+// Every dot kernel of every supported Isa against the scalar `_ref` on the SAME packed inputs
+// (weights quantized once, activations packed once by the reference quantizer), over real
+// Llama/Qwen row lengths and row counts that exercise each kernel's row unroll and tails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/isa.h"
+#include "ops/matmul.h"
+#include "ops/q8_0.h"
+#include "ops/type_traits.h"
+#include "tests/ops/matmul_test_util.h"
+
+namespace pacer::ops {
+namespace {
+
+using testing::kUnitRoundoff;
+
+// Only the order of the float additions (and FMA's single rounding) differs between a SIMD
+// kernel and its reference: integer block dots are exact in both, and both apply the same
+// fl(d_w * d_x). For a sum of T terms, each order's rounding error is a random walk of T steps
+// of at most u * |partial sum|, so |simd - ref| stays within a few sqrt(T) * u * sum|term|
+// (the worst case, 2T * u * sum|term|, is never approached by random data). T is the number
+// of blocks for the quantized types (one float term per block) and of elements for the others.
+constexpr double kSumOrderSigmas = 4.0;
+
+double sum_order_tolerance(int64_t terms, double abs_sum) {
+  return kSumOrderSigmas * std::sqrt(static_cast<double>(terms) + 1.0) * kUnitRoundoff * abs_sum;
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+// Row counts: 1, odd, not a multiple of the 4-row unroll, and one more than a full unroll; row
+// lengths: one block, two, and the real ones (Qwen2.5-0.5B 896/4864, TinyLlama 2048/5632,
+// Llama-3-8B's FFN 14336).
+const Shape kShapes[] = {{1, 32}, {3, 64}, {5, 896}, {4, 2048}, {7, 4864},
+                         {6, 5632}, {2, 14336}, {9, 896}, {2, 40}};
+
+using KernelParam = std::tuple<Isa, WeightType, Shape>;
+
+class MatmulKernel : public ::testing::TestWithParam<KernelParam> {};
+
+TEST_P(MatmulKernel, SimdMatchesReferenceOnSameInputs) {
+  const auto [isa, type, shape] = GetParam();
+  const int64_t block = type_info(type).block_elems;
+  if (shape.cols % block != 0) GTEST_SKIP() << "cols not a whole number of blocks";
+  const testing::OwnedMatrix w = testing::make_matrix(type, shape.rows, shape.cols, 42);
+  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(shape.cols), 43);
+  PackedActivations act;
+  act.pack(type, x, shape.cols, 1, Isa::Scalar);  // the reference packing, shared by both sides
+
+  // The exact-valued activations the kernels see: x itself, or d_x * q for act-Q8.
+  std::vector<double> xs(x.begin(), x.end());
+  const bool quantized = type_traits(type).act_type != WeightType::F32;
+  if (quantized) {
+    const ActQ8Row row = act_q8_row(act.token(0), shape.cols);
+    for (int64_t j = 0; j < shape.cols; ++j) xs[j] = double(row.d[j / 32]) * row.q[j];
+  }
+  const int64_t terms = quantized ? shape.cols / 32 : shape.cols;
+
+  const DotFn ref = type_traits(type).dot[static_cast<size_t>(Isa::Scalar)];
+  const DotFn dot = resolve_dot(type, isa);
+  const DotRowsFn dot_rows = resolve_dot_rows(type, isa);
+  std::vector<float> rows_out(static_cast<size_t>(shape.rows), NAN);
+  if (dot_rows != nullptr) {
+    dot_rows(shape.cols, w.view.data, row_bytes(type, shape.cols), shape.rows, act.token(0),
+             rows_out.data());
+  }
+  for (int64_t r = 0; r < shape.rows; ++r) {
+    double abs_sum = 0;
+    for (int64_t j = 0; j < shape.cols; ++j) {
+      abs_sum += std::fabs(double(w.dequantized[r * shape.cols + j]) * xs[j]);
+    }
+    const double tol = sum_order_tolerance(terms, abs_sum);
+    const float want = ref(shape.cols, w.view.row(r), act.token(0));
+    EXPECT_NEAR(dot(shape.cols, w.view.row(r), act.token(0)), want, tol) << "dot, row " << r;
+    if (dot_rows != nullptr) EXPECT_NEAR(rows_out[r], want, tol) << "dot_rows, row " << r;
+  }
+}
+
+std::vector<KernelParam> kernel_params() {
+  std::vector<KernelParam> out;
+  for (Isa isa : supported_isas()) {
+    for (WeightType t : testing::matmul_types()) {
+      for (const Shape& s : kShapes) out.emplace_back(isa, t, s);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()), [](const auto& info) {
+      const auto& [isa, type, shape] = info.param;
+      return std::string(isa_name(isa)) + "_" + testing::shape_name(type, shape.rows, shape.cols);
+    });
+
+}  // namespace
+}  // namespace pacer::ops

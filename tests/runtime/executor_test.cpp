@@ -1,0 +1,228 @@
+// The pinned executor: static partition coverage, observer brackets, exceptions, nesting, pinning
+// that holds while work runs, and clear errors for impossible pin requests.
+#include "runtime/executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace pacer::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<int> thread_mask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  std::vector<int> out;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) out.push_back(i);
+  }
+  return out;
+}
+
+// Records, per chunk, which thread ran it with which worker slot, and checks that begin/end
+// brackets pair up on the same thread.
+class BracketObserver final : public ChunkObserver {
+ public:
+  void on_chunk_begin(int worker) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_[std::this_thread::get_id()] += 1;
+    if (open_[std::this_thread::get_id()] != 1) nested = true;
+    slots_of_thread[std::this_thread::get_id()].insert(worker);
+    ++begins;
+  }
+  void on_chunk_end(int worker) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_[std::this_thread::get_id()] -= 1;
+    if (open_[std::this_thread::get_id()] != 0) nested = true;
+    ++ends;
+  }
+  std::map<std::thread::id, std::set<int>> slots_of_thread;
+  int begins = 0, ends = 0;
+  bool nested = false;
+
+ private:
+  std::mutex mu_;
+  std::map<std::thread::id, int> open_;
+};
+
+class ExecutorCoverage : public ::testing::TestWithParam<int> {};
+
+TEST_P(ExecutorCoverage, EveryIndexExactlyOnceWithStaticChunks) {
+  const int threads = GetParam();
+  Executor ex(ExecutorSettings{}.set_threads(threads).set_pin(PinSpec::parse("none")));
+  ASSERT_EQ(ex.workers(), threads);
+  for (int64_t n : {1, 2, 7, 31, 32, 33, 100, 1000, 4097}) {
+    for (int64_t align : {1, 4, 32}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::vector<std::tuple<int, int64_t, int64_t>> seen;
+      ex.run_chunks(n, align, [&](int c, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(c, b, e);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+      for (auto [c, b, e] : seen) {
+        const auto expect = ops::static_chunk(n, align, threads, c);
+        EXPECT_EQ(b, expect.first) << "n=" << n << " align=" << align << " chunk " << c;
+        EXPECT_EQ(e, expect.second);
+        EXPECT_LT(b, e);
+        EXPECT_TRUE(b % align == 0);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, ExecutorCoverage, ::testing::Values(1, 2, 3, 4));
+
+TEST(Executor, ManyConsecutiveRegionsAreCorrect) {
+  // Back-to-back regions exercise the generation/claim protocol (stale workers, sleepers).
+  for (int spin_us : {0, 100}) {
+    Executor ex(ExecutorSettings{}.set_threads(3).set_spin_us(spin_us));
+    std::vector<int64_t> partial(3);
+    int64_t total = 0;
+    for (int iter = 0; iter < 3000; ++iter) {
+      std::fill(partial.begin(), partial.end(), 0);
+      ex.run_chunks(300 + iter % 7, 1, [&](int c, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) partial[static_cast<size_t>(c)] += i;
+      });
+      const int64_t n = 300 + iter % 7;
+      ASSERT_EQ(partial[0] + partial[1] + partial[2], n * (n - 1) / 2) << "iteration " << iter;
+      total += n;
+    }
+    EXPECT_GT(total, 0);
+  }
+}
+
+TEST(Executor, ObserverBracketsEveryChunkOnItsThread) {
+  BracketObserver obs;
+  Executor ex(ExecutorSettings{}.set_threads(2));
+  ex.set_observer(&obs);
+  for (int i = 0; i < 200; ++i) {
+    ex.run_chunks(64, 8, [](int, int64_t, int64_t) {});
+  }
+  ex.run_chunks(1, 1, [](int, int64_t, int64_t) {});  // one chunk: inline, still bracketed
+  EXPECT_EQ(obs.begins, 401);
+  EXPECT_EQ(obs.ends, 401);
+  EXPECT_FALSE(obs.nested);
+  // A thread always reports the same slot, and the calling thread is slot 0.
+  for (const auto& [tid, slots] : obs.slots_of_thread) EXPECT_EQ(slots.size(), 1u);
+  ASSERT_TRUE(obs.slots_of_thread.count(std::this_thread::get_id()));
+  EXPECT_EQ(*obs.slots_of_thread[std::this_thread::get_id()].begin(), 0);
+  ex.set_observer(nullptr);
+}
+
+TEST(Executor, ExceptionsPropagateAndExecutorStaysUsable) {
+  Executor ex(ExecutorSettings{}.set_threads(2));
+  for (int bad_chunk : {0, 1}) {
+    EXPECT_THROW(ex.run_chunks(100, 1,
+                               [&](int c, int64_t, int64_t) {
+                                 if (c == bad_chunk) throw std::runtime_error("chunk failed");
+                               }),
+                 std::runtime_error);
+  }
+  std::atomic<int64_t> sum{0};
+  ex.run_chunks(100, 1, [&](int, int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 100);
+}
+
+TEST(Executor, NestedRunChunksRunsSerially) {
+  BracketObserver obs;
+  Executor ex(ExecutorSettings{}.set_threads(2));
+  ex.set_observer(&obs);
+  std::atomic<int64_t> inner{0};
+  ex.run_chunks(10, 1, [&](int, int64_t, int64_t) {
+    ex.run_chunks(50, 1, [&](int, int64_t b, int64_t e) { inner += e - b; });
+  });
+  EXPECT_EQ(inner.load(), 2 * 50);
+  EXPECT_FALSE(obs.nested);  // inner chunks are inside the outer bracket, not new brackets
+  EXPECT_EQ(obs.begins, 2);
+}
+
+TEST(Executor, PinningHoldsWhileWorking) {
+  const Topology topo = Topology::detect();
+  if (topo.allowed_core_count() < 2) GTEST_SKIP() << "needs two allowed physical cores";
+  const std::vector<int> mask_before = thread_mask();
+  {
+    Executor ex(topo, ExecutorSettings{}.set_threads(2).set_pin(PinSpec::parse("cores")));
+    ASSERT_EQ(ex.cpus().size(), 2u);
+    EXPECT_EQ(ex.joined_workers(), 1);
+    EXPECT_EQ(thread_mask(), std::vector<int>{ex.cpus()[0]});  // the caller is pinned too
+    std::mutex mu;
+    std::set<std::pair<int, int>> chunk_cpu;  // (chunk, cpu it ran on)
+    std::atomic<int> bad_masks{0};
+    for (int iter = 0; iter < 200; ++iter) {
+      ex.run_chunks(2, 1, [&](int c, int64_t, int64_t) {
+        volatile double x = 0;  // a little work so the OS has a chance to move us
+        for (int i = 0; i < 20000; ++i) x = x + i * 0.5;
+        const auto mask = thread_mask();
+        if (mask.size() != 1) bad_masks++;
+        std::lock_guard<std::mutex> lock(mu);
+        chunk_cpu.emplace(c, sched_getcpu());
+      });
+    }
+    EXPECT_EQ(bad_masks.load(), 0);
+    // Each chunk ran on a pinned CPU (chunks may be stolen, so either CPU, but never another).
+    for (auto [c, cpu] : chunk_cpu) {
+      EXPECT_TRUE(cpu == ex.cpus()[0] || cpu == ex.cpus()[1]) << "chunk " << c << " on " << cpu;
+    }
+    for (const WorkerPlacement& p : ex.placements()) {
+      EXPECT_EQ(p.pinned_cpu, ex.cpus()[static_cast<size_t>(p.worker)]);
+      if (p.chunks == 0) continue;
+      EXPECT_EQ(p.first_cpu, p.pinned_cpu) << "worker " << p.worker;
+      EXPECT_EQ(p.last_cpu, p.pinned_cpu) << "worker " << p.worker;
+      EXPECT_EQ(p.off_target, 0) << "worker " << p.worker;
+    }
+    EXPECT_GT(ex.placements()[0].chunks, 0);
+  }
+  EXPECT_EQ(thread_mask(), mask_before);  // restored on destruction
+}
+
+TEST(Executor, ImpossibleRequestsAreClearErrors) {
+  const Topology topo = Topology::detect();
+  const int cores = topo.allowed_core_count();
+  try {
+    Executor ex(topo, ExecutorSettings{}.set_threads(cores + 1).set_pin(PinSpec::parse("cores")));
+    FAIL() << "more threads than cores accepted";
+  } catch (const TopologyError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot place"));
+  }
+  try {
+    Executor ex(topo, ExecutorSettings{}.set_threads(1).set_pin(PinSpec::parse("list:4000")));
+    FAIL() << "CPU outside the mask accepted";
+  } catch (const TopologyError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("CPU 4000"));
+  }
+}
+
+TEST(Executor, DefaultThreadCountIsOnePerAllowedCore) {
+  const Topology topo = Topology::detect();
+  Executor ex(topo, ExecutorSettings{});
+  EXPECT_EQ(ex.workers(), topo.allowed_core_count());
+  EXPECT_TRUE(ex.cpus().empty());  // default pin policy: none
+}
+
+TEST(Executor, OversubscribedUnpinnedStillCompletes) {
+  // More threads than CPUs (allowed only unpinned): correct, if slow.
+  Executor ex(ExecutorSettings{}.set_threads(6).set_spin_us(0));
+  std::atomic<int64_t> sum{0};
+  for (int i = 0; i < 50; ++i) {
+    ex.run_chunks(600, 1, [&](int, int64_t b, int64_t e) { sum += e - b; });
+  }
+  EXPECT_EQ(sum.load(), 50 * 600);
+}
+
+}  // namespace
+}  // namespace pacer::runtime
