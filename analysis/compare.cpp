@@ -285,7 +285,7 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
   return flags;
 }
 
-void mark_flagged_rows(Comparison& c) {
+void mark_flagged_rows(Comparison& c, const CompareOptions& opts) {
   for (MetricRow& r : c.rows) {
     if (!r.metric) continue;
     for (const Flag& f : c.flags) {
@@ -294,7 +294,10 @@ void mark_flagged_rows(Comparison& c) {
                               f.devices.empty();
       switch (f.kind) {
         case FlagKind::FrequencyDrop:
-          if (r.metric == Metric::CpuFrequency && (f.op.empty() ? device_hit : r.op == f.op))
+          // Only rows whose own clock fell: a CPU-wide flag should not mark ops that kept theirs.
+          if (r.metric == Metric::CpuFrequency &&
+              (f.op.empty() ? device_hit || r.device == kHostDevice : r.op == f.op) &&
+              pct_change(r.mu[0].mean, r.mu[1].mean) <= -opts.freq_drop_pct)
             r.flagged = true;
           break;
         case FlagKind::RunQueue:
@@ -399,9 +402,9 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     c.header[i] = r.header;
     c.notes[i] = r.notes;
     if (r.migrations > 0)
-      c.notes[i].push_back(fmt::format("{} worker slice(s) migrated between CPUs; each is "
+      c.notes[i].push_back(fmt::format("{}: {} worker slice(s) migrated between CPUs; each is "
                                        "counted on the CPU it started on",
-                                       r.migrations));
+                                       r.path, r.migrations));
     c.cycles[i] = cycle_stats(r.step_ns);
     for (double ns : r.step_ns) c.step_ms[i].push_back(ns * 1e-6);
     auto it = r.step_freq_mhz.find(kHostDevice);
@@ -421,7 +424,7 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
                        &opts};
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);
-  mark_flagged_rows(c);
+  mark_flagged_rows(c, opts);
   detail::write_words(c, opts);
   return c;
 }

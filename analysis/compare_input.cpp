@@ -91,8 +91,8 @@ class CycleBuilder : public LogVisitor {
     for (const auto& [step, acc] : pending_) orphan_ops += acc.timing.size();
     if (orphan_ops > 0)
       run_.notes.push_back(fmt::format(
-          "{} op group(s) of {} step(s) without a step line were dropped (run cut short?)",
-          orphan_ops, pending_.size()));
+          "{}: {} op group(s) of {} step(s) without a step line were dropped (run cut short?)",
+          run_.path, orphan_ops, pending_.size()));
   }
 
  private:
@@ -161,8 +161,8 @@ class CycleBuilder : public LogVisitor {
     if (!(ns > 0) && step.step_ms) ns = *step.step_ms * 1e6;
     if (!(ns > 0)) {
       run_.notes.push_back(
-          fmt::format("line {}: decode step {} has no positive duration; skipped", step.line,
-                      step.step));
+          fmt::format("{}:{}: decode step {} has no positive duration; skipped", run_.path,
+                      step.line, step.step));
       return;
     }
     run_.step_ids.push_back(step.step);

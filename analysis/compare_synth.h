@@ -16,8 +16,8 @@
 namespace pacer::analysis::synth {
 
 struct OpSpec {
-  std::string name;           // docs/event-log.md op name
-  std::string kind;           // matmul | attention | norm | elementwise | embed | sample | other
+  std::string name = {};      // docs/event-log.md op name
+  std::string kind = {};      // matmul | attention | norm | elementwise | embed | sample | other
   bool per_layer = true;      // one instance per layer (layer = 0..n_layers-1), else one (-1)
   double instructions = 1e6;  // per instance, all workers together
   double cpi = 0.5;           // cycles per instruction
@@ -28,8 +28,8 @@ struct OpSpec {
 // An injected cause. Applies to the slices of the listed ops (all when empty) on the listed CPUs
 // (all when empty).
 struct Effect {
-  std::vector<std::string> ops;
-  std::vector<int> cpus;
+  std::vector<std::string> ops = {};
+  std::vector<int> cpus = {};
   double freq_scale = 1.0;   // multiplies the clock
   double cpi_scale = 1.0;    // multiplies cycles per instruction (IPC loss > 1)
   double instr_scale = 1.0;  // multiplies instructions

@@ -75,14 +75,16 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
     case Part::Frequency: {
       std::string where;
       std::array<double, 2> ghz{};
-      if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && f->op.empty()) {
+      const bool concentrated = !ops.empty() && ops.size() < a.ops.size();
+      const Flag* f = find_flag(c, FlagKind::FrequencyDrop);
+      if (f && f->op.empty() && !f->devices.empty()) where = " on " + describe_devices(f->devices);
+      if (f && f->op.empty() && !concentrated) {
         for (const DeviceFrequency& d : c.frequency) {
           if (std::find(f->devices.begin(), f->devices.end(), d.device) == f->devices.end())
             continue;
           ghz[0] += d.mhz[0].mean / static_cast<double>(f->devices.size());
           ghz[1] += d.mhz[1].mean / static_cast<double>(f->devices.size());
         }
-        where = " on " + describe_devices(f->devices);
       } else {
         // On-CPU-time weighted clock of the ops that carry the part (or of every op).
         std::array<double, 2> w{};
@@ -96,12 +98,10 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
         }
         for (int i = 0; i < 2; ++i) ghz[i] = w[i] > 0 ? ghz[i] / w[i] : 0;
       }
-      std::string out = ghz[0] > 0 ? fmt::format("{} -> {}{}", format_mhz(ghz[0]),
-                                                 format_mhz(ghz[1]), where)
+      std::string out = ghz[0] > 0 ? fmt::format("{} -> {}", format_mhz(ghz[0]), format_mhz(ghz[1]))
                                    : "";
-      if (!ops.empty() && ops.size() < a.ops.size())
-        out += (out.empty() ? "in " : "; mostly in ") + op_names(ops);
-      return out;
+      if (concentrated) out += (out.empty() ? "in " : " in ") + op_names(ops);
+      return out + where;
     }
     case Part::Ipc:
       if (!ops.empty())
@@ -236,10 +236,10 @@ void write_findings(Comparison& c) {
       "the measured difference (sum {:+.3f} ms).",
       a.delta_ns() * 1e-6, c.delta_pct(), fmt::join(parts, ", "), a.sum_of_parts() * 1e-6));
   // The top (op, device) pairs of the suspicion ranking, each with its related metric changes.
-  std::set<std::pair<std::string, int>> seen;
+  std::set<std::string> seen;  // one finding per op, on its top-ranked device
   for (const MetricRow& r : c.rows) {
     if (seen.size() == 3 || r.score <= 0) break;
-    if (!seen.insert({r.op, r.device}).second) continue;
+    if (!seen.insert(r.op).second) continue;
     const bool up = r.d_beta > 0;
     const bool sig = std::isfinite(r.p_beta) && r.p_beta < 0.05;
     std::string s = fmt::format(
@@ -253,6 +253,9 @@ void write_findings(Comparison& c) {
     for (const MetricRow& m : c.rows) {
       if (related.size() == 3) break;
       if (m.op != r.op || m.device != r.device || !m.metric || m.d_mu == 0) continue;
+      const bool moved = (std::isfinite(m.p_mu) && m.p_mu < 0.05) ||
+                         (std::isfinite(m.u_p_mu) && m.u_p_mu < 0.05);
+      if (!moved || std::fabs(m.d_mu) < 0.01 * std::fabs(m.mu[0].mean)) continue;
       related.push_back(fmt::format("`{}` {} from {} to {} {}", metric_info(*m.metric).name,
                                     m.d_mu > 0 ? "rose" : "fell", metric_value(*m.metric, m.mu[0].mean),
                                     metric_value(*m.metric, m.mu[1].mean),

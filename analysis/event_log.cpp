@@ -227,7 +227,9 @@ struct LogReader::Impl {
     });
   }
 
-  void parse_op(std::string_view line, int64_t lineno) {
+  // Parses the line as an op (the common case: one pass, no type pre-scan). Returns false, with
+  // `type` set, when the line turns out to be another record type.
+  bool parse_op(std::string_view line, int64_t lineno) {
     JsonScanner sc(line);
     OpEvent& e = op;
     e.line = lineno;
@@ -241,6 +243,7 @@ struct LogReader::Impl {
     e.t0_ns = e.t1_ns = 0;
     size_t n_workers = 0;
     bool has_name = false, has_phase = false, has_t0 = false, has_t1 = false, has_step = false;
+    type.clear();
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
         switch (key.empty() ? '\0' : key[0]) {
@@ -304,6 +307,10 @@ struct LogReader::Impl {
               e.tokens = sc.integer();
               return;
             }
+            if (key == "type") {
+              type.assign(sc.string());
+              return;
+            }
             break;
           case 'w':
             if (key == "wtype") {
@@ -329,6 +336,7 @@ struct LogReader::Impl {
     });
     sc.expect_end();
     e.workers.resize(n_workers);
+    if (type != "op") return false;
     const char* missing = !has_name    ? "name"
                           : !has_phase ? "phase"
                           : !has_step  ? "step"
@@ -338,6 +346,7 @@ struct LogReader::Impl {
     if (missing) sc.fail(0, fmt::format("op line has no \"{}\"", missing));
     if (e.t1_ns < e.t0_ns) sc.fail(0, "op line has t1_ns < t0_ns");
     visitor->on_op(e);
+    return true;
   }
 
   void parse_step(std::string_view line, int64_t lineno) {
@@ -523,6 +532,8 @@ struct LogReader::Impl {
     visitor->on_bench(e);
   }
 
+  [[noreturn]] static void sc_fail_no_type() { throw ScanError(0, "object has no \"type\""); }
+
   void note_issue(int64_t lineno, int64_t offset, std::string message) {
     ++summary.malformed_count;
     if (summary.malformed.size() < ReadSummary::kMaxIssues)
@@ -543,9 +554,20 @@ struct LogReader::Impl {
       return;
     }
     try {
-      find_type(line);
-      if (type == "op") {
-        parse_op(line, lineno);
+      bool is_op = false;
+      try {
+        is_op = parse_op(line, lineno);
+      } catch (const ScanError&) {
+        // Malformed as an op; if it is not an op line, its own parser decides.
+        find_type(line);
+        if (type == "op") throw;
+        if (type != "step" && type != "footer" && type != "bench" && type != "header") {
+          JsonScanner sc(line);  // an unknown type must still be well-formed JSON
+          sc.skip_value();
+          sc.expect_end();
+        }
+      }
+      if (is_op) {
         ++summary.n_op;
       } else if (type == "step") {
         parse_step(line, lineno);
@@ -558,10 +580,9 @@ struct LogReader::Impl {
         ++summary.n_bench;
       } else if (type == "header") {
         note_issue(lineno, offset, "a second header (concatenated logs?) was ignored");
+      } else if (type.empty()) {
+        sc_fail_no_type();
       } else {
-        JsonScanner sc(line);
-        sc.skip_value();
-        sc.expect_end();
         ++summary.n_unknown;
         visitor->on_unknown(type, lineno);
       }

@@ -38,12 +38,9 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 }  // namespace
 
-void JsonScanner::expect(char c) {
-  if (peek() != c) {
-    if (i_ >= s_.size()) fail(i_, fmt::format("expected '{}' but the line ended", c));
-    fail(i_, fmt::format("expected '{}' but found '{}'", c, s_[i_]));
-  }
-  ++i_;
+void JsonScanner::expect_failed(char c) const {
+  if (i_ >= s_.size()) fail(i_, fmt::format("expected '{}' but the line ended", c));
+  fail(i_, fmt::format("expected '{}' but found '{}'", c, s_[i_]));
 }
 
 void JsonScanner::expect_end() {
@@ -51,23 +48,11 @@ void JsonScanner::expect_end() {
   if (i_ != s_.size()) fail(i_, "unexpected characters after the JSON object");
 }
 
-std::string_view JsonScanner::read_string(std::string& scratch) {
-  expect('"');
-  const size_t start = i_;
-  // Fast path: no escapes, the view points into the line.
-  while (i_ < s_.size()) {
-    const char c = s_[i_];
-    if (c == '"') {
-      return s_.substr(start, i_++ - start);
-    }
-    if (c == '\\') {
-      decode_escapes(start, scratch);
-      return scratch;
-    }
-    if (static_cast<unsigned char>(c) < 0x20) fail(i_, "control character inside a string");
-    ++i_;
-  }
-  fail(start - 1, "unterminated string");
+std::string_view JsonScanner::read_string_slow(size_t start, std::string& scratch) {
+  if (i_ >= s_.size()) fail(start - 1, "unterminated string");
+  if (s_[i_] != '\\') fail(i_, "control character inside a string");
+  decode_escapes(start, scratch);
+  return scratch;
 }
 
 void JsonScanner::decode_escapes(size_t start, std::string& out) {
@@ -173,7 +158,7 @@ double JsonScanner::number() {
   return v;
 }
 
-int64_t JsonScanner::integer() {
+int64_t JsonScanner::integer_slow() {
   if (const char c = peek(); c != '-' && !is_digit(c)) fail(i_, "expected an integer");
   bool integral = false;
   const size_t start = i_;

@@ -35,7 +35,10 @@ class JsonScanner {
     skip_ws();
     return i_ < s_.size() ? s_[i_] : '\0';
   }
-  void expect(char c);
+  void expect(char c) {
+    if (peek() != c) expect_failed(c);
+    ++i_;
+  }
   // Throws unless only whitespace remains.
   void expect_end();
 
@@ -79,7 +82,26 @@ class JsonScanner {
   std::string_view string() { return read_string(value_scratch_); }
   double number();
   // An integral number (1e3 and 12.0 are accepted; 1.5 is not).
-  int64_t integer();
+  int64_t integer() {
+    // Fast path: up to 18 plain digits, the shape of every *_ns value.
+    skip_ws();
+    size_t j = i_;
+    const bool negative = j < s_.size() && s_[j] == '-';
+    if (negative) ++j;
+    const size_t first = j;
+    uint64_t v = 0;
+    while (j < s_.size() && j - first < 18 && static_cast<unsigned>(s_[j] - '0') < 10u) {
+      v = v * 10 + static_cast<unsigned>(s_[j] - '0');
+      ++j;
+    }
+    const bool ends_cleanly = j == s_.size() || s_[j] == ',' || s_[j] == '}' || s_[j] == ']' ||
+                              s_[j] == ' ';
+    if (j > first && ends_cleanly && (s_[first] != '0' || j - first == 1)) {
+      i_ = j;
+      return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+    }
+    return integer_slow();
+  }
   bool boolean();
   // Consumes `null` and returns true if the next value is null; otherwise consumes nothing.
   bool null();
@@ -89,7 +111,21 @@ class JsonScanner {
   [[noreturn]] void fail(size_t at, const std::string& what) const { throw ScanError(at, what); }
 
  private:
-  std::string_view read_string(std::string& scratch);
+  std::string_view read_string(std::string& scratch) {
+    expect('"');
+    const size_t start = i_;
+    // Fast path: no escapes, the view points into the line.
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '"') return s_.substr(start, i_++ - start);
+      if (c == '\\' || static_cast<unsigned char>(c) < 0x20) break;
+      ++i_;
+    }
+    return read_string_slow(start, scratch);
+  }
+  std::string_view read_string_slow(size_t start, std::string& scratch);
+  [[noreturn]] void expect_failed(char c) const;
+  int64_t integer_slow();
   void decode_escapes(size_t start, std::string& out);
   // Validates a number's grammar from i_; returns its end; sets is_integral.
   size_t scan_number(bool& is_integral);

@@ -55,11 +55,14 @@ CounterSet CounterSet::open_for_calling_thread(const CounterSpec& spec) {
     for (const Unavailable& u : g->unavailable()) rejected.push_back(u);
     if (!g->keys().empty()) {
       kernel_mode = g->counts_kernel();
-      opts.count_kernel = kernel_mode;  // one scope for all groups
       sources.push_back(std::move(g));
     }
   }
+  // Software events keep their own scope: user-only context-switches never count (the switch
+  // happens in kernel mode), so they fall back to user mode only if the kernel insists.
+  opts.count_kernel = true;
   auto s = PerfGroupSource::open_for_calling_thread("perf_software", sw, opts);
+  const bool software_kernel_mode = s->counts_kernel();
   for (const Unavailable& u : s->unavailable()) rejected.push_back(u);
   const bool have_task_clock =
       std::find(s->keys().begin(), s->keys().end(), "task_clock_ns") != s->keys().end();
@@ -83,12 +86,14 @@ CounterSet CounterSet::open_for_calling_thread(const CounterSpec& spec) {
   }
   CounterSet set(std::move(sources), std::move(rejected));
   set.kernel_mode_ = kernel_mode;
+  set.software_kernel_mode_ = software_kernel_mode;
   return set;
 }
 
 CounterSetStatus CounterSet::status() const {
   CounterSetStatus st;
   st.kernel_mode = kernel_mode_;
+  st.software_kernel_mode = software_kernel_mode_;
   bool hardware = false, software = false;
   for (const auto& src : sources_) {
     for (const std::string& k : src->keys()) st.live.push_back(k);

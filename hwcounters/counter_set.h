@@ -26,6 +26,7 @@ struct CounterSetStatus {
   std::vector<Unavailable> unavailable;  // event -> reason
   std::string read;                      // read methods joined with '+', e.g. "rdpmc+read()"
   bool kernel_mode = true;               // false: hardware events count user mode only
+  bool software_kernel_mode = true;      // false: software events too (context switches read 0)
 };
 
 class CounterSet {
@@ -45,6 +46,7 @@ class CounterSet {
   std::vector<std::unique_ptr<CounterSource>> sources_;
   std::vector<Unavailable> extra_unavailable_;  // sources that could not open at all
   bool kernel_mode_ = true;
+  bool software_kernel_mode_ = true;
 };
 
 }  // namespace pacer::hwcounters

@@ -126,6 +126,14 @@ ThreadSched read_thread_sched(int tid) noexcept {
   return t;
 }
 
+int64_t thread_cpu_ns(pthread_t thread) noexcept {
+  clockid_t clock;
+  if (pthread_getcpuclockid(thread, &clock) != 0) return -1;
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return -1;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 int64_t process_cpu_ns() noexcept {
   timespec ts;
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return -1;

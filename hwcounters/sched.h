@@ -5,6 +5,8 @@
 // Costs measured on the 2-vCPU KVM dev machine (Linux 6.18): pread of
 // /proc/self/task/TID/schedstat ~0.4 us, clock_gettime(CLOCK_THREAD_CPUTIME_ID) ~0.3 us (a real
 // syscall, not vDSO), /proc/self/task/TID/status ~2 us.
+#include <pthread.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,6 +70,10 @@ struct ThreadSched {
   int64_t nivcsw = 0;       // involuntary context switches (status)
 };
 ThreadSched read_thread_sched(int tid) noexcept;
+
+// Exact on-CPU time of any thread of this process (the kernel brings a running thread's runtime
+// up to date on the read, unlike schedstat's field 1, which lags by up to a tick), ns; -1 on error.
+int64_t thread_cpu_ns(pthread_t thread) noexcept;
 
 // CPU time of the whole process (all threads), ns: CLOCK_PROCESS_CPUTIME_ID.
 int64_t process_cpu_ns() noexcept;

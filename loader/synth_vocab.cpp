@@ -137,8 +137,7 @@ std::vector<std::pair<std::string, int64_t>> training_corpus(VocabKind kind) {
 std::vector<std::string> characters(std::string_view s) {
   std::vector<std::string> out;
   for (size_t pos = 0; pos < s.size();) {
-    const size_t len = std::min(unicode::utf8_sequence_length(static_cast<uint8_t>(s[pos])),
-                                s.size() - pos);
+    const size_t len = unicode::decode_utf8(s, pos).len;
     out.emplace_back(s.substr(pos, len));
     pos += len;
   }

@@ -50,8 +50,11 @@ void spm_encode_fragment(const Tokenizer::Impl& t, std::string_view text,
   std::vector<Symbol> sym;
   sym.reserve(text.size());
   for (size_t off = 0; off < text.size();) {
-    const size_t len = std::min(unicode::utf8_sequence_length(static_cast<uint8_t>(text[off])),
-                                text.size() - off);
+    // One symbol per valid UTF-8 sequence; an invalid byte is a symbol of its own. (llama.cpp
+    // trusts the lead byte, so an invalid lead swallows the next bytes, e.g. the "▁" of an
+    // escaped space, and decoding then returns U+2581 instead of the space: pacer stays lossless.
+    // Valid text splits identically.)
+    const size_t len = unicode::decode_utf8(text, off).len;
     const auto index = static_cast<int32_t>(sym.size());
     sym.push_back({index - 1, off + len == text.size() ? -1 : index + 1,
                    static_cast<uint32_t>(off), static_cast<uint32_t>(len)});

@@ -29,12 +29,6 @@ bool is_continuation(uint8_t b) { return (b & 0xC0) == 0x80; }
 
 }  // namespace
 
-size_t utf8_sequence_length(uint8_t lead) noexcept {
-  // 0xxxxxxx -> 1, 10xxxxxx (stray continuation) -> 1, 110xxxxx -> 2, 1110xxxx -> 3, 11110xxx -> 4
-  static constexpr uint8_t kLenByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kLenByHighNibble[lead >> 4];
-}
-
 Decoded decode_utf8(std::string_view s, size_t pos) noexcept {
   const auto b0 = static_cast<uint8_t>(s[pos]);
   if (b0 < 0x80) return {b0, 1};

@@ -34,9 +34,6 @@ struct Decoded {
 Decoded decode_utf8(std::string_view s, size_t pos) noexcept;
 // Appends the UTF-8 encoding of a Unicode scalar value.
 void append_utf8(std::string& out, uint32_t cpt);
-// Byte length of the sequence a lead byte announces (1 for ASCII and for invalid lead bytes):
-// the SentencePiece splitter's notion of "one character".
-size_t utf8_sequence_length(uint8_t lead) noexcept;
 
 Category category(uint32_t cpt) noexcept;  // kInvalid -> C
 bool is_whitespace(uint32_t cpt) noexcept;  // Unicode White_Space

@@ -18,7 +18,9 @@ namespace {
   throw std::invalid_argument("ops::attention: " + what);
 }
 
-int64_t kv_elem_bytes(WeightType t) { return t == WeightType::F16 ? 2 : 4; }
+int64_t kv_elem_bytes(WeightType t) {
+  return t == WeightType::F16 ? 2 : 4;
+}
 
 void check_params(const AttentionParams& p) {
   if (p.n_heads <= 0 || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0) {
@@ -26,8 +28,8 @@ void check_params(const AttentionParams& p) {
          std::to_string(p.n_kv_heads));
   }
   if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim) {
-    fail("head_dim " + std::to_string(p.head_dim) + " outside [1, " +
-         std::to_string(kMaxHeadDim) + "]");
+    fail("head_dim " + std::to_string(p.head_dim) + " outside [1, " + std::to_string(kMaxHeadDim) +
+         "]");
   }
   if (p.kv_type != WeightType::F16 && p.kv_type != WeightType::F32) {
     fail("kv_type " + std::string(type_name(p.kv_type)) + " unsupported (f16 or f32)");
@@ -62,7 +64,9 @@ int64_t first_visible_key(int64_t pos, int64_t window) {
 // Work items are (slot, head) with slot-major order; slot s maps to token 0, n-1, 1, n-2, ... so
 // any contiguous run of slots mixes cheap early tokens with expensive late ones and the static
 // partition of a causal prefill stays balanced.
-int64_t token_of_slot(int64_t s, int64_t n) { return (s % 2 == 0) ? s / 2 : n - 1 - s / 2; }
+int64_t token_of_slot(int64_t s, int64_t n) {
+  return (s % 2 == 0) ? s / 2 : n - 1 - s / 2;
+}
 
 // ---- Scalar kernel: the tiled online-softmax algorithm of the SIMD kernels in plain C++.
 
@@ -144,9 +148,12 @@ Isa active_isa() noexcept {
 
 const AttentionKernels& attention_kernels(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Avx512: return attention_kernels_avx512();
-    case Isa::Avx2: return attention_kernels_avx2();
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return attention_kernels_avx512();
+    case Isa::Avx2:
+      return attention_kernels_avx2();
+    case Isa::Scalar:
+      break;
   }
   return kScalarKernels;
 }
@@ -177,42 +184,72 @@ void kv_store(const AttentionParams& p, std::span<const float> k, std::span<cons
   kv_store_isa(active_isa(), p, k, v, pos0, n_tokens, k_cache, v_cache);
 }
 
+namespace {
+
+// Everything a chunk of (token, head) items needs, so the chunk lambda captures one pointer and
+// std::function stores it inline: attention() allocates nothing per call.
+struct AttentionJob {
+  AttendFn attend;
+  const AttentionParams* p;
+  const float* q;
+  float* out;
+  int64_t pos0, n_tokens;
+  const std::byte* k_cache;
+  const std::byte* v_cache;
+  int group;           // query heads per KV head
+  int64_t row_bytes;   // one cache row: n_kv_heads * head_dim elements
+  int64_t head_bytes;  // one KV head's slice of a row
+};
+
+void run_items(const AttentionJob& job, int64_t begin, int64_t end) {
+  const int n_heads = job.p->n_heads, dim = job.p->head_dim, group = job.group;
+  for (int64_t item = begin; item < end;) {
+    const int64_t t = token_of_slot(item / n_heads, job.n_tokens);
+    const int h = static_cast<int>(item % n_heads);
+    const int kv_head = h / group;
+    // Heads h.. that share kv_head and lie in this chunk go through the keys together.
+    const int n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
+    const int64_t pos = job.pos0 + t;
+    AttentionTask task;
+    task.q = job.q + (t * n_heads + h) * dim;
+    task.out = job.out + (t * n_heads + h) * dim;
+    task.n_q = n_q;
+    task.head_dim = dim;
+    task.k = job.k_cache + kv_head * job.head_bytes;
+    task.v = job.v_cache + kv_head * job.head_bytes;
+    task.row_bytes = job.row_bytes;
+    task.key_begin = first_visible_key(pos, job.p->sliding_window);
+    task.key_end = pos + 1;
+    task.scale = job.p->scale;
+    task.softcap = job.p->softcap;
+    job.attend(task);
+    item += n_q;
+  }
+}
+
+}  // namespace
+
 void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, int64_t pos0,
                    int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
                    std::span<float> out, const Parallel& par) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
   const AttentionKernels& kernels = attention_kernels(isa);
-  const AttendFn attend = p.kv_type == WeightType::F16 ? kernels.attend_f16 : kernels.attend_f32;
-  const int n_heads = p.n_heads, dim = p.head_dim;
-  const int group = p.n_heads / p.n_kv_heads;  // query heads per KV head
-  const int64_t row_bytes = static_cast<int64_t>(p.n_kv_heads) * dim * kv_elem_bytes(p.kv_type);
-  const int64_t head_bytes = dim * kv_elem_bytes(p.kv_type);
-
-  par.run_chunks(n_tokens * n_heads, 1, [&](int, int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end;) {
-      const int64_t t = token_of_slot(item / n_heads, n_tokens);
-      const int h = static_cast<int>(item % n_heads);
-      const int kv_head = h / group;
-      // Heads h.. that share kv_head and lie in this chunk go through the keys together.
-      const int n_q = static_cast<int>(
-          std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
-      const int64_t pos = pos0 + t;
-      AttentionTask task;
-      task.q = q.data() + (t * n_heads + h) * dim;
-      task.out = out.data() + (t * n_heads + h) * dim;
-      task.n_q = n_q;
-      task.head_dim = dim;
-      task.k = k_cache + kv_head * head_bytes;
-      task.v = v_cache + kv_head * head_bytes;
-      task.row_bytes = row_bytes;
-      task.key_begin = first_visible_key(pos, p.sliding_window);
-      task.key_end = pos + 1;
-      task.scale = p.scale;
-      task.softcap = p.softcap;
-      attend(task);
-      item += n_q;
-    }
-  });
+  const int64_t elem = kv_elem_bytes(p.kv_type);
+  const AttentionJob job{
+      .attend = p.kv_type == WeightType::F16 ? kernels.attend_f16 : kernels.attend_f32,
+      .p = &p,
+      .q = q.data(),
+      .out = out.data(),
+      .pos0 = pos0,
+      .n_tokens = n_tokens,
+      .k_cache = k_cache,
+      .v_cache = v_cache,
+      .group = p.n_heads / p.n_kv_heads,
+      .row_bytes = static_cast<int64_t>(p.n_kv_heads) * p.head_dim * elem,
+      .head_bytes = p.head_dim * elem,
+  };
+  par.run_chunks(n_tokens * p.n_heads, 1,
+                 [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
 }
 
 void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,

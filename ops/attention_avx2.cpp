@@ -24,8 +24,8 @@ __m256i tail_mask(int64_t rem) {
 template <bool kF16>
 __m256 load_row(const std::byte* row, int d) {
   if constexpr (kF16) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const fp16_t*>(row) + d)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const fp16_t*>(row) + d)));
   } else {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
   }
@@ -150,22 +150,30 @@ static_assert(kMaxGroup == 8, "attend_any instantiates G = 1..8");
 template <bool kF16>
 void attend_any(const AttentionTask& t) {
   switch (t.n_q) {
-    case 1: return attend<kF16, 1>(t);
-    case 2: return attend<kF16, 2>(t);
-    case 3: return attend<kF16, 3>(t);
-    case 4: return attend<kF16, 4>(t);
-    case 5: return attend<kF16, 5>(t);
-    case 6: return attend<kF16, 6>(t);
-    case 7: return attend<kF16, 7>(t);
-    default: return attend<kF16, kMaxGroup>(t);
+    case 1:
+      return attend<kF16, 1>(t);
+    case 2:
+      return attend<kF16, 2>(t);
+    case 3:
+      return attend<kF16, 3>(t);
+    case 4:
+      return attend<kF16, 4>(t);
+    case 5:
+      return attend<kF16, 5>(t);
+    case 6:
+      return attend<kF16, 6>(t);
+    case 7:
+      return attend<kF16, 7>(t);
+    default:
+      return attend<kF16, kMaxGroup>(t);
   }
 }
 
 void to_f16_avx2(const float* src, fp16_t* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);  // same rounding as the vector path
@@ -175,6 +183,8 @@ constexpr AttentionKernels kAvx2Kernels{attend_any<true>, attend_any<false>, to_
 
 }  // namespace
 
-const AttentionKernels& attention_kernels_avx2() noexcept { return kAvx2Kernels; }
+const AttentionKernels& attention_kernels_avx2() noexcept {
+  return kAvx2Kernels;
+}
 
 }  // namespace pacer::ops

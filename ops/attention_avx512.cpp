@@ -36,26 +36,81 @@ __m512 load_row(const std::byte* row, int d, __mmask16 m) {
   }
 }
 
-// Scores of `nt` keys starting at row `krow` for G scaled queries: s[g][j] = qs[g] . k_j.
+// Horizontal sums. Both helpers add a vector's 16 lanes in the same order -- within each 128-bit
+// block (x0 + x2) + (x1 + x3), then (B0 + B1) + (B2 + B3) across blocks -- so a score does not
+// depend on which helper produced it (that is what keeps results independent of how heads are
+// grouped, i.e. of the worker count).
+
+// Lane i of the result = sum of a[i]'s lanes, for 16 vectors at once: 30 shuffles instead of the
+// 64 that 16 separate reductions take (all on the one shuffle port).
+inline __m512 sum_lanes16(const __m512* a) {
+  __m512 b[8], e[4];
+  // Per 128-bit block: (A0+A2, B0+B2, A1+A3, B1+B3) for A = a[2i], B = a[2i+1].
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                         _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {  // per block: the block sums of a[4i .. 4i+3]
+    e[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 g01 = _mm512_add_ps(_mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 g23 = _mm512_add_ps(_mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Sum of one vector's lanes, in sum_lanes16's order.
+inline float sum_lanes1(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm512_cvtss_f32(v);
+}
+
+// acc[ks * G + g] += qs[g] . k_ks over head_dim for `KS` consecutive key rows from `krow`.
 // qs rows are zero-padded to a multiple of 16, so the masked tail chunk adds nothing extra.
+template <bool kF16, int G, int KS>
+void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
+              __m512* acc) {
+  for (int i = 0; i < G * KS; ++i) acc[i] = _mm512_setzero_ps();
+  for (int d = 0; d < dim; d += 16) {
+    const __mmask16 m = tail_mask(dim - d);
+    for (int ks = 0; ks < KS; ++ks) {
+      const __m512 k = load_row<kF16>(krow + ks * row_bytes, d, m);
+      for (int g = 0; g < G; ++g) {
+        acc[ks * G + g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, acc[ks * G + g]);
+      }
+    }
+  }
+}
+
+// Scores of `nt` keys starting at row `krow` for G scaled queries: s[g][j] = qs[g] . k_j. Keys go
+// KS at a time so that G * KS <= 16 accumulators reduce together.
 template <bool kF16, int G>
 void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
                 int nt, float (*s)[kKeyTile]) {
-  const __mmask16 tail = tail_mask(dim % 16);
-  const int full = dim / 16 * 16;
-  for (int j = 0; j < nt; ++j, krow += row_bytes) {
-    __m512 a[G];
-    for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
-    int d = 0;
-    for (; d < full; d += 16) {
-      const __m512 k = load_row<kF16>(krow, d, 0xffff);
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, a[g]);
+  constexpr int KS = 16 / G;
+  int j = 0;
+  if constexpr (KS > 1) {
+    for (; j + KS <= nt; j += KS, krow += KS * row_bytes) {
+      __m512 acc[16];
+      dot_keys<kF16, G, KS>(qs, dim, krow, row_bytes, acc);
+      for (int i = G * KS; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      alignas(64) float sums[16];
+      _mm512_store_ps(sums, sum_lanes16(acc));
+      for (int ks = 0; ks < KS; ++ks) {
+        for (int g = 0; g < G; ++g) s[g][j + ks] = sums[ks * G + g];
+      }
     }
-    if (d < dim) {
-      const __m512 k = load_row<kF16>(krow, d, tail);
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, a[g]);
-    }
-    for (int g = 0; g < G; ++g) s[g][j] = _mm512_reduce_add_ps(a[g]);
+  }
+  for (; j < nt; ++j, krow += row_bytes) {
+    __m512 acc[G];
+    dot_keys<kF16, G, 1>(qs, dim, krow, row_bytes, acc);
+    for (int g = 0; g < G; ++g) s[g][j] = sum_lanes1(acc[g]);
   }
 }
 
@@ -142,14 +197,22 @@ static_assert(kMaxGroup == 8, "attend_any instantiates G = 1..8");
 template <bool kF16>
 void attend_any(const AttentionTask& t) {
   switch (t.n_q) {
-    case 1: return attend<kF16, 1>(t);
-    case 2: return attend<kF16, 2>(t);
-    case 3: return attend<kF16, 3>(t);
-    case 4: return attend<kF16, 4>(t);
-    case 5: return attend<kF16, 5>(t);
-    case 6: return attend<kF16, 6>(t);
-    case 7: return attend<kF16, 7>(t);
-    default: return attend<kF16, kMaxGroup>(t);
+    case 1:
+      return attend<kF16, 1>(t);
+    case 2:
+      return attend<kF16, 2>(t);
+    case 3:
+      return attend<kF16, 3>(t);
+    case 4:
+      return attend<kF16, 4>(t);
+    case 5:
+      return attend<kF16, 5>(t);
+    case 6:
+      return attend<kF16, 6>(t);
+    case 7:
+      return attend<kF16, 7>(t);
+    default:
+      return attend<kF16, kMaxGroup>(t);
   }
 }
 
@@ -166,6 +229,8 @@ constexpr AttentionKernels kAvx512Kernels{attend_any<true>, attend_any<false>, t
 
 }  // namespace
 
-const AttentionKernels& attention_kernels_avx512() noexcept { return kAvx512Kernels; }
+const AttentionKernels& attention_kernels_avx512() noexcept {
+  return kAvx512Kernels;
+}
 
 }  // namespace pacer::ops

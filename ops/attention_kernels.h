@@ -20,17 +20,17 @@ constexpr int kMaxGroup = 8;      // query heads processed per pass over the key
 constexpr int kKeyTile = 64;      // keys scored per online-softmax step
 
 struct AttentionTask {
-  const float* q = nullptr;  // (n_q, head_dim): consecutive query heads of one token
-  float* out = nullptr;      // (n_q, head_dim)
-  int n_q = 0;               // 1..kMaxGroup
-  int head_dim = 0;          // 1..kMaxHeadDim
+  const float* q = nullptr;      // (n_q, head_dim): consecutive query heads of one token
+  float* out = nullptr;          // (n_q, head_dim)
+  int n_q = 0;                   // 1..kMaxGroup
+  int head_dim = 0;              // 1..kMaxHeadDim
   const std::byte* k = nullptr;  // cache row 0 of this KV head (element type per kernel)
   const std::byte* v = nullptr;
-  int64_t row_bytes = 0;   // bytes between consecutive cache rows (positions)
-  int64_t key_begin = 0;   // keys [key_begin, key_end) are visible; key_end > key_begin
+  int64_t row_bytes = 0;  // bytes between consecutive cache rows (positions)
+  int64_t key_begin = 0;  // keys [key_begin, key_end) are visible; key_end > key_begin
   int64_t key_end = 0;
   float scale = 1.0f;
-  float softcap = 0.0f;    // 0 = none
+  float softcap = 0.0f;  // 0 = none
 };
 
 using AttendFn = void (*)(const AttentionTask& task);

@@ -20,7 +20,9 @@ void rmsnorm_scalar(const float* x, const float* w, float eps, float* out, int64
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv_rms * w[i]);
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 // ggml's GELU (tanh approximation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 float gelu_tanh(float x) {
@@ -74,12 +76,12 @@ void check_same_size(const char* op, size_t a, size_t b) {
 }
 
 void check_rope(std::span<float> x, int n_heads, const RopeParams& p) {
-  if (p.head_dim <= 0 || p.n_rot <= 0 || p.n_rot > p.head_dim || p.n_rot % 2 != 0 ||
-      n_heads < 0 || x.size() != static_cast<size_t>(n_heads) * p.head_dim) {
-    throw std::invalid_argument(
-        "ops::rope: bad shape (head_dim " + std::to_string(p.head_dim) + ", n_rot " +
-        std::to_string(p.n_rot) + ", n_heads " + std::to_string(n_heads) + ", x.size() " +
-        std::to_string(x.size()) + "); n_rot must be even and <= head_dim");
+  if (p.head_dim <= 0 || p.n_rot <= 0 || p.n_rot > p.head_dim || p.n_rot % 2 != 0 || n_heads < 0 ||
+      x.size() != static_cast<size_t>(n_heads) * p.head_dim) {
+    throw std::invalid_argument("ops::rope: bad shape (head_dim " + std::to_string(p.head_dim) +
+                                ", n_rot " + std::to_string(p.n_rot) + ", n_heads " +
+                                std::to_string(n_heads) + ", x.size() " + std::to_string(x.size()) +
+                                "); n_rot must be even and <= head_dim");
   }
 }
 
@@ -100,9 +102,12 @@ std::pair<int, int> rope_pair(int i, const RopeParams& p) {
 
 const ElementwiseKernels& elementwise_kernels(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Avx512: return elementwise_kernels_avx512();
-    case Isa::Avx2: return elementwise_kernels_avx2();
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return elementwise_kernels_avx512();
+    case Isa::Avx2:
+      return elementwise_kernels_avx2();
+    case Isa::Scalar:
+      break;
   }
   return kScalarKernels;
 }

@@ -67,8 +67,8 @@ void softmax_avx2(float* x, int64_t n) {
   __m256 vmax = neg_inf;
   for (int64_t i = 0; i < n; i += 8) {
     const __m256i m = tail_mask(n - i);
-    const __m256 v = _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m),
-                                      _mm256_castsi256_ps(m));
+    const __m256 v =
+        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
     vmax = _mm256_max_ps(vmax, v);
   }
   const __m256 max = _mm256_set1_ps(avx2::hmax_ps(vmax));
@@ -107,6 +107,8 @@ constexpr ElementwiseKernels kAvx2Kernels{rmsnorm_avx2, swiglu_avx2, geglu_avx2,
 
 }  // namespace
 
-const ElementwiseKernels& elementwise_kernels_avx2() noexcept { return kAvx2Kernels; }
+const ElementwiseKernels& elementwise_kernels_avx2() noexcept {
+  return kAvx2Kernels;
+}
 
 }  // namespace pacer::ops

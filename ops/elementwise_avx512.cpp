@@ -91,7 +91,8 @@ void add_avx512(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(
-        out + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+        out + i, m,
+        _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
   }
 }
 
@@ -108,6 +109,8 @@ constexpr ElementwiseKernels kAvx512Kernels{rmsnorm_avx512, swiglu_avx512, geglu
 
 }  // namespace
 
-const ElementwiseKernels& elementwise_kernels_avx512() noexcept { return kAvx512Kernels; }
+const ElementwiseKernels& elementwise_kernels_avx512() noexcept {
+  return kAvx512Kernels;
+}
 
 }  // namespace pacer::ops

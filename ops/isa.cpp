@@ -17,7 +17,8 @@ uint64_t xgetbv0() noexcept {
 
 }  // namespace
 
-CpuFeatures detect_cpu_features() noexcept {
+namespace {
+CpuFeatures read_cpu_features() noexcept {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
@@ -45,6 +46,27 @@ CpuFeatures detect_cpu_features() noexcept {
   return f;
 }
 
+}  // namespace
+
+Isa select_isa(const char* requested) noexcept {
+  if (requested) {
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa_name(isa) == requested && isa_supported(isa)) return isa;
+    }
+  }
+  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
+  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+// CPUID traps to the hypervisor in a VM (tens of microseconds), and kernels take detect_isa() as
+// a default argument on every call: read the CPU once per process. The values never change while
+// the process runs, so these are constants, not mutable state.
+CpuFeatures detect_cpu_features() noexcept {
+  static const CpuFeatures features = read_cpu_features();
+  return features;
+}
+
 bool isa_supported(Isa isa) noexcept {
   const CpuFeatures f = detect_cpu_features();
   switch (isa) {
@@ -56,14 +78,8 @@ bool isa_supported(Isa isa) noexcept {
 }
 
 Isa detect_isa() noexcept {
-  if (const char* env = std::getenv("PACER_ISA")) {
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-      if (isa_name(isa) == env && isa_supported(isa)) return isa;
-    }
-  }
-  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
-  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
-  return Isa::Scalar;
+  static const Isa isa = select_isa(std::getenv("PACER_ISA"));
+  return isa;
 }
 
 std::vector<Isa> supported_isas() {

@@ -20,11 +20,15 @@ struct CpuFeatures {
   bool avx_vnni = false;
 };
 
-// Reads CPUID/XGETBV once per call (cheap); callers cache the result in their traits tables.
+// Reads CPUID/XGETBV once per process (CPUID traps in a VM) and returns the cached answer.
 CpuFeatures detect_cpu_features() noexcept;
 // Best Isa this CPU and OS support, or the one named by PACER_ISA (scalar|avx2|avx512) if it is
-// supported (lets tests and users pin a path; an unsupported request falls back and says so).
+// supported (lets users pin a path; an unsupported request falls back). Decided once per process;
+// tests that compare paths pass an explicit Isa instead.
 Isa detect_isa() noexcept;
+// The rule detect_isa() applies, as a pure function: `requested` (an isa_name, or null) if this
+// machine supports it, else the best supported Isa.
+Isa select_isa(const char* requested) noexcept;
 bool isa_supported(Isa isa) noexcept;
 std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
 std::string_view isa_name(Isa isa) noexcept;

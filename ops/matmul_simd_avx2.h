@@ -4,6 +4,7 @@
 // these flags can be picked by the linker for a baseline file.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pacer::ops::avx2 {
@@ -32,6 +33,38 @@ inline float fp32_from_fp16(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256 broadcast_fp16_times(const void* p, __m256 scale) {
   const __m128i h = _mm_set1_epi16(*static_cast<const int16_t*>(p));
   return _mm256_mul_ps(_mm256_cvtph_ps(h), scale);
+}
+
+// Blocks per scale strip of the quantized kernels (see strip_scales).
+constexpr int64_t kScaleStrip = 16;
+
+// d16[k] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs whose
+// first member is the fp16 scale. Plain 16-bit moves; the caller reads d16 back as a vector one
+// strip later, once these stores have drained (a wide load over pending narrow stores stalls).
+template <class Block>
+inline void gather_strip_d16(const std::byte* row, int64_t b0, int64_t count, uint16_t* d16) {
+  // Volatile reads keep these plain moves: vectorized, GCC builds the strided gather from
+  // vpinsrw and shuffles that compete with the dot loop for port 5. A full strip has a constant
+  // trip count, so it unrolls into 2 instructions per block.
+  const volatile Block* blk = reinterpret_cast<const volatile Block*>(row) + b0;
+  if (count == kScaleStrip) {
+    for (int64_t k = 0; k < kScaleStrip; ++k) d16[k] = blk[k].d;
+  } else {
+    for (int64_t k = 0; k < count; ++k) d16[k] = blk[k].d;
+  }
+}
+
+// scales[k] = fp32(d16[k]) * dx[k] for k < count (<= kScaleStrip); lanes >= count are 0.
+// Converting 8 scales per vcvtph2ps leaves one broadcast load per row-block in the dot loop.
+inline void strip_scales(const uint16_t* d16, const float* dx, int64_t count, float* scales) {
+  for (int h = 0; h < 2; ++h) {
+    const int64_t left = count - 8 * h;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lanes);
+    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d16 + 8 * h)));
+    const __m256 x = _mm256_maskload_ps(dx + 8 * h, mask);  // masked-off lanes read as 0
+    _mm256_store_ps(scales + 8 * h, _mm256_mul_ps(d, x));
+  }
 }
 
 }  // namespace

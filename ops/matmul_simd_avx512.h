@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pacer::ops::avx512 {
@@ -52,6 +53,39 @@ inline float hsum8(__m256 v) {
 inline void hsum_halves(__m512 v, float* low, float* high) {
   *low = hsum8(_mm512_castps512_ps256(v));
   *high = hsum8(_mm512_extractf32x8_ps(v, 1));
+}
+
+// Blocks per scale strip of the quantized kernels: the fp16 scales of a strip are converted
+// and multiplied by the activation scales once, 16 at a time, before the strip's dot products.
+constexpr int64_t kScaleStrip = 16;
+
+// d16[k] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs whose
+// first member is the fp16 scale. Plain 16-bit moves on the load/store ports; the caller reads
+// d16 back as a vector only a strip later, after these stores have left the store buffer (a
+// vector load that spans several pending narrow stores cannot be forwarded and stalls).
+template <class Block>
+inline void gather_strip_d16(const std::byte* row, int64_t b0, int64_t count, uint16_t* d16) {
+  // Volatile reads keep these plain moves: vectorized, GCC builds the strided gather from
+  // vpinsrw and shuffles that compete with the dot loop for port 5. A full strip has a constant
+  // trip count, so it unrolls into 2 instructions per block.
+  const volatile Block* blk = reinterpret_cast<const volatile Block*>(row) + b0;
+  if (count == kScaleStrip) {
+    for (int64_t k = 0; k < kScaleStrip; ++k) d16[k] = blk[k].d;
+  } else {
+    for (int64_t k = 0; k < count; ++k) d16[k] = blk[k].d;
+  }
+}
+
+// scales[k] = fp32(d16[k]) * dx[k] for k < count (<= kScaleStrip); lanes >= count are 0.
+inline void strip_scales(const uint16_t* d16, const float* dx, int64_t count, float* scales) {
+  const __mmask16 m = first_lanes16(count);
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d16)));
+  _mm512_store_ps(scales, _mm512_maskz_mul_ps(m, d, _mm512_maskz_loadu_ps(m, dx)));
+}
+
+// 16 lanes: lanes 0-7 = *s0, lanes 8-15 = *s1 (two row scales side by side).
+inline __m512 pair_scales(const float* s0, const float* s1) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(*s0), 0xFF00, _mm_load_ss(s1));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
 #include "ops/matmul_simd_avx2.h"
+#include "ops/quant_rows_avx2.h"
 
 namespace pacer::ops {
 namespace {
@@ -22,47 +23,25 @@ inline __m256i unpack_nibbles_32(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-template <int R>
-void q4_0_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
-  const ActQ8Row a = act_q8_row(act, n);
-  const int64_t nb = n / kQ4_0BlockElems;
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
-    const __m256 dx = _mm256_set1_ps(a.d[b]);
-    // lane 0 = -8 * sum(x): |.| <= 8 * 4064, other lanes 0
-    const __m256i offset = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-8 * a.sum[b]));
-    for (int r = 0; r < R; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w + r * stride) + b;
-      const __m256i pairs = _mm256_maddubs_epi16(unpack_nibbles_32(blk->qs), x);
-      const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), offset);
-      const __m256 s = avx2::broadcast_fp16_times(&blk->d, dx);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r]);
-    }
+struct Q4_0Block {
+  using Block = BlockQ4_0;
+  static constexpr int32_t kSumFactor = -8;
+  static __m256i block_dot(const Block* w, __m256i x, __m256i bias) {
+    const __m256i pairs = _mm256_maddubs_epi16(unpack_nibbles_32(w->qs), x);
+    return _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), bias);
   }
-  for (int r = 0; r < R; ++r) out[r] = avx2::hsum8(acc[r]);
-}
+};
 
 }  // namespace
 
 void dot_rows_q4_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out) {
-  int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) q4_0_rows_tile<4>(n, w + r * w_stride, w_stride, act, out + r);
-  switch (nr - r) {
-    case 3: q4_0_rows_tile<3>(n, w + r * w_stride, w_stride, act, out + r); break;
-    case 2: q4_0_rows_tile<2>(n, w + r * w_stride, w_stride, act, out + r); break;
-    case 1: q4_0_rows_tile<1>(n, w + r * w_stride, w_stride, act, out + r); break;
-    default: break;
-  }
+  avx2::quant_dot_rows<Q4_0Block>(n, w, w_stride, nr, act, out);
 }
 
 float dot_q4_0_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  q4_0_rows_tile<1>(n, w_row, 0, act, &out);
+  avx2::quant_rows_tile<Q4_0Block, 1>(n, w_row, 0, act, &out);
   return out;
 }
 

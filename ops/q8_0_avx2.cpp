@@ -9,6 +9,7 @@
 
 #include "ops/q8_0.h"
 #include "ops/matmul_simd_avx2.h"
+#include "ops/quant_rows_avx2.h"
 
 namespace pacer::ops {
 namespace {
@@ -45,24 +46,11 @@ inline __m256i block_dot_epi32(const int8_t* w_qs, __m256i x) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-template <int R>
-void q8_0_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
-  const ActQ8Row a = act_q8_row(act, n);
-  const int64_t nb = n / kQ8_0BlockElems;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
-    const __m256 dx = _mm256_set1_ps(a.d[b]);
-    for (int r = 0; r < R; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(w + r * stride) + b;
-      const __m256 s = avx2::broadcast_fp16_times(&blk->d, dx);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot_epi32(blk->qs, x)), s, acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = avx2::hsum8(acc[r]);
-}
+struct Q8_0Block {
+  using Block = BlockQ8_0;
+  static constexpr int32_t kSumFactor = 0;  // the sign trick needs no bias
+  static __m256i block_dot(const Block* w, __m256i x, __m256i) { return block_dot_epi32(w->qs, x); }
+};
 
 }  // namespace
 
@@ -89,19 +77,12 @@ void quantize_act_q8_avx2(const float* x, std::byte* act, int64_t n) {
 
 void dot_rows_q8_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out) {
-  int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) q8_0_rows_tile<4>(n, w + r * w_stride, w_stride, act, out + r);
-  switch (nr - r) {
-    case 3: q8_0_rows_tile<3>(n, w + r * w_stride, w_stride, act, out + r); break;
-    case 2: q8_0_rows_tile<2>(n, w + r * w_stride, w_stride, act, out + r); break;
-    case 1: q8_0_rows_tile<1>(n, w + r * w_stride, w_stride, act, out + r); break;
-    default: break;
-  }
+  avx2::quant_dot_rows<Q8_0Block>(n, w, w_stride, nr, act, out);
 }
 
 float dot_q8_0_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  q8_0_rows_tile<1>(n, w_row, 0, act, &out);
+  avx2::quant_rows_tile<Q8_0Block, 1>(n, w_row, 0, act, &out);
   return out;
 }
 

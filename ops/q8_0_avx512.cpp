@@ -12,6 +12,7 @@
 // vpmaddubsw never saturates), then vpmaddwd with ones.
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q8_0.h"
+#include "ops/quant_rows_avx512.h"
 
 namespace pacer::ops {
 namespace {
@@ -25,79 +26,24 @@ inline __m512i round_half_away_epi32(__m512 v) {
   return _mm512_cvttps_epi32(_mm512_add_ps(v, bias));
 }
 
-// Integer dot of block b of two rows against activation quants x (broadcast to both halves):
-// lanes 0..7 sum to row 0's sum w*x, lanes 8..15 to row 1's. `bias` is the VNNI correction
-// (-128 * sum x in lanes 0 and 8); unused without VNNI.
+// Block dot of two Q8_0 rows against x (see the file comment for both variants).
 template <bool kVnni>
-inline __m512i pair_block_dot_epi32(const int8_t* qs0, const int8_t* qs1, __m512i x,
-                                    __m512i bias) {
-  const __m512i w = avx512::load_pair_256(qs0, qs1);
-  if constexpr (kVnni) {
-    const __m512i w_biased = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
-    return _mm512_dpbusd_epi32(bias, w_biased, x);
-  } else {
-    const __mmask64 negative = _mm512_movepi8_mask(w);
-    const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
-    const __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(w), x_signed);
-    return _mm512_madd_epi16(pairs, _mm512_set1_epi16(1));
-  }
-}
-
-// P pairs of rows (2P rows; row 2p+1 may repeat row 2p when the caller has an odd count).
-template <bool kVnni, int P>
-void q8_0_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* act,
-                     float* const* outs) {
-  const ActQ8Row a = act_q8_row(act, n);
-  const int64_t nb = n / kQ8_0BlockElems;
-  __m512 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i x = _mm512_broadcast_i64x4(
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    const __m512 dx = _mm512_set1_ps(a.d[b]);
-    const __m512i bias = _mm512_maskz_set1_epi32(0x0101, -128 * a.sum[b]);
-    for (int p = 0; p < P; ++p) {
-      const auto* b0 = reinterpret_cast<const BlockQ8_0*>(rows[2 * p]) + b;
-      const auto* b1 = reinterpret_cast<const BlockQ8_0*>(rows[2 * p + 1]) + b;
-      const __m512i dot = pair_block_dot_epi32<kVnni>(b0->qs, b1->qs, x, bias);
-      const __m512 s = avx512::pair_fp16_times(&b0->d, &b1->d, dx);
-      acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[p]);
-    }
-  }
-  for (int p = 0; p < P; ++p) {
-    float lo, hi;
-    avx512::hsum_halves(acc[p], &lo, &hi);
-    *outs[2 * p] = lo;
-    *outs[2 * p + 1] = hi;
-  }
-}
-
-template <bool kVnni>
-void q8_0_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
-                   float* out) {
-  int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) {
-    const std::byte* rows[4] = {w + r * stride, w + (r + 1) * stride, w + (r + 2) * stride,
-                                w + (r + 3) * stride};
-    float* outs[4] = {out + r, out + r + 1, out + r + 2, out + r + 3};
-    q8_0_pairs_tile<kVnni, 2>(n, rows, act, outs);
-  }
-  if (r < nr) {  // 1..3 rows left: one or two pairs, an odd last row paired with itself
-    float spare;
-    const std::byte* rows[4];
-    float* outs[4];
-    for (int k = 0; k < 4; ++k) {
-      const int64_t rr = r + k < nr ? r + k : nr - 1;
-      rows[k] = w + rr * stride;
-      outs[k] = r + k < nr ? out + r + k : &spare;
-    }
-    if (nr - r > 2) {
-      q8_0_pairs_tile<kVnni, 2>(n, rows, act, outs);
+struct Q8_0Pair {
+  using Block = BlockQ8_0;
+  static constexpr int32_t kSumFactor = kVnni ? -128 : 0;  // VNNI: removes the +128 bias of w
+  static __m512i pair_dot(const Block* b0, const Block* b1, __m512i x, __m512i bias) {
+    const __m512i w = avx512::load_pair_256(b0->qs, b1->qs);
+    if constexpr (kVnni) {
+      const __m512i w_biased = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+      return _mm512_dpbusd_epi32(bias, w_biased, x);
     } else {
-      q8_0_pairs_tile<kVnni, 1>(n, rows, act, outs);
+      const __mmask64 negative = _mm512_movepi8_mask(w);
+      const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+      const __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(w), x_signed);
+      return _mm512_madd_epi16(pairs, _mm512_set1_epi16(1));  // bias is 0 here
     }
   }
-}
+};
 
 }  // namespace
 
@@ -122,20 +68,20 @@ void quantize_act_q8_avx512(const float* x, std::byte* act, int64_t n) {
 
 void dot_rows_q8_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, float* out) {
-  q8_0_dot_rows<false>(n, w, w_stride, nr, act, out);
+  avx512::quant_dot_rows<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, out);
 }
 float dot_q8_0_q8_0_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  q8_0_dot_rows<false>(n, w_row, 0, 1, act, &out);
+  avx512::quant_dot_rows<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, &out);
   return out;
 }
 void dot_rows_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                    const std::byte* act, float* out) {
-  q8_0_dot_rows<true>(n, w, w_stride, nr, act, out);
+  avx512::quant_dot_rows<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, out);
 }
 float dot_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  q8_0_dot_rows<true>(n, w_row, 0, 1, act, &out);
+  avx512::quant_dot_rows<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, &out);
   return out;
 }
 

@@ -6,7 +6,10 @@
 #include "ops/fp16.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_k.h"
+#include "ops/q6_k.h"
 #include "ops/q8_0.h"
+#include "ops/q8_k.h"
 
 namespace pacer::ops {
 namespace {
@@ -52,11 +55,16 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_0:
       dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, n);
       return;
-    // K-quants: the "kquant" work registers dequantize_row_q4_K / _q6_K here.
+    // K-quants (q4_k.h, q6_k.h, q8_k.h).
     case WeightType::Q4_K:
+      dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
+      return;
     case WeightType::Q6_K:
+      dequantize_row_q6_K(reinterpret_cast<const BlockQ6_K*>(src), dst, n);
+      return;
     case WeightType::Q8_K:
-      throw_unsupported("dequantize_row", t);
+      dequantize_row_q8_K(reinterpret_cast<const BlockQ8_K*>(src), dst, n);
+      return;
   }
   throw_unsupported("dequantize_row", t);
 }
@@ -85,11 +93,16 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q4_0:
       quantize_row_q4_0_ref(src, reinterpret_cast<BlockQ4_0*>(dst), n);
       return;
-    // K-quants: the "kquant" work registers quantize_row_q4_K_ref / _q6_K_ref here.
+    // K-quants (q4_k.h, q6_k.h, q8_k.h): our own quantizers, not byte-identical to ggml's.
     case WeightType::Q4_K:
+      quantize_row_q4_K_ref(src, reinterpret_cast<BlockQ4_K*>(dst), n);
+      return;
     case WeightType::Q6_K:
+      quantize_row_q6_K_ref(src, reinterpret_cast<BlockQ6_K*>(dst), n);
+      return;
     case WeightType::Q8_K:
-      throw_unsupported("quantize_row", t);
+      quantize_row_q8_K_ref(src, dst, n);
+      return;
   }
   throw_unsupported("quantize_row", t);
 }

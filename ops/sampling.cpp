@@ -1,9 +1,9 @@
 #include "ops/sampling.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 
 namespace pacer::ops {
@@ -23,7 +23,56 @@ double uniform01(uint64_t& state) {
   return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
 }
 
-constexpr int64_t kTopPFirstPrefix = 256;  // top-p sorts this many first, then 8x more at a time
+// A candidate as one integer: non-negative float weights order like their bit patterns, and ~id
+// puts the lower id first among equal weights. So "larger key" is exactly "more probable, then
+// lower id", and selections run on contiguous integers instead of chasing token ids.
+uint64_t candidate_key(float weight, int32_t id) {
+  return (static_cast<uint64_t>(std::bit_cast<uint32_t>(weight)) << 32) |
+         static_cast<uint32_t>(~static_cast<uint32_t>(id));
+}
+float key_weight(uint64_t key) {
+  return std::bit_cast<float>(static_cast<uint32_t>(key >> 32));
+}
+int32_t key_id(uint64_t key) {
+  return static_cast<int32_t>(~static_cast<uint32_t>(key));
+}
+
+constexpr int64_t kSortBelow = 64;    // select_by_mass sorts ranges this small outright
+constexpr int kMaxSelectRounds = 48;  // then sorts whatever is left (guards the worst case)
+
+// Rearranges keys[0, n) so that keys[0, keep) is the smallest set of best candidates whose
+// weights reach `target` (all of them if they never do), and returns keep. A quickselect on
+// mass: expected O(n), where sorting a 150k-260k vocabulary for top-p costs ~20x more.
+int64_t select_by_mass(uint64_t* keys, int64_t n, double target) {
+  int64_t lo = 0, hi = n;  // the answer lies in [lo, hi]; keys[0, lo) are in the set
+  double need = target;    // mass still needed from keys[lo, hi)
+  for (int round = 0; hi - lo > kSortBelow && round < kMaxSelectRounds; ++round) {
+    uint64_t a = keys[lo], b = keys[lo + (hi - lo) / 2], c = keys[hi - 1];
+    if (a > b) std::swap(a, b);
+    if (b > c) std::swap(b, c);
+    if (a > b) std::swap(a, b);
+    const uint64_t pivot = b;  // median of three
+    uint64_t* mid = std::partition(keys + lo, keys + hi, [&](uint64_t k) { return k > pivot; });
+    double mass = 0.0;
+    for (const uint64_t* it = keys + lo; it != mid; ++it) mass += key_weight(*it);
+    if (mass >= need) {
+      hi = mid - keys;  // the candidates better than the pivot already suffice
+      continue;
+    }
+    need -= mass;
+    lo = mid - keys;
+    std::swap(*std::find(keys + lo, keys + hi, pivot), keys[lo]);  // the pivot is next in order
+    need -= key_weight(pivot);
+    ++lo;
+    if (need <= 0.0) return lo;
+  }
+  std::sort(keys + lo, keys + hi, std::greater<>());
+  for (int64_t i = lo; i < hi; ++i) {
+    need -= key_weight(keys[i]);
+    if (need <= 0.0) return i + 1;
+  }
+  return hi;
+}
 
 }  // namespace
 
@@ -44,9 +93,8 @@ int32_t argmax(std::span<const float> logits) noexcept {
 }
 
 // Pipeline: repetition penalty -> (greedy) -> top-k -> softmax with temperature -> top-p -> min-p
-// -> renormalise -> draw. Candidates are token ids in idx_; "better" means higher logit, then
-// lower id, which is also the order of higher probability (exp is monotonic), so every cut below
-// is deterministic even with ties.
+// -> renormalise -> draw. All of it is scalar code with a fixed operation order (no ISA dispatch),
+// so the same seed and logits give the same token on any x86-64 machine.
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   if (logits.empty()) throw std::invalid_argument("ops::Sampler::sample: empty logits");
   const int64_t n = static_cast<int64_t>(logits.size());
@@ -69,17 +117,18 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 
   if (p_.temperature <= 0.0f) return argmax(logits);
 
-  // NaN would break the strict ordering the selections below rely on.
+  // NaN would break the strict orderings below.
   for (float& l : logits) {
     if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
   }
-  const auto better = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
 
-  // Top-k: a heap of the k best seen so far (worst on top) in one pass, then sorted best-first.
-  bool sorted = false;
-  if (p_.top_k > 0 && p_.top_k < n) {
+  // Top-k: one pass keeping a heap of the k best so far (worst on top). "Better" is higher
+  // logit, then lower id.
+  const bool use_top_k = p_.top_k > 0 && p_.top_k < n;
+  if (use_top_k) {
+    const auto better = [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
     const size_t k = static_cast<size_t>(p_.top_k);
     idx_.clear();
     for (int32_t i = 0; i < n; ++i) {
@@ -92,82 +141,72 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
         std::push_heap(idx_.begin(), idx_.end(), better);
       }
     }
-    std::sort_heap(idx_.begin(), idx_.end(), better);
-    sorted = true;
-  } else {
-    idx_.resize(static_cast<size_t>(n));
-    std::iota(idx_.begin(), idx_.end(), 0);
+    std::sort_heap(idx_.begin(), idx_.end(), better);  // best first
   }
-  int64_t n_cand = static_cast<int64_t>(idx_.size());
-
-  // Softmax with temperature over the candidates, in double: weight(id) = exp((l - max) / T),
-  // p(id) = weight(id) / total. The best candidate has weight 1.
-  const int32_t best = sorted ? idx_[0] : argmax(logits);  // without top-k: every token
+  const int32_t best = use_top_k ? idx_[0] : argmax(logits);
   const double max_logit = logits[best];
   if (!std::isfinite(max_logit)) return best;  // all -inf, or +inf present: the maximum decides
-  const double inv_temp = 1.0 / p_.temperature;
-  const auto weight = [&](int32_t id) {
-    return std::exp((static_cast<double>(logits[id]) - max_logit) * inv_temp);
-  };
-  double total = 0.0;
-  for (int64_t i = 0; i < n_cand; ++i) total += weight(idx_[i]);
 
-  // Top-p: the smallest best-first prefix whose probability reaches top_p. Without top-k the
-  // prefix is found by partial sorts of growing length instead of sorting the whole vocabulary.
-  if (p_.top_p < 1.0f) {
-    const double target = static_cast<double>(p_.top_p) * total;
-    int64_t prefix = sorted ? n_cand : std::min(n_cand, kTopPFirstPrefix);
-    int64_t keep = -1;
-    while (keep < 0) {
-      if (!sorted) {
-        std::partial_sort(idx_.begin(), idx_.begin() + prefix, idx_.begin() + n_cand, better);
-      }
-      double cum = 0.0;
-      for (int64_t i = 0; i < prefix; ++i) {
-        cum += weight(idx_[i]);
-        if (cum >= target) {
-          keep = i + 1;
-          break;
-        }
-      }
-      if (keep < 0 && prefix == n_cand) keep = n_cand;  // rounding kept the mass just below
-      prefix = std::min(n_cand, prefix * 8);
-    }
-    n_cand = keep;
-    sorted = true;
+  // Softmax with temperature over the candidates, in double: weight = exp((l - max) / T) (the
+  // best has weight 1), p = weight / total.
+  const double inv_temp = 1.0 / p_.temperature;
+  weight_.resize(static_cast<size_t>(n));
+  double total = 0.0;
+  const auto set_weight = [&](int32_t id) {
+    const float w =
+        static_cast<float>(std::exp((static_cast<double>(logits[id]) - max_logit) * inv_temp));
+    weight_[id] = w;
+    total += w;
+  };
+  if (use_top_k) {
+    for (int32_t id : idx_) set_weight(id);
+  } else {
+    for (int32_t id = 0; id < n; ++id) set_weight(id);
   }
 
-  // Min-p: drop candidates with p < min_p * p_max, i.e. weight < min_p (the best one stays).
-  if (p_.min_p > 0.0f) {
-    int64_t kept = 0;
+  const bool use_top_p = p_.top_p<1.0f, use_min_p = p_.min_p> 0.0f;
+  if (!use_top_p && !use_min_p) {  // plain temperature sampling: draw over the candidates
+    double r = uniform01(rng_state_) * total;
+    const int64_t n_cand = use_top_k ? static_cast<int64_t>(idx_.size()) : n;
+    int32_t last_nonzero = best;
     for (int64_t i = 0; i < n_cand; ++i) {
-      if (weight(idx_[i]) >= p_.min_p) idx_[kept++] = idx_[i];
+      const int32_t id = use_top_k ? idx_[i] : static_cast<int32_t>(i);
+      if (weight_[id] == 0.0f) continue;
+      if ((r -= weight_[id]) < 0.0) return id;
+      last_nonzero = id;
     }
-    if (kept == 0) {  // min_p > 1: only the best candidate can stay
-      idx_[0] = best;
-      kept = 1;
-    }
-    n_cand = kept;
+    return last_nonzero;  // u * total rounded up to total
+  }
+
+  // Top-p keeps the best-first prefix reaching top_p * total; min-p keeps weights >= min_p
+  // (p >= min_p * p_max). Both cut the same best-first order from the bottom, so the result is
+  // the shorter prefix: filter by min-p (and drop zero weights, which can never be drawn) first,
+  // then, if the survivors still hold more than the top-p target, cut them to the prefix.
+  cand_.clear();
+  const float min_weight = use_min_p ? p_.min_p : 0.0f;
+  const auto consider = [&](int32_t id) {
+    const float w = weight_[id];
+    if (w > 0.0f && w >= min_weight) cand_.push_back(candidate_key(w, id));
+  };
+  if (use_top_k) {
+    for (int32_t id : idx_) consider(id);
+  } else {
+    for (int32_t id = 0; id < n; ++id) consider(id);
+  }
+  if (cand_.empty()) cand_.push_back(candidate_key(1.0f, best));  // min_p > 1: the best stays
+  int64_t n_cand = static_cast<int64_t>(cand_.size());
+  if (use_top_p) {
+    n_cand = select_by_mass(cand_.data(), n_cand, static_cast<double>(p_.top_p) * total);
   }
 
   // Renormalise over what is left and draw.
-  prob_.resize(static_cast<size_t>(n_cand));
   double kept_total = 0.0;
+  for (int64_t i = 0; i < n_cand; ++i) kept_total += key_weight(cand_[i]);
+  double r = uniform01(rng_state_) * kept_total;
   for (int64_t i = 0; i < n_cand; ++i) {
-    prob_[i] = static_cast<float>(weight(idx_[i]));
-    kept_total += prob_[i];
+    if ((r -= key_weight(cand_[i])) < 0.0) return key_id(cand_[i]);
   }
-  const double r = uniform01(rng_state_) * kept_total;
-  double cum = 0.0;
-  for (int64_t i = 0; i < n_cand; ++i) {
-    cum += prob_[i];
-    if (r < cum) return idx_[i];
-  }
-  // u * total rounded up to total: the last candidate with any weight.
-  for (int64_t i = n_cand - 1; i > 0; --i) {
-    if (prob_[i] > 0.0f) return idx_[i];
-  }
-  return idx_[0];
+  return key_id(cand_[n_cand - 1]);  // u * total rounded up to total; every weight here is > 0
 }
 
 }  // namespace pacer::ops

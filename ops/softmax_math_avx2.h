@@ -2,17 +2,17 @@
 // Vector e^x and the activations built on it, for AVX2 kernels. Include ONLY from *_avx2.cpp files
 // (they alone are compiled with -mavx2 -mfma).
 //
-// exp: the same reduction and Cephes polynomial as softmax_math_avx512.h; AVX2 has no scalef, so
-// 2^n is built in the exponent field, which needs n in [-126, 127]: x is clamped to [-87, 88]
-// (results saturate at e^88 ~ 1.65e38 above, which every caller treats as "huge") and lanes with
-// x < -87 are set to 0 (the true value is below 1.7e-38). NaN propagates.
+// exp: the same reduction and Cephes polynomial as softmax_math_avx512.h. AVX2 has no scalef, so
+// 2^n is built in the exponent field in two halves (2^(n/2) * 2^(n - n/2), each a normal float
+// for n in [-150, 128]): results underflow through the subnormals to 0 and overflow to +inf
+// exactly as a single scaling would. About 1 ulp on [-87, 88]; NaN propagates.
 #include <immintrin.h>
 
 namespace pacer::ops::avx2 {
 
-inline __m256 exp_ps(__m256 x_in) {
-  __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x_in);  // NaN stays (second operand)
-  x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
+inline __m256 exp_ps(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);  // NaN stays (second operand)
+  x = _mm256_min_ps(_mm256_set1_ps(88.8f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -24,11 +24,13 @@ inline __m256 exp_ps(__m256 x_in) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i pow2n =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n));
-  const __m256 underflow = _mm256_cmp_ps(x_in, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  return _mm256_andnot_ps(underflow, result);
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
 // silu(x) = x / (1 + e^-x)
@@ -48,9 +50,9 @@ inline __m256 gelu_tanh_ps(__m256 x) {
 // s = cap * tanh(s / cap) = cap * (1 - 2 / (e^(2s/cap) + 1))
 inline __m256 softcap_ps(__m256 s, float cap) {
   const __m256 e = exp_ps(_mm256_mul_ps(s, _mm256_set1_ps(2.0f / cap)));
-  const __m256 t = _mm256_sub_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_div_ps(_mm256_set1_ps(2.0f),
-                                               _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+  const __m256 t =
+      _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                    _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
   return _mm256_mul_ps(t, _mm256_set1_ps(cap));
 }
 

@@ -51,9 +51,9 @@ inline __m512 gelu_tanh_ps(__m512 x) {
 // s = cap * tanh(s / cap) = cap * (1 - 2 / (e^(2s/cap) + 1))
 inline __m512 softcap_ps(__m512 s, float cap) {
   const __m512 e = exp_ps(_mm512_mul_ps(s, _mm512_set1_ps(2.0f / cap)));
-  const __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f),
-                                 _mm512_div_ps(_mm512_set1_ps(2.0f),
-                                               _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+  const __m512 t =
+      _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                    _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
   return _mm512_mul_ps(t, _mm512_set1_ps(cap));
 }
 

@@ -9,7 +9,10 @@
 #include "ops/f32.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_k.h"
+#include "ops/q6_k.h"
 #include "ops/q8_0.h"
+#include "ops/q8_k.h"
 
 namespace pacer::ops {
 namespace {
@@ -21,7 +24,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
-  TypeTraits q4_k, q6_k;  // K-quants: registered by the kquant work (q4_k*.cpp, q6_k*.cpp)
+  TypeTraits q4_k, q6_k;  // K-quants (q4_k*.cpp, q6_k*.cpp), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -73,12 +76,29 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
   t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
 
-  // K-quants: not supported yet. The kquant work fills these (act_type Q8_K, quantize_act,
-  // dot_q4_K_q8_K_*, dot_q6_K_q8_K_*); until then every slot stays null and matmul throws.
+  // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
+  // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply
+  // and its accumulation (vpdpwssd).
   t.q4_k.type = WeightType::Q4_K;
   t.q4_k.act_type = WeightType::Q8_K;
+  t.q4_k.quantize_act[kScalar] = quantize_row_q8_K_ref;
+  t.q4_k.quantize_act[kAvx2] = quantize_row_q8_K_avx2;
+  t.q4_k.quantize_act[kAvx512] = quantize_row_q8_K_avx512;
+  t.q4_k.dot[kScalar] = dot_q4_K_q8_K_ref;
+  t.q4_k.dot[kAvx2] = dot_q4_K_q8_K_avx2;
+  t.q4_k.dot_rows[kAvx2] = dot_rows_q4_K_q8_K_avx2;
+  t.q4_k.dot[kAvx512] = vnni ? dot_q4_K_q8_K_avx512vnni : dot_q4_K_q8_K_avx512;
+  t.q4_k.dot_rows[kAvx512] = vnni ? dot_rows_q4_K_q8_K_avx512vnni : dot_rows_q4_K_q8_K_avx512;
+
   t.q6_k.type = WeightType::Q6_K;
   t.q6_k.act_type = WeightType::Q8_K;
+  t.q6_k.quantize_act = t.q4_k.quantize_act;
+  t.q6_k.dot[kScalar] = dot_q6_K_q8_K_ref;
+  t.q6_k.dot[kAvx2] = dot_q6_K_q8_K_avx2;
+  t.q6_k.dot_rows[kAvx2] = dot_rows_q6_K_q8_K_avx2;
+  t.q6_k.dot[kAvx512] = vnni ? dot_q6_K_q8_K_avx512vnni : dot_q6_K_q8_K_avx512;
+  t.q6_k.dot_rows[kAvx512] = vnni ? dot_rows_q6_K_q8_K_avx512vnni : dot_rows_q6_K_q8_K_avx512;
+  // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
 

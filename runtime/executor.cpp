@@ -111,8 +111,9 @@ struct Executor::Impl {
     ChunkObserver* observer = nullptr;
   };
 
-  Impl(const Topology& topo, ExecutorSettings s)
-      : pin(std::move(s.pin)),
+  Impl(const Topology& topo_in, ExecutorSettings s)
+      : topo(topo_in),
+        pin(std::move(s.pin)),
         workers(resolve_threads(topo, pin, s.threads)),
         cpus(assign_cpus(topo, pin, workers)),
         spin_ns(int64_t{s.spin_us < 0 ? 100 : s.spin_us} * 1000),
@@ -270,6 +271,7 @@ struct Executor::Impl {
     }
   }
 
+  Topology topo;
   PinSpec pin;
   int workers;
   std::vector<int> cpus;
@@ -345,6 +347,8 @@ void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) co
 void Executor::set_observer(ChunkObserver* observer) noexcept { impl_->observer = observer; }
 
 const PinSpec& Executor::pin() const noexcept { return impl_->pin; }
+
+const Topology& Executor::topology() const noexcept { return impl_->topo; }
 
 const std::vector<int>& Executor::cpus() const noexcept { return impl_->cpus; }
 

@@ -71,6 +71,7 @@ class Executor final : public ops::Parallel {
   void set_observer(ChunkObserver* observer) noexcept;
 
   const PinSpec& pin() const noexcept;
+  const Topology& topology() const noexcept;
   // Pinned CPU per slot; empty for PinPolicy::None.
   const std::vector<int>& cpus() const noexcept;
   // Worker threads that entered their dispatch loop (workers() - 1 when TBB gave them all).

@@ -8,6 +8,7 @@
 // With recording off (no sink), op() returns an inert scope: one predictable branch, no clock
 // reads, no allocation.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 
 namespace pacer::hwcounters {
 class CounterSource;
+class FrequencySource;
 }
 
 namespace pacer::runtime {
@@ -31,7 +33,7 @@ enum class OpKind { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other }
 std::string_view op_kind_name(OpKind k) noexcept;
 
 struct OpInfo {
-  std::string_view name;  // stable op name (docs/event-log.md); must outlive the scope
+  std::string_view name{};  // stable op name (docs/event-log.md); copied when the op opens
   int layer = -1;
   OpKind kind = OpKind::Other;
   ops::WeightType wtype = ops::WeightType::F32;  // matmuls only
@@ -45,7 +47,7 @@ struct StepInfo {
   int64_t n_past = 0;
   int64_t n_tokens = 1;   // batch size (prefill) or 1
   int32_t token = -1;     // decode: the sampled token
-  std::string piece;      // its text, if known
+  std::string piece{};    // its text, if known ({} keeps designated initializers warning-free)
 };
 
 class Recorder;
@@ -67,10 +69,23 @@ class OpScope {
   Recorder* rec_ = nullptr;
 };
 
+// Opens the counter sources for the calling thread (the worker's own thread); tests pass fakes.
+using CounterSourceFactory =
+    std::function<std::vector<std::unique_ptr<hwcounters::CounterSource>>(int worker)>;
+
 struct RecorderOptions {
   std::string events_path;               // empty: recording off
   std::vector<std::string> extra_events;  // --events a,b,c (libpfm4 names)
   int workers = 1;
+  // What each chunk bracket reads (docs/event-log.md, "Granularity").
+  bool hardware_counters = true;  // try the PMU (software events and schedstat regardless)
+  bool sched_per_op = true;       // per-op run-queue delay from schedstat (~0.8 us per chunk)
+  // Machine probes done once: RAPL energy (20 ms) and the per-CPU frequency before/after the run.
+  bool probe_energy = true;
+  bool measure_freq_before_after = true;
+  // Tests: replace the counter sources / the per-step frequency source (nullptr: the best one).
+  CounterSourceFactory counter_factory;
+  std::shared_ptr<hwcounters::FrequencySource> frequency_source;
 };
 
 class Recorder final : public ChunkObserver {
@@ -82,6 +97,10 @@ class Recorder final : public ChunkObserver {
   Recorder& operator=(const Recorder&) = delete;
 
   bool enabled() const noexcept { return enabled_; }
+
+  // Opens the calling thread's counters now instead of at its first chunk (the executor may call
+  // this once per worker thread at start-up; optional).
+  void attach_current_thread(int worker) noexcept;
 
   // The run header (docs/event-log.md `header`): the caller fills model/run/host fields it knows;
   // the recorder adds counter, frequency, thermal and host facts it measured itself.

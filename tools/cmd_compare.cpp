@@ -44,7 +44,7 @@ void run_compare(const CompareArgs& a) {
     for (const std::string& e : c.compat.errors)
       fmt::print(stderr, "pacer compare: warning: forced despite: {}\n", e);
   for (int i = 0; i < 2; ++i)
-    for (const std::string& n : c.notes[i]) fmt::print(stderr, "pacer compare: {}: {}\n", c.path[i], n);
+    for (const std::string& n : c.notes[i]) fmt::print(stderr, "pacer compare: note: {}\n", n);
 
   analysis::RenderOptions ro;
   ro.table_rows = a.rows;

@@ -1,14 +1,60 @@
-// TODO(issue): `pacer report` is being written; until then it says so and fails.
+// `pacer report EVENTS [--format text|md|json|html] [-o FILE] [--top N]`: the single-run profile
+// report. Warnings about the log (skipped lines, truncation, missing footer) go to stderr; the
+// report goes to stdout or FILE.
+#include <cstdio>
+#include <fstream>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "analysis/report.h"
 #include "tools/commands.h"
 
 namespace pacer::tools {
 
+namespace {
+
+struct ReportArgs {
+  std::string events;
+  std::string format = "text";
+  std::string output;
+  int top = 25;
+};
+
+void run_report(const ReportArgs& a) {
+  const analysis::Format format = analysis::parse_format(a.format);
+  const analysis::Report report = analysis::build_report(a.events);
+  for (const std::string& w : report.read.warnings()) fmt::print(stderr, "warning: {}\n", w);
+  const std::string text = analysis::render(report, format, {.top = a.top});
+  if (a.output.empty() || a.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::ofstream f(a.output, std::ios::binary | std::ios::trunc);
+  if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", a.output));
+  f.write(text.data(), static_cast<std::streamsize>(text.size()));
+  f.close();
+  if (!f) throw std::runtime_error(fmt::format("{}: write failed", a.output));
+  fmt::print(stderr, "wrote {} ({} bytes)\n", a.output, text.size());
+}
+
+}  // namespace
+
 void add_report_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("report", "(not yet available)");
-  cmd->allow_extras();
-  cmd->callback([] { throw std::runtime_error("'pacer report' is not implemented yet"); });
+  auto args = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand("report", "single-run profile report of an event log");
+  cmd->add_option("EVENTS", args->events, "event log (JSONL) from `pacer run --events-out`")
+      ->required();
+  cmd->add_option("--format,-f", args->format, "text | md | json | html (default: text)")
+      ->check(CLI::IsMember({"text", "txt", "md", "markdown", "json", "html"}));
+  cmd->add_option("-o,--output", args->output, "write the report to FILE instead of stdout");
+  cmd->add_option("--top", args->top,
+                  "rows per long table in text/md (0: all; json and html have all rows)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args] { run_report(*args); });
 }
 
 }  // namespace pacer::tools

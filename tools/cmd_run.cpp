@@ -1,14 +1,181 @@
-// TODO(issue): `pacer run` is being written; until then it says so and fails.
-#include <stdexcept>
+// `pacer run`: load a model, generate text (streamed to stdout as it comes), then print one timing
+// line to stderr: load, TTFT, prefill and decode throughput, peak RSS. --events-out records every
+// op of every step to an event log.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model.h"
+#include "runtime/recorder.h"
+#include "runtime/session.h"
 #include "tools/commands.h"
 
 namespace pacer::tools {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  int64_t n_predict = 128;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+  int threads = -1;
+  std::string pin = "none";
+  int64_t ctx = -1;
+  int64_t batch = 512;
+  std::string kv_type = "f16";
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool parse_special = false;
+  bool print_prompt = false;
+  std::string events_out;
+  std::string events;  // extra libpfm4 events, comma separated
+};
+
+std::vector<std::string> process_argv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  return argv;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void run_generate(const RunOptions& o) {
+  std::string prompt = o.prompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read prompt file " + o.prompt_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  const auto kv_type = ops::weight_type_from_name(o.kv_type);
+  if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32)) {
+    throw std::runtime_error("--kv-type must be f16 or f32, got '" + o.kv_type + "'");
+  }
+
+  const runtime::Model model = runtime::Model::load(o.model);
+
+  runtime::SessionOptions so;
+  so.ctx = o.ctx;
+  so.threads = o.threads;
+  so.pin = runtime::PinSpec::parse(o.pin);
+  so.kv_type = *kv_type;
+  so.max_batch = o.batch;
+  so.sampler.temperature = o.temp;
+  so.sampler.top_k = o.top_k;
+  so.sampler.top_p = o.top_p;
+  so.sampler.min_p = o.min_p;
+  so.sampler.repeat_penalty = o.repeat_penalty;
+  so.sampler.repeat_last_n = o.repeat_last_n;
+  so.sampler.seed = o.seed;
+
+  std::unique_ptr<runtime::Recorder> recorder;
+  if (!o.events_out.empty()) {
+    runtime::RecorderOptions ro;
+    ro.events_path = o.events_out;
+    ro.extra_events = split_commas(o.events);
+    // The recorder needs the worker count before the session builds its executor.
+    ro.workers = runtime::resolve_threads(runtime::Topology::detect(), so.pin, o.threads);
+    recorder = std::make_unique<runtime::Recorder>(ro);
+    so.recorder = recorder.get();
+  }
+
+  runtime::Session session(model, so);
+  runtime::GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.stop = o.stop;
+  go.ignore_eos = o.ignore_eos;
+  go.parse_special = o.parse_special;
+  go.header = {{"command", "run"}, {"argv", process_argv()}};
+
+  if (o.print_prompt) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
+  const runtime::Generation g = session.generate(prompt, go, [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  const runtime::Timings& t = g.timings;
+  const runtime::Executor& ex = session.executor();
+  std::fprintf(stderr, "%s\n",
+               fmt::format("load {:.1f} ms | TTFT {:.1f} ms | prefill {} tok {:.1f} tok/s | "
+                           "decode {} tok {:.2f} tok/s | peak RSS {:.1f} MiB | {} threads, "
+                           "pin {} | stop: {}",
+                           t.load_ms, t.ttft_ms, t.n_prompt, t.prefill_tok_s(), t.n_decode_steps,
+                           t.decode_tok_s(), static_cast<double>(t.peak_rss_kb) / 1024.0,
+                           ex.workers(), ex.pin().to_string(), g.stop_reason)
+                   .c_str());
+}
+
+}  // namespace
 
 void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "(not yet available)");
-  cmd->allow_extras();
-  cmd->callback([] { throw std::runtime_error("'pacer run' is not implemented yet"); });
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "Generate text, then print load/TTFT/prefill/decode "
+                                        "timings and peak RSS");
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  auto* p = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  auto* f = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+  p->excludes(f);
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until EOS)")
+      ->capture_default_str();
+  cmd->add_option("--temp", o->temp, "Temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", o->min_p, "Min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->repeat_last_n, "History the penalty looks at")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Sampler seed")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads,
+                  "Threads (default: one per allowed physical core)");
+  cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx", o->ctx, "Context size (KV cache positions; default min(4096, "
+                                      "the model's))");
+  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per prefill step")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32")->capture_default_str();
+  cmd->add_option("--stop", o->stop, "Stop string (repeatable; not printed)");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
+  cmd->add_flag("--special", o->parse_special, "Parse special-token text in the prompt");
+  cmd->add_flag("--print-prompt", o->print_prompt, "Echo the prompt before the generated text");
+  cmd->add_option("--events-out", o->events_out, "Write the per-op event log (JSONL) here");
+  cmd->add_option("--events", o->events, "Extra libpfm4 events to count, comma separated");
+  cmd->callback([o] {
+    if (o->prompt.empty() && o->prompt_file.empty()) {
+      throw std::runtime_error("pacer run needs a prompt: -p TEXT or -f FILE");
+    }
+    run_generate(*o);
+  });
 }
 
 }  // namespace pacer::tools

@@ -44,7 +44,9 @@ TEST(CounterSet, UserEventsJoinTheirGroupOrAreRejectedWithLibpfmsMessage) {
   spec.extra_events = {"major-faults", "no_such_event_xyz"};
   CounterSet set = CounterSet::open_for_calling_thread(spec);
   const CounterSetStatus st = set.status();
-  if (st.mode != "clock") EXPECT_TRUE(contains(st.live, "major-faults"));
+  if (st.mode != "clock") {
+    EXPECT_TRUE(contains(st.live, "major-faults"));
+  }
   const Unavailable* u = find_unavailable(st, "no_such_event_xyz");
   ASSERT_NE(u, nullptr);
   EXPECT_NE(u->reason.find("libpfm4"), std::string::npos) << u->reason;

@@ -86,6 +86,9 @@ TEST(PerfSoftwareGroup, CountsContextSwitchesAndPageFaults) {
   auto g = PerfGroupSource::open_for_calling_thread("perf_software", requests(software_events()));
   const int cs = index_of(*g, "context_switches"), pf = index_of(*g, "page_faults");
   if (cs < 0 || pf < 0) GTEST_SKIP() << "software events unavailable";
+  // The switch right after the group opens is not always counted (the kernel attaches the new
+  // context lazily), so settle once before the measured interval.
+  usleep(100);
   Reading a, b;
   ASSERT_TRUE(g->read(a));
   for (int i = 0; i < 3; ++i) usleep(1000);  // each sleep switches the thread out

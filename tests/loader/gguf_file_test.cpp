@@ -268,7 +268,7 @@ std::vector<Defect> defects() {
   d.push_back({"version 4", RawGguf().header(4, 0, 0).bytes, "header.version", 4});
   d.push_back({"huge kv count", RawGguf().header(3, 0, ~0ull >> 1).bytes, "header.n_kv", 16});
   d.push_back({"huge tensor count", RawGguf().header(3, ~0ull, 0).bytes, "header.n_tensors", 8});
-  d.push_back({"string past end", RawGguf().header(3, 0, 1).u64(1000).bytes, "kv[0].key", 24});
+  d.push_back({"string past end", RawGguf().header(3, 0, 1).u64(1000).zeros(8).bytes, "kv[0].key", 24});
   d.push_back({"bad value type", RawGguf().header(3, 0, 1).str("k").u32(13).bytes,
                "kv[0] 'k' value type", 33});
   d.push_back({"duplicate key",
@@ -333,7 +333,9 @@ TEST(GgufFile, StructuralDefectsAreLoadErrorsWithFieldAndOffset) {
     } catch (const LoadError& e) {
       EXPECT_EQ(e.file(), "bad.gguf");
       EXPECT_NE(e.field().find(d.field), std::string::npos) << e.what();
-      if (d.offset != -2) EXPECT_EQ(e.offset(), d.offset) << e.what();
+      if (d.offset != -2) {
+        EXPECT_EQ(e.offset(), d.offset) << e.what();
+      }
       const std::string what = e.what();
       EXPECT_EQ(what.find('\n'), std::string::npos);
       EXPECT_EQ(what.rfind("bad.gguf", 0), 0u) << what;

@@ -62,9 +62,13 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   Inputs in;
-  in.p = {.n_heads = c.n_heads, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim,
+  in.p = {.n_heads = c.n_heads,
+          .n_kv_heads = c.n_kv_heads,
+          .head_dim = c.head_dim,
           .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-          .sliding_window = c.window, .softcap = c.softcap, .kv_type = c.kv_type};
+          .sliding_window = c.window,
+          .softcap = c.softcap,
+          .kv_type = c.kv_type};
   in.positions = c.pos0 + c.n_tokens;
   const int64_t row = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
   std::mt19937 rng(static_cast<uint32_t>(c.n_heads * 1000 + c.head_dim + c.pos0));
@@ -83,11 +87,10 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   // Stored in two calls (a prompt, then the rest) the way the runtime appends.
   const int64_t first = in.positions / 2;
   kv_store_isa(store_isa, in.p, std::span(in.k).first(first * row),
-               std::span(in.v).first(first * row), 0, first, in.k_cache.data(),
-               in.v_cache.data());
+               std::span(in.v).first(first * row), 0, first, in.k_cache.data(), in.v_cache.data());
   kv_store_isa(store_isa, in.p, std::span(in.k).subspan(first * row),
-               std::span(in.v).subspan(first * row), first, in.positions - first,
-               in.k_cache.data(), in.v_cache.data());
+               std::span(in.v).subspan(first * row), first, in.positions - first, in.k_cache.data(),
+               in.v_cache.data());
   return in;
 }
 
@@ -154,10 +157,11 @@ class AttentionIsa : public ::testing::TestWithParam<Isa> {};
 TEST_P(AttentionIsa, MatchesDoubleSoftmaxOnCachedValues) {
   for (const Case& c : kCases) {
     const Inputs in = make_inputs(c, GetParam());
-    const auto want = naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    const auto want =
+        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
-                  in.v_cache.data(), out, SerialParallel(1));
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
+                  out, SerialParallel(1));
     expect_close(out, want, kFp32AbsTol, c.name);
   }
 }
@@ -167,8 +171,8 @@ TEST_P(AttentionIsa, SameResultForAnyWorkerCount) {
   for (const Case& c : {kCases[2], kCases[3], kCases[14], kCases[16]}) {
     const Inputs in = make_inputs(c);
     std::vector<float> base(in.q.size());
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
-                  in.v_cache.data(), base, SerialParallel(1));
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
+                  base, SerialParallel(1));
     for (int workers : {2, 3, 5, 16}) {
       std::vector<float> out(in.q.size());
       attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
@@ -176,17 +180,18 @@ TEST_P(AttentionIsa, SameResultForAnyWorkerCount) {
       EXPECT_EQ(out, base) << c.name << " workers=" << workers;
     }
     std::vector<float> tbb_out(in.q.size());
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
-                  in.v_cache.data(), tbb_out, TbbParallel(2));
+    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
+                  tbb_out, TbbParallel(2));
     EXPECT_EQ(tbb_out, base) << c.name << " tbb";
   }
 }
 
 TEST_P(AttentionIsa, KvStoreRoundsLikeScalarFp16Conversion) {
   // Values around every fp16 regime: normal, subnormal, underflow to 0, overflow to inf, ties.
-  std::vector<float> vals = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f,
-                             6.1e-5f, 3.0e-5f, 5.96e-8f, 2.0e-8f, 1e-10f, 1.0009765625f,
-                             1.00048828125f, 1.00146484375f, INFINITY, -INFINITY};
+  std::vector<float> vals = {0.0f,           -0.0f,    1.0f,     -2.5f,         65504.0f,
+                             65520.0f,       1e6f,     -1e6f,    6.1e-5f,       3.0e-5f,
+                             5.96e-8f,       2.0e-8f,  1e-10f,   1.0009765625f, 1.00048828125f,
+                             1.00146484375f, INFINITY, -INFINITY};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-70000.0f, 70000.0f);
   while (vals.size() < 4 * 37) vals.push_back(d(rng) * (vals.size() % 3 == 0 ? 1e-7f : 1.0f));
@@ -211,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(Isas, AttentionIsa, ::testing::ValuesIn(supported_isas(
 TEST(Attention, ReferenceMatchesDoubleSoftmax) {
   for (const Case& c : kCases) {
     const Inputs in = make_inputs(c);
-    const auto want = naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    const auto want =
+        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
     attention_ref(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out);
     expect_close(out, want, kFp32AbsTol, c.name);
@@ -254,7 +260,8 @@ TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     for (int h = 0; h < c.n_heads; ++h) {
       for (int d = 0; d < c.head_dim; ++d) {
-        const float want = in.v[(c.pos0 + t) * c.n_kv_heads * c.head_dim + (h / 2) * c.head_dim + d];
+        const float want =
+            in.v[(c.pos0 + t) * c.n_kv_heads * c.head_dim + (h / 2) * c.head_dim + d];
         ASSERT_FLOAT_EQ(out[(t * c.n_heads + h) * c.head_dim + d], want);
       }
     }

@@ -19,8 +19,8 @@ namespace pacer::ops {
 namespace {
 
 // Lengths around every SIMD width (8, 16) and their unrolled multiples, plus one large.
-const std::vector<int64_t> kLengths = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100,
-                                       257, 1000, 5632};
+const std::vector<int64_t> kLengths = {1,  2,  3,  7,  8,  9,   15,  16,   17,  31,
+                                       32, 33, 63, 64, 65, 100, 257, 1000, 5632};
 
 // Activations: exp-based kernels hold ~2 ulp (own exp, one division); the allowance for |g * u|
 // covers the float reference's 1 + tanh(z) near z = -inf, whose error is absolute (~ulp(1)).
@@ -37,9 +37,12 @@ std::vector<float> random_floats(int64_t n, float stddev, uint32_t seed) {
   return v;
 }
 
-double silu_d(double x) { return x / (1.0 + std::exp(-x)); }
+double silu_d(double x) {
+  return x / (1.0 + std::exp(-x));
+}
 double gelu_d(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x *
+         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
 class ElementwiseIsa : public ::testing::TestWithParam<Isa> {
@@ -54,7 +57,8 @@ TEST_P(ElementwiseIsa, SwigluMatchesDoubleMath) {
     k().swiglu(g.data(), u.data(), out.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const double want = silu_d(g[i]) * u[i];
-      ASSERT_NEAR(out[i], want, kActRelTol * std::abs(want) + kActAbsTolPerGU * std::abs(g[i] * u[i]))
+      ASSERT_NEAR(out[i], want,
+                  kActRelTol * std::abs(want) + kActAbsTolPerGU * std::abs(g[i] * u[i]))
           << "n=" << n << " i=" << i << " g=" << g[i];
     }
   }
@@ -67,7 +71,8 @@ TEST_P(ElementwiseIsa, GegluMatchesDoubleMath) {
     k().geglu(g.data(), u.data(), out.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const double want = gelu_d(g[i]) * u[i];
-      ASSERT_NEAR(out[i], want, kActRelTol * std::abs(want) + kActAbsTolPerGU * std::abs(g[i] * u[i]))
+      ASSERT_NEAR(out[i], want,
+                  kActRelTol * std::abs(want) + kActAbsTolPerGU * std::abs(g[i] * u[i]))
           << "n=" << n << " i=" << i << " g=" << g[i];
     }
   }
@@ -186,8 +191,7 @@ std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
   return std::string(isa_name(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, ElementwiseIsa, ::testing::ValuesIn(supported_isas()),
-                         IsaParamName);
+INSTANTIATE_TEST_SUITE_P(Isas, ElementwiseIsa, ::testing::ValuesIn(supported_isas()), IsaParamName);
 
 TEST(Elementwise, PublicEntryPointsMatchReferences) {
   const auto x = random_floats(2048, 1.5f, 20), w = random_floats(2048, 1.0f, 21);
@@ -221,7 +225,10 @@ std::pair<double, double> rotate(double a, double b, double theta) {
 
 TEST(Rope, NormalLayoutRotatesAdjacentPairsByHandComputedAngles) {
   // head_dim 4, base 10000: theta_0 = pos, theta_1 = pos * 10000^(-2/4) = pos / 100.
-  RopeParams p{.head_dim = 4, .n_rot = 4, .base = 10000.0f, .freq_scale = 1.0f,
+  RopeParams p{.head_dim = 4,
+               .n_rot = 4,
+               .base = 10000.0f,
+               .freq_scale = 1.0f,
                .layout = RopeLayout::Normal};
   for (auto fn : {&rope, &rope_ref}) {
     std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
@@ -232,16 +239,16 @@ TEST(Rope, NormalLayoutRotatesAdjacentPairsByHandComputedAngles) {
     EXPECT_NEAR(x[1], b0, 1e-6);
     EXPECT_NEAR(x[2], a1, 1e-6);
     EXPECT_NEAR(x[3], b1, 1e-6);
-    // cos(3) = -0.9899925, sin(3) = 0.1411200: (1, 2) -> (-1.2722325, 0.8323675)
+    // cos(3) = -0.9899925, sin(3) = 0.1411200: (1, 2) -> (-1.2722325, -1.8388650)
     EXPECT_NEAR(x[0], -1.2722325f, 1e-6);
-    EXPECT_NEAR(x[1], 0.8323675f, 1e-6);
+    EXPECT_NEAR(x[1], -1.8388650f, 1e-6);
   }
 }
 
 TEST(Rope, NeoxLayoutRotatesHalvesAndFreqScaleScalesPosition) {
   // Pairs are (x0, x2) and (x1, x3); freq_scale 0.5 at pos 6 is pos 3 unscaled.
-  RopeParams p{.head_dim = 4, .n_rot = 4, .base = 10000.0f, .freq_scale = 0.5f,
-               .layout = RopeLayout::Neox};
+  RopeParams p{
+      .head_dim = 4, .n_rot = 4, .base = 10000.0f, .freq_scale = 0.5f, .layout = RopeLayout::Neox};
   for (auto fn : {&rope, &rope_ref}) {
     std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f, /*second head*/ 0.5f, 0.0f, 0.0f, 1.0f};
     fn(x, 2, 6, p);

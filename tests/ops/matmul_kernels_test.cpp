@@ -79,7 +79,9 @@ TEST_P(MatmulKernel, SimdMatchesReferenceOnSameInputs) {
     const double tol = sum_order_tolerance(terms, abs_sum);
     const float want = ref(shape.cols, w.view.row(r), act.token(0));
     EXPECT_NEAR(dot(shape.cols, w.view.row(r), act.token(0)), want, tol) << "dot, row " << r;
-    if (dot_rows != nullptr) EXPECT_NEAR(rows_out[r], want, tol) << "dot_rows, row " << r;
+    if (dot_rows != nullptr) {
+      EXPECT_NEAR(rows_out[r], want, tol) << "dot_rows, row " << r;
+    }
   }
 }
 
@@ -93,11 +95,12 @@ std::vector<KernelParam> kernel_params() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()), [](const auto& info) {
-      const auto& [isa, type, shape] = info.param;
-      return std::string(isa_name(isa)) + "_" + testing::shape_name(type, shape.rows, shape.cols);
-    });
+std::string param_name(const ::testing::TestParamInfo<KernelParam>& info) {
+  const auto& [isa, type, shape] = info.param;
+  return std::string(isa_name(isa)) + "_" + testing::shape_name(type, shape.rows, shape.cols);
+}
+
+INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()), param_name);
 
 }  // namespace
 }  // namespace pacer::ops

@@ -213,19 +213,5 @@ TEST(QuantErrors, RejectsLengthsThatAreNotWholeBlocks) {
   EXPECT_THROW(dequantize_row(WeightType::Q8_0, q.data(), x.data(), 33), MatmulError);
 }
 
-TEST(QuantErrors, KQuantsAreNotSupportedYet) {
-  std::vector<float> x(256, 1.0f);
-  std::vector<std::byte> q(1024);
-  for (WeightType t : {WeightType::Q4_K, WeightType::Q6_K}) {
-    try {
-      quantize_row(t, x.data(), q.data(), 256);
-      FAIL() << "no exception for " << type_name(t);
-    } catch (const MatmulError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("not supported yet"));
-    }
-    EXPECT_THROW(dequantize_row(t, q.data(), x.data(), 256), MatmulError);
-  }
-}
-
 }  // namespace
 }  // namespace pacer::ops

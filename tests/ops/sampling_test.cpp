@@ -18,8 +18,13 @@ namespace pacer::ops {
 namespace {
 
 SamplerParams plain(float temperature, uint64_t seed = 1) {
-  return {.temperature = temperature, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
-          .repeat_penalty = 1.0f, .repeat_last_n = 0, .seed = seed};
+  return {.temperature = temperature,
+          .top_k = 0,
+          .top_p = 1.0f,
+          .min_p = 0.0f,
+          .repeat_penalty = 1.0f,
+          .repeat_last_n = 0,
+          .seed = seed};
 }
 
 // Draws n tokens from fresh copies of `logits` (sample() modifies them in place).
@@ -122,7 +127,7 @@ TEST(Sampling, TopPKeepsExactlyTheSmallestSetReachingP) {
 TEST(Sampling, TopPOverALargeFlatVocabularyMatchesAFullSort) {
   // A nucleus of thousands of tokens: the sampler's growing partial sorts must find the same set
   // as a full sort here.
-  const int vocab = 50000;
+  const int vocab = 30000;
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.0f, 0.5f);
   std::vector<float> logits(vocab);
@@ -149,13 +154,13 @@ TEST(Sampling, TopPOverALargeFlatVocabularyMatchesAFullSort) {
   std::vector<int> rank(vocab);
   for (int r = 0; r < vocab; ++r) rank[order[r]] = r;
   int from_second_half = 0;  // a set cut too short would never reach these ranks
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 200; ++i) {
     std::vector<float> l = logits;
     const int tok = s.sample(l, {});
     ASSERT_TRUE(nucleus.count(tok)) << "token " << tok << " outside the nucleus";
     if (rank[tok] >= static_cast<int>(nucleus.size()) / 2) ++from_second_half;
   }
-  EXPECT_GT(from_second_half, 50);  // its members hold ~40% of the nucleus mass
+  EXPECT_GT(from_second_half, 35);  // its members hold ~40% of the nucleus mass
 }
 
 TEST(Sampling, MinPDropsTokensBelowFractionOfTheBest) {
@@ -187,8 +192,13 @@ TEST(Sampling, PipelineOrderTopKThenTemperatureThenTopPThenMinP) {
   }
   ASSERT_EQ(keep, (std::set<int>{0, 1, 2, 3}));
   ASSERT_EQ(final_set, (std::set<int>{0, 1, 2}));
-  SamplerParams sp{.temperature = 2.0f, .top_k = 5, .top_p = 0.8f, .min_p = 0.45f,
-                   .repeat_penalty = 1.0f, .repeat_last_n = 0, .seed = 31};
+  SamplerParams sp{.temperature = 2.0f,
+                   .top_k = 5,
+                   .top_p = 0.8f,
+                   .min_p = 0.45f,
+                   .repeat_penalty = 1.0f,
+                   .repeat_last_n = 0,
+                   .seed = 31};
   Sampler s(sp);
   const int n = 20000;
   expect_fits(draw_counts(s, logits, n), softmax_over(logits, temp, final_set), n, "pipeline");
@@ -203,11 +213,11 @@ TEST(Sampling, RepetitionPenaltyByHand) {
   std::vector<float> logits = {2.0f, -1.0f, 0.6f, 3.0f, 0.0f};
   const std::vector<int32_t> history = {0, 2, 1, 4, 2};
   EXPECT_EQ(s.sample(logits, history), 3);
-  EXPECT_EQ(logits[0], 2.0f);          // outside the window
-  EXPECT_EQ(logits[1], -1.5f);         // negative: multiplied
-  EXPECT_EQ(logits[2], 0.6f / 1.5f);   // positive: divided, once though it occurs twice
-  EXPECT_EQ(logits[3], 3.0f);          // not in history
-  EXPECT_EQ(logits[4], 0.0f);          // zero stays zero
+  EXPECT_EQ(logits[0], 2.0f);         // outside the window
+  EXPECT_EQ(logits[1], -1.5f);        // negative: multiplied
+  EXPECT_EQ(logits[2], 0.6f / 1.5f);  // positive: divided, once though it occurs twice
+  EXPECT_EQ(logits[3], 3.0f);         // not in history
+  EXPECT_EQ(logits[4], 0.0f);         // zero stays zero
   // The penalty comes before selection: it can change the greedy choice.
   std::vector<float> l2 = {3.0f, 2.9f};
   EXPECT_EQ(s.sample(l2, std::vector<int32_t>{0}), 1);
@@ -254,8 +264,13 @@ TEST(Sampling, SameSeedSameSequenceDifferentSeedDifferentSequence) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   for (float& x : logits) x = d(rng);
   auto sequence = [&](uint64_t seed) {
-    SamplerParams p{.temperature = 1.0f, .top_k = 0, .top_p = 0.95f, .min_p = 0.0f,
-                    .repeat_penalty = 1.1f, .repeat_last_n = 16, .seed = seed};
+    SamplerParams p{.temperature = 1.0f,
+                    .top_k = 0,
+                    .top_p = 0.95f,
+                    .min_p = 0.0f,
+                    .repeat_penalty = 1.1f,
+                    .repeat_last_n = 16,
+                    .seed = seed};
     Sampler s(p);
     std::vector<int32_t> hist;
     for (int i = 0; i < 64; ++i) {

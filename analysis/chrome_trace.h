@@ -1,0 +1,43 @@
+#pragma once
+// pacer event log (docs/event-log.md) -> Chrome trace event format, JSON object form, which
+// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open.
+//
+// One process per run, one track per executor worker ("worker 1 (cpu 1)") carrying an "X" slice
+// for each op chunk, a "steps" track with one slice per prefill batch / decoded token, and counter
+// tracks ("C" events): per-worker frequency and run-queue share, and per-step tok/s, CPU usage and
+// power where the log has them. The log is read line by line; a truncated last line (a killed run)
+// and malformed lines are skipped and reported.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace pacer::analysis {
+
+struct ChromeTraceOptions {
+  bool counters = true;  // counter tracks (frequency, run queue, tok/s, CPU usage, power)
+};
+
+struct ChromeTraceSummary {
+  int64_t lines = 0;
+  int64_t ops = 0;
+  int64_t steps = 0;
+  int64_t slices = 0;      // "X" events for op chunks
+  int64_t events = 0;      // everything written to traceEvents
+  int workers = 0;
+  bool complete = false;   // the log has a footer
+  std::vector<std::string> warnings;  // "events.jsonl:17: malformed line skipped", ...
+};
+
+// Throws std::runtime_error naming `log_name` (and the line) when the first record is not a
+// header or its schema is newer than this reader's.
+ChromeTraceSummary convert_to_chrome_trace(std::istream& log, std::ostream& out,
+                                           const std::string& log_name,
+                                           const ChromeTraceOptions& opts = {});
+
+// File to file; throws std::runtime_error naming the path when either cannot be opened.
+ChromeTraceSummary convert_file_to_chrome_trace(const std::string& log_path,
+                                                const std::string& trace_path,
+                                                const ChromeTraceOptions& opts = {});
+
+}  // namespace pacer::analysis

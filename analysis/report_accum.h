@@ -1,0 +1,116 @@
+#pragma once
+// Accumulators of the streaming report pass (internal to analysis/report_*.cpp).
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "analysis/event_log.h"
+#include "analysis/histogram.h"
+#include "analysis/report.h"
+
+namespace pacer::analysis::detail {
+
+struct DistAccum {
+  LogHistogram hist;
+  int64_t total_ns = 0;
+
+  void add(int64_t ns) {
+    hist.add(ns);
+    total_ns += ns;
+  }
+  void merge(const DistAccum& o) {
+    hist.merge(o.hist);
+    total_ns += o.total_ns;
+  }
+  Dist finish() const {
+    Dist d;
+    d.count = hist.count();
+    d.total_ns = total_ns;
+    d.min_ns = hist.min();
+    d.max_ns = hist.max();
+    d.p50_ns = hist.percentile(0.50);
+    d.p95_ns = hist.percentile(0.95);
+    d.p99_ns = hist.percentile(0.99);
+    return d;
+  }
+};
+
+// Sums behind CpuMetrics; see CpuMetrics for what each becomes.
+struct CpuAccum {
+  double freq_weighted = 0, freq_weight = 0;
+  double freq_min = std::numeric_limits<double>::infinity();
+  double instructions = 0, cycles = 0;
+  int64_t weight_bytes = 0, weight_ns = 0;
+  int64_t runq_ns = 0, runq_wall_ns = 0;
+  bool has_runq = false;
+  int64_t migrations = 0;
+
+  void add_worker(const WorkerSample& w) {
+    const double wall = static_cast<double>(std::max<int64_t>(w.duration_ns(), 1));
+    if (w.freq_mhz && *w.freq_mhz > 0) {
+      freq_weighted += *w.freq_mhz * wall;
+      freq_weight += wall;
+      freq_min = std::min(freq_min, *w.freq_mhz);
+    }
+    std::optional<double> ins, cyc;
+    for (const Counter& c : w.counters) {
+      if (c.name == "instructions") {
+        ins = c.value;
+      } else if (c.name == "cycles") {
+        cyc = c.value;
+      }
+    }
+    if (ins && cyc) {
+      instructions += *ins;
+      cycles += *cyc;
+    }
+    if (w.runq_ns) {
+      has_runq = true;
+      runq_ns += *w.runq_ns;
+      runq_wall_ns += std::max<int64_t>(w.duration_ns(), 0);
+    }
+    if (w.cpu >= 0 && w.cpu_end >= 0 && w.cpu != w.cpu_end) ++migrations;
+  }
+  void add_op(const OpEvent& e) {
+    for (const WorkerSample& w : e.workers) add_worker(w);
+    if (e.weight_bytes > 0) {
+      weight_bytes += e.weight_bytes;
+      weight_ns += e.duration_ns();
+    }
+  }
+  void merge(const CpuAccum& o) {
+    freq_weighted += o.freq_weighted;
+    freq_weight += o.freq_weight;
+    freq_min = std::min(freq_min, o.freq_min);
+    instructions += o.instructions;
+    cycles += o.cycles;
+    weight_bytes += o.weight_bytes;
+    weight_ns += o.weight_ns;
+    runq_ns += o.runq_ns;
+    runq_wall_ns += o.runq_wall_ns;
+    has_runq = has_runq || o.has_runq;
+    migrations += o.migrations;
+  }
+  CpuMetrics finish(std::optional<double> bandwidth_gbs) const {
+    CpuMetrics m;
+    if (freq_weight > 0) {
+      m.freq_mean_mhz = freq_weighted / freq_weight;
+      m.freq_min_mhz = freq_min;
+    }
+    if (cycles > 0) m.ipc = instructions / cycles;
+    m.weight_bytes = weight_bytes;
+    if (weight_bytes > 0 && weight_ns > 0) {
+      m.gbs = static_cast<double>(weight_bytes) / static_cast<double>(weight_ns);  // B/ns = GB/s
+      if (bandwidth_gbs && *bandwidth_gbs > 0) m.roofline_pct = 100.0 * *m.gbs / *bandwidth_gbs;
+    }
+    if (has_runq && runq_wall_ns > 0)
+      m.offcpu_share = static_cast<double>(runq_ns) / static_cast<double>(runq_wall_ns);
+    m.migrations = migrations;
+    return m;
+  }
+};
+
+// Fills r.bottleneck from the rest of the report.
+void classify_bottleneck(Report& r, const BottleneckThresholds& t);
+
+}  // namespace pacer::analysis::detail

@@ -1,0 +1,271 @@
+// The bottleneck section: which phase and op dominate, and why (with the numbers that say so).
+//
+// Losses (time the run lost to something outside the kernels) are ranked by the time they cost:
+//   off-CPU      workers runnable but not running:   lost = runq share x phase time
+//   frequency    clock below the run's reference:    lost = (1 - f / f_ref) x phase time
+//   overhead     step time not covered by any op:    lost = sum of the gaps
+// If none passes its threshold, the verdict is the nature of the work: memory-bound when the
+// matmuls stream weights near the measured bandwidth roofline, compute-bound when well below.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "analysis/report.h"
+#include "analysis/report_accum.h"
+
+namespace pacer::analysis {
+
+std::string_view bottleneck_name(BottleneckKind k) noexcept {
+  switch (k) {
+    case BottleneckKind::MemoryBound: return "memory-bound";
+    case BottleneckKind::ComputeBound: return "compute-bound";
+    case BottleneckKind::FrequencyLimited: return "frequency-limited";
+    case BottleneckKind::OffCpu: return "off-CPU";
+    case BottleneckKind::OverheadBound: return "overhead-bound";
+    case BottleneckKind::Undetermined: break;
+  }
+  return "undetermined";
+}
+
+namespace detail {
+namespace {
+
+struct Loss {
+  Finding finding;
+  int64_t lost_ns = 0;
+};
+
+std::string ms(int64_t ns) { return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6); }
+std::string pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+
+Phase focus_phase(const std::string& dominant) {
+  if (dominant == "prefill") return Phase::Prefill;
+  if (dominant == "sampling") return Phase::Sample;
+  if (dominant == "tokenization") return Phase::Tokenize;
+  if (dominant == "detokenization") return Phase::Detokenize;
+  return Phase::Decode;
+}
+
+// The nature of the work (memory / compute) from the roofline, or from IPC without one.
+std::optional<Finding> nature(const Report& r, const std::string& subject, const CpuMetrics& cpu,
+                              const BottleneckThresholds& t, std::vector<std::string>* notes) {
+  const Header& h = r.header;
+  const std::string wtype = h.model.type.empty() ? "the current type" : h.model.type;
+  Finding f;
+  f.subject = subject;
+  if (cpu.roofline_pct && cpu.gbs && h.bandwidth_gbs) {
+    const std::string stream = fmt::format(
+        "matmuls stream weights at {:.1f} GB/s = {:.0f}% of the measured {:.1f} GB/s roofline",
+        *cpu.gbs, *cpu.roofline_pct, *h.bandwidth_gbs);
+    if (*cpu.roofline_pct >= t.memory_bound_roofline_pct) {
+      f.kind = BottleneckKind::MemoryBound;
+      f.evidence = stream;
+      f.suggestions = {
+          fmt::format("stream fewer bytes per token: a smaller weight type than {} (q4_0 moves "
+                      "~0.56 B/weight, q8_0 ~1.06 B, f16 2 B)",
+                      wtype),
+          "more threads will not help once bandwidth is saturated; keep all workers on one NUMA "
+          "node (--pin compact) so they share its memory controllers",
+          "speculative decoding or batching several sequences reuse each streamed weight for more "
+          "tokens"};
+    } else {
+      f.kind = BottleneckKind::ComputeBound;
+      f.evidence = stream;
+      if (cpu.ipc)
+        f.evidence += fmt::format("; IPC {:.2f}{}", *cpu.ipc,
+                                  *cpu.ipc < t.low_ipc ? " (stalled: cache/latency-bound)" : "");
+      f.suggestions = {
+          fmt::format("check the kernel path: the run used isa={}; the AVX-512 VNNI integer "
+                      "dot products are the fastest for q8_0/q4_0",
+                      h.run.isa.empty() ? "?" : h.run.isa),
+          fmt::format("use more cores (threads={}) or scatter pinning across physical cores",
+                      h.run.threads ? std::to_string(*h.run.threads) : "?"),
+          "fuse the activation quantization and norms into the matmul passes so each weight row "
+          "is read once per token"};
+    }
+    return f;
+  }
+  if (notes)
+    notes->push_back(
+        "memory- vs compute-bound cannot be judged from bandwidth: the header has no "
+        "bandwidth_gbs (run `pacer bench` to measure it; it is recorded with the run)");
+  if (cpu.ipc) {
+    f.kind = *cpu.ipc < t.low_ipc ? BottleneckKind::MemoryBound : BottleneckKind::ComputeBound;
+    f.evidence = fmt::format("IPC {:.2f} ({} {:.1f}; judged without a bandwidth roofline)",
+                             *cpu.ipc, *cpu.ipc < t.low_ipc ? "below" : "at or above", t.low_ipc);
+    if (cpu.gbs) f.evidence += fmt::format("; weights streamed at {:.1f} GB/s", *cpu.gbs);
+    f.suggestions = {"measure the memory bandwidth (`pacer bench`) to place the run against its "
+                     "roofline"};
+    return f;
+  }
+  if (cpu.gbs) {
+    f.kind = BottleneckKind::Undetermined;
+    f.evidence = fmt::format("weights streamed at {:.1f} GB/s; no roofline and no IPC to judge "
+                             "it against",
+                             *cpu.gbs);
+    f.suggestions = {"measure the memory bandwidth (`pacer bench`) so GB/s can be placed against "
+                     "the roofline"};
+    return f;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
+  Bottleneck& b = r.bottleneck;
+  const auto top = std::max_element(
+      r.phases.begin(), r.phases.end(),
+      [](const PhaseRow& a, const PhaseRow& c) { return a.total_ns < c.total_ns; });
+  if (top == r.phases.end() || top->total_ns == 0) {
+    b.notes.push_back("no timed phases in the log: nothing to classify");
+    return;
+  }
+  b.dominant_phase = top->name;
+  b.dominant_phase_share = top->share;
+  b.dominant_phase_ns = top->total_ns;
+  const Phase focus = focus_phase(top->name);
+  const std::string focus_name(phase_name(focus));
+
+  const OpRow* phase_row = nullptr;
+  for (const OpRow& row : r.by_phase)
+    if (row.phase == focus) phase_row = &row;
+  const OpRow* top_op = nullptr;
+  for (const OpRow& row : r.by_phase_op)
+    if (row.phase == focus) {
+      top_op = &row;  // rows are sorted by total time
+      break;
+    }
+  if (top_op) {
+    b.dominant_op = top_op->name;
+    b.dominant_op_phase = focus;
+    b.dominant_op_share = top_op->share;
+  }
+  if (!phase_row) {
+    b.notes.push_back(fmt::format("no {} ops recorded: only the phase time is known", focus_name));
+    return;
+  }
+  const CpuMetrics& cpu = phase_row->cpu;
+  const int64_t phase_ns = top->total_ns;
+  const Header& h = r.header;
+  std::vector<Loss> losses;
+
+  if (cpu.offcpu_share) {
+    if (*cpu.offcpu_share > t.offcpu_share) {
+      Loss l;
+      l.lost_ns = static_cast<int64_t>(*cpu.offcpu_share * static_cast<double>(phase_ns));
+      l.finding = {BottleneckKind::OffCpu, focus_name,
+                   fmt::format("workers were runnable but not running for {} of their time "
+                               "during {} (threshold {}), about {} of the phase",
+                               pct(*cpu.offcpu_share), focus_name, pct(t.offcpu_share),
+                               ms(l.lost_ns)),
+                   {"another process competes for these CPUs: check the host load (step "
+                    "host_cpu_usage) and stop or move it",
+                    fmt::format("pin the workers (--pin compact|scatter|LIST; this run: {}) and "
+                                "leave one CPU free for the OS and other work",
+                                h.run.pin.empty() ? "?" : h.run.pin),
+                    "use fewer threads than allowed CPUs so no worker waits for a core"}};
+      losses.push_back(std::move(l));
+    }
+  } else {
+    b.notes.push_back("no run-queue data (runq_ns): off-CPU time cannot be judged");
+  }
+
+  if (cpu.freq_mean_mhz && r.reference_freq_mhz) {
+    const double ratio = *cpu.freq_mean_mhz / *r.reference_freq_mhz;
+    if (ratio < t.frequency_ratio) {
+      Loss l;
+      l.lost_ns = static_cast<int64_t>((1.0 - ratio) * static_cast<double>(phase_ns));
+      l.finding = {
+          BottleneckKind::FrequencyLimited, focus_name,
+          fmt::format("mean effective frequency {:.0f} MHz (lowest sample {:.0f} MHz) is {:.0f}% "
+                      "of the reference {:.0f} MHz ({}); threshold {:.0f}%",
+                      *cpu.freq_mean_mhz, cpu.freq_min_mhz.value_or(0), 100 * ratio,
+                      *r.reference_freq_mhz, r.reference_freq_source, 100 * t.frequency_ratio),
+          {fmt::format("check the governor (this run: {}) and set it to performance",
+                       h.host.governor.empty() ? "unknown" : h.host.governor),
+           "check thermal and power limits (throttle counters, RAPL) and the cooling",
+           "wide AVX-512 code can lower the clock: compare with PACER_ISA=avx2",
+           "on a VM the host may be oversubscribed: compare with `pacer compare` against a "
+           "quiet run"}};
+      losses.push_back(std::move(l));
+    }
+  } else {
+    b.notes.push_back("no per-op frequency or no reference frequency: frequency cannot be judged");
+  }
+
+  if (focus == Phase::Decode || focus == Phase::Prefill) {
+    int64_t step_ns = 0, gap_ns = 0, n = 0;
+    for (const StepRow& s : r.steps)
+      if (s.phase == focus) {
+        step_ns += s.dur_ns;
+        gap_ns += s.gap_ns();
+        ++n;
+      }
+    const double share = step_ns > 0 ? static_cast<double>(gap_ns) / step_ns : 0.0;
+    if (n > 0 && share > t.overhead_share) {
+      const int64_t ops_per_step = phase_row->dist.count / std::max<int64_t>(n, 1);
+      Loss l;
+      l.lost_ns = gap_ns;
+      l.finding = {BottleneckKind::OverheadBound, focus_name,
+                   fmt::format("{} of {} step time is outside recorded ops (threshold {}): {:.1f} "
+                               "us per step over ~{} ops, {:.2f} us between ops",
+                               pct(share), focus_name, pct(t.overhead_share),
+                               static_cast<double>(gap_ns) / n / 1e3, ops_per_step,
+                               static_cast<double>(gap_ns) / n / 1e3 /
+                                   static_cast<double>(std::max<int64_t>(ops_per_step, 1))),
+                   {"fuse small ops (norm into the next matmul's activation quantization, gate+up "
+                    "in one pass) so a token has fewer parallel regions",
+                    "each parallel_for costs microseconds: partition statically and keep workers "
+                    "spinning between ops",
+                    fmt::format("recording itself costs time per op (recording={}): compare "
+                                "tok/s with recording off",
+                                h.run.recording.empty() ? "?" : h.run.recording)}};
+      losses.push_back(std::move(l));
+    }
+  }
+
+  std::stable_sort(losses.begin(), losses.end(),
+                   [](const Loss& a, const Loss& c) { return a.lost_ns > c.lost_ns; });
+  std::optional<Finding> kind = nature(r, focus_name, cpu, t, &b.notes);
+  if (kind && focus == Phase::Decode && r.throughput.decode_tok_s &&
+      r.throughput.decode_roofline_tok_s) {
+    kind->evidence += fmt::format("; decode runs at {:.1f} tok/s = {:.0f}% of the {:.1f} tok/s "
+                                  "bandwidth bound",
+                                  *r.throughput.decode_tok_s,
+                                  100 * *r.throughput.decode_tok_s /
+                                      *r.throughput.decode_roofline_tok_s,
+                                  *r.throughput.decode_roofline_tok_s);
+  }
+  if (!losses.empty()) {
+    b.verdict = losses.front().finding.kind;
+  } else if (kind) {
+    b.verdict = kind->kind;
+  }
+  for (Loss& l : losses) b.findings.push_back(std::move(l.finding));
+  if (kind) b.findings.push_back(std::move(*kind));
+
+  if (top_op) {
+    std::optional<Finding> op_kind =
+        nature(r, fmt::format("{} :: {}", focus_name, top_op->name), top_op->cpu, t, nullptr);
+    if (op_kind) {
+      op_kind->evidence = fmt::format("the largest op ({} of {} op time); ", pct(top_op->share),
+                                      focus_name) +
+                          op_kind->evidence;
+      if (top_op->cpu.freq_mean_mhz)
+        op_kind->evidence += fmt::format("; {:.0f} MHz mean", *top_op->cpu.freq_mean_mhz);
+      op_kind->suggestions.clear();
+      b.findings.push_back(std::move(*op_kind));
+    }
+  }
+  if (focus == Phase::Decode && top->share > 0.5) {
+    b.notes.push_back(fmt::format(
+        "decode dominates ({} of the run): per-token cost is what to optimise; speculative "
+        "decoding (draft + verify) and quantization cut it, batching raises throughput",
+        pct(top->share)));
+  }
+}
+
+}  // namespace detail
+}  // namespace pacer::analysis

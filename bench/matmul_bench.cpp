@@ -1,0 +1,186 @@
+// GEMV (decode) microbenchmarks: one BENCHMARK_CAPTURE per (weight type, Isa), over the matmul
+// shapes of Qwen2.5-0.5B and TinyLlama-1.1B, at 1 and 2 threads.
+//
+// Counters: bytes_per_second = weight bytes streamed per second (the decode roofline quantity);
+// FLOP/s = 2 * rows * cols per call; %bw = bytes_per_second as a percentage of the read bandwidth
+// measured by ops::measure_read_bandwidth_gbs at the same thread count (1 GiB buffer);
+// call_min_us / call_p50_us = fastest and median single call, best_GB/s and best_%bw from the
+// fastest call (robust on a machine shared with other work, where the loop mean is not).
+//
+// cold=1 rotates over enough copies of the weights that they total >= 2x the last-level cache
+// (kColdBytes), so every call streams its weights from DRAM: that is a DRAM figure, the one to
+// hold against the bandwidth. cold=0 reuses one copy, which stays cache-resident when it fits
+// (that is how llama.cpp's test-backend-ops perf mode measures, so compare like with like).
+// The timed call includes quantizing the activations, as a decode step does.
+#include <benchmark/benchmark.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/bandwidth.h"
+#include "ops/isa.h"
+#include "ops/matmul.h"
+#include "ops/parallel.h"
+
+namespace pacer::bench {
+namespace {
+
+using ops::Isa;
+using ops::WeightType;
+
+// 2x the 105 MiB LLC of the machine this was tuned on; larger LLCs only make cold=1 warmer.
+constexpr int64_t kColdBytes = 2 * 105 * (int64_t{1} << 20);
+constexpr size_t kBandwidthProbeBytes = size_t{1} << 30;
+
+// Weight copies for one (type, shape, cold) setting; the last one built is kept so the thread
+// and Isa variants of a shape reuse it instead of rebuilding hundreds of MiB.
+struct WeightCopies {
+  WeightType type = WeightType::F32;
+  int64_t rows = 0, cols = 0, count = 0;
+  std::vector<std::byte> bytes;  // count * matrix bytes
+  ops::WeightMatrix copy(int64_t i) const {
+    const int64_t matrix_bytes = rows * ops::row_bytes(type, cols);
+    return ops::WeightMatrix{type, bytes.data() + i * matrix_bytes, rows, cols};
+  }
+};
+
+const WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool cold) {
+  static WeightCopies cache;  // benchmark-process scratch, single-threaded registration/run
+  const int64_t row_bytes = ops::row_bytes(type, cols);
+  const int64_t matrix_bytes = rows * row_bytes;
+  const int64_t count = cold ? std::max<int64_t>(1, (kColdBytes + matrix_bytes - 1) / matrix_bytes)
+                             : 1;
+  if (cache.type == type && cache.rows == rows && cache.cols == cols && cache.count == count) {
+    return cache;
+  }
+  cache = WeightCopies{type, rows, cols, count, {}};
+  cache.bytes.resize(static_cast<size_t>(count * matrix_bytes));
+  // 64 distinct random rows, tiled: realistic scales and quants without quantizing 500 MiB.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> src(static_cast<size_t>(cols));
+  const int64_t distinct = std::min<int64_t>(64, rows * count);
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (float& f : src) f = dist(rng);
+    ops::quantize_row(type, src.data(), cache.bytes.data() + r * row_bytes, cols);
+  }
+  for (int64_t r = distinct; r < rows * count; ++r) {
+    std::memcpy(cache.bytes.data() + r * row_bytes,
+                cache.bytes.data() + (r % distinct) * row_bytes, static_cast<size_t>(row_bytes));
+  }
+  return cache;
+}
+
+// Best-of-3 read bandwidth at `threads` threads, measured once per thread count.
+double read_bandwidth_gbs(int threads) {
+  static std::map<int, double> measured;
+  auto it = measured.find(threads);
+  if (it == measured.end()) {
+    it = measured.emplace(threads, ops::measure_read_bandwidth_gbs(threads, kBandwidthProbeBytes, 3))
+             .first;
+  }
+  return it->second;
+}
+
+void BM_gemv(benchmark::State& state, WeightType type, Isa isa) {
+  if (!ops::isa_supported(isa)) {
+    state.SkipWithError((std::string(ops::isa_name(isa)) + " not supported by this CPU").c_str());
+    return;
+  }
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const bool cold = state.range(3) != 0;
+  const WeightCopies& w = weight_copies(type, rows, cols, cold);
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& f : x) f = dist(rng);
+  ops::PackedActivations scratch;
+  const ops::TbbParallel par(threads);
+  tbb::task_arena arena(threads);
+  int64_t next = 0;
+  // Per-call wall times as well: their minimum is the figure least disturbed by other work on a
+  // shared machine (the loop's mean, Time above, is the headline).
+  std::vector<double> call_us;
+  call_us.reserve(1 << 16);
+  arena.execute([&] {
+    for (auto _ : state) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ops::matmul(w.copy(next), x, 1, y, scratch, par, isa);
+      benchmark::DoNotOptimize(y.data());
+      benchmark::ClobberMemory();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (call_us.size() < call_us.capacity()) {
+        call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+      next = next + 1 == w.count ? 0 : next + 1;
+    }
+  });
+  const double bytes = static_cast<double>(rows * ops::row_bytes(type, cols));
+  const double calls = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * calls));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(rows * cols) * calls,
+                         benchmark::Counter::kIsRate);
+  const double bw = read_bandwidth_gbs(threads) * 1e9;
+  state.counters["%bw"] = benchmark::Counter(100.0 * bytes * calls / bw, benchmark::Counter::kIsRate);
+  if (!call_us.empty()) {
+    std::sort(call_us.begin(), call_us.end());
+    state.counters["call_min_us"] = call_us.front();
+    state.counters["call_p50_us"] = call_us[call_us.size() / 2];
+    state.counters["best_GB/s"] = bytes / (call_us.front() * 1e-6) / 1e9;
+    state.counters["best_%bw"] = 100.0 * bytes / (call_us.front() * 1e-6) / bw;
+  }
+  state.counters["copies"] = static_cast<double>(w.count);
+}
+
+// (rows, cols) of every GEMV of a decode step: Qwen2.5-0.5B (q/o, gate/up, down, output) and
+// TinyLlama-1.1B (the same four).
+const int64_t kShapes[][2] = {{896, 896},   {4864, 896},  {896, 4864},  {151936, 896},
+                              {2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
+
+void gemv_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads", "cold"});
+  for (const auto& s : kShapes) {
+    b->ArgsProduct({{s[0]}, {s[1]}, {1, 2}, {0, 1}});
+  }
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+  // With --benchmark_repetitions, also report the fastest repetition: on a machine shared with
+  // other work it is the figure least disturbed by them (the median is the headline figure).
+  b->ComputeStatistics("min", [](const std::vector<double>& v) {
+    return *std::min_element(v.begin(), v.end());
+  });
+}
+
+#define PACER_GEMV(tname, TYPE)                                                         \
+  BENCHMARK_CAPTURE(BM_gemv, tname##_scalar, WeightType::TYPE, Isa::Scalar)->Apply(gemv_args); \
+  BENCHMARK_CAPTURE(BM_gemv, tname##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(gemv_args);     \
+  BENCHMARK_CAPTURE(BM_gemv, tname##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(gemv_args)
+
+PACER_GEMV(q4_0, Q4_0);
+PACER_GEMV(q8_0, Q8_0);
+PACER_GEMV(f16, F16);
+PACER_GEMV(bf16, BF16);
+PACER_GEMV(f32, F32);
+
+// The roofline itself: read-only streaming of 1 GiB (far beyond the LLC) at 1 and 2 threads.
+void BM_read_bandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  double gbs = 0;
+  for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(threads, kBandwidthProbeBytes, 3);
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_read_bandwidth)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(1)->Unit(
+    benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace pacer::bench
+
+BENCHMARK_MAIN();

@@ -1,0 +1,138 @@
+// Q4_K x Q8_K on AVX-512 (BW/VL/DQ).
+//
+// One zmm holds 64 qs bytes = chunks 2k and 2k+1 of a super-block (k = 0, 1). Its low nibbles
+// are sub-blocks 4k (bytes 0-31) and 4k+2 (bytes 32-63), its high nibbles 4k+1 and 4k+3, each in
+// element order; the matching activations are two 32-byte runs joined into one zmm, built once
+// per super-block for all rows of the tile. Then, as on AVX2 (q4_k_avx2.cpp):
+//   vpmaddubsw(q, x): q in [0, 15], x in [-127, 127]: pair sums |.| <= 3810, no saturation;
+//   vpmaddwd(p, sc):  int16 sub-block scales, one per 256-bit half: lane |.| <= 480,060;
+// 4 such per lane and super-block are exact in int32 and in float. The mins term is one
+// vpmaddwd of the 8 mins with the 8 activation pair sums, as on AVX2.
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+#include "ops/q4_k.h"
+
+namespace pacer::ops {
+namespace {
+
+// Activation quants of one super-block arranged like the nibbles of the two qs zmm (see the
+// file comment): lo[k] matches the low nibbles of zmm k, hi[k] its high nibbles.
+struct Q8KNibbleOrder {
+  __m512i lo[2], hi[2];
+};
+
+inline Q8KNibbleOrder arrange_activations(const int8_t* xq) {
+  Q8KNibbleOrder a;
+  for (int k = 0; k < 2; ++k) {
+    const int8_t* base = xq + 128 * k;
+    a.lo[k] = avx512::load_pair_256(base, base + 64);
+    a.hi[k] = avx512::load_pair_256(base + 32, base + 96);
+  }
+  return a;
+}
+
+// int16 scale vectors of one block: lo[k] = [sc_{4k} x16 | sc_{4k+2} x16], hi[k] = [sc_{4k+1} x16
+// | sc_{4k+3} x16] (the sub-blocks of zmm k's low / high nibbles); mins16 = m_0..m_7 as int16.
+struct Q4KScaleVectors {
+  __m512i lo[2], hi[2];
+  __m128i mins16;
+};
+
+inline Q4KScaleVectors scale_vectors(const BlockQ4_K* blk) {
+  uint32_t words[4];
+  unpack_q4_K_scale_words(blk->scales, words);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
+  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));  // int16 sc_0..sc_7
+  Q4KScaleVectors v;
+  // vpermw index: word i of the result takes scale (first if i < 16, else second).
+  const auto pick = [&](int first, int second) {
+    const __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(first)),
+                                                _mm512_set1_epi16(static_cast<short>(second)));
+    return _mm512_permutexvar_epi16(idx, sc16);
+  };
+  for (int k = 0; k < 2; ++k) {
+    v.lo[k] = pick(4 * k, 4 * k + 2);
+    v.hi[k] = pick(4 * k + 1, 4 * k + 3);
+  }
+  v.mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(packed, 8));
+  return v;
+}
+
+// acc + vpmaddwd(p, s): with VNNI one vpdpwssd, else vpmaddwd + vpaddd (same exact result).
+template <bool kVnni>
+inline __m512i madd_accumulate(__m512i acc, __m512i p, __m512i s) {
+  if constexpr (kVnni) {
+    return _mm512_dpwssd_epi32(acc, p, s);
+  } else {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, s));
+  }
+}
+
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
+template <bool kVnni, int R>
+void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
+                    float* out) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const Q8KNibbleOrder xa = arrange_activations(x[b].qs);
+    const __m128i pair_sums =
+        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8)));
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(w + r * stride) + b;
+      const Q4KScaleVectors sv = scale_vectors(blk);
+      __m512i isum = _mm512_setzero_si512();
+      for (int k = 0; k < 2; ++k) {
+        const __m512i q = _mm512_loadu_si512(blk->qs + 64 * k);
+        const __m512i q_lo = _mm512_and_si512(q, low_nibbles);
+        const __m512i q_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_nibbles);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_lo, xa.lo[k]), sv.lo[k]);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_hi, xa.hi[k]), sv.hi[k]);
+      }
+      const __m128i msum = _mm_madd_epi16(sv.mins16, pair_sums);  // |lane| <= 2 * 63 * 4064
+      const float d = avx512::fp32_from_fp16(blk->d) * x[b].d;
+      const float dmin = avx512::fp32_from_fp16(blk->dmin) * x[b].d;
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi128_si512(msum)),
+                               _mm512_set1_ps(-dmin), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+template <bool kVnni>
+void q4_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                   float* out) {
+  constexpr int kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= nr; r += kRows) q4_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
+  for (; r < nr; ++r) q4_K_rows_tile<kVnni, 1>(n, w + r * stride, stride, act, out + r);
+}
+
+}  // namespace
+
+void dot_rows_q4_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, float* out) {
+  q4_K_dot_rows<false>(n, w, w_stride, nr, act, out);
+}
+
+float dot_q4_K_q8_K_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  q4_K_rows_tile<false, 1>(n, w_row, 0, act, &out);
+  return out;
+}
+
+void dot_rows_q4_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                   const std::byte* act, float* out) {
+  q4_K_dot_rows<true>(n, w, w_stride, nr, act, out);
+}
+
+float dot_q4_K_q8_K_avx512vnni(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  q4_K_rows_tile<true, 1>(n, w_row, 0, act, &out);
+  return out;
+}
+
+}  // namespace pacer::ops

@@ -1,0 +1,376 @@
+#include "runtime/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hwcounters/frequency.h"
+#include "hwcounters/host_facts.h"
+#include "ops/bandwidth.h"
+#include "ops/sampling.h"
+#include "runtime/executor.h"
+#include "runtime/recorder.h"
+#include "runtime/session.h"
+
+namespace pacer::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Random token ids as llama-bench feeds them (no tokenizer, no sampling): the work per token does
+// not depend on which ids they are.
+class TokenStream {
+ public:
+  TokenStream(uint64_t seed, int64_t n_vocab) : state_(seed), n_vocab_(n_vocab) {}
+  int32_t next() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<int32_t>(z % static_cast<uint64_t>(n_vocab_));
+  }
+
+ private:
+  uint64_t state_;
+  int64_t n_vocab_;
+};
+
+// Effective MHz on every worker of the executor, right after a rep (the frequency the work ran
+// at, not the idle one): each worker runs the frequency source on its own CPU.
+std::vector<double> sample_worker_mhz(Executor& ex, hwcounters::FrequencySource& src) {
+  const int w = ex.workers();
+  std::vector<double> mhz(static_cast<size_t>(w), std::nan(""));
+  std::mutex mu;  // sources that keep per-CPU state (APERF/MPERF) are not thread-safe
+  ex.run_chunks(w, 1, [&](int chunk, int64_t, int64_t) {
+    const int cpu = current_cpu();
+    std::lock_guard<std::mutex> lock(mu);
+    mhz[static_cast<size_t>(chunk)] = src.sample_mhz(cpu);
+  });
+  return mhz;
+}
+
+std::string row_label(const BenchRow& r) {
+  return fmt::format("{} t={} pin={}", r.test, r.threads, r.pin);
+}
+
+std::string file_safe(std::string s) {
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  }
+  return s;
+}
+
+}  // namespace
+
+void summarize_rates(BenchRow& row) {
+  const auto& v = row.tok_s;
+  if (v.empty()) return;
+  const double n = static_cast<double>(v.size());
+  row.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+  double ss = 0;
+  for (double x : v) ss += (x - row.mean) * (x - row.mean);
+  row.sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  row.cv = row.mean > 0 ? row.sd / row.mean : 0.0;
+}
+
+BenchResult run_bench(const Model& model, const BenchOptions& opts) {
+  if (opts.reps < 1) throw std::invalid_argument("bench: --reps must be at least 1");
+  const loader::ModelConfig& cfg = model.config();
+  BenchResult res;
+  res.model_path = model.file().path().string();
+  res.model_name = cfg.name;
+  res.arch = std::string(loader::arch_name(cfg.arch));
+  res.type = std::string(ops::type_name(model.weights().main_type));
+  res.model_bytes = static_cast<int64_t>(model.file().file_size());
+  res.params = cfg.n_params;
+  res.matmul_bytes_per_token = model.weights().matmul_bytes;
+  res.cpu_model = hwcounters::collect_host_facts().cpu_model;
+  auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
+  res.frequency_source = std::string(freq.source->name());
+
+  struct Test {
+    bool tg;
+    int64_t n;
+  };
+  std::vector<Test> tests;
+  for (int64_t p : opts.n_prompt) {
+    if (p > 0) tests.push_back({false, p});
+  }
+  for (int64_t g : opts.n_gen) {
+    if (g > 0) tests.push_back({true, g});
+  }
+  const int total = static_cast<int>(tests.size() * opts.threads.size() * opts.pins.size());
+  if (total == 0) throw std::invalid_argument("bench: no tests (all -p and -n values are 0)");
+  if (!opts.events_dir.empty()) std::filesystem::create_directories(opts.events_dir);
+
+  std::vector<std::pair<int, double>> bandwidth_cache;  // threads -> GB/s
+  auto bandwidth_for = [&](int threads) {
+    for (auto& [t, bw] : bandwidth_cache) {
+      if (t == threads) return bw;
+    }
+    const double bw = ops::measure_read_bandwidth_gbs(threads, opts.bandwidth_bytes, 3);
+    bandwidth_cache.emplace_back(threads, bw);
+    return bw;
+  };
+
+  int done = 0;
+  for (const PinSpec& pin : opts.pins) {
+    for (int threads_req : opts.threads) {
+      for (const Test& test : tests) {
+        BenchRow row;
+        row.test = fmt::format("{}{}", test.tg ? "tg" : "pp", test.n);
+        row.n_prompt = test.tg ? 0 : test.n;
+        row.n_gen = test.tg ? test.n : 0;
+        row.pin = pin.to_string();
+        if (opts.progress) opts.progress(done, total, row.test);
+
+        // The context holds the test plus the BOS/first token.
+        SessionOptions so;
+        so.ctx = test.n + 8;
+        so.threads = threads_req;
+        so.pin = pin;
+        so.kv_type = opts.kv_type;
+        so.sampler.temperature = 0;  // greedy: tg measures the forward pass, not the sampler
+        so.sampler.top_k = 0;
+        so.sampler.top_p = 1;
+        so.sampler.min_p = 0;
+        so.max_batch = std::max<int64_t>(512, test.n);
+
+        std::unique_ptr<Recorder> rec;
+        const int reps_total = opts.reps + (opts.warmup ? 1 : 0);
+        for (int rep = 0; rep < reps_total; ++rep) {
+          const bool timed = rep >= (opts.warmup ? 1 : 0);
+          const bool recorded = !opts.events_dir.empty() && rep == reps_total - 1;
+          if (recorded) {
+            row.events_path = (std::filesystem::path(opts.events_dir) /
+                               file_safe(fmt::format("{}-{}-t{}-{}.jsonl", res.arch, row.test,
+                                                     threads_req, row.pin)))
+                                  .string();
+          }
+          // A fresh session per rep for the recorded one (its log starts with its own header);
+          // the others share one session so thread start-up stays out of the timings.
+          std::unique_ptr<Session> session;
+          if (recorded) {
+            RecorderOptions ro;
+            ro.events_path = row.events_path;
+            ro.workers = resolve_threads(Topology::detect(), pin, threads_req);
+            rec = std::make_unique<Recorder>(ro);
+            so.recorder = rec.get();
+          } else {
+            so.recorder = nullptr;
+          }
+          session = std::make_unique<Session>(model, so);
+          row.threads = session->executor().workers();
+          row.cpus = session->executor().cpus();
+
+          double rate = 0;
+          if (!test.tg) {
+            TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
+            std::vector<int32_t> prompt(static_cast<size_t>(test.n));
+            for (auto& t : prompt) t = toks.next();
+            session->reset();
+            const auto t0 = Clock::now();
+            session->prefill(prompt);
+            rate = static_cast<double>(test.n) / seconds_since(t0);
+          } else if (recorded) {
+            // The recorded rep goes through generate() so the log has every phase (tokenize,
+            // prefill, decode, sample) and a footer; tok/s is its decode rate.
+            GenerateOptions go;
+            go.n_predict = test.n + 1;  // the first token comes from the prefill
+            go.ignore_eos = true;
+            go.header = {{"command", "bench"}, {"bench_test", row.test}};
+            const double bw = opts.roofline ? bandwidth_for(row.threads) : 0.0;
+            if (bw > 0) go.header["bandwidth_gbs"] = bw;
+            Generation g = session->generate("The", go);
+            rate = g.timings.decode_tok_s();
+          } else {
+            TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
+            session->reset();
+            session->decode(toks.next());  // the first position, as llama-bench starts from BOS
+            const auto t0 = Clock::now();
+            for (int64_t i = 0; i < test.n; ++i) session->decode(toks.next());
+            rate = static_cast<double>(test.n) / seconds_since(t0);
+          }
+          if (timed) {
+            row.tok_s.push_back(rate);
+            session->executor().set_observer(nullptr);  // the probe is not part of the run
+            for (double mhz : sample_worker_mhz(session->executor(), *freq.source)) {
+              if (!std::isfinite(mhz)) continue;
+              row.freq_min_mhz = row.freq_min_mhz == 0 ? mhz : std::min(row.freq_min_mhz, mhz);
+              row.freq_max_mhz = std::max(row.freq_max_mhz, mhz);
+              row.freq_mean_mhz += mhz;
+            }
+          }
+          so.recorder = nullptr;
+        }
+        summarize_rates(row);
+        const double n_freq = static_cast<double>(row.tok_s.size()) * row.threads;
+        if (row.freq_max_mhz > 0 && n_freq > 0) row.freq_mean_mhz /= n_freq;
+        if (test.tg && opts.roofline) {
+          row.bandwidth_gbs = bandwidth_for(row.threads);
+          if (res.matmul_bytes_per_token > 0) {
+            row.ceiling_tok_s = row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
+            row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
+          }
+        }
+        if (row.tok_s.size() > 1 && row.cv > opts.cv_flag) {
+          row.flags.push_back(fmt::format("cv {:.1f}% > {:.0f}%: noisy (other load? unpinned?)",
+                                          100 * row.cv, 100 * opts.cv_flag));
+        }
+        if (row.freq_mean_mhz > 0) {
+          const double drift = (row.freq_max_mhz - row.freq_min_mhz) / row.freq_mean_mhz;
+          if (drift > opts.freq_drift_flag) {
+            row.flags.push_back(fmt::format(
+                "frequency drifted {:.0f}-{:.0f} MHz ({:.1f}% > {:.0f}%): turbo/thermal limits?",
+                row.freq_min_mhz, row.freq_max_mhz, 100 * drift, 100 * opts.freq_drift_flag));
+          }
+        }
+        res.rows.push_back(std::move(row));
+        ++done;
+        if (opts.progress) opts.progress(done, total, row_label(res.rows.back()));
+      }
+    }
+  }
+  return res;
+}
+
+namespace {
+
+std::string size_text(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib >= 1024 ? fmt::format("{:.2f} GiB", mib / 1024) : fmt::format("{:.1f} MiB", mib);
+}
+
+std::string params_text(int64_t p) {
+  return p >= 1'000'000'000 ? fmt::format("{:.2f} B", p / 1e9) : fmt::format("{:.1f} M", p / 1e6);
+}
+
+std::string freq_text(const BenchRow& r) {
+  if (r.freq_mean_mhz <= 0) return "-";
+  return fmt::format("{:.0f} ({:.0f}-{:.0f})", r.freq_mean_mhz, r.freq_min_mhz, r.freq_max_mhz);
+}
+
+}  // namespace
+
+std::string render_bench_markdown(const BenchResult& r) {
+  std::string out;
+  out += fmt::format("model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n",
+                     r.model_path, r.arch, r.type, size_text(r.model_bytes), params_text(r.params),
+                     r.cpu_model, r.frequency_source);
+  out +=
+      "| model | size | params | type | threads | pin | test | t/s | cv | freq MHz (min-max) | "
+      "roofline | flags |\n"
+      "|:--|--:|--:|:--|--:|:--|:--|--:|--:|--:|--:|:--|\n";
+  for (const BenchRow& row : r.rows) {
+    const std::string roof =
+        row.ceiling_tok_s > 0
+            ? fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
+                          row.ceiling_tok_s, row.bandwidth_gbs)
+            : "-";
+    std::string flags;
+    for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {:.1f}% | {} | {} | {} |\n",
+                       r.arch, size_text(r.model_bytes), params_text(r.params), r.type,
+                       row.threads, row.pin, row.test, row.mean, row.sd, 100 * row.cv,
+                       freq_text(row), roof, flags.empty() ? "ok" : flags);
+  }
+  bool any_flag = false;
+  for (const BenchRow& row : r.rows) any_flag = any_flag || !row.flags.empty();
+  out += any_flag ? "\nflagged rows: do not trust them before the reason is gone.\n" : "";
+  out += "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
+         "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
+         "matmul weight bytes per token.\n";
+  return out;
+}
+
+std::string render_bench_csv(const BenchResult& r) {
+  std::string out =
+      "model,arch,type,size_bytes,params,threads,pin,test,n_prompt,n_gen,reps,tok_s_mean,tok_s_sd,"
+      "cv,freq_mhz_mean,freq_mhz_min,freq_mhz_max,bandwidth_gbs,ceiling_tok_s,roofline_pct,flags\n";
+  for (const BenchRow& row : r.rows) {
+    std::string flags;
+    for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
+    std::string quoted = "\"";
+    for (char c : flags) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    quoted += "\"";
+    out += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.1f},"
+                       "{:.3f},{:.3f},{:.2f},{}\n",
+                       r.model_path, r.arch, r.type, r.model_bytes, r.params, row.threads, row.pin,
+                       row.test, row.n_prompt, row.n_gen, row.tok_s.size(), row.mean, row.sd,
+                       row.cv, row.freq_mean_mhz, row.freq_min_mhz, row.freq_max_mhz,
+                       row.bandwidth_gbs, row.ceiling_tok_s, row.roofline_pct, quoted);
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json row_json(const BenchRow& row) {
+  nlohmann::json j = {{"test", row.test},
+                      {"n_prompt", row.n_prompt},
+                      {"n_gen", row.n_gen},
+                      {"threads", row.threads},
+                      {"pin", row.pin},
+                      {"cpus", row.cpus},
+                      {"reps", row.tok_s.size()},
+                      {"tok_s", row.tok_s},
+                      {"tok_s_mean", row.mean},
+                      {"tok_s_sd", row.sd},
+                      {"cv", row.cv},
+                      {"flags", row.flags}};
+  if (row.freq_mean_mhz > 0) {
+    j["freq_mhz_mean"] = row.freq_mean_mhz;
+    j["freq_mhz_min"] = row.freq_min_mhz;
+    j["freq_mhz_max"] = row.freq_max_mhz;
+  }
+  if (row.ceiling_tok_s > 0) {
+    j["bandwidth_gbs"] = row.bandwidth_gbs;
+    j["ceiling_tok_s"] = row.ceiling_tok_s;
+    j["roofline_pct"] = row.roofline_pct;
+  }
+  if (!row.events_path.empty()) j["events"] = row.events_path;
+  return j;
+}
+}  // namespace
+
+nlohmann::json bench_json(const BenchResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const BenchRow& row : r.rows) rows.push_back(row_json(row));
+  return {{"model",
+           {{"path", r.model_path},
+            {"name", r.model_name},
+            {"arch", r.arch},
+            {"type", r.type},
+            {"bytes", r.model_bytes},
+            {"params", r.params},
+            {"matmul_bytes_per_token", r.matmul_bytes_per_token}}},
+          {"cpu_model", r.cpu_model},
+          {"frequency_source", r.frequency_source},
+          {"rows", rows}};
+}
+
+std::string render_bench_jsonl(const BenchResult& r) {
+  std::string out;
+  for (const BenchRow& row : r.rows) {
+    nlohmann::json j = row_json(row);
+    j["type"] = "bench";
+    j["model"] = r.model_path;
+    j["arch"] = r.arch;
+    j["wtype"] = r.type;
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+}  // namespace pacer::runtime

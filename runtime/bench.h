@@ -1,0 +1,71 @@
+#pragma once
+// `pacer bench`: llama-bench style prompt-processing (pp) and text-generation (tg) tests over every
+// combination of prompt sizes, generation lengths, thread counts and pin policies, with the
+// numbers a performance engineer needs to trust a row: mean ± sd tok/s over repetitions, the
+// coefficient of variation, the effective frequency seen on every worker during the reps (and its
+// drift), and for tg the share of the memory-bandwidth roofline (bandwidth / bytes per token).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/types.h"
+#include "runtime/model.h"
+#include "runtime/topology.h"
+
+namespace pacer::runtime {
+
+struct BenchOptions {
+  std::vector<int64_t> n_prompt = {512};  // one pp test per entry (0 = none)
+  std::vector<int64_t> n_gen = {128};     // one tg test per entry (0 = none)
+  std::vector<int> threads = {-1};        // -1: one per allowed physical core
+  std::vector<PinSpec> pins = {PinSpec{}};
+  int reps = 5;
+  bool warmup = true;                // one untimed run of each test first
+  double cv_flag = 0.05;             // flag rows whose CV exceeds this
+  double freq_drift_flag = 0.05;     // flag rows whose frequency range / mean exceeds this
+  std::string events_dir;            // non-empty: record the last rep of every row there
+  ops::WeightType kv_type = ops::WeightType::F16;
+  uint64_t seed = 1234;              // random tokens for pp/tg (llama-bench feeds random tokens)
+  bool roofline = true;              // measure read bandwidth per thread count
+  size_t bandwidth_bytes = size_t{1} << 30;
+  // Progress: (rows done, rows total, current row label); called on the calling thread.
+  std::function<void(int, int, const std::string&)> progress;
+};
+
+struct BenchRow {
+  std::string test;          // "pp512" | "tg128"
+  int64_t n_prompt = 0, n_gen = 0;
+  int threads = 0;
+  std::string pin;           // PinSpec::to_string()
+  std::vector<int> cpus;     // pinned CPUs (empty when not pinned)
+  std::vector<double> tok_s;  // one per rep
+  double mean = 0, sd = 0, cv = 0;
+  double freq_mean_mhz = 0, freq_min_mhz = 0, freq_max_mhz = 0;  // over reps and workers
+  double bandwidth_gbs = 0;  // measured read bandwidth at this thread count (0: not measured)
+  double ceiling_tok_s = 0;  // tg: bandwidth / matmul bytes per token
+  double roofline_pct = 0;   // tg: mean / ceiling
+  std::vector<std::string> flags;  // reasons not to trust the row
+  std::string events_path;
+};
+
+struct BenchResult {
+  std::string model_path, model_name, arch, type;
+  int64_t model_bytes = 0, params = 0, matmul_bytes_per_token = 0;
+  std::string cpu_model, frequency_source;
+  std::vector<BenchRow> rows;
+};
+
+BenchResult run_bench(const Model& model, const BenchOptions& opts);
+
+// mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
+void summarize_rates(BenchRow& row);
+
+std::string render_bench_markdown(const BenchResult& r);
+std::string render_bench_csv(const BenchResult& r);
+nlohmann::json bench_json(const BenchResult& r);  // {"model":{...},"rows":[...]}
+std::string render_bench_jsonl(const BenchResult& r);  // one `bench` event per row
+
+}  // namespace pacer::runtime

@@ -1,0 +1,90 @@
+#pragma once
+// The writing side of the JSONL event log (docs/event-log.md): the fixed-size records the
+// recorder fills on the hot path, their serialisation into `op` lines at step end, and the file
+// writer that flushes once per step (a killed run loses at most the step in flight).
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "runtime/recorder.h"
+
+namespace pacer::runtime {
+
+inline constexpr int kEventLogSchema = 1;
+// Distinct counter keys one log can carry (hardware + software + user events).
+inline constexpr int kMaxCounterKeys = 32;
+
+// One worker's share of one op, written on that worker's thread between its chunk brackets
+// (several chunks of one op by the same worker accumulate). POD, preallocated per step.
+struct WorkerSlice {
+  int32_t chunks = 0;                 // 0: the worker took no part in the op
+  int32_t cpu = -1, cpu_end = -1;     // CPU at the first chunk's start and the last chunk's end
+  int64_t t0_ns = 0, t1_ns = 0;       // first chunk start, last chunk end
+  float freq_mhz = NAN;               // the worker's step estimate; NaN: none
+  float mux = 1.0f;                   // smallest counting fraction of its hardware group
+  int64_t runq_ns = -1;               // < 0: not measured
+  int64_t oncpu_ns = -1;              // < 0: not measured
+  uint32_t present = 0;               // bit k set: counters[k] was measured
+  std::array<uint64_t, kMaxCounterKeys> counters{};  // mux-scaled deltas, by recorder key index
+};
+
+// One op of one step. The name is copied (ops may pass names that do not outlive the step).
+struct OpRecord {
+  std::array<char, 40> name{};
+  int32_t layer = -1;
+  OpKind kind = OpKind::Other;
+  Phase phase = Phase::Decode;
+  ops::WeightType wtype = ops::WeightType::F32;
+  int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0;
+  int64_t step = 0;
+  int64_t t0_ns = 0, t1_ns = 0;
+};
+
+// How per-op frequency is derived from a slice's counters (indices into the key table, -1: none).
+struct FrequencyKeys {
+  int cycles = -1, ref_cycles = -1, task_clock = -1;
+  double tsc_mhz = 0;
+};
+
+// Appends one `op` line ('\n'-terminated). `slices` holds one entry per executor slot; those
+// with chunks == 0 are left out. Hand-formatted: a step has hundreds of ops and this runs on the
+// critical path at step end.
+void append_op_line(std::string& out, const OpRecord& op, std::span<const WorkerSlice> slices,
+                    std::span<const std::string> counter_keys, const FrequencyKeys& fk);
+
+// A slice's frequency: cycles/ref-cycles x TSC, else cycles/task-clock, else its step estimate.
+double slice_frequency_mhz(const WorkerSlice& s, const FrequencyKeys& fk) noexcept;
+
+// Appends `s` as a JSON string literal (quotes and escapes included).
+void append_json_string(std::string& out, std::string_view s);
+
+// Line-oriented writer. Everything is buffered until flush(); flush() hands the bytes to the
+// kernel (enough for a kill; a machine crash may still lose the page cache).
+class EventLogWriter {
+ public:
+  // Throws std::runtime_error naming the path and the OS error.
+  explicit EventLogWriter(std::string path);
+  ~EventLogWriter();
+  EventLogWriter(const EventLogWriter&) = delete;
+  EventLogWriter& operator=(const EventLogWriter&) = delete;
+
+  void write_json(const nlohmann::json& line);
+  void write_raw(std::string_view lines);  // one or more complete '\n'-terminated lines
+  void flush();                            // throws on a write error (disk full, ...)
+  const std::string& path() const noexcept { return path_; }
+  int64_t bytes_written() const noexcept { return bytes_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace pacer::runtime

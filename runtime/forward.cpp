@@ -1,0 +1,250 @@
+// The forward pass, top to bottom like the models' math. Decode (one token) streams every weight
+// once: the matmuls are where the time goes, everything else is bookkeeping around them.
+//
+// Per layer (llama / qwen2; gemma3 additions in brackets):
+//   h = x + Wo · attention(rope(Wq·norm(x) [+bq]), rope(Wk·norm(x) [+bk]), Wv·norm(x) [+bv])
+//   x' = h + W_down · (act(W_gate·norm(h)) * W_up·norm(h))
+// with gemma3 normalising q and k per head before RoPE, normalising each branch's output before
+// its residual add (post norms), using GeGLU, scaling embeddings by sqrt(n_embd), and giving
+// sliding-window layers their own RoPE base.
+#include "runtime/forward.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+
+namespace pacer::runtime {
+namespace {
+
+// Below this many tokens a per-token op runs on the caller; above, rows spread over the workers.
+constexpr int64_t kParallelTokens = 8;
+
+// fn(t) for every token row of the batch.
+template <typename Fn>
+void for_each_token(const ops::Parallel& par, int64_t n, const Fn& fn) {
+  if (n < kParallelTokens) {
+    for (int64_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  par.run_chunks(n, 1, [&](int, int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(t);
+  });
+}
+
+OpInfo matmul_info(std::string_view name, int layer, std::span<const ops::MatmulOutput> outs,
+                   int64_t n_tokens) {
+  OpInfo info{.name = name, .layer = layer, .kind = OpKind::Matmul, .wtype = outs[0].w.type};
+  info.cols = outs[0].w.cols;
+  info.tokens = n_tokens;
+  for (const ops::MatmulOutput& o : outs) {
+    info.rows += o.w.rows;
+    info.weight_bytes += o.w.bytes();
+  }
+  return info;
+}
+
+void add_bias(std::span<float> y, std::span<const float> bias, int64_t n) {
+  const int64_t width = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < n; ++t) {
+    ops::add(y.subspan(t * width, width), bias, y.subspan(t * width, width));
+  }
+}
+
+}  // namespace
+
+void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32_t> tokens,
+             int64_t pos0, bool want_logits, const ops::Parallel& par, Recorder& rec) {
+  const loader::ModelConfig& c = model.config();
+  const loader::Weights& w = model.weights();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n <= 0 || n > s.max_batch || pos0 < 0 || pos0 + n > kv.capacity()) {
+    throw std::invalid_argument("forward: batch of " + std::to_string(n) + " tokens at position " +
+                                std::to_string(pos0) + " does not fit (max batch " +
+                                std::to_string(s.max_batch) + ", context " +
+                                std::to_string(kv.capacity()) + ")");
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= c.n_vocab) {
+      throw std::invalid_argument("forward: token id " + std::to_string(id) + " outside [0, " +
+                                  std::to_string(c.n_vocab) + ")");
+    }
+  }
+
+  // Shared values.
+  const int64_t dim = c.n_embd, head_dim = c.head_dim;
+  const int64_t q_dim = c.n_heads * head_dim, kv_dim = c.n_kv_heads * head_dim, ff = c.n_ff;
+  const float eps = c.norm_eps;
+  const ops::Isa isa = s.isa;
+  auto rows = [n](std::vector<float>& buf, int64_t width) {
+    return std::span<float>(buf.data(), static_cast<size_t>(n * width));
+  };
+  auto row = [](std::span<float> m, int64_t width, int64_t t) {
+    return m.subspan(static_cast<size_t>(t * width), static_cast<size_t>(width));
+  };
+  const std::span<float> x = rows(s.x, dim), xb = rows(s.xb, dim), proj = rows(s.proj, dim);
+  const std::span<float> q = rows(s.q, q_dim), att = rows(s.att, q_dim);
+  const std::span<float> k = rows(s.k, kv_dim), v = rows(s.v, kv_dim);
+  const std::span<float> gate = rows(s.gate, ff), up = rows(s.up, ff), hb = rows(s.hb, ff);
+  const int li = -1;  // layer index of ops outside the blocks
+
+  // Embedding: x[t] = token_embd[tokens[t]]   (gemma3: times sqrt(n_embd))
+  {
+    auto op = rec.op({.name = "embed", .layer = li, .kind = OpKind::Embed});
+    for (int64_t t = 0; t < n; ++t) ops::embedding_row(w.token_embd, tokens[t], row(x, dim, t));
+    if (c.embed_scale) ops::scale(x, std::sqrt(static_cast<float>(dim)));
+  }
+
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    const loader::LayerWeights& L = w.layers[static_cast<size_t>(il)];
+    const int layer = static_cast<int>(il);
+    const bool swa = c.is_swa_layer(il);
+    const ops::AttentionParams ap{.n_heads = static_cast<int>(c.n_heads),
+                                  .n_kv_heads = static_cast<int>(c.n_kv_heads),
+                                  .head_dim = static_cast<int>(head_dim),
+                                  .scale = c.attn_scale,
+                                  .sliding_window = swa ? c.sliding_window : 0,
+                                  .softcap = 0.0f,
+                                  .kv_type = kv.type()};
+    // Sliding-window layers (gemma3) rotate with the local base and no context scaling.
+    const ops::RopeParams rp{.head_dim = static_cast<int>(head_dim),
+                             .n_rot = static_cast<int>(head_dim),
+                             .base = swa ? c.rope_base_local : c.rope_base,
+                             .freq_scale = swa ? 1.0f : 1.0f / c.rope_scale,
+                             .layout = c.rope_layout};
+
+    // attn_norm: xb = rmsnorm(x) * attn_norm
+    {
+      auto op = rec.op({.name = "attn_norm", .layer = layer, .kind = OpKind::Norm});
+      for_each_token(par, n, [&](int64_t t) {
+        ops::rmsnorm(row(x, dim, t), L.attn_norm, eps, row(xb, dim, t));
+      });
+    }
+    // attn_qkv: q = xb Wq^T, k = xb Wk^T, v = xb Wv^T in one parallel pass   (qwen2: + biases)
+    {
+      const ops::MatmulOutput outs[] = {{L.wq, q}, {L.wk, k}, {L.wv, v}};
+      auto op = rec.op(matmul_info("attn_qkv", layer, outs, n));
+      ops::matmul(outs, xb, n, s.packed, par, isa);
+      if (c.qkv_bias) {
+        add_bias(q, L.bq, n);
+        add_bias(k, L.bk, n);
+        add_bias(v, L.bv, n);
+      }
+    }
+    // qk_norm (gemma3): every head of q and k = rmsnorm(head) * q_norm / k_norm
+    if (c.qk_norm) {
+      auto op = rec.op({.name = "qk_norm", .layer = layer, .kind = OpKind::Norm});
+      for_each_token(par, n, [&](int64_t t) {
+        for (int64_t h = 0; h < c.n_heads; ++h) {
+          const auto qh = row(row(q, q_dim, t), head_dim, h);
+          ops::rmsnorm(qh, L.q_norm, eps, qh);
+        }
+        for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+          const auto kh = row(row(k, kv_dim, t), head_dim, h);
+          ops::rmsnorm(kh, L.k_norm, eps, kh);
+        }
+      });
+    }
+    // rope: rotate q and k of token t by its position pos0 + t
+    {
+      auto op = rec.op({.name = "rope", .layer = layer, .kind = OpKind::Elementwise});
+      for_each_token(par, n, [&](int64_t t) {
+        ops::rope(row(q, q_dim, t), static_cast<int>(c.n_heads), pos0 + t, rp);
+        ops::rope(row(k, kv_dim, t), static_cast<int>(c.n_kv_heads), pos0 + t, rp);
+      });
+    }
+    // kv_store: cache rows [pos0, pos0 + n) = k, v
+    {
+      auto op = rec.op({.name = "kv_store", .layer = layer, .kind = OpKind::Other});
+      ops::kv_store(ap, k, v, pos0, n, kv.k(il), kv.v(il));
+    }
+    // attention: att = softmax(scale * q K^T, causal [+ window]) V, per query head
+    {
+      auto op = rec.op({.name = "attention", .layer = layer, .kind = OpKind::Attention});
+      ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par);
+    }
+    // attn_out: proj = att Wo^T
+    {
+      const ops::MatmulOutput outs[] = {{L.wo, proj}};
+      auto op = rec.op(matmul_info("attn_out", layer, outs, n));
+      ops::matmul(outs, att, n, s.packed, par, isa);
+    }
+    // post_attn_norm (gemma3): proj = rmsnorm(proj) * post_attn_norm
+    if (c.post_norms) {
+      auto op = rec.op({.name = "post_attn_norm", .layer = layer, .kind = OpKind::Norm});
+      for_each_token(par, n, [&](int64_t t) {
+        ops::rmsnorm(row(proj, dim, t), L.post_attn_norm, eps, row(proj, dim, t));
+      });
+    }
+    // residual: x = x + proj
+    {
+      auto op = rec.op({.name = "residual", .layer = layer, .kind = OpKind::Elementwise});
+      ops::add(x, proj, x);
+    }
+    // ffn_norm: xb = rmsnorm(x) * ffn_norm
+    {
+      auto op = rec.op({.name = "ffn_norm", .layer = layer, .kind = OpKind::Norm});
+      for_each_token(par, n, [&](int64_t t) {
+        ops::rmsnorm(row(x, dim, t), L.ffn_norm, eps, row(xb, dim, t));
+      });
+    }
+    // ffn_gate_up: gate = xb Wgate^T, up = xb Wup^T in one parallel pass
+    {
+      const ops::MatmulOutput outs[] = {{L.w_gate, gate}, {L.w_up, up}};
+      auto op = rec.op(matmul_info("ffn_gate_up", layer, outs, n));
+      ops::matmul(outs, xb, n, s.packed, par, isa);
+    }
+    // ffn_act: hb = silu(gate) * up   (gemma3: gelu_tanh(gate) * up)
+    {
+      auto op = rec.op({.name = "ffn_act", .layer = layer, .kind = OpKind::Elementwise});
+      for_each_token(par, n, [&](int64_t t) {
+        if (c.geglu) {
+          ops::geglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t));
+        } else {
+          ops::swiglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t));
+        }
+      });
+    }
+    // ffn_down: proj = hb Wdown^T
+    {
+      const ops::MatmulOutput outs[] = {{L.w_down, proj}};
+      auto op = rec.op(matmul_info("ffn_down", layer, outs, n));
+      ops::matmul(outs, hb, n, s.packed, par, isa);
+    }
+    // post_ffn_norm (gemma3): proj = rmsnorm(proj) * post_ffn_norm
+    if (c.post_norms) {
+      auto op = rec.op({.name = "post_ffn_norm", .layer = layer, .kind = OpKind::Norm});
+      for_each_token(par, n, [&](int64_t t) {
+        ops::rmsnorm(row(proj, dim, t), L.post_ffn_norm, eps, row(proj, dim, t));
+      });
+    }
+    // residual: x = x + proj
+    {
+      auto op = rec.op({.name = "residual", .layer = layer, .kind = OpKind::Elementwise});
+      ops::add(x, proj, x);
+    }
+  }
+
+  if (!want_logits) return;
+  // output_norm: the last token only; xb row 0 is free scratch now
+  const std::span<float> last = row(xb, dim, 0);
+  {
+    auto op = rec.op({.name = "output_norm", .layer = li, .kind = OpKind::Norm});
+    ops::rmsnorm(row(x, dim, n - 1), w.output_norm, eps, last);
+  }
+  // output: logits = last W_out^T   (tied models: W_out is token_embd)   [soft-capped if asked]
+  {
+    const ops::MatmulOutput outs[] = {{w.output, std::span<float>(s.logits)}};
+    auto op = rec.op(matmul_info("output", li, outs, 1));
+    ops::matmul(outs, last, 1, s.packed, par, isa);
+    if (c.final_logit_softcap > 0.0f) {
+      const float cap = c.final_logit_softcap;
+      for (float& l : s.logits) l = cap * std::tanh(l / cap);
+    }
+  }
+}
+
+}  // namespace pacer::runtime

@@ -1,0 +1,21 @@
+#pragma once
+// One forward pass of a batch of tokens through the model (llama, qwen2, gemma3).
+#include <cstdint>
+#include <span>
+
+#include "ops/parallel.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+#include "runtime/recorder.h"
+#include "runtime/run_state.h"
+
+namespace pacer::runtime {
+
+// Runs tokens at positions [pos0, pos0 + tokens.size()) through every layer, appending their K
+// and V to the cache. With want_logits, state.logits holds the last token's logits afterwards.
+// tokens.size() <= state.max_batch, pos0 + tokens.size() <= kv.capacity(), ids < n_vocab
+// (std::invalid_argument otherwise). Every op is bracketed by `rec` (inert when recording is off).
+void forward(const Model& model, KvCache& kv, RunState& state, std::span<const int32_t> tokens,
+             int64_t pos0, bool want_logits, const ops::Parallel& par, Recorder& rec);
+
+}  // namespace pacer::runtime

@@ -1,0 +1,83 @@
+#include "runtime/kv_cache.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace pacer::runtime {
+namespace {
+
+std::string human_bytes(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib < 1024.0 ? fmt::format("{:.1f} MiB", mib) : fmt::format("{:.2f} GiB", mib / 1024.0);
+}
+
+}  // namespace
+
+int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    int64_t kb = -1;
+    std::string unit;
+    if (fields >> kb >> unit && kb >= 0 && unit == "kB") return kb * 1024;
+    return -1;
+  }
+  return -1;
+}
+
+void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t available) {
+  if (available < 0) available = mem_available_bytes();
+  if (available < 0 || bytes <= available) return;
+  throw MemoryError(fmt::format(
+      "{} needs {} but only {} is available (MemAvailable in /proc/meminfo); use a smaller "
+      "context (-c) or an f16 KV cache",
+      what, human_bytes(bytes), human_bytes(available)));
+}
+
+void KvCache::Free::operator()(std::byte* p) const noexcept { std::free(p); }
+
+int64_t KvCache::bytes_needed(const loader::ModelConfig& c, int64_t capacity,
+                              ops::WeightType type) {
+  if (type != ops::WeightType::F16 && type != ops::WeightType::F32) {
+    throw MemoryError(fmt::format("KV cache type {} is not supported (f16 or f32)",
+                                  ops::type_name(type)));
+  }
+  if (capacity <= 0) throw MemoryError(fmt::format("context size {} must be positive", capacity));
+  const int64_t elem = type == ops::WeightType::F16 ? 2 : 4;
+  const int64_t row = c.n_kv_heads * c.head_dim * elem;
+  // capacity is user input: refuse sizes whose product would overflow before comparing.
+  const int64_t per_position = row * 2 * c.n_layers;
+  if (per_position <= 0 || capacity > std::numeric_limits<int64_t>::max() / per_position) {
+    throw MemoryError(fmt::format("context size {} is too large", capacity));
+  }
+  return per_position * capacity;
+}
+
+KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type,
+                 int64_t extra_bytes, int64_t available)
+    : capacity_(capacity), n_layers_(c.n_layers), type_(type) {
+  const int64_t total = bytes_needed(c, capacity, type);
+  check_fits_in_memory(
+      total + extra_bytes,
+      fmt::format("the KV cache for a context of {} ({} layers x K,V x {} x {} {}){}", capacity,
+                  c.n_layers, capacity, c.n_kv_heads * c.head_dim, ops::type_name(type),
+                  extra_bytes > 0 ? " plus activations" : ""),
+      available);
+  row_bytes_ = c.n_kv_heads * c.head_dim * (type == ops::WeightType::F16 ? 2 : 4);
+  layer_bytes_ = (row_bytes_ * capacity + 63) / 64 * 64;
+  const size_t size = static_cast<size_t>(layer_bytes_ * 2 * n_layers_);
+  // Pages are committed on first write, so a large context costs only what the run touches.
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, size)));
+  if (!data_) {
+    throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
+  }
+}
+
+}  // namespace pacer::runtime

@@ -1,0 +1,839 @@
+// The op recorder: per-thread counter brackets on the hot path, serialisation at step end.
+//
+// Hot path (per op, per worker): one pthread_self() lookup in a short array, two CLOCK_MONOTONIC
+// reads, two sched_getcpu() (vDSO/rseq), and the counter sources' reads at each chunk boundary
+// (rdpmc or one read() per group, one schedstat pread). Nothing allocates: op records and worker
+// slices live in per-step buffers that reach their size in the first step and are reused.
+#include "runtime/recorder.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hwcounters/counter_set.h"
+#include "hwcounters/event_table.h"
+#include "hwcounters/frequency.h"
+#include "hwcounters/host_facts.h"
+#include "hwcounters/sched.h"
+#include "hwcounters/thermal_power.h"
+#include "pacer/version.h"
+#include "runtime/event_log.h"
+
+namespace pacer::runtime {
+
+std::string_view phase_name(Phase p) noexcept {
+  switch (p) {
+    case Phase::Tokenize: return "tokenize";
+    case Phase::Prefill: return "prefill";
+    case Phase::Decode: return "decode";
+    case Phase::Sample: return "sample";
+    case Phase::Detokenize: return "detokenize";
+  }
+  return "decode";
+}
+
+std::string_view op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::Matmul: return "matmul";
+    case OpKind::Attention: return "attention";
+    case OpKind::Norm: return "norm";
+    case OpKind::Elementwise: return "elementwise";
+    case OpKind::Embed: return "embed";
+    case OpKind::Sample: return "sample";
+    case OpKind::Other: return "other";
+  }
+  return "other";
+}
+
+namespace {
+
+using hwcounters::Reading;
+using json = nlohmann::json;
+
+constexpr int kMaxSources = 6;
+constexpr int kMaxThreads = 256;
+constexpr int kMaxDepth = 4;
+constexpr int kPhases = 5;
+constexpr int8_t kDropKey = -1;  // event the key table had no room for
+constexpr int8_t kRunqKey = -2;  // goes to WorkerSlice::runq_ns, not to counters
+
+using Readings = std::array<Reading, kMaxSources>;
+
+int64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json nan_to_null(double v) { return std::isfinite(v) ? json(std::round(v * 10) / 10) : json(); }
+
+// Ops whose kind or name says which phase they belong to regardless of the step around them.
+Phase op_phase(const OpInfo& info, Phase step_phase) noexcept {
+  if (info.kind == OpKind::Sample) return Phase::Sample;
+  if (info.name == "tokenize") return Phase::Tokenize;
+  if (info.name == "detokenize") return Phase::Detokenize;
+  return step_phase;
+}
+
+// The scalar clock of `cpu`, measured by a short-lived thread pinned there (NaN if it cannot pin).
+double measure_cpu_mhz(int cpu) {
+  double mhz = NAN;
+  std::thread t([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) return;
+    const auto& k = hwcounters::chain_kernels()[0];
+    double v[3];
+    for (double& x : v) x = hwcounters::estimate_mhz(k, hwcounters::tsc_info().mhz);
+    std::sort(v, v + 3);
+    mhz = v[1];
+  });
+  t.join();
+  return mhz;
+}
+
+json per_cpu_mhz(const std::vector<int>& cpus) {
+  json out = json::array();
+  for (int cpu : cpus) out.push_back(nan_to_null(measure_cpu_mhz(cpu)));
+  return out;
+}
+
+}  // namespace
+
+// Everything one thread needs to bracket its chunks: its own counter sources (opened on it), the
+// map from their events to the recorder's key table, and its begin readings.
+struct ThreadState {
+  pthread_t thread{};
+  int tid = 0;
+  int worker = 0;  // slot it last ran as
+  int last_cpu = -1;
+  hwcounters::CounterSet set;
+  int n_sources = 0;
+  std::array<int, kMaxSources> n_events{};
+  std::array<std::array<int8_t, hwcounters::kMaxEventsPerSource>, kMaxSources> key_of{};
+  int task_clock_key = -1;
+  bool freq_from_counters = false;
+  // Chunk bracket.
+  Readings chunk_begin, chunk_end;
+  uint32_t chunk_ok = 0;
+  int64_t chunk_t0 = 0;
+  int chunk_cpu = -1;
+  // Serial-op brackets, one per nesting depth.
+  std::array<Readings, kMaxDepth> serial_begin;
+  std::array<uint32_t, kMaxDepth> serial_ok{};
+  std::array<bool, kMaxDepth> serial_taken{};
+  std::array<int, kMaxDepth> serial_cpu{};
+  // Per step.
+  int64_t freq_step = -1;
+  float step_mhz = NAN;
+  int64_t calibrate_ns = 0;
+  hwcounters::ThreadSched sched_begin;
+  int64_t cpu_begin_ns = -1;  // exact thread CPU time at the step's start
+};
+
+// What end_step reads the moment the step ends, before serialising anything.
+struct StepEnd {
+  int64_t t1 = 0;
+  int64_t process_cpu = -1;
+  hwcounters::HostCpuTimes host;
+  std::vector<std::pair<hwcounters::ThreadSched, int64_t>> threads;  // schedstat, CPU ns
+};
+
+struct Recorder::Impl {
+  RecorderOptions opts;
+  std::unique_ptr<EventLogWriter> writer;
+  hwcounters::HostFacts host;
+  double tsc_mhz = 0;
+  std::shared_ptr<hwcounters::FrequencySource> freq;  // null: frequency from counters
+  std::vector<hwcounters::Unavailable> freq_rejected;
+  hwcounters::CounterSetStatus counter_status;  // of the constructing thread
+  std::unique_ptr<hwcounters::ThrottleCounters> throttle;
+  std::unique_ptr<hwcounters::EnergyMeter> energy;
+  std::string throttle_why, energy_why;
+  int n_slots = 1;
+
+  // Counter key table (index = WorkerSlice::counters index); grows only under attach_mu.
+  std::vector<std::string> keys;
+  FrequencyKeys fkeys;
+
+  // Threads: entries [0, n_threads) are immutable once published.
+  std::mutex attach_mu;
+  std::vector<std::unique_ptr<ThreadState>> owned;
+  std::array<pthread_t, kMaxThreads> thread_ids{};
+  std::array<ThreadState*, kMaxThreads> states{};
+  std::atomic<int> n_threads{0};
+
+  // Per-step buffers.
+  std::vector<OpRecord> ops;
+  std::vector<WorkerSlice> slices;  // ops.size() x n_slots
+  std::array<std::vector<uint8_t>, kPhases> parallel_hint;  // op ordinal -> ran chunks last time
+  size_t n_ops = 0;
+  std::array<int, kMaxDepth> op_stack{};
+  int depth = 0, overflow_depth = 0;
+  std::atomic<int> cur_op{-1};
+  std::atomic<int64_t> step_serial{0};
+  std::atomic<int64_t> dropped{0}, unattributed{0};
+
+  // Current step.
+  Phase phase = Phase::Prefill;
+  int64_t step = 0;
+  int64_t step_t0 = 0;
+  int64_t proc_cpu0 = 0;
+  hwcounters::HostCpuTimes host0;
+  std::optional<double> energy0;
+  hwcounters::ThrottleCounts throttle0;
+  std::vector<int> throttle_cpus;
+
+  // Totals.
+  int64_t steps_written = 0, ops_written = 0;
+  int64_t decode_tokens = 0, decode_ns = 0, prefill_tokens = 0, prefill_ns = 0;
+  std::vector<int> freq_cpus;
+  std::string line_buf;
+
+  ThreadState* lookup(int worker) noexcept {
+    const pthread_t self = pthread_self();
+    const int n = n_threads.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      if (pthread_equal(thread_ids[static_cast<size_t>(i)], self)) {
+        ThreadState* ts = states[static_cast<size_t>(i)];
+        ts->worker = worker;
+        return ts;
+      }
+    }
+    return attach(worker);
+  }
+
+  ThreadState* attach(int worker) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(attach_mu);
+      const int n = n_threads.load(std::memory_order_relaxed);
+      if (n >= kMaxThreads) return nullptr;
+      auto ts = std::make_unique<ThreadState>();
+      ts->thread = pthread_self();
+      ts->tid = hwcounters::current_tid();
+      ts->worker = worker;
+      if (opts.counter_factory) {
+        ts->set = hwcounters::CounterSet(opts.counter_factory(worker));
+      } else {
+        hwcounters::CounterSpec spec;
+        spec.extra_events = opts.extra_events;
+        spec.hardware = opts.hardware_counters;
+        spec.schedstat = opts.sched_per_op;
+        ts->set = hwcounters::CounterSet::open_for_calling_thread(spec);
+      }
+      map_keys(*ts);
+      ts->sched_begin = hwcounters::read_thread_sched(ts->tid);
+      ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
+      ThreadState* raw = ts.get();
+      owned.push_back(std::move(ts));
+      thread_ids[static_cast<size_t>(n)] = raw->thread;
+      states[static_cast<size_t>(n)] = raw;
+      n_threads.store(n + 1, std::memory_order_release);
+      return raw;
+    } catch (...) {
+      return nullptr;  // out of memory or a source's constructor threw: this thread goes unrecorded
+    }
+  }
+
+  int key_index(const std::string& key) {
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (keys[k] == key) return static_cast<int>(k);
+    }
+    if (keys.size() >= static_cast<size_t>(kMaxCounterKeys)) return kDropKey;
+    keys.push_back(key);
+    const int k = static_cast<int>(keys.size() - 1);
+    if (key == "cycles") fkeys.cycles = k;
+    if (key == "ref_cycles") fkeys.ref_cycles = k;
+    if (key == "task_clock_ns") fkeys.task_clock = k;
+    return k;
+  }
+
+  void map_keys(ThreadState& ts) {
+    auto& sources = ts.set.sources();
+    ts.n_sources = std::min<int>(static_cast<int>(sources.size()), kMaxSources);
+    bool cycles = false, ref = false, task_clock = false;
+    for (int i = 0; i < ts.n_sources; ++i) {
+      const auto& src_keys = sources[static_cast<size_t>(i)]->keys();
+      ts.n_events[static_cast<size_t>(i)] =
+          std::min<int>(static_cast<int>(src_keys.size()), hwcounters::kMaxEventsPerSource);
+      for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
+        const std::string& key = src_keys[static_cast<size_t>(j)];
+        int8_t target;
+        if (key == "runq_ns") {
+          target = kRunqKey;
+        } else {
+          target = static_cast<int8_t>(key_index(key));
+          if (key == "task_clock_ns") ts.task_clock_key = target;
+        }
+        ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)] = target;
+        cycles = cycles || key == "cycles";
+        ref = ref || key == "ref_cycles";
+        task_clock = task_clock || key == "task_clock_ns";
+      }
+    }
+    ts.freq_from_counters = cycles && (ref || task_clock);
+  }
+
+  static uint32_t read_sources(ThreadState& ts, Readings& r) noexcept {
+    uint32_t ok = 0;
+    auto& sources = ts.set.sources();
+    for (int i = 0; i < ts.n_sources; ++i) {
+      if (sources[static_cast<size_t>(i)]->read(r[static_cast<size_t>(i)])) ok |= 1u << i;
+    }
+    return ok;
+  }
+
+  // Adds the deltas between two readings of the thread's sources to a slice.
+  static void accumulate(const ThreadState& ts, const Readings& a, uint32_t ok_a,
+                         const Readings& b, uint32_t ok_b, WorkerSlice& s) noexcept {
+    const uint32_t ok = ok_a & ok_b;
+    for (int i = 0; i < ts.n_sources; ++i) {
+      if (!(ok >> i & 1u)) continue;
+      const Reading& ra = a[static_cast<size_t>(i)];
+      const Reading& rb = b[static_cast<size_t>(i)];
+      const float mux = static_cast<float>(hwcounters::mux_ratio(ra, rb));
+      if (mux < s.mux) s.mux = mux;
+      for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
+        const int8_t k = ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)];
+        const uint64_t d = hwcounters::scaled_delta(ra, rb, j);
+        if (k == kRunqKey) {
+          s.runq_ns = (s.runq_ns < 0 ? 0 : s.runq_ns) + static_cast<int64_t>(d);
+        } else if (k >= 0) {
+          s.counters[static_cast<size_t>(k)] += d;
+          s.present |= 1u << k;
+          if (k == ts.task_clock_key) {
+            s.oncpu_ns = (s.oncpu_ns < 0 ? 0 : s.oncpu_ns) + static_cast<int64_t>(d);
+          }
+        }
+      }
+    }
+  }
+
+  // The per-step frequency estimate, taken at the thread's first bracket of each step.
+  void maybe_sample_frequency(ThreadState& ts, int cpu) noexcept {
+    const int64_t serial = step_serial.load(std::memory_order_relaxed);
+    if (ts.freq_from_counters || !freq || ts.freq_step == serial) return;
+    const int64_t t0 = now_ns();
+    ts.step_mhz = static_cast<float>(freq->sample_mhz(cpu));
+    ts.calibrate_ns = now_ns() - t0;
+    ts.freq_step = serial;
+  }
+
+  WorkerSlice* slice(int op, int worker) noexcept {
+    return &slices[static_cast<size_t>(op) * static_cast<size_t>(n_slots) +
+                   static_cast<size_t>(worker)];
+  }
+
+  void grow_buffers() {
+    const size_t cap = std::max<size_t>(64, ops.size() * 2);
+    ops.resize(cap);
+    slices.resize(cap * static_cast<size_t>(n_slots));
+    for (auto& h : parallel_hint) h.resize(cap, 0);
+  }
+
+  // Appends the closed ops of this step to line_buf and forgets them.
+  void serialize_ops() {
+    const size_t n = depth > 0 ? static_cast<size_t>(op_stack[0]) : n_ops;
+    for (size_t k = 0; k < n; ++k) {
+      append_op_line(line_buf, ops[k],
+                     std::span<const WorkerSlice>(slice(static_cast<int>(k), 0),
+                                                  static_cast<size_t>(n_slots)),
+                     keys, fkeys);
+    }
+    ops_written += static_cast<int64_t>(n);
+    if (depth == 0) n_ops = 0;
+  }
+
+  std::vector<ThreadState*> threads() noexcept {
+    const int n = n_threads.load(std::memory_order_acquire);
+    return std::vector<ThreadState*>(states.begin(), states.begin() + n);
+  }
+
+  json header_counters() const;
+  json header_frequency() const;
+  StepEnd read_step_end();
+  json step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns);
+};
+
+json Recorder::Impl::header_counters() const {
+  json unavailable = json::array();
+  for (const auto& u : counter_status.unavailable) {
+    unavailable.push_back({{"event", u.event}, {"reason", u.reason}});
+  }
+  return {{"mode", counter_status.mode},
+          {"live", counter_status.live},
+          {"unavailable", unavailable},
+          {"read", counter_status.read},
+          {"scope", counter_status.kernel_mode ? "user+kernel" : "user"},
+          {"software_scope", counter_status.software_kernel_mode ? "user+kernel" : "user"},
+          {"runq", opts.sched_per_op && std::count(counter_status.live.begin(),
+                                                   counter_status.live.end(), "runq_ns") > 0
+                       ? "per_op"
+                       : "per_step"}};
+}
+
+json Recorder::Impl::header_frequency() const {
+  json f;
+  const ThreadState* main = owned.empty() ? nullptr : owned.front().get();
+  if (!freq) {
+    const bool ref = main && fkeys.ref_cycles >= 0;
+    f["source"] = ref ? "cycles/ref-cycles" : "cycles/task-clock";
+    f["detail"] = ref ? "per op per worker: cycles / ref_cycles x TSC MHz"
+                      : "per op per worker: cycles / task_clock_ns";
+    f["granularity"] = "per_op";
+  } else {
+    f["source"] = std::string(freq->name());
+    f["detail"] = freq->detail();
+    f["granularity"] = "per_step";
+  }
+  f["nominal_mhz"] = host.nominal_mhz ? json(*host.nominal_mhz) : json(host.tsc_mhz);
+  f["tsc_mhz"] = std::round(host.tsc_mhz * 1000) / 1000;
+  f["tsc_source"] = host.tsc_source;
+  json rejected = json::array();
+  for (const auto& u : freq_rejected) rejected.push_back({{"source", u.event}, {"reason", u.reason}});
+  f["rejected"] = rejected;
+  return f;
+}
+
+StepEnd Recorder::Impl::read_step_end() {
+  StepEnd e;
+  e.t1 = now_ns();
+  e.process_cpu = hwcounters::process_cpu_ns();
+  for (ThreadState* ts : threads()) {
+    e.threads.emplace_back(hwcounters::read_thread_sched(ts->tid),
+                           hwcounters::thread_cpu_ns(ts->thread));
+  }
+  e.host = hwcounters::read_host_cpu_times();
+  return e;
+}
+
+json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns) {
+  const int64_t t1 = end.t1;
+  json s = {{"type", "step"}, {"step", info.step}, {"phase", phase_name(info.phase)},
+            {"n_past", info.n_past}};
+  if (info.phase == Phase::Prefill || info.n_tokens != 1) {
+    s["n_tokens"] = info.n_tokens;
+  } else if (info.token >= 0) {
+    s["token"] = info.token;
+    s["piece"] = info.piece;
+  }
+  const int64_t dt = t1 - step_t0;
+  s["t0_ns"] = step_t0;
+  s["t1_ns"] = t1;
+  s["step_ms"] = static_cast<double>(dt) / 1e6;
+  if (info.phase == Phase::Decode) {
+    decode_tokens += info.n_tokens;
+    decode_ns += dt;
+    if (decode_ns > 0) s["tok_s"] = static_cast<double>(decode_tokens) * 1e9 / decode_ns;
+  } else if (info.phase == Phase::Prefill) {
+    prefill_tokens += info.n_tokens;
+    prefill_ns += dt;
+  }
+
+  // Per-worker frequency: counter-derived over this step's ops, else the step estimate.
+  const int64_t serial = step_serial.load(std::memory_order_relaxed);
+  json freq_arr = json::array();
+  json sched_workers = json::array();
+  int64_t runq_sum = 0, oncpu_sum = 0, nvcsw = 0, nivcsw = 0;
+  bool sched_ok = false;
+  int64_t calibrate_max = 0;
+  const std::vector<ThreadState*> all = threads();
+  for (size_t i = 0; i < all.size(); ++i) {
+    ThreadState* ts = all[i];
+    double mhz = NAN;
+    if (ts->freq_from_counters) {
+      WorkerSlice sum;
+      bool any = false;
+      for (size_t k = 0; k < n_ops; ++k) {
+        if (ts->worker >= n_slots) break;
+        const WorkerSlice& sl = *slice(static_cast<int>(k), ts->worker);
+        if (sl.chunks == 0) continue;
+        any = true;
+        sum.present |= sl.present;
+        for (int key : {fkeys.cycles, fkeys.ref_cycles, fkeys.task_clock}) {
+          if (key >= 0) sum.counters[static_cast<size_t>(key)] += sl.counters[static_cast<size_t>(key)];
+        }
+      }
+      if (any) mhz = slice_frequency_mhz(sum, fkeys);
+    } else if (ts->freq_step == serial) {
+      mhz = ts->step_mhz;
+      calibrate_max = std::max(calibrate_max, ts->calibrate_ns);
+    }
+    if (std::isfinite(mhz)) {
+      freq_arr.push_back({{"w", ts->worker}, {"cpu", ts->last_cpu}, {"mhz", nan_to_null(mhz)}});
+    }
+    if (i >= end.threads.size()) continue;  // attached after the step ended
+    const auto& [now, cpu_ns] = end.threads[i];
+    if (now.ok && ts->sched_begin.ok) {
+      // On-CPU time from the thread's CPU clock (exact); schedstat's lags by up to a tick.
+      const int64_t oncpu = cpu_ns >= 0 && ts->cpu_begin_ns >= 0
+                                ? cpu_ns - ts->cpu_begin_ns
+                                : now.oncpu_ns - ts->sched_begin.oncpu_ns;
+      const json w = {{"w", ts->worker},
+                      {"tid", ts->tid},
+                      {"runq_ns", now.runq_ns - ts->sched_begin.runq_ns},
+                      {"oncpu_ns", oncpu},
+                      {"nvcsw", now.nvcsw - ts->sched_begin.nvcsw},
+                      {"nivcsw", now.nivcsw - ts->sched_begin.nivcsw}};
+      runq_sum += w["runq_ns"].get<int64_t>();
+      oncpu_sum += w["oncpu_ns"].get<int64_t>();
+      nvcsw += w["nvcsw"].get<int64_t>();
+      nivcsw += w["nivcsw"].get<int64_t>();
+      sched_workers.push_back(w);
+      sched_ok = true;
+    }
+  }
+  s["freq"] = freq_arr;
+  if (sched_ok) {
+    s["sched"] = {{"runq_ns", runq_sum}, {"oncpu_ns", oncpu_sum}, {"nvcsw", nvcsw},
+                  {"nivcsw", nivcsw},    {"workers", sched_workers}};
+  }
+  const int64_t proc = end.process_cpu;
+  if (proc >= 0 && proc_cpu0 >= 0 && dt > 0) {
+    s["process_cpu_usage"] = std::round(static_cast<double>(proc - proc_cpu0) / dt * 1000) / 1000;
+  }
+  if (auto busy = hwcounters::host_cpus_busy(host0, end.host, host.online_cpus)) {
+    s["host_cpu_usage"] = std::round(*busy * 1000) / 1000;
+  }
+  if (energy && energy0) {
+    if (auto j = energy->joules()) {
+      s["energy_j"] = *j - *energy0;
+      if (dt > 0) s["power_w"] = (*j - *energy0) * 1e9 / dt;
+    }
+  }
+  if (throttle) {
+    const hwcounters::ThrottleCounts c = throttle->read(throttle_cpus);
+    s["throttle"] = {{"core", c.core - throttle0.core}, {"package", c.package - throttle0.package}};
+  }
+  s["recorder"] = {{"ops", n_ops},
+                   {"serialize_us", static_cast<double>(serialize_ns) / 1e3},
+                   {"calibrate_us", static_cast<double>(calibrate_max) / 1e3}};
+  return s;
+}
+
+Recorder::Recorder() = default;
+
+Recorder::Recorder(const RecorderOptions& opts) {
+  if (opts.events_path.empty()) return;
+  auto im = std::make_unique<Impl>();
+  im->opts = opts;
+  im->n_slots = std::max(1, opts.workers);
+  im->writer = std::make_unique<EventLogWriter>(opts.events_path);
+  im->host = hwcounters::collect_host_facts();
+  im->tsc_mhz = im->host.tsc_mhz;
+  im->fkeys.tsc_mhz = im->tsc_mhz;
+  im->keys.reserve(kMaxCounterKeys);
+  im->grow_buffers();
+  // The constructing thread is the executor's slot 0 (it also runs the serial ops).
+  ThreadState* main = im->attach(0);
+  if (main) {
+    im->counter_status = main->set.status();
+    if (!main->freq_from_counters) {
+      if (opts.frequency_source) {
+        im->freq = opts.frequency_source;
+      } else {
+        hwcounters::FrequencyChoice c = hwcounters::choose_frequency_source(im->tsc_mhz);
+        im->freq = std::move(c.source);
+        im->freq_rejected = std::move(c.rejected);
+      }
+    }
+  }
+  im->throttle = hwcounters::ThrottleCounters::open(&im->throttle_why);
+  if (opts.probe_energy) {
+    im->energy = hwcounters::EnergyMeter::open(&im->energy_why);
+  } else {
+    im->energy_why = "not probed";
+  }
+  impl_ = std::move(im);
+  enabled_ = true;
+}
+
+Recorder::~Recorder() = default;
+
+void Recorder::attach_current_thread(int worker) noexcept {
+  if (enabled_) impl_->lookup(worker);
+}
+
+void Recorder::write_header(const nlohmann::json& fields) {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  json h = {{"type", "header"},
+            {"schema", kEventLogSchema},
+            {"pacer_version", kVersion},
+            {"git_sha", kGitSha},
+            {"time_utc", utc_now()}};
+  json host = {{"hostname", im.host.hostname},
+               {"cpu_model", im.host.cpu_model},
+               {"microcode", im.host.microcode},
+               {"kernel", im.host.kernel},
+               {"governor", im.host.governor ? json(*im.host.governor) : json()},
+               {"smt", im.host.smt ? json(*im.host.smt) : json()},
+               {"virtualized", im.host.virtualized},
+               {"hypervisor", im.host.hypervisor},
+               {"tsc_mhz", std::round(im.host.tsc_mhz * 1000) / 1000},
+               {"online_cpus", im.host.online_cpus},
+               {"allowed_cpus", im.host.allowed_cpus},
+               {"perf_event_paranoid", im.host.perf_event_paranoid
+                                           ? json(*im.host.perf_event_paranoid)
+                                           : json()}};
+  if (fields.is_object()) {
+    for (const auto& [k, v] : fields.items()) {
+      if (k == "host" && v.is_object()) {
+        for (const auto& [hk, hv] : v.items()) host[hk] = hv;
+      } else {
+        h[k] = v;
+      }
+    }
+  }
+  h["host"] = host;
+  h["counters"] = im.header_counters();
+  h["frequency"] = im.header_frequency();
+  h["thermal"] = {{"throttle_counters", im.throttle ? "present" : "absent"},
+                  {"rapl", im.energy ? im.energy->name() : std::string("absent")}};
+  if (!im.throttle) h["thermal"]["throttle_reason"] = im.throttle_why;
+  if (!im.energy) h["thermal"]["rapl_reason"] = im.energy_why;
+  if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
+
+  // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
+  im.freq_cpus.clear();
+  if (fields.is_object() && fields.contains("run") && fields["run"].is_object() &&
+      fields["run"].contains("cpus") && fields["run"]["cpus"].is_array()) {
+    for (const auto& c : fields["run"]["cpus"]) {
+      if (c.is_number_integer()) im.freq_cpus.push_back(c.get<int>());
+    }
+  }
+  if (im.freq_cpus.empty()) im.freq_cpus = im.host.allowed_cpus;
+  if (im.opts.measure_freq_before_after) {
+    h["freq_before_mhz"] = per_cpu_mhz(im.freq_cpus);
+    h["freq_cpus"] = im.freq_cpus;
+    h["freq_before_source"] = "calibrated_loop";
+  }
+  json metrics = json::array();
+  for (const auto& m : hwcounters::derived_metrics()) {
+    metrics.push_back({{"name", m.name}, {"formula", m.formula}, {"caveat", m.caveat}});
+  }
+  h["derived_metrics"] = metrics;
+  im.writer->write_json(h);
+  im.writer->flush();
+}
+
+void Recorder::begin_step(Phase phase, int64_t step) {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  im.phase = phase;
+  im.step = step;
+  im.step_serial.fetch_add(1, std::memory_order_relaxed);
+  if (im.energy) im.energy0 = im.energy->joules();
+  if (im.throttle) {
+    im.throttle_cpus.clear();
+    for (ThreadState* ts : im.threads()) {
+      if (ts->last_cpu >= 0) im.throttle_cpus.push_back(ts->last_cpu);
+    }
+    if (im.throttle_cpus.empty()) im.throttle_cpus = im.freq_cpus;
+    im.throttle0 = im.throttle->read(im.throttle_cpus);
+  }
+  // Last, fastest nearest to t0, so the windows they cover are the step's own (/proc/stat
+  // alone takes tens of microseconds).
+  im.host0 = hwcounters::read_host_cpu_times();
+  for (ThreadState* ts : im.threads()) {
+    ts->sched_begin = hwcounters::read_thread_sched(ts->tid);
+    ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
+  }
+  im.proc_cpu0 = hwcounters::process_cpu_ns();
+  im.step_t0 = now_ns();
+}
+
+void Recorder::end_step(const StepInfo& info) {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  const StepEnd end = im.read_step_end();
+  const int64_t ser0 = now_ns();
+  im.line_buf.clear();
+  const size_t n_ops = im.n_ops;
+  im.serialize_ops();
+  const int64_t serialize_ns = now_ns() - ser0;
+  im.n_ops = n_ops;  // the step line counts and aggregates this step's ops
+  const json s = im.step_line(info, end, serialize_ns);
+  if (im.depth == 0) im.n_ops = 0;
+  im.writer->write_raw(im.line_buf);
+  im.writer->write_json(s);
+  im.writer->flush();
+  ++im.steps_written;
+}
+
+void Recorder::write_footer(const nlohmann::json& fields) {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  im.line_buf.clear();
+  im.serialize_ops();  // ops recorded after the last step (detokenize, ...)
+  im.writer->write_raw(im.line_buf);
+  json f = {{"type", "footer"}, {"steps", im.steps_written}};
+  if (im.decode_ns > 0) f["decode_tok_s"] = static_cast<double>(im.decode_tokens) * 1e9 / im.decode_ns;
+  if (im.prefill_ns > 0) {
+    f["prefill_tok_s"] = static_cast<double>(im.prefill_tokens) * 1e9 / im.prefill_ns;
+  }
+  if (fields.is_object()) {
+    for (const auto& [k, v] : fields.items()) f[k] = v;
+  }
+  if (im.opts.measure_freq_before_after && !f.contains("freq_after_mhz")) {
+    f["freq_after_mhz"] = per_cpu_mhz(im.freq_cpus);
+  }
+  f["recorder"] = {{"ops", im.ops_written},
+                   {"dropped_slices", im.dropped.load()},
+                   {"unattributed_chunks", im.unattributed.load()},
+                   {"threads", im.n_threads.load()},
+                   {"bytes", im.writer->bytes_written()}};
+  im.writer->write_json(f);
+  im.writer->flush();
+}
+
+void Recorder::open_op(const OpInfo& info) noexcept {
+  Impl& im = *impl_;
+  if (im.depth >= kMaxDepth) {
+    ++im.overflow_depth;
+    return;
+  }
+  if (im.n_ops >= im.ops.size()) {
+    try {
+      im.grow_buffers();
+    } catch (...) {
+      ++im.overflow_depth;  // no memory: this op goes unrecorded
+      return;
+    }
+  }
+  const size_t idx = im.n_ops++;
+  OpRecord& r = im.ops[idx];
+  const size_t len = std::min(info.name.size(), r.name.size() - 1);
+  std::memcpy(r.name.data(), info.name.data(), len);
+  r.name[len] = '\0';
+  r.layer = info.layer;
+  r.kind = info.kind;
+  r.phase = op_phase(info, im.phase);
+  r.wtype = info.wtype;
+  r.rows = info.rows;
+  r.cols = info.cols;
+  r.tokens = info.tokens;
+  r.weight_bytes = info.weight_bytes;
+  r.step = im.step;
+  std::fill_n(im.slice(static_cast<int>(idx), 0), im.n_slots, WorkerSlice{});
+  const int d = im.depth++;
+  im.op_stack[static_cast<size_t>(d)] = static_cast<int>(idx);
+  im.cur_op.store(static_cast<int>(idx), std::memory_order_relaxed);
+
+  ThreadState* ts = im.lookup(0);
+  // Ops that ran on the executor last time will bracket their own chunks: skip the serial read.
+  const bool predicted_parallel = im.parallel_hint[static_cast<size_t>(r.phase)][idx] != 0;
+  if (ts) {
+    const int cpu = sched_getcpu();
+    ts->last_cpu = cpu;
+    ts->serial_cpu[static_cast<size_t>(d)] = cpu;
+    ts->serial_taken[static_cast<size_t>(d)] = !predicted_parallel;
+    im.maybe_sample_frequency(*ts, cpu);
+  }
+  r.t0_ns = now_ns();
+  if (ts && !predicted_parallel) {
+    ts->serial_ok[static_cast<size_t>(d)] =
+        Impl::read_sources(*ts, ts->serial_begin[static_cast<size_t>(d)]);
+  }
+}
+
+void Recorder::close_op() noexcept {
+  Impl& im = *impl_;
+  if (im.overflow_depth > 0) {
+    --im.overflow_depth;
+    return;
+  }
+  if (im.depth == 0) return;
+  const int d = --im.depth;
+  const int idx = im.op_stack[static_cast<size_t>(d)];
+  OpRecord& r = im.ops[static_cast<size_t>(idx)];
+  bool had_chunks = false;
+  for (int w = 0; w < im.n_slots; ++w) had_chunks = had_chunks || im.slice(idx, w)->chunks > 0;
+  if (had_chunks) {
+    r.t1_ns = now_ns();
+  } else {
+    // A serial op: the calling thread (slot 0) did the work between open and close.
+    ThreadState* ts = im.lookup(0);
+    WorkerSlice& s = *im.slice(idx, 0);
+    uint32_t ok = 0;
+    const bool taken = ts && ts->serial_taken[static_cast<size_t>(d)];
+    if (taken) ok = Impl::read_sources(*ts, ts->chunk_end);
+    r.t1_ns = now_ns();
+    s.chunks = 1;
+    s.t0_ns = r.t0_ns;
+    s.t1_ns = r.t1_ns;
+    s.cpu = ts ? ts->serial_cpu[static_cast<size_t>(d)] : -1;
+    s.cpu_end = sched_getcpu();
+    if (ts) s.freq_mhz = ts->step_mhz;
+    if (taken) {
+      Impl::accumulate(*ts, ts->serial_begin[static_cast<size_t>(d)],
+                       ts->serial_ok[static_cast<size_t>(d)], ts->chunk_end, ok, s);
+    }
+  }
+  im.parallel_hint[static_cast<size_t>(r.phase)][static_cast<size_t>(idx)] = had_chunks ? 1 : 0;
+  im.cur_op.store(d > 0 ? im.op_stack[static_cast<size_t>(d - 1)] : -1, std::memory_order_relaxed);
+}
+
+void Recorder::on_chunk_begin(int worker) noexcept {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  ThreadState* ts = im.lookup(worker);
+  if (!ts) return;
+  const int cpu = sched_getcpu();
+  im.maybe_sample_frequency(*ts, cpu);
+  ts->chunk_cpu = cpu;
+  ts->last_cpu = cpu;
+  ts->chunk_t0 = now_ns();
+  ts->chunk_ok = Impl::read_sources(*ts, ts->chunk_begin);
+}
+
+void Recorder::on_chunk_end(int worker) noexcept {
+  if (!enabled_) return;
+  Impl& im = *impl_;
+  ThreadState* ts = im.lookup(worker);
+  if (!ts) return;
+  const uint32_t ok = Impl::read_sources(*ts, ts->chunk_end);
+  const int64_t t1 = now_ns();
+  const int cpu = sched_getcpu();
+  const int op = im.cur_op.load(std::memory_order_relaxed);
+  if (op < 0) {
+    im.unattributed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (worker < 0 || worker >= im.n_slots) {
+    im.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  WorkerSlice& s = *im.slice(op, worker);
+  if (s.chunks == 0) {
+    s.t0_ns = ts->chunk_t0;
+    s.cpu = ts->chunk_cpu;
+  }
+  s.t1_ns = t1;
+  s.cpu_end = cpu;
+  ++s.chunks;
+  s.freq_mhz = ts->step_mhz;
+  Impl::accumulate(*ts, ts->chunk_begin, ts->chunk_ok, ts->chunk_end, ok, s);
+}
+
+}  // namespace pacer::runtime

@@ -1,0 +1,343 @@
+#include "runtime/session.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/forward.h"
+
+namespace pacer::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int64_t peak_rss_kb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+// Length of the incomplete UTF-8 sequence at the end of s (0 if it ends on a whole character).
+size_t incomplete_utf8_tail(std::string_view s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
+    const auto b = static_cast<unsigned char>(s[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    const size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3
+                                    : (b & 0xF8) == 0xF0 ? 4 : 1;
+    return len > back ? back : 0;
+  }
+  return 0;
+}
+
+double round1(double v) { return static_cast<double>(static_cast<int64_t>(v * 10 + 0.5)) / 10; }
+
+}  // namespace
+
+int64_t default_ctx(const loader::ModelConfig& c) noexcept {
+  return c.n_ctx_train > 0 ? std::min<int64_t>(4096, c.n_ctx_train) : 4096;
+}
+
+// ---- TextStream
+
+bool TextStream::push(std::string_view piece) {
+  if (stopped_) return true;
+  const size_t old = text_.size();
+  text_.append(piece);
+  size_t longest = 0;
+  for (const auto& s : stop_) longest = std::max(longest, s.size());
+  // A stop string can only complete in the new bytes (plus its length before them).
+  const size_t from = old >= longest ? old - longest + 1 : 0;
+  size_t cut = std::string::npos;
+  for (const auto& s : stop_) {
+    if (s.empty()) continue;
+    const size_t at = text_.find(s, from);
+    if (at != std::string::npos) cut = std::min(cut, at);
+  }
+  if (cut == std::string::npos) return false;
+  text_.resize(cut);
+  emitted_ = std::min(emitted_, cut);
+  stopped_ = true;
+  return true;
+}
+
+std::string TextStream::take_ready() {
+  size_t end = text_.size();
+  if (!stopped_) {
+    // Hold back the longest tail that is a proper prefix of a stop string.
+    size_t hold = 0;
+    for (const auto& s : stop_) {
+      for (size_t len = std::min(s.size() - (s.empty() ? 0 : 1), text_.size()); len > hold; --len) {
+        if (text_.compare(text_.size() - len, len, s, 0, len) == 0) {
+          hold = len;
+          break;
+        }
+      }
+    }
+    end -= hold;
+    end -= incomplete_utf8_tail(std::string_view(text_).substr(0, end));
+  }
+  if (end <= emitted_) return {};
+  std::string out = text_.substr(emitted_, end - emitted_);
+  emitted_ = end;
+  return out;
+}
+
+std::string TextStream::flush() {
+  std::string out = emitted_ < text_.size() ? text_.substr(emitted_) : std::string();
+  emitted_ = text_.size();
+  return out;
+}
+
+// ---- Session
+
+Session::Session(const Model& model, SessionOptions opts)
+    : model_(model),
+      opts_(std::move(opts)),
+      executor_(std::make_unique<Executor>(
+          ExecutorSettings{}.set_threads(opts_.threads).set_pin(opts_.pin))),
+      kv_(model.config(), opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()), opts_.kv_type,
+          RunState::bytes(model.config(),
+                          std::clamp<int64_t>(opts_.max_batch, 1,
+                                              opts_.ctx > 0 ? opts_.ctx
+                                                            : default_ctx(model.config()))),
+          opts_.mem_available),
+      state_(model.config(), std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity())),
+      sampler_(opts_.sampler),
+      rec_(opts_.recorder ? opts_.recorder : &off_) {
+  if (rec_->enabled()) executor_->set_observer(rec_);
+}
+
+Session::~Session() { executor_->set_observer(nullptr); }
+
+std::span<const float> Session::run(std::span<const int32_t> tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw std::invalid_argument("no tokens to run");
+  if (n_past_ + n > kv_.capacity()) {
+    throw std::length_error(fmt::format(
+        "{} tokens at position {} exceed the context of {} positions (-c)", n, n_past_,
+        kv_.capacity()));
+  }
+  for (int64_t off = 0; off < n; off += state_.max_batch) {
+    const int64_t len = std::min(state_.max_batch, n - off);
+    forward(model_, kv_, state_, tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
+            n_past_, off + len == n, *executor_, *rec_);
+    n_past_ += len;
+  }
+  return state_.logits;
+}
+
+std::span<const float> Session::prefill(std::span<const int32_t> tokens) {
+  return run(tokens);
+}
+
+std::span<const float> Session::decode(int32_t token) {
+  return run(std::span<const int32_t>(&token, 1));
+}
+
+Generation Session::generate(std::string_view prompt, const GenerateOptions& opts,
+                             const TextCallback& on_text) {
+  const loader::Tokenizer& tok = model_.tokenizer();
+  const loader::ModelConfig& cfg = model_.config();
+  Generation g;
+  Timings& tm = g.timings;
+  tm.load_ms = model_.load_ms();
+  const auto t_start = Clock::now();
+  reset();
+  step_ = 0;
+
+  // Tokenize.
+  {
+    const auto t0 = Clock::now();
+    auto op = rec_->op({.name = "tokenize", .kind = OpKind::Other});
+    g.prompt_tokens = tok.encode(prompt, opts.add_special, opts.parse_special);
+    tm.tokenize_ms = ms_since(t0);
+  }
+  const int64_t n_prompt = static_cast<int64_t>(g.prompt_tokens.size());
+  tm.n_prompt = n_prompt;
+  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty (no tokens to prefill)");
+  if (n_prompt > kv_.capacity()) {
+    throw std::length_error(fmt::format("the prompt has {} tokens but the context holds {} (-c)",
+                                        n_prompt, kv_.capacity()));
+  }
+
+  if (rec_->enabled()) {
+    nlohmann::json fields = opts.header.is_object() ? opts.header : nlohmann::json::object();
+    const Topology& topo = executor_->topology();
+    int64_t l3 = 0;
+    for (const auto& c : topo.caches) {
+      if (c.level == 3) l3 = c.size_bytes * c.instances;
+    }
+    fields["model"] = {{"path", model_.file().path().string()},
+                       {"name", cfg.name},
+                       {"arch", loader::arch_name(cfg.arch)},
+                       {"type", ops::type_name(model_.weights().main_type)},
+                       {"params", cfg.n_params},
+                       {"bytes", model_.file().file_size()},
+                       {"matmul_bytes_per_token", model_.weights().matmul_bytes},
+                       {"n_layers", cfg.n_layers},
+                       {"n_embd", cfg.n_embd},
+                       {"n_heads", cfg.n_heads},
+                       {"n_kv_heads", cfg.n_kv_heads},
+                       {"head_dim", cfg.head_dim},
+                       {"n_ff", cfg.n_ff},
+                       {"n_vocab", cfg.n_vocab},
+                       {"n_ctx_train", cfg.n_ctx_train}};
+    const auto& sp = opts_.sampler;
+    fields["run"] = {{"threads", executor_->workers()},
+                     {"pin", executor_->pin().to_string()},
+                     {"cpus", executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
+                     {"pinned", !executor_->cpus().empty()},
+                     {"ctx", kv_.capacity()},
+                     {"max_batch", state_.max_batch},
+                     {"n_prompt", n_prompt},
+                     {"n_predict", opts.n_predict},
+                     {"seed", sp.seed},
+                     {"temperature", sp.temperature},
+                     {"top_k", sp.top_k},
+                     {"top_p", sp.top_p},
+                     {"min_p", sp.min_p},
+                     {"repeat_penalty", sp.repeat_penalty},
+                     {"isa", ops::isa_name(state_.isa)},
+                     {"kv_type", ops::type_name(kv_.type())},
+                     {"recording", "full"}};
+    fields["host"]["topology"] = {{"packages", topo.packages},
+                                  {"numa_nodes", topo.numa_nodes.size()},
+                                  {"cores", topo.cores.size()},
+                                  {"pus", topo.pu_count()},
+                                  {"l3_bytes", l3}};
+    fields["load_ms"] = round1(tm.load_ms);
+    rec_->write_header(fields);
+  }
+
+  std::vector<int32_t> history = g.prompt_tokens;
+  TextStream stream(opts.stop);
+  auto emit = [&](std::string s) {
+    if (!s.empty() && on_text) on_text(s);
+  };
+  auto detokenize = [&](int32_t id) {
+    const auto t0 = Clock::now();
+    auto op = rec_->op({.name = "detokenize", .kind = OpKind::Other});
+    std::string piece = tok.piece(id);
+    tm.detokenize_ms += ms_since(t0);
+    return piece;
+  };
+  auto sample = [&] {
+    auto op = rec_->op({.name = "sample", .kind = OpKind::Sample});
+    // The sampler edits the logits in place (penalties, temperature): they are scratch until the
+    // next forward pass overwrites them.
+    return sampler_.sample(state_.logits, history);
+  };
+
+  // Prefill: the prompt in batches of max_batch tokens, one step each; the last batch's logits
+  // give the first generated token.
+  int32_t token = -1;
+  std::string piece;
+  const bool want_token = opts.n_predict != 0;
+  for (int64_t off = 0; off < n_prompt; off += state_.max_batch) {
+    const int64_t len = std::min(state_.max_batch, n_prompt - off);
+    const bool last = off + len == n_prompt;
+    rec_->begin_step(Phase::Prefill, step_);
+    const auto t0 = Clock::now();
+    forward(model_, kv_, state_,
+            std::span<const int32_t>(g.prompt_tokens).subspan(static_cast<size_t>(off),
+                                                              static_cast<size_t>(len)),
+            n_past_, last && want_token, *executor_, *rec_);
+    n_past_ += len;
+    tm.prefill_ms += ms_since(t0);
+    StepInfo info;
+    info.phase = Phase::Prefill;
+    info.step = step_;
+    info.n_past = n_past_;
+    info.n_tokens = len;
+    if (last && want_token) {
+      token = sample();
+      tm.ttft_ms = ms_since(t_start);
+      piece = detokenize(token);
+      info.token = token;
+      info.piece = piece;
+    }
+    rec_->end_step(info);
+    ++step_;
+  }
+
+  // Decode: one token per step until a stop condition.
+  g.stop_reason = "n_predict";
+  while (want_token) {
+    if (tok.is_eog(token) && !opts.ignore_eos) {
+      g.stop_reason = "eos";
+      break;
+    }
+    g.tokens.push_back(token);
+    history.push_back(token);
+    ++tm.n_generated;
+    if (stream.push(piece)) {
+      emit(stream.take_ready());
+      g.stop_reason = "stop_string";
+      break;
+    }
+    emit(stream.take_ready());
+    if (opts.n_predict > 0 && tm.n_generated >= opts.n_predict) break;
+    if (n_past_ >= kv_.capacity()) {
+      g.stop_reason = "context_full";
+      break;
+    }
+    rec_->begin_step(Phase::Decode, step_);
+    const auto t0 = Clock::now();
+    forward(model_, kv_, state_, std::span<const int32_t>(&token, 1), n_past_, true, *executor_,
+            *rec_);
+    ++n_past_;
+    token = sample();
+    tm.decode_ms += ms_since(t0);
+    ++tm.n_decode_steps;
+    piece = detokenize(token);
+    StepInfo info;
+    info.phase = Phase::Decode;
+    info.step = step_;
+    info.n_past = n_past_;
+    info.token = token;
+    info.piece = piece;
+    rec_->end_step(info);
+    ++step_;
+  }
+  if (g.stop_reason != "stop_string") emit(stream.flush());
+  g.text = stream.text();
+  tm.wall_ms = ms_since(t_start);
+  tm.peak_rss_kb = peak_rss_kb();
+
+  if (rec_->enabled()) {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const WorkerPlacement& p : executor_->placements()) {
+      workers.push_back({{"w", p.worker},
+                         {"pinned_cpu", p.pinned_cpu},
+                         {"first_cpu", p.first_cpu},
+                         {"last_cpu", p.last_cpu},
+                         {"chunks", p.chunks},
+                         {"off_target_chunks", p.off_target}});
+    }
+    rec_->write_footer({{"n_prompt", tm.n_prompt},
+                        {"n_generated", tm.n_generated},
+                        {"load_ms", round1(tm.load_ms)},
+                        {"ttft_ms", round1(tm.ttft_ms)},
+                        {"prefill_tok_s", round1(tm.prefill_tok_s())},
+                        {"decode_tok_s", round1(tm.decode_tok_s())},
+                        {"wall_ms", round1(tm.wall_ms)},
+                        {"peak_rss_kb", tm.peak_rss_kb},
+                        {"tokenize_ms", tm.tokenize_ms},
+                        {"detokenize_ms", tm.detokenize_ms},
+                        {"stop", g.stop_reason},
+                        {"workers", workers}});
+  }
+  return g;
+}
+
+}  // namespace pacer::runtime

@@ -1,0 +1,176 @@
+// Compatibility checks and the three renderers of `pacer compare` (Markdown, JSON, HTML; the HTML
+// page is loaded in headless Chromium when it is installed: the plots must draw, no JS errors).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/compare.h"
+#include "analysis/compare_render.h"
+#include "analysis/compare_synth.h"
+
+namespace pacer::analysis {
+namespace {
+
+RunCycles load(const synth::RunSpec& spec, const std::string& name) {
+  return load_run_text(synth::event_log(spec), name);
+}
+
+synth::RunSpec slow_spec() {
+  synth::RunSpec s;
+  s.seed = 9;
+  s.effects.push_back({.ops = {"ffn_gate_up"}, .freq_scale = 0.6});
+  return s;
+}
+
+const Comparison& freq_comparison() {
+  static const Comparison c = compare_runs(load({}, "normal.jsonl"), load(slow_spec(), "slow.jsonl"));
+  return c;
+}
+
+TEST(CompareCompat, DifferentModelsAreRefusedUnlessForced) {
+  synth::RunSpec other;
+  other.type = "q4_0";
+  other.n_layers = 6;
+  const RunCycles a = load({}, "a.jsonl"), b = load(other, "b.jsonl");
+  try {
+    compare_runs(a, b);
+    FAIL() << "expected CompareError";
+  } catch (const CompareError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("weight type differs: 'q8_0' vs 'q4_0'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("n_layers"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--force"), std::string::npos) << msg;
+  }
+  const Comparison c = compare_runs(a, b, {.force = true});
+  EXPECT_TRUE(c.forced);
+  EXPECT_EQ(c.compat.errors.size(), 2u);
+}
+
+TEST(CompareCompat, EnvironmentDifferencesAreWarnings) {
+  synth::RunSpec other;
+  other.cpus = {2, 3};
+  other.pin = "scatter";
+  other.cpu_model = "Another CPU";
+  other.hardware_counters = false;
+  const Compatibility c = check_compatibility(load({}, "a").header, load(other, "b").header);
+  EXPECT_TRUE(c.errors.empty());
+  auto has = [&](const char* s) {
+    for (const auto& w : c.warnings)
+      if (w.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("pinning differs: 'compact' vs 'scatter'"));
+  EXPECT_TRUE(has("worker CPUs differs"));
+  EXPECT_TRUE(has("CPU model differs"));
+  EXPECT_TRUE(has("counter mode differs: 'hardware' vs 'software'"));
+  EXPECT_TRUE(has("frequency source differs"));
+  EXPECT_FALSE(has("threads"));
+}
+
+TEST(CompareDevices, DescribesCpuRanges) {
+  EXPECT_EQ(describe_devices({2, 3}), "CPUs 2-3");
+  EXPECT_EQ(describe_devices({5}), "CPU 5");
+  EXPECT_EQ(describe_devices({0, 2, 5, 6, 7}), "CPUs 0,2,5-7");
+  EXPECT_EQ(describe_devices({kHostDevice}), "host");
+}
+
+TEST(CompareRender, MarkdownHasTheReferenceSectionsAndMore) {
+  RenderOptions ro;
+  ro.table_rows = 5;
+  const std::string md = render_markdown(freq_comparison(), ro);
+  for (const char* s :
+       {"**Verdict:** Decode", "## 1. High-Level Performance Summary", "| Total Cycles",
+        "| Avg Cycle Time (us)", "## 2. Cycle Duration Distribution Comparison", "| p50 |",
+        "| p90 |", "| p99 |", "| Time Rank |", "## 3. Where the Time Went: Additive Attribution",
+        "**measured Δ (mean step)**", "## 4. In-depth Core Metric Comparison", "### Overview",
+        "### Key Findings", "**Recommendation:**", "### Detailed comparison table",
+        "| Function Name | Metric Name | Device | Suspicion Score |", "Z-Score(log_μ)",
+        "U-test p(μ)", "## 5. Runs and Comparability", "## 6. Legend", "**Suspicion Score**",
+        "⚑"})
+    EXPECT_NE(md.find(s), std::string::npos) << s;
+  // Exactly table_rows rows in the detailed table, then the elision line.
+  const size_t table = md.find("| Function Name |");
+  const size_t end = md.find("\n\n", table);
+  const std::string body = md.substr(table, end - table);
+  size_t lines = 0;
+  for (char ch : body) lines += ch == '\n';
+  EXPECT_EQ(lines, 2u + 5u);  // header, separator, 5 rows (+ the elision line has no '\n' here)
+  EXPECT_NE(body.find("rows elided"), std::string::npos);
+}
+
+TEST(CompareRender, JsonCarriesEveryNumber) {
+  const Comparison& c = freq_comparison();
+  const auto j = nlohmann::json::parse(render_json(c));
+  EXPECT_EQ(j["type"], "pacer_compare");
+  EXPECT_EQ(j["main_cause"], "frequency");
+  EXPECT_EQ(j["verdict"], c.verdict);
+  EXPECT_EQ(j["rows"].size(), c.rows.size());
+  double sum = 0;
+  for (const auto& [k, v] : j["attribution"]["parts_ns"].items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, j["attribution"]["delta_ns"].get<double>(), 1e-6);
+  EXPECT_EQ(j["runs"][0]["step_ms"].size(), c.step_ms[0].size());
+  EXPECT_EQ(j["rows"][0]["metric"], "cpu_frequency");
+}
+
+TEST(CompareRender, JsonWritesNotComputableAsNull) {
+  synth::RunSpec one;
+  one.steps = 1;  // one cycle per run: no t-test
+  const Comparison c = compare_runs(load(one, "a"), load(one, "b"));
+  const auto j = nlohmann::json::parse(render_json(c));
+  EXPECT_TRUE(j["step_test"]["welch_p"].is_null());
+  EXPECT_TRUE(j["rows"][0]["p_beta"].is_null());
+}
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
+  const std::string html = render_html(freq_comparison());
+  size_t plots = 0;
+  for (size_t at = 0; (at = html.find("<svg class=\"plot\"", at)) != std::string::npos; ++at) ++plots;
+  EXPECT_EQ(plots, 3u);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  EXPECT_NE(html.find("class=\"series\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"seg\""), std::string::npos);
+
+  const char* chromium = "/usr/bin/chromium";
+  if (access(chromium, X_OK) != 0) GTEST_SKIP() << "chromium not installed: DOM check skipped";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pacer_compare_html_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto page = dir / "report.html";
+  std::ofstream(page) << html;
+  const std::string dom = run_capture(
+      "timeout 60 " + std::string(chromium) +
+      " --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 --user-data-dir=" +
+      (dir / "profile").string() + " --dump-dom file://" + page.string() + " 2>" +
+      (dir / "stderr.txt").string());
+  std::ifstream err_in(dir / "stderr.txt");
+  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(dom.empty()) << "chromium produced no DOM; stderr:\n" << err;
+  EXPECT_NE(dom.find("data-ready=\"1\""), std::string::npos);
+  EXPECT_NE(dom.find("data-plots-drawn=\"3\""), std::string::npos);
+  EXPECT_EQ(dom.find("data-js-errors"), std::string::npos);
+  EXPECT_EQ(err.find(":CONSOLE"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace pacer::analysis

@@ -1,0 +1,224 @@
+// ModelConfig::from_gguf and Weights::bind on synthetic tiny models of each architecture, plus
+// the LoadErrors for missing and inconsistent tensors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "loader/gguf_file.h"
+#include "loader/gguf_writer.h"
+#include "loader/model_config.h"
+#include "loader/synth.h"
+#include "loader/weights.h"
+
+namespace pacer::loader {
+namespace {
+
+using ops::WeightType;
+
+// Holds the bytes a GgufFile views.
+struct MemModel {
+  std::vector<std::byte> bytes;
+  GgufFile file;
+  explicit MemModel(std::vector<std::byte> b)
+      : bytes(std::move(b)), file(GgufFile::parse(bytes, "model.gguf")) {}
+};
+
+std::unique_ptr<MemModel> make_model(const SynthSpec& spec) {
+  GgufWriter w;
+  add_synthetic_model(w, spec);
+  return std::make_unique<MemModel>(w.to_bytes());
+}
+
+TEST(ModelConfig, TinyLlama) {
+  const SynthSpec spec = synth_preset("tiny");
+  auto m = make_model(spec);
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.name, spec.name);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_embd, 128);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.n_ff, 320);
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.n_ctx_train, 512);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_base, 10000.0f);
+  EXPECT_EQ(c.rope_layout, ops::RopeLayout::Normal);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::None);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm || c.post_norms || c.embed_scale || c.geglu);
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));
+  EXPECT_FALSE(c.is_swa_layer(0));
+  // Parameters by hand: embd + output (2 * 512 * 128), output_norm 128, per layer 2 norms (256),
+  // q,o 128*128 each, k,v 64*128 each, 3 ffn 128*320 each.
+  const int64_t per_layer = 256 + 2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 320;
+  EXPECT_EQ(c.n_params, 2 * 512 * 128 + 128 + 2 * per_layer);
+}
+
+TEST(ModelConfig, TinyQwen2HasBiasesNeoxAndTiedEmbeddings) {
+  auto m = make_model(synth_preset("tiny-qwen2"));
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_EQ(c.rope_layout, ops::RopeLayout::Neox);
+  EXPECT_FLOAT_EQ(c.rope_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
+  EXPECT_EQ(c.n_vocab, 1000);
+  const Weights w = Weights::bind(m->file, c);
+  EXPECT_EQ(w.output.data, w.token_embd.data);
+  ASSERT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.layers[1].bq.size(), 128u);
+  EXPECT_EQ(w.layers[1].bk.size(), 64u);
+  EXPECT_EQ(w.layers[1].bv.size(), 64u);
+  EXPECT_TRUE(w.layers[0].q_norm.empty());
+}
+
+TEST(ModelConfig, TinyGemma3SlidingWindowAndLocalRope) {
+  auto m = make_model(synth_preset("tiny-gemma3"));
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.arch, Arch::Gemma3);
+  EXPECT_EQ(c.head_dim, 64);  // key_length, not n_embd / n_heads = 32
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.sliding_window_pattern, 2);
+  EXPECT_FLOAT_EQ(c.rope_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);
+  EXPECT_TRUE(c.is_swa_layer(0));
+  EXPECT_FALSE(c.is_swa_layer(1));
+  EXPECT_TRUE(c.is_swa_layer(2));
+  EXPECT_FALSE(c.is_swa_layer(3));
+  EXPECT_TRUE(c.qk_norm && c.post_norms && c.embed_scale && c.geglu && c.tied_embeddings);
+  EXPECT_EQ(c.rope_layout, ops::RopeLayout::Neox);
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 8.0f);
+  const Weights w = Weights::bind(m->file, c);
+  EXPECT_EQ(w.layers[3].q_norm.size(), 64u);
+  EXPECT_EQ(w.layers[3].post_ffn_norm.size(), 128u);
+  EXPECT_EQ(w.layers[0].wq.rows, 256);
+  EXPECT_EQ(w.layers[0].wq.cols, 128);
+  EXPECT_EQ(w.layers[0].wo.rows, 128);
+  EXPECT_EQ(w.layers[0].wo.cols, 256);
+}
+
+TEST(ModelConfig, Gemma3PatternDefaultsToSix) {
+  SynthSpec s = synth_preset("tiny-gemma3");
+  s.sliding_window_pattern = 0;  // key not written: llama.cpp's hardcoded 6 applies
+  s.n_layers = 7;
+  auto m = make_model(s);
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.sliding_window_pattern, 6);
+  for (int il = 0; il < 7; ++il) EXPECT_EQ(c.is_swa_layer(il), il != 5) << il;
+}
+
+TEST(Weights, BindsViewsIntoTheFileAndCountsMatmulBytes) {
+  SynthSpec s = synth_preset("tiny");
+  s.type = WeightType::Q8_0;
+  auto m = make_model(s);
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  const Weights w = Weights::bind(m->file, c);
+  const std::byte* lo = m->bytes.data();
+  const std::byte* hi = lo + m->bytes.size();
+  EXPECT_GE(w.layers[1].w_down.data, lo);
+  EXPECT_LT(w.layers[1].w_down.data, hi);
+  EXPECT_EQ(w.layers[1].w_down.data, m->file.require_tensor("blk.1.ffn_down.weight").data.data());
+  EXPECT_EQ(w.layers[1].w_down.rows, 128);
+  EXPECT_EQ(w.layers[1].w_down.cols, 320);
+  EXPECT_EQ(w.main_type, WeightType::Q8_0);
+  EXPECT_EQ(w.output_norm.size(), 128u);
+  // Norm values are the generator's 1 +- 0.05.
+  for (float x : w.layers[0].attn_norm) EXPECT_NEAR(x, 1.0f, 0.0501f);
+  // Q8_0: 34 bytes per 32 elements. Per layer 2*128*128 + 2*64*128 + 3*128*320 elements, plus
+  // the 512 x 128 output.
+  const int64_t elems = 2 * (2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 320) + 512 * 128;
+  EXPECT_EQ(w.matmul_bytes, elems / 32 * 34);
+}
+
+// Rewrites a model with one tensor replaced (or dropped when `ne` is empty).
+std::unique_ptr<MemModel> with_tensor_changed(const MemModel& m, std::string_view name,
+                                              WeightType type, std::vector<int64_t> ne) {
+  GgufWriter w;
+  w.copy_metadata(m.file);
+  for (const GgufTensor& t : m.file.tensors()) {
+    if (t.name != name) {
+      w.add_tensor_view(t.name, t.type, t.ne, t.data);
+    } else if (!ne.empty()) {
+      int64_t n = 1;
+      for (int64_t d : ne) n *= d;
+      w.add_tensor(t.name, type, ne,
+                   std::vector<std::byte>(static_cast<size_t>(ops::row_bytes(type, ne[0]) * (n / ne[0]))));
+    }
+  }
+  return std::make_unique<MemModel>(w.to_bytes());
+}
+
+void expect_load_error(const MemModel& m, const std::string& field_part, bool bind = false) {
+  try {
+    const ModelConfig c = ModelConfig::from_gguf(m.file);
+    if (bind) Weights::bind(m.file, c);
+    FAIL() << "no error";
+  } catch (const LoadError& e) {
+    EXPECT_NE(e.field().find(field_part), std::string::npos) << e.what();
+    EXPECT_EQ(e.file(), "model.gguf");
+  }
+}
+
+TEST(ModelConfig, MissingOrMisshapenTensorsNameTheTensor) {
+  auto m = make_model(synth_preset("tiny-qwen2"));
+  expect_load_error(*with_tensor_changed(*m, "blk.1.ffn_up.weight", WeightType::F16, {}),
+                    "blk.1.ffn_up.weight");
+  expect_load_error(*with_tensor_changed(*m, "blk.0.attn_k.bias", WeightType::F32, {}),
+                    "blk.0.attn_k.bias");
+  expect_load_error(*with_tensor_changed(*m, "blk.0.attn_k.weight", WeightType::F16, {128, 128}),
+                    "blk.0.attn_k.weight");
+  expect_load_error(*with_tensor_changed(*m, "output_norm.weight", WeightType::F32, {64}),
+                    "output_norm.weight");
+  // Right shape, wrong type for a norm: only Weights::bind knows norms must be F32.
+  expect_load_error(*with_tensor_changed(*m, "blk.1.attn_norm.weight", WeightType::F16, {128}),
+                    "blk.1.attn_norm.weight", true);
+}
+
+TEST(ModelConfig, BadMetadataNamesTheKey) {
+  auto m = make_model(synth_preset("tiny"));
+  auto with_kv = [&](std::string_view key, GgufMetaValue v) {
+    GgufWriter w;
+    w.copy_metadata(m->file);
+    w.set(key, std::move(v));
+    for (const GgufTensor& t : m->file.tensors()) w.add_tensor_view(t.name, t.type, t.ne, t.data);
+    return std::make_unique<MemModel>(w.to_bytes());
+  };
+  expect_load_error(*with_kv("general.architecture", GgufMetaValue::string("gpt2")),
+                    "general.architecture");
+  expect_load_error(*with_kv("llama.attention.head_count_kv", GgufMetaValue::u32(3)),
+                    "llama.attention.head_count_kv");
+  expect_load_error(*with_kv("llama.block_count", GgufMetaValue::u32(0)), "llama.block_count");
+  expect_load_error(*with_kv("llama.block_count", GgufMetaValue::u32(3)), "blk.2.attn_norm.weight");
+  expect_load_error(*with_kv("llama.embedding_length", GgufMetaValue::string("x")),
+                    "llama.embedding_length");
+  expect_load_error(*with_kv("llama.rope.scaling.type", GgufMetaValue::string("longrope")),
+                    "llama.rope.scaling.type");
+  expect_load_error(*with_kv("llama.rope.dimension_count", GgufMetaValue::u32(16)),
+                    "llama.rope.dimension_count");
+  // Linear scaling is read, with factor as written.
+  auto scaled = with_kv("llama.rope.scaling.factor", GgufMetaValue::f32(4.0f));
+  const ModelConfig c = ModelConfig::from_gguf(scaled->file);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Linear);
+  EXPECT_FLOAT_EQ(c.rope_scale, 4.0f);
+  // Per-layer arrays with equal entries are accepted.
+  auto arr = with_kv("llama.attention.head_count",
+                     GgufMetaValue::array<int32_t>(std::vector<int32_t>{4, 4}));
+  EXPECT_EQ(ModelConfig::from_gguf(arr->file).n_heads, 4);
+  expect_load_error(*with_kv("llama.attention.head_count",
+                             GgufMetaValue::array<int32_t>(std::vector<int32_t>{4, 8})),
+                    "llama.attention.head_count");
+}
+
+TEST(TensorNames, Blk) {
+  EXPECT_EQ(tensor_names::blk(3, "attn_q.weight"), "blk.3.attn_q.weight");
+  EXPECT_EQ(tensor_names::blk(25, "post_ffw_norm.weight"), "blk.25.post_ffw_norm.weight");
+}
+
+}  // namespace
+}  // namespace pacer::loader

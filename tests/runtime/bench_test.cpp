@@ -1,0 +1,156 @@
+// pacer bench's runner: repetition statistics, row set-up, roofline arithmetic and renderers, on a
+// tiny synthetic model (the speed figures themselves belong to `pacer bench`, not to tests).
+#include "runtime/bench.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "loader/synth.h"
+#include "runtime/model.h"
+
+namespace pacer::runtime {
+namespace {
+
+std::filesystem::path tiny_model() {
+  const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "tiny-q8_0.gguf";
+  if (!std::filesystem::exists(path)) {
+    loader::SynthSpec spec = loader::synth_preset("tiny");
+    spec.type = ops::WeightType::Q8_0;
+    spec.seed = 7;
+    loader::write_synthetic_model(spec, path);
+  }
+  return path;
+}
+
+TEST(BenchStats, SummarizeRatesMatchesHandComputedValues) {
+  BenchRow row;
+  row.tok_s = {10.0, 12.0, 14.0};
+  summarize_rates(row);
+  // mean 12, sample variance ((4 + 0 + 4) / 2) = 4, sd 2, cv 1/6.
+  EXPECT_DOUBLE_EQ(row.mean, 12.0);
+  EXPECT_DOUBLE_EQ(row.sd, 2.0);
+  EXPECT_NEAR(row.cv, 1.0 / 6.0, 1e-12);
+
+  BenchRow one;
+  one.tok_s = {5.0};
+  summarize_rates(one);
+  EXPECT_DOUBLE_EQ(one.mean, 5.0);
+  EXPECT_DOUBLE_EQ(one.sd, 0.0);
+}
+
+TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
+  const Model model = Model::load(tiny_model());
+  BenchOptions o;
+  o.n_prompt = {16};
+  o.n_gen = {8, 4};
+  o.threads = {1, 2};
+  o.reps = 2;
+  o.bandwidth_bytes = size_t{64} << 20;
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 6u);  // (pp16, tg8, tg4) x (1, 2 threads)
+  EXPECT_EQ(r.arch, "llama");
+  EXPECT_EQ(r.type, "q8_0");
+  EXPECT_EQ(r.matmul_bytes_per_token, model.weights().matmul_bytes);
+  for (const BenchRow& row : r.rows) {
+    SCOPED_TRACE(row.test);
+    ASSERT_EQ(row.tok_s.size(), 2u);
+    for (double v : row.tok_s) EXPECT_GT(v, 0.0);
+    EXPECT_NEAR(row.mean, (row.tok_s[0] + row.tok_s[1]) / 2, 1e-9 * row.mean);
+    EXPECT_GT(row.freq_mean_mhz, 100.0);
+    EXPECT_LE(row.freq_min_mhz, row.freq_mean_mhz);
+    EXPECT_GE(row.freq_max_mhz, row.freq_mean_mhz);
+    if (row.n_gen > 0) {
+      ASSERT_GT(row.bandwidth_gbs, 0.0);
+      EXPECT_NEAR(row.ceiling_tok_s,
+                  row.bandwidth_gbs * 1e9 / static_cast<double>(r.matmul_bytes_per_token),
+                  1e-6 * row.ceiling_tok_s);
+      EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
+    } else {
+      EXPECT_EQ(row.ceiling_tok_s, 0.0);
+    }
+  }
+  EXPECT_EQ(r.rows[0].test, "pp16");
+  EXPECT_EQ(r.rows[1].test, "tg8");
+  EXPECT_EQ(r.rows[0].threads, 1);
+  EXPECT_EQ(r.rows[3].threads, 2);
+
+  // Renderers: one markdown table line and one CSV line per row; JSONL parses as bench events.
+  const std::string md = render_bench_markdown(r);
+  EXPECT_NE(md.find("| tg8 |"), std::string::npos);
+  const std::string csv = render_bench_csv(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  std::istringstream jl(render_bench_jsonl(r));
+  std::string line;
+  int n = 0;
+  while (std::getline(jl, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["type"], "bench");
+    EXPECT_DOUBLE_EQ(j["tok_s_mean"].get<double>(), r.rows[static_cast<size_t>(n)].mean);
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+}
+
+TEST(BenchRun, NoisyRowsAreFlaggedWithTheReason) {
+  const Model model = Model::load(tiny_model());
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {4};
+  o.threads = {1};
+  o.reps = 3;
+  o.roofline = false;
+  o.cv_flag = 0.0;  // any spread at all is "too noisy": the flag must appear with its reason
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  ASSERT_GT(r.rows[0].cv, 0.0);
+  ASSERT_FALSE(r.rows[0].flags.empty());
+  EXPECT_NE(r.rows[0].flags[0].find("cv"), std::string::npos);
+}
+
+TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
+  const Model model = Model::load(tiny_model());
+  const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events";
+  std::filesystem::remove_all(dir);
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {6};
+  o.threads = {1};
+  o.reps = 2;
+  o.roofline = false;
+  o.events_dir = dir.string();
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  ASSERT_TRUE(std::filesystem::exists(r.rows[0].events_path)) << r.rows[0].events_path;
+  std::ifstream in(r.rows[0].events_path);
+  std::string line, first, last;
+  int decode_steps = 0;
+  while (std::getline(in, line)) {
+    if (first.empty()) first = line;
+    last = line;
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step" && j["phase"] == "decode") ++decode_steps;
+  }
+  EXPECT_EQ(nlohmann::json::parse(first)["type"], "header");
+  EXPECT_EQ(nlohmann::json::parse(first)["command"], "bench");
+  EXPECT_EQ(nlohmann::json::parse(last)["type"], "footer");
+  EXPECT_EQ(decode_steps, 6);
+}
+
+TEST(BenchRun, RejectsAnEmptyTestList) {
+  const Model model = Model::load(tiny_model());
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {0};
+  EXPECT_THROW(run_bench(model, o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pacer::runtime

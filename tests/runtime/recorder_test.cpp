@@ -1,0 +1,380 @@
+// The recorder on fake counter and frequency sources: every delta it writes is known exactly.
+#include <gtest/gtest.h>
+
+#include "hwcounters/frequency.h"
+#include "runtime/recorder.h"
+#include "tests/runtime/recorder_fakes.h"
+
+namespace pacer::runtime {
+namespace {
+
+using nlohmann::json;
+using testing::FakeCounterSource;
+using testing::TwoWorkers;
+using testing::fake_options;
+using testing::of_type;
+using testing::read_log;
+using testing::temp_log_path;
+
+// Worker w's source counts instructions += 100 (w+1), task_clock_ns += 5000, runq_ns += 7 per
+// read; a chunk bracket (two reads) therefore adds exactly one increment.
+CounterSourceFactory per_worker_fakes() {
+  return [](int worker) {
+    std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+    v.push_back(std::make_unique<FakeCounterSource>(
+        std::vector<std::string>{"instructions", "task_clock_ns"},
+        std::vector<uint64_t>{100u * static_cast<uint64_t>(worker + 1), 5000}));
+    v.push_back(std::make_unique<FakeCounterSource>(std::vector<std::string>{"runq_ns"},
+                                                    std::vector<uint64_t>{7}));
+    return v;
+  };
+}
+
+const json& worker(const json& op, int w) {
+  for (const json& x : op["workers"]) {
+    if (x["w"] == w) return x;
+  }
+  static const json none;
+  ADD_FAILURE() << "no worker " << w << " in " << op.dump();
+  return none;
+}
+
+TEST(Recorder, OffIsInertAndWritesNothing) {
+  Recorder off;
+  EXPECT_FALSE(off.enabled());
+  {
+    auto scope = off.op({.name = "rope"});
+  }
+  off.on_chunk_begin(0);
+  off.on_chunk_end(0);
+  off.begin_step(Phase::Decode, 0);
+  off.end_step({});
+  off.write_footer(json::object());
+  RecorderOptions o;  // empty path: off
+  Recorder also_off(o);
+  EXPECT_FALSE(also_off.enabled());
+}
+
+TEST(Recorder, UnwritablePathNamesThePath) {
+  RecorderOptions o = fake_options("/nonexistent-dir/x/events.jsonl", 1, per_worker_fakes());
+  try {
+    Recorder rec(o);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x/events.jsonl"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Recorder, SerialOpRecordsTheCallingThreadsDeltas) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 2, per_worker_fakes()));
+    ASSERT_TRUE(rec.enabled());
+    rec.write_header({{"command", "run"}, {"model", {{"path", "m.gguf"}, {"arch", "llama"}}}});
+    rec.begin_step(Phase::Decode, 0);
+    {
+      auto s = rec.op({.name = "rope", .layer = 3, .kind = OpKind::Elementwise});
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 0, .n_past = 4, .token = 42, .piece = " hi"});
+    rec.write_footer({{"stop", "n_predict"}});
+  }
+  const auto log = read_log(path);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0]["type"], "header");
+  const json& op = log[1];
+  EXPECT_EQ(op["type"], "op");
+  EXPECT_EQ(op["name"], "rope");
+  EXPECT_EQ(op["layer"], 3);
+  EXPECT_EQ(op["kind"], "elementwise");
+  EXPECT_EQ(op["phase"], "decode");
+  EXPECT_EQ(op["step"], 0);
+  EXPECT_FALSE(op.contains("wtype"));
+  EXPECT_FALSE(op.contains("weight_bytes"));
+  ASSERT_EQ(op["workers"].size(), 1u);
+  const json& w = op["workers"][0];
+  EXPECT_EQ(w["w"], 0);
+  EXPECT_EQ(w["counters"]["instructions"], 100);
+  EXPECT_EQ(w["counters"]["task_clock_ns"], 5000);
+  EXPECT_EQ(w["oncpu_ns"], 5000);
+  EXPECT_EQ(w["runq_ns"], 7);
+  EXPECT_FALSE(w["counters"].contains("runq_ns"));
+  EXPECT_DOUBLE_EQ(w["freq_mhz"].get<double>(), 2345.0);
+  EXPECT_LE(op["t0_ns"].get<int64_t>(), op["t1_ns"].get<int64_t>());
+  EXPECT_EQ(w["t0_ns"], op["t0_ns"]);
+  EXPECT_EQ(w["t1_ns"], op["t1_ns"]);
+  EXPECT_GE(w["cpu"].get<int>(), 0);
+
+  const json& step = log[2];
+  EXPECT_EQ(step["type"], "step");
+  EXPECT_EQ(step["token"], 42);
+  EXPECT_EQ(step["piece"], " hi");
+  EXPECT_EQ(step["n_past"], 4);
+  EXPECT_LE(step["t0_ns"].get<int64_t>(), op["t0_ns"].get<int64_t>());
+  EXPECT_GE(step["t1_ns"].get<int64_t>(), op["t1_ns"].get<int64_t>());
+  const double step_ms = step["step_ms"].get<double>();
+  EXPECT_NEAR(step["tok_s"].get<double>(), 1000.0 / step_ms, 1e-6 * 1000.0 / step_ms);
+  ASSERT_EQ(step["freq"].size(), 1u);
+  EXPECT_DOUBLE_EQ(step["freq"][0]["mhz"].get<double>(), 2345.0);
+  EXPECT_EQ(step["recorder"]["ops"], 1);
+
+  const json& footer = log[3];
+  EXPECT_EQ(footer["type"], "footer");
+  EXPECT_EQ(footer["steps"], 1);
+  EXPECT_EQ(footer["stop"], "n_predict");
+  EXPECT_EQ(footer["recorder"]["ops"], 1);
+  EXPECT_EQ(footer["recorder"]["dropped_slices"], 0);
+}
+
+TEST(Recorder, ParallelOpsBracketEachWorkerOnItsOwnThread) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 2, per_worker_fakes()));
+    rec.write_header(json::object());
+    TwoWorkers pool(rec);
+    for (int step = 0; step < 3; ++step) {
+      rec.begin_step(Phase::Decode, step);
+      {
+        auto s = rec.op({.name = "attn_qkv",
+                         .layer = 0,
+                         .kind = OpKind::Matmul,
+                         .wtype = ops::WeightType::Q8_0,
+                         .rows = 1152,
+                         .cols = 896,
+                         .tokens = 1,
+                         .weight_bytes = 1096704});
+        pool.run(1, 1);
+      }
+      {
+        auto s = rec.op({.name = "ffn_down", .layer = 0, .kind = OpKind::Matmul});
+        pool.run(2, 0);  // worker 0 also takes worker 1's chunk (the executor's "help")
+      }
+      rec.end_step({.phase = Phase::Decode, .step = step, .token = 1});
+    }
+    rec.write_footer(json::object());
+  }
+  const auto log = read_log(path);
+  const auto ops = of_type(log, "op");
+  ASSERT_EQ(ops.size(), 6u);
+  for (int step = 0; step < 3; ++step) {
+    const json& qkv = ops[static_cast<size_t>(2 * step)];
+    EXPECT_EQ(qkv["name"], "attn_qkv");
+    EXPECT_EQ(qkv["step"], step);
+    EXPECT_EQ(qkv["wtype"], "q8_0");
+    EXPECT_EQ(qkv["rows"], 1152);
+    EXPECT_EQ(qkv["cols"], 896);
+    EXPECT_EQ(qkv["weight_bytes"], 1096704);
+    ASSERT_EQ(qkv["workers"].size(), 2u);
+    // Each worker's counts come from its own thread's source: 100 (w0) and 200 (w1).
+    EXPECT_EQ(worker(qkv, 0)["counters"]["instructions"], 100);
+    EXPECT_EQ(worker(qkv, 1)["counters"]["instructions"], 200);
+    EXPECT_EQ(worker(qkv, 1)["runq_ns"], 7);
+    for (const json& w : qkv["workers"]) {
+      EXPECT_GE(w["t0_ns"].get<int64_t>(), qkv["t0_ns"].get<int64_t>());
+      EXPECT_LE(w["t1_ns"].get<int64_t>(), qkv["t1_ns"].get<int64_t>());
+      EXPECT_DOUBLE_EQ(w["freq_mhz"].get<double>(), 2345.0);
+    }
+    const json& down = ops[static_cast<size_t>(2 * step + 1)];
+    ASSERT_EQ(down["workers"].size(), 1u);
+    EXPECT_EQ(worker(down, 0)["chunks"], 2);
+    EXPECT_EQ(worker(down, 0)["counters"]["instructions"], 200);
+    EXPECT_EQ(worker(down, 0)["counters"]["task_clock_ns"], 10000);
+  }
+  const auto steps = of_type(log, "step");
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[2]["freq"].size(), 2u);
+  const json footer = of_type(log, "footer").at(0);
+  EXPECT_EQ(footer["recorder"]["threads"], 2);
+}
+
+TEST(Recorder, NestedSerialOpsEachGetTheirOwnBracket) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 1, per_worker_fakes()));
+    rec.begin_step(Phase::Prefill, 0);
+    {
+      auto outer = rec.op({.name = "attention", .layer = 1, .kind = OpKind::Attention});
+      {
+        auto inner = rec.op({.name = "rope", .layer = 1, .kind = OpKind::Elementwise});
+      }
+    }
+    rec.end_step({.phase = Phase::Prefill, .step = 0, .n_tokens = 8});
+  }
+  const auto ops = of_type(read_log(path), "op");
+  ASSERT_EQ(ops.size(), 2u);
+  // Reads: outer open (1), inner open (2), inner close (3), outer close (4).
+  EXPECT_EQ(ops[0]["name"], "attention");
+  EXPECT_EQ(ops[0]["workers"][0]["counters"]["instructions"], 300);
+  EXPECT_EQ(ops[1]["name"], "rope");
+  EXPECT_EQ(ops[1]["workers"][0]["counters"]["instructions"], 100);
+  EXPECT_EQ(ops[0]["phase"], "prefill");
+}
+
+TEST(Recorder, PrefillStepsCarryBatchSizeAndDecodeThroughputOnlyCountsDecode) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 1, per_worker_fakes()));
+    rec.begin_step(Phase::Prefill, 0);
+    rec.end_step({.phase = Phase::Prefill, .step = 0, .n_tokens = 8});
+    rec.begin_step(Phase::Decode, 1);
+    {
+      auto s = rec.op({.name = "sample", .kind = OpKind::Sample});
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 1, .token = 5});
+    rec.write_footer({{"n_generated", 1}});
+  }
+  const auto log = read_log(path);
+  const auto steps = of_type(log, "step");
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0]["n_tokens"], 8);
+  EXPECT_FALSE(steps[0].contains("token"));
+  EXPECT_FALSE(steps[0].contains("tok_s"));
+  EXPECT_EQ(steps[1]["token"], 5);
+  EXPECT_NEAR(steps[1]["tok_s"].get<double>(), 1000.0 / steps[1]["step_ms"].get<double>(), 1e-3);
+  const auto ops = of_type(log, "op");
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]["phase"], "sample");  // sampling ops say so whatever the step
+  const json footer = of_type(log, "footer").at(0);
+  EXPECT_EQ(footer["n_generated"], 1);
+  EXPECT_NEAR(footer["decode_tok_s"].get<double>(), steps[1]["tok_s"].get<double>(), 1e-6);
+  EXPECT_TRUE(footer.contains("prefill_tok_s"));
+}
+
+TEST(Recorder, FrequencyFromCyclesAndRefCyclesIsPerOp) {
+  const std::string path = temp_log_path("rec");
+  CounterSourceFactory f = [](int) {
+    std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+    v.push_back(std::make_unique<FakeCounterSource>(
+        std::vector<std::string>{"cycles", "ref_cycles", "instructions"},
+        std::vector<uint64_t>{3000, 2000, 4500}));
+    return v;
+  };
+  auto opts = fake_options(path, 1, f);
+  auto fake_freq = std::make_shared<testing::FakeFrequency>(1.0);
+  opts.frequency_source = fake_freq;
+  {
+    Recorder rec(opts);
+    rec.write_header(json::object());
+    rec.begin_step(Phase::Decode, 0);
+    {
+      auto s = rec.op({.name = "ffn_act", .layer = 2, .kind = OpKind::Elementwise});
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 0, .token = 1});
+  }
+  EXPECT_EQ(fake_freq->samples.load(), 0) << "no per-step sampling when counters give frequency";
+  const auto log = read_log(path);
+  const double tsc = hwcounters::tsc_info().mhz;
+  EXPECT_EQ(log[0]["frequency"]["source"], "cycles/ref-cycles");
+  EXPECT_EQ(log[0]["frequency"]["granularity"], "per_op");
+  const auto ops = of_type(log, "op");
+  ASSERT_EQ(ops.size(), 1u);
+  const json& w = ops[0]["workers"][0];
+  EXPECT_NEAR(w["freq_mhz"].get<double>(), 1.5 * tsc, 0.051);  // 3000/2000 x TSC, 1 decimal
+  const json step = of_type(log, "step").at(0);
+  EXPECT_NEAR(step["freq"][0]["mhz"].get<double>(), 1.5 * tsc, 0.051);
+}
+
+TEST(Recorder, MultiplexedCountsAreScaledAndMarked) {
+  const std::string path = temp_log_path("rec");
+  CounterSourceFactory f = [](int) {
+    std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+    // Counting a quarter of the enabled time: deltas scale by 4.
+    v.push_back(std::make_unique<FakeCounterSource>(std::vector<std::string>{"llc_misses"},
+                                                    std::vector<uint64_t>{10}, 250));
+    return v;
+  };
+  {
+    Recorder rec(fake_options(path, 1, f));
+    rec.begin_step(Phase::Decode, 0);
+    {
+      auto s = rec.op({.name = "output", .kind = OpKind::Matmul});
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 0});
+  }
+  const json c = of_type(read_log(path), "op").at(0)["workers"][0]["counters"];
+  EXPECT_EQ(c["llc_misses"], 40);
+  EXPECT_DOUBLE_EQ(c["mux"].get<double>(), 0.25);
+}
+
+TEST(Recorder, EachStepIsOnDiskBeforeTheNextBegins) {
+  const std::string path = temp_log_path("rec");
+  Recorder rec(fake_options(path, 1, per_worker_fakes()));
+  rec.write_header(json::object());
+  rec.begin_step(Phase::Decode, 0);
+  {
+    auto s = rec.op({.name = "embed", .kind = OpKind::Embed, .weight_bytes = 4096});
+  }
+  rec.end_step({.phase = Phase::Decode, .step = 0, .token = 3});
+  rec.begin_step(Phase::Decode, 1);
+  {
+    auto s = rec.op({.name = "embed", .kind = OpKind::Embed});  // in flight: not yet written
+  }
+  // Read while the recorder is alive, as after a kill -9.
+  const auto log = read_log(path);
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0]["type"], "header");
+  EXPECT_EQ(log[1]["type"], "op");
+  EXPECT_EQ(log[1]["weight_bytes"], 4096);  // weights streamed by a non-matmul op
+  EXPECT_FALSE(log[1].contains("wtype"));
+  EXPECT_EQ(log[2]["type"], "step");
+}
+
+TEST(Recorder, ChunksOutsideOpsAndUnknownSlotsAreCountedNotWritten) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 1, per_worker_fakes()));
+    rec.begin_step(Phase::Decode, 0);
+    rec.on_chunk_begin(0);  // no op open
+    rec.on_chunk_end(0);
+    {
+      auto s = rec.op({.name = "attn_out", .kind = OpKind::Matmul});
+      rec.on_chunk_begin(0);
+      rec.on_chunk_end(0);
+      rec.on_chunk_begin(5);  // slot beyond RecorderOptions::workers
+      rec.on_chunk_end(5);
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 0});
+    rec.write_footer(json::object());
+  }
+  const auto log = read_log(path);
+  const json footer = of_type(log, "footer").at(0);
+  EXPECT_EQ(footer["recorder"]["unattributed_chunks"], 1);
+  EXPECT_EQ(footer["recorder"]["dropped_slices"], 1);
+  EXPECT_EQ(of_type(log, "op").at(0)["workers"].size(), 1u);
+}
+
+TEST(Recorder, HeaderMergesCallerFieldsWithMeasuredOnes) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 2, per_worker_fakes()));
+    rec.write_header({{"command", "run"},
+                      {"argv", {"pacer", "run"}},
+                      {"model", {{"path", "m.gguf"}, {"params", 123}}},
+                      {"run", {{"threads", 2}, {"pin", "compact"}, {"cpus", {0, 1}}}},
+                      {"host", {{"topology", {{"cores", 2}}}}},
+                      {"load_ms", 12.5}});
+  }
+  const json h = read_log(path).at(0);
+  EXPECT_EQ(h["schema"], 1);
+  EXPECT_FALSE(h["pacer_version"].get<std::string>().empty());
+  EXPECT_FALSE(h["git_sha"].get<std::string>().empty());
+  EXPECT_EQ(h["time_utc"].get<std::string>().size(), 20u);  // 2026-11-21T15:00:00Z
+  EXPECT_EQ(h["model"]["params"], 123);
+  EXPECT_EQ(h["run"]["pin"], "compact");
+  EXPECT_EQ(h["load_ms"], 12.5);
+  EXPECT_EQ(h["host"]["topology"]["cores"], 2);   // the caller's
+  EXPECT_FALSE(h["host"]["cpu_model"].get<std::string>().empty());  // the recorder's
+  EXPECT_TRUE(h["host"]["tsc_mhz"].get<double>() > 0);
+  EXPECT_EQ(h["counters"]["live"], (json{"instructions", "task_clock_ns", "runq_ns"}));
+  EXPECT_EQ(h["counters"]["runq"], "per_op");
+  ASSERT_FALSE(h["counters"]["unavailable"].empty());
+  EXPECT_EQ(h["counters"]["unavailable"][0]["event"], "fake_missing");
+  EXPECT_EQ(h["frequency"]["source"], "fake_frequency");
+  EXPECT_EQ(h["frequency"]["granularity"], "per_step");
+  EXPECT_TRUE(h["bandwidth_gbs"].is_null());
+  EXPECT_TRUE(h["thermal"].contains("throttle_counters"));
+  EXPECT_FALSE(h["derived_metrics"].empty());
+}
+
+}  // namespace
+}  // namespace pacer::runtime

@@ -1,0 +1,226 @@
+// Model loading (weights in place in the mapping), the KV cache memory check, the generation loop
+// (n tokens, stop strings, a full context, streaming) and the UTF-8/stop-string-safe text stream.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "loader/synth.h"
+#include "runtime/kv_cache.h"
+#include "runtime/session.h"
+#include "runtime_test_util.h"
+
+namespace pacer::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+SessionOptions greedy(int threads = 2, int64_t ctx = 128) {
+  SessionOptions so;
+  so.threads = threads;
+  so.ctx = ctx;
+  so.sampler.temperature = 0;
+  return so;
+}
+
+TEST(Model, WeightsAreViewsIntoTheMapping) {
+  const test::SynthModel synth("tiny-qwen2", ops::WeightType::Q8_0);
+  const Model& m = synth.model();
+  const loader::GgufFile& f = m.file();
+  const loader::Weights& w = m.weights();
+  EXPECT_EQ(w.layers[0].wq.data, f.require_tensor("blk.0.attn_q.weight").data.data());
+  EXPECT_EQ(w.layers[1].w_down.data, f.require_tensor("blk.1.ffn_down.weight").data.data());
+  EXPECT_EQ(static_cast<const void*>(w.layers[0].bq.data()),
+            static_cast<const void*>(f.require_tensor("blk.0.attn_q.bias").data.data()));
+  EXPECT_EQ(w.output.data, w.token_embd.data);  // tied: the same bytes, not a copy
+  EXPECT_EQ(m.config().arch, loader::Arch::Qwen2);
+  EXPECT_GT(m.load_ms(), 0.0);
+}
+
+TEST(Model, MissingFileIsALoadError) {
+  EXPECT_THROW(Model::load("/nonexistent/model.gguf"), loader::LoadError);
+}
+
+TEST(KvCache, SizeAndLayout) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  const loader::ModelConfig& c = synth.model().config();
+  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F16), c.n_layers * 2 * 100 * kv_dim * 2);
+  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F32), c.n_layers * 2 * 100 * kv_dim * 4);
+  KvCache kv(c, 100, ops::WeightType::F16);
+  EXPECT_EQ(kv.row_bytes(), kv_dim * 2);
+  // Layers' K and V regions do not overlap and are 64-byte aligned.
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(kv.k(il)) % 64, 0u);
+    EXPECT_GE(kv.v(il) - kv.k(il), 100 * kv.row_bytes());
+    if (il > 0) {
+      EXPECT_GE(kv.k(il) - kv.v(il - 1), 100 * kv.row_bytes());
+    }
+  }
+  EXPECT_THROW(KvCache(c, 10, ops::WeightType::Q8_0), MemoryError);
+  EXPECT_THROW(KvCache(c, 0, ops::WeightType::F16), MemoryError);
+}
+
+TEST(KvCache, MemoryCheckNamesBytesNeededAndAvailable) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  const loader::ModelConfig& c = synth.model().config();
+  // Against a given budget: 4096 positions need 2 MiB here; 1 MiB is available.
+  try {
+    KvCache kv(c, 4096, ops::WeightType::F16, 0, 1 << 20);
+    FAIL() << "a cache larger than the budget was allocated";
+  } catch (const MemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("context of 4096"));
+    EXPECT_THAT(e.what(), HasSubstr("needs 2.0 MiB but only 1.0 MiB is available"));
+    EXPECT_THAT(e.what(), HasSubstr("MemAvailable"));
+  }
+  // Against this machine's real MemAvailable: ask for four times what is available.
+  const int64_t avail = mem_available_bytes();
+  ASSERT_GT(avail, 0) << "MemAvailable unreadable";
+  const int64_t per_position = KvCache::bytes_needed(c, 1, ops::WeightType::F32);
+  const int64_t huge = avail / per_position * 4;
+  try {
+    KvCache kv(c, huge, ops::WeightType::F32);
+    FAIL() << "a cache of 4x MemAvailable was allocated";
+  } catch (const MemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("context of " + std::to_string(huge)));
+  }
+  // Through the session: the same check, with the activations counted too.
+  SessionOptions so = greedy();
+  so.ctx = 1 << 20;
+  so.mem_available = 64 << 20;
+  EXPECT_THROW(Session(synth.model(), so), MemoryError);
+  // An absurd context overflows no arithmetic.
+  EXPECT_THROW(KvCache::bytes_needed(c, int64_t{1} << 62, ops::WeightType::F32), MemoryError);
+}
+
+TEST(Session, GeneratesNTokensAndStreamsTheirText) {
+  const test::SynthModel synth("tiny", ops::WeightType::Q4_0);
+  Session s(synth.model(), greedy());
+  GenerateOptions go;
+  go.n_predict = 12;
+  go.ignore_eos = true;
+  std::string streamed;
+  const Generation g = s.generate("hello world", go, [&](std::string_view t) { streamed += t; });
+  EXPECT_EQ(g.tokens.size(), 12u);
+  EXPECT_EQ(g.stop_reason, "n_predict");
+  EXPECT_EQ(streamed, g.text);
+  std::string pieces;
+  for (int32_t id : g.tokens) pieces += synth.model().tokenizer().piece(id);
+  EXPECT_EQ(g.text, pieces);
+  EXPECT_EQ(g.prompt_tokens, synth.model().tokenizer().encode("hello world", true));
+  // Greedy generation is the argmax chain of the low-level API.
+  Session manual(synth.model(), greedy());
+  std::vector<int32_t> chain;
+  int32_t tok = ops::argmax(manual.prefill(g.prompt_tokens));
+  for (int i = 0; i < 12; ++i) {
+    chain.push_back(tok);
+    if (i < 11) tok = ops::argmax(manual.decode(tok));
+  }
+  EXPECT_EQ(g.tokens, chain);
+  const Timings& t = g.timings;
+  EXPECT_EQ(t.n_prompt, static_cast<int64_t>(g.prompt_tokens.size()));
+  EXPECT_EQ(t.n_generated, 12);
+  EXPECT_EQ(t.n_decode_steps, 11);  // the first token comes from the prefill's logits
+  EXPECT_GT(t.prefill_tok_s(), 0);
+  EXPECT_GT(t.decode_tok_s(), 0);
+  EXPECT_GE(t.ttft_ms, t.prefill_ms);
+  EXPECT_GT(t.peak_rss_kb, 0);
+}
+
+TEST(Session, StopStringEndsGenerationAndIsNotPrinted) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  GenerateOptions go;
+  go.n_predict = 24;
+  go.ignore_eos = true;
+  Session s(synth.model(), greedy());
+  const Generation full = s.generate("abc", go);
+  ASSERT_GE(full.text.size(), 8u);
+  // Stop at a string that first occurs somewhere in the middle of the full text.
+  const size_t at = full.text.size() / 2;
+  const std::string stop = full.text.substr(at, 3);
+  const size_t first = full.text.find(stop);
+  go.stop = {stop};
+  std::string streamed;
+  const Generation cut = s.generate("abc", go, [&](std::string_view t) { streamed += t; });
+  EXPECT_EQ(cut.stop_reason, "stop_string");
+  EXPECT_EQ(cut.text, full.text.substr(0, first));
+  EXPECT_EQ(streamed, cut.text);
+  EXPECT_LT(cut.tokens.size(), full.tokens.size());
+}
+
+TEST(Session, FullContextStopsGeneration) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  Session s(synth.model(), greedy(1, 12));
+  GenerateOptions go;
+  go.n_predict = 100;
+  go.ignore_eos = true;
+  const Generation g = s.generate("hi", go);
+  EXPECT_EQ(g.stop_reason, "context_full");
+  // Every position holds a token: the prompt, then all generated tokens but the last.
+  EXPECT_EQ(static_cast<int64_t>(g.prompt_tokens.size() + g.tokens.size()) - 1, 12);
+  EXPECT_EQ(s.n_past(), 12);
+  // A prompt longer than the context is refused before any work.
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += " word";
+  EXPECT_THROW(s.generate(long_prompt, go), std::length_error);
+  s.reset();
+  EXPECT_THROW(s.prefill(std::vector<int32_t>(13, 1)), std::length_error);
+}
+
+TEST(Session, SeededSamplingIsRepeatable) {
+  const test::SynthModel synth("tiny-gemma3", ops::WeightType::Q8_0);
+  SessionOptions so = greedy();
+  so.sampler.temperature = 0.9f;
+  so.sampler.seed = 7;
+  GenerateOptions go;
+  go.n_predict = 10;
+  go.ignore_eos = true;
+  const Generation a = Session(synth.model(), so).generate("x", go);
+  const Generation b = Session(synth.model(), so).generate("x", go);
+  EXPECT_EQ(a.tokens, b.tokens);
+  so.sampler.seed = 8;
+  const Generation c = Session(synth.model(), so).generate("x", go);
+  EXPECT_NE(a.tokens, c.tokens);  // 10 tokens from a 640-token vocabulary at temperature 0.9
+}
+
+TEST(Session, ImpossiblePinningIsAnError) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  SessionOptions so = greedy(64);
+  so.pin = PinSpec::parse("cores");
+  EXPECT_THROW(Session(synth.model(), so), TopologyError);
+}
+
+TEST(TextStream, HoldsBackIncompleteUtf8) {
+  TextStream s({});
+  EXPECT_FALSE(s.push("a\xE2\x82"));  // "a" + the first two bytes of the euro sign
+  EXPECT_EQ(s.take_ready(), "a");
+  EXPECT_FALSE(s.push("\xAC b"));
+  EXPECT_EQ(s.take_ready(), "\xE2\x82\xAC b");
+  EXPECT_FALSE(s.push("\xF0\x9F"));  // half of a 4-byte emoji
+  EXPECT_EQ(s.take_ready(), "");
+  EXPECT_EQ(s.flush(), "\xF0\x9F");  // at the end, whatever is left goes out
+}
+
+TEST(TextStream, StopStringAcrossPiecesIsNeverPrinted) {
+  TextStream s({"o W", "zzz"});
+  std::string out;
+  EXPECT_FALSE(s.push("Hel"));
+  out += s.take_ready();
+  EXPECT_FALSE(s.push("lo"));  // "...lo" could start "o W": the "o" waits
+  out += s.take_ready();
+  EXPECT_EQ(out, "Hell");
+  EXPECT_TRUE(s.push(" World"));
+  out += s.take_ready();
+  EXPECT_EQ(out, "Hell");
+  EXPECT_EQ(s.text(), "Hell");
+  // A held-back prefix that does not become a stop string is released.
+  TextStream t({"ab"});
+  EXPECT_FALSE(t.push("xa"));
+  EXPECT_EQ(t.take_ready(), "x");
+  EXPECT_FALSE(t.push("c"));
+  EXPECT_EQ(t.take_ready(), "ac");
+}
+
+}  // namespace
+}  // namespace pacer::runtime
