@@ -20,7 +20,9 @@ constexpr int kStepsTid = 0;  // worker w is tid w + 1
 
 // Chrome trace timestamps are microseconds; the log's are CLOCK_MONOTONIC ns. Absolute values
 // keep every event positive; three decimals keep ns resolution.
-double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+double us(int64_t ns) {
+  return static_cast<double>(ns) / 1000.0;
+}
 
 int64_t get_i64(const json& j, const char* key, int64_t fallback) {
   const auto it = j.find(key);
@@ -54,7 +56,10 @@ struct Converter {
   std::map<int, std::map<int, int64_t>> worker_cpus;  // worker -> cpu -> chunks seen there
 
   void counter(const std::string& name, int64_t ts_ns, double value) {
-    writer.emit({{"ph", "C"}, {"name", name}, {"pid", kPid}, {"ts", us(ts_ns)},
+    writer.emit({{"ph", "C"},
+                 {"name", name},
+                 {"pid", kPid},
+                 {"ts", us(ts_ns)},
                  {"args", {{"value", value}}}});
   }
 
@@ -62,7 +67,8 @@ struct Converter {
     ++summary.ops;
     const auto workers = op.find("workers");
     if (workers == op.end() || !workers->is_array()) return;
-    json base = {{"step", op.value("step", json())}, {"layer", op.value("layer", -1)},
+    json base = {{"step", op.value("step", json())},
+                 {"layer", op.value("layer", -1)},
                  {"kind", op.value("kind", "")}};
     for (const char* k : {"wtype", "rows", "cols", "tokens", "weight_bytes"}) {
       if (op.contains(k)) base[k] = op[k];
@@ -83,8 +89,13 @@ struct Converter {
       if (w.contains("counters") && w["counters"].is_object()) {
         for (const auto& [k, v] : w["counters"].items()) args[k] = v;
       }
-      writer.emit({{"ph", "X"}, {"name", name}, {"cat", phase}, {"pid", kPid},
-                   {"tid", wid + 1}, {"ts", us(t0)}, {"dur", us(t1 > t0 ? t1 - t0 : 0)},
+      writer.emit({{"ph", "X"},
+                   {"name", name},
+                   {"cat", phase},
+                   {"pid", kPid},
+                   {"tid", wid + 1},
+                   {"ts", us(t0)},
+                   {"dur", us(t1 > t0 ? t1 - t0 : 0)},
                    {"args", args}});
       ++summary.slices;
       if (!opts.counters) continue;
@@ -105,14 +116,19 @@ struct Converter {
     const int64_t t0 = get_i64(s, "t0_ns", 0), t1 = get_i64(s, "t1_ns", t0);
     const std::string phase = s.value("phase", "step");
     json args = json::object();
-    for (const char* k : {"step", "n_past", "n_tokens", "token", "piece", "step_ms", "tok_s",
-                          "process_cpu_usage", "host_cpu_usage", "energy_j", "power_w", "freq",
-                          "sched"}) {
+    for (const char* k :
+         {"step", "n_past", "n_tokens", "token", "piece", "step_ms", "tok_s", "process_cpu_usage",
+          "host_cpu_usage", "energy_j", "power_w", "freq", "sched"}) {
       if (s.contains(k)) args[k] = s[k];
     }
-    writer.emit({{"ph", "X"}, {"name", fmt::format("{} {}", phase, get_i64(s, "step", 0))},
-                 {"cat", "step"}, {"pid", kPid}, {"tid", kStepsTid}, {"ts", us(t0)},
-                 {"dur", us(t1 > t0 ? t1 - t0 : 0)}, {"args", args}});
+    writer.emit({{"ph", "X"},
+                 {"name", fmt::format("{} {}", phase, get_i64(s, "step", 0))},
+                 {"cat", "step"},
+                 {"pid", kPid},
+                 {"tid", kStepsTid},
+                 {"ts", us(t0)},
+                 {"dur", us(t1 > t0 ? t1 - t0 : 0)},
+                 {"args", args}});
     if (!opts.counters) return;
     const std::pair<const char*, const char*> step_counters[] = {
         {"tok_s", "tok/s"},
@@ -126,14 +142,23 @@ struct Converter {
 
   void metadata(const json& header) {
     const json model = header.value("model", json::object());
-    const std::string title = fmt::format(
-        "pacer {} {} ({})", header.value("command", "run"),
-        model.is_object() ? model.value("path", "") : "", header.value("time_utc", ""));
-    writer.emit({{"ph", "M"}, {"name", "process_name"}, {"pid", kPid}, {"tid", 0},
+    const std::string title =
+        fmt::format("pacer {} {} ({})", header.value("command", "run"),
+                    model.is_object() ? model.value("path", "") : "", header.value("time_utc", ""));
+    writer.emit({{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", kPid},
+                 {"tid", 0},
                  {"args", {{"name", title}}}});
-    writer.emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", kPid}, {"tid", kStepsTid},
+    writer.emit({{"ph", "M"},
+                 {"name", "thread_name"},
+                 {"pid", kPid},
+                 {"tid", kStepsTid},
                  {"args", {{"name", "steps"}}}});
-    writer.emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", kPid}, {"tid", kStepsTid},
+    writer.emit({{"ph", "M"},
+                 {"name", "thread_sort_index"},
+                 {"pid", kPid},
+                 {"tid", kStepsTid},
                  {"args", {{"sort_index", -1}}}});
     for (const auto& [w, cpus] : worker_cpus) {
       int best = -1;
@@ -141,12 +166,18 @@ struct Converter {
       for (const auto& [cpu, n] : cpus) {
         if (n > best_n) best = cpu, best_n = n;
       }
-      std::string name = best >= 0 ? fmt::format("worker {} (cpu {})", w, best)
-                                   : fmt::format("worker {}", w);
+      std::string name =
+          best >= 0 ? fmt::format("worker {} (cpu {})", w, best) : fmt::format("worker {}", w);
       if (cpus.size() > 1) name += fmt::format(", {} cpus seen", cpus.size());
-      writer.emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", kPid}, {"tid", w + 1},
+      writer.emit({{"ph", "M"},
+                   {"name", "thread_name"},
+                   {"pid", kPid},
+                   {"tid", w + 1},
                    {"args", {{"name", name}}}});
-      writer.emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", kPid}, {"tid", w + 1},
+      writer.emit({{"ph", "M"},
+                   {"name", "thread_sort_index"},
+                   {"pid", kPid},
+                   {"tid", w + 1},
                    {"args", {{"sort_index", w}}}});
     }
     summary.workers = static_cast<int>(worker_cpus.size());
@@ -167,15 +198,15 @@ ChromeTraceSummary convert_to_chrome_trace(std::istream& log, std::ostream& out,
     if (line.empty()) continue;
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || j.value("type", "") != "header") {
-      throw std::runtime_error(fmt::format(
-          "{}:{}: not a pacer event log (the first record must be a header)", log_name,
-          summary.lines));
+      throw std::runtime_error(
+          fmt::format("{}:{}: not a pacer event log (the first record must be a header)", log_name,
+                      summary.lines));
     }
     const int64_t schema = get_i64(j, "schema", 0);
     if (schema > kSchemaSupported) {
-      throw std::runtime_error(fmt::format(
-          "{}:{}: event log schema {} is newer than this pacer reads (schema {})", log_name,
-          summary.lines, schema, kSchemaSupported));
+      throw std::runtime_error(
+          fmt::format("{}:{}: event log schema {} is newer than this pacer reads (schema {})",
+                      log_name, summary.lines, schema, kSchemaSupported));
     }
     header = std::move(j);
   }

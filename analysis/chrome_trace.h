@@ -22,10 +22,10 @@ struct ChromeTraceSummary {
   int64_t lines = 0;
   int64_t ops = 0;
   int64_t steps = 0;
-  int64_t slices = 0;      // "X" events for op chunks
-  int64_t events = 0;      // everything written to traceEvents
+  int64_t slices = 0;  // "X" events for op chunks
+  int64_t events = 0;  // everything written to traceEvents
   int workers = 0;
-  bool complete = false;   // the log has a footer
+  bool complete = false;              // the log has a footer
   std::vector<std::string> warnings;  // "events.jsonl:17: malformed line skipped", ...
 };
 

@@ -15,13 +15,17 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+double finite_or(double v, double fallback) {
+  return std::isfinite(v) ? v : fallback;
+}
 
 bool significant(double p_welch, double p_u, double alpha) {
   return (std::isfinite(p_welch) && p_welch < alpha) || (std::isfinite(p_u) && p_u < alpha);
 }
 
-double pct_change(double a, double b) { return a != 0 ? (b - a) / std::fabs(a) * 100 : kNaN; }
+double pct_change(double a, double b) {
+  return a != 0 ? (b - a) / std::fabs(a) * 100 : kNaN;
+}
 
 template <class T>
 std::string opt_text(const std::optional<T>& v) {
@@ -64,13 +68,14 @@ std::vector<double> mu_series(const RunCycles& run, const std::vector<Cell>* cel
 }
 
 size_t count_finite(const std::vector<double>& x) {
-  return static_cast<size_t>(std::count_if(x.begin(), x.end(), [](double v) { return std::isfinite(v); }));
+  return static_cast<size_t>(
+      std::count_if(x.begin(), x.end(), [](double v) { return std::isfinite(v); }));
 }
 
 struct RowContext {
   const RunCycles* run[2];
-  double t0_ns;     // normal mean step time
-  double workers;   // CPUs the workers ran on (host pseudo-op rows sum over them)
+  double t0_ns;    // normal mean step time
+  double workers;  // CPUs the workers ran on (host pseudo-op rows sum over them)
   const CompareOptions* opts;
 };
 
@@ -100,7 +105,8 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
     const double offset = stats::log_offset(mu[0], mu[1]);
     const std::vector<double> log_a = stats::log_transform(mu[0], offset);
     const std::vector<double> log_b = stats::log_transform(mu[1], offset);
-    r.z_log_mu = stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
+    r.z_log_mu =
+        stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
     r.p_mu = stats::welch_t_test(r.mu[0], r.mu[1]).p;
     r.u_p_mu = stats::mann_whitney_u(mu[0], mu[1]).p;
     // The time the metric's change accounts for, by the time model of compare_attribution.h:
@@ -237,15 +243,16 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
     }
     for (size_t i = 0; i < hits.size() && i < 3; ++i) {
       const MetricRow& r = *hits[i];
-      Flag f{FlagKind::FrequencyDrop, "", {kHostDevice}, r.op,
-             pct_change(r.mu[0].mean, r.mu[1].mean)};
+      Flag f{
+          FlagKind::FrequencyDrop, "", {kHostDevice}, r.op, pct_change(r.mu[0].mean, r.mu[1].mean)};
       f.text = fmt::format("CPU frequency during {} dropped: {:.0f} -> {:.0f} MHz ({:+.1f}%)", r.op,
                            r.mu[0].mean, r.mu[1].mean, f.pct_change);
       flags.push_back(std::move(f));
     }
   }
   // 2. Run queue: the workers waited for a CPU noticeably longer.
-  if (const MetricRow* rq = find_row(c.rows, std::string(kRunqOp), kHostDevice, Metric::RunqDelay)) {
+  if (const MetricRow* rq =
+          find_row(c.rows, std::string(kRunqOp), kHostDevice, Metric::RunqDelay)) {
     const double pts = rq->d_mu / ctx.workers / ctx.t0_ns * 100;
     if (pts >= o.runq_flag_pts && significant(rq->p_mu, rq->u_p_mu, o.alpha)) {
       std::vector<int> devs;
@@ -272,14 +279,18 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
       flags.push_back({FlagKind::IpcLoss,
                        fmt::format("IPC of {} fell: {:.2f} -> {:.2f} ({:+.1f}%)", r.op,
                                    r.mu[0].mean, r.mu[1].mean, pct),
-                       {kHostDevice}, r.op, pct});
+                       {kHostDevice},
+                       r.op,
+                       pct});
     } else if (r.metric == Metric::Instructions && std::fabs(pct) >= o.counter_flag_pct) {
-      flags.push_back({FlagKind::Instructions,
-                       fmt::format("{} executed {} instructions: {:.3g} -> {:.3g} per step "
-                                   "({:+.1f}%)",
-                                   r.op, pct > 0 ? "more" : "fewer", r.mu[0].mean, r.mu[1].mean,
-                                   pct),
-                       {kHostDevice}, r.op, pct});
+      flags.push_back(
+          {FlagKind::Instructions,
+           fmt::format("{} executed {} instructions: {:.3g} -> {:.3g} per step "
+                       "({:+.1f}%)",
+                       r.op, pct > 0 ? "more" : "fewer", r.mu[0].mean, r.mu[1].mean, pct),
+           {kHostDevice},
+           r.op,
+           pct});
     }
   }
   return flags;
@@ -289,9 +300,9 @@ void mark_flagged_rows(Comparison& c, const CompareOptions& opts) {
   for (MetricRow& r : c.rows) {
     if (!r.metric) continue;
     for (const Flag& f : c.flags) {
-      const bool device_hit = std::find(f.devices.begin(), f.devices.end(), r.device) !=
-                                  f.devices.end() ||
-                              f.devices.empty();
+      const bool device_hit =
+          std::find(f.devices.begin(), f.devices.end(), r.device) != f.devices.end() ||
+          f.devices.empty();
       switch (f.kind) {
         case FlagKind::FrequencyDrop:
           // Only rows whose own clock fell: a CPU-wide flag should not mark ops that kept theirs.
@@ -391,9 +402,10 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   Comparison c;
   c.compat = check_compatibility(normal.header, abnormal.header);
   if (!c.compat.errors.empty() && !opts.force)
-    throw CompareError(fmt::format("{} and {} are runs of different models ({}); use --force to "
-                                   "compare them anyway",
-                                   normal.path, abnormal.path, fmt::join(c.compat.errors, "; ")));
+    throw CompareError(
+        fmt::format("{} and {} are runs of different models ({}); use --force to "
+                    "compare them anyway",
+                    normal.path, abnormal.path, fmt::join(c.compat.errors, "; ")));
   c.forced = !c.compat.errors.empty();
   const RunCycles* runs[2] = {&normal, &abnormal};
   for (int i = 0; i < 2; ++i) {
@@ -402,14 +414,15 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     c.header[i] = r.header;
     c.notes[i] = r.notes;
     if (r.migrations > 0)
-      c.notes[i].push_back(fmt::format("{}: {} worker slice(s) migrated between CPUs; each is "
-                                       "counted on the CPU it started on",
-                                       r.path, r.migrations));
+      c.notes[i].push_back(
+          fmt::format("{}: {} worker slice(s) migrated between CPUs; each is "
+                      "counted on the CPU it started on",
+                      r.path, r.migrations));
     c.cycles[i] = cycle_stats(r.step_ns);
     for (double ns : r.step_ns) c.step_ms[i].push_back(ns * 1e-6);
     auto it = r.step_freq_mhz.find(kHostDevice);
-    c.step_freq_mhz[i] = it != r.step_freq_mhz.end() ? it->second
-                                                     : std::vector<double>(r.cycles(), kNaN);
+    c.step_freq_mhz[i] =
+        it != r.step_freq_mhz.end() ? it->second : std::vector<double>(r.cycles(), kNaN);
   }
   c.step_welch = stats::welch_t_test(normal.step_ns, abnormal.step_ns);
   c.step_u = stats::mann_whitney_u(normal.step_ns, abnormal.step_ns);

@@ -47,8 +47,8 @@ Compatibility check_compatibility(const Header& normal, const Header& abnormal);
 struct MetricRow {
   std::string op;
   int device = kHostDevice;
-  std::optional<Metric> metric;  // nullopt: the op has no metric on this device (β only)
-  bool pseudo = false;           // oncpu / runq
+  std::optional<Metric> metric;          // nullopt: the op has no metric on this device (β only)
+  bool pseudo = false;                   // oncpu / runq
   std::array<stats::Summary, 2> beta{};  // % of cycle time, per cycle
   std::array<stats::Summary, 2> mu{};    // metric value (stored unit), per cycle
   double d_beta = 0, z_beta = 0, p_beta = 0, u_p_beta = 0;
@@ -61,10 +61,10 @@ struct MetricRow {
 enum class FlagKind { FrequencyDrop, RunQueue, IpcLoss, Instructions };
 struct Flag {
   FlagKind kind;
-  std::string text;           // one sentence with numbers
-  std::vector<int> devices;   // CPUs / host it concerns
-  std::string op;             // the op it concerns, if any
-  double pct_change = 0;      // relative change of the flagged quantity
+  std::string text;          // one sentence with numbers
+  std::vector<int> devices;  // CPUs / host it concerns
+  std::string op;            // the op it concerns, if any
+  double pct_change = 0;     // relative change of the flagged quantity
 };
 
 // Decode-step durations of one run.
@@ -92,9 +92,9 @@ struct Comparison {
   std::array<CycleStats, 2> cycles;
   stats::WelchResult step_welch;
   stats::MannWhitneyResult step_u;
-  std::array<std::vector<double>, 2> step_ms;      // per cycle, in log order (HTML timeline)
+  std::array<std::vector<double>, 2> step_ms;        // per cycle, in log order (HTML timeline)
   std::array<std::vector<double>, 2> step_freq_mhz;  // per cycle, mean over CPUs (NaN absent)
-  std::vector<DeviceFrequency> frequency;          // per CPU, then host
+  std::vector<DeviceFrequency> frequency;            // per CPU, then host
 
   Attribution attribution;
   std::vector<MetricRow> rows;  // by score, descending

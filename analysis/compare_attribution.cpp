@@ -12,7 +12,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-bool positive(double x) { return std::isfinite(x) && x > 0; }
+bool positive(double x) {
+  return std::isfinite(x) && x > 0;
+}
 
 // Per-cycle means of an op's critical-path timing in one run (NaN propagates: a quantity missing
 // in any instance is missing for the op).
@@ -63,9 +65,9 @@ OpAttribution attribute_op(const std::string& op, const OpMeans& a, const OpMean
   for (int i = 0; i < 2; ++i) {
     r.oncpu_ns[i] = level != SplitLevel::None ? m[i]->oncpu : kNaN;
     r.runq_ns[i] = r.runq_measured ? m[i]->runq : kNaN;
-    r.offcpu_ns[i] =
-        level != SplitLevel::None ? m[i]->span - m[i]->oncpu - (r.runq_measured ? m[i]->runq : 0)
-                                  : kNaN;
+    r.offcpu_ns[i] = level != SplitLevel::None
+                         ? m[i]->span - m[i]->oncpu - (r.runq_measured ? m[i]->runq : 0)
+                         : kNaN;
     r.sync_ns[i] = level != SplitLevel::None ? m[i]->wall - m[i]->span : kNaN;
     r.freq_mhz[i] = level == SplitLevel::Counters    ? m[i]->cycles / m[i]->oncpu * 1e3
                     : level == SplitLevel::Frequency ? m[i]->freq_cycles / m[i]->oncpu * 1e3
@@ -114,14 +116,22 @@ OpAttribution attribute_op(const std::string& op, const OpMeans& a, const OpMean
 
 std::string_view part_name(Part p) noexcept {
   switch (p) {
-    case Part::Frequency: return "frequency";
-    case Part::Ipc: return "IPC";
-    case Part::Instructions: return "instructions";
-    case Part::CpuWork: return "CPU work";
-    case Part::OnCpu: return "on-CPU time";
-    case Part::RunQueue: return "run queue";
-    case Part::Blocked: return "blocked";
-    case Part::Residual: return "residual";
+    case Part::Frequency:
+      return "frequency";
+    case Part::Ipc:
+      return "IPC";
+    case Part::Instructions:
+      return "instructions";
+    case Part::CpuWork:
+      return "CPU work";
+    case Part::OnCpu:
+      return "on-CPU time";
+    case Part::RunQueue:
+      return "run queue";
+    case Part::Blocked:
+      return "blocked";
+    case Part::Residual:
+      return "residual";
   }
   return "?";
 }
@@ -162,8 +172,7 @@ Attribution attribute(const RunCycles& normal, const RunCycles& abnormal) {
     }
     out.ops.push_back(std::move(r));
   }
-  const double outside_delta =
-      (out.mean_ns[1] - ops_total[1]) - (out.mean_ns[0] - ops_total[0]);
+  const double outside_delta = (out.mean_ns[1] - ops_total[1]) - (out.mean_ns[0] - ops_total[0]);
   out.parts[static_cast<size_t>(Part::Residual)] += outside_delta;
   out.residual_outside_ns = outside_delta;
   out.level = any_level ? min_level : SplitLevel::None;

@@ -45,7 +45,7 @@ enum class SplitLevel : int { None = 0, OnCpu = 1, Frequency = 2, Counters = 3 }
 
 struct OpAttribution {
   std::string op;
-  std::array<double, 2> mean_ns{};  // mean wall time per cycle, normal / abnormal
+  std::array<double, 2> mean_ns{};         // mean wall time per cycle, normal / abnormal
   std::array<double, kPartCount> parts{};  // ns per cycle; sums to mean_ns[1] - mean_ns[0]
   SplitLevel level = SplitLevel::None;
   bool runq_measured = false;
@@ -60,10 +60,10 @@ struct OpAttribution {
 struct Attribution {
   std::array<double, 2> mean_ns{};  // mean decode step time
   std::array<double, kPartCount> parts{};
-  double residual_sync_ns = 0;      // of the residual: sync inside ops
-  double residual_outside_ns = 0;   // of the residual: time outside recorded ops
-  double residual_unmeasured_ns = 0;  // of the residual: ops without worker data
-  std::vector<OpAttribution> ops;   // by |delta| descending
+  double residual_sync_ns = 0;          // of the residual: sync inside ops
+  double residual_outside_ns = 0;       // of the residual: time outside recorded ops
+  double residual_unmeasured_ns = 0;    // of the residual: ops without worker data
+  std::vector<OpAttribution> ops;       // by |delta| descending
   SplitLevel level = SplitLevel::None;  // the finest level every op with data reached
   bool runq_measured = false;
   std::vector<std::string> not_measured;  // sentences: what could not be split and why

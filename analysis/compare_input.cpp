@@ -26,9 +26,13 @@ bool is_sum_metric(Metric m) {
   }
 }
 
-int worker_device(const WorkerSample& w) { return w.cpu >= 0 ? w.cpu : -2 - std::max(w.w, 0); }
+int worker_device(const WorkerSample& w) {
+  return w.cpu >= 0 ? w.cpu : -2 - std::max(w.w, 0);
+}
 
-double opt_or_nan(const std::optional<double>& v) { return v ? *v : kNaN; }
+double opt_or_nan(const std::optional<double>& v) {
+  return v ? *v : kNaN;
+}
 
 // Everything collected for one step while its op lines stream by.
 struct StepAcc {
@@ -36,6 +40,9 @@ struct StepAcc {
   std::map<std::string, OpTiming> timing;
   std::map<int, double> oncpu_by_device, runq_by_device;
   std::map<int, std::pair<double, double>> freq_by_device;  // (mhz x weight, weight)
+  // Critical slices with on-CPU time but no clock of their own (no freq_mhz, no cycles): their
+  // on-CPU ns per op and device, priced at the step line's per-CPU clock once it arrives.
+  std::map<std::string, std::map<int, double>> oncpu_awaiting_clock;
   bool any_oncpu = false, any_runq = false;
 };
 
@@ -67,6 +74,10 @@ class CycleBuilder : public LogVisitor {
       add_worker(acc, op.name, w, host);
     }
     add_critical(t, *critical);
+    const double oncpu = slice_oncpu(*critical);
+    if (!critical->freq_mhz && !critical->counter("cycles") && std::isfinite(oncpu)) {
+      acc.oncpu_awaiting_clock[op.name][worker_device(*critical)] += oncpu;
+    }
   }
 
   void on_step(const StepEvent& step) override {
@@ -138,21 +149,28 @@ class CycleBuilder : public LogVisitor {
     }
   }
 
+  static double slice_oncpu(const WorkerSample& w) {
+    if (w.oncpu_ns) return static_cast<double>(*w.oncpu_ns);
+    if (auto tc = w.counter("task_clock_ns")) return *tc;
+    return kNaN;
+  }
+
   static void add_critical(OpTiming& t, const WorkerSample& w) {
     t.span_ns += static_cast<double>(w.duration_ns());
-    double oncpu = kNaN;
-    if (w.oncpu_ns) {
-      oncpu = static_cast<double>(*w.oncpu_ns);
-    } else if (auto tc = w.counter("task_clock_ns")) {
-      oncpu = *tc;
-    }
+    const double oncpu = slice_oncpu(w);
     t.oncpu_ns += oncpu;
     t.runq_ns += w.runq_ns ? static_cast<double>(*w.runq_ns) : kNaN;
     t.instructions += opt_or_nan(w.counter("instructions"));
     const double cycles = opt_or_nan(w.counter("cycles"));
     t.cycles += cycles;
     // Cycles implied by the clock: the frequency source's estimate, else the cycle counter.
-    t.freq_cycles += w.freq_mhz ? oncpu * *w.freq_mhz * 1e-3 : cycles;
+    if (w.freq_mhz) {
+      t.freq_cycles += oncpu * *w.freq_mhz * 1e-3;
+    } else if (std::isfinite(cycles)) {
+      t.freq_cycles += cycles;
+    } else if (!std::isfinite(oncpu)) {
+      t.freq_cycles += kNaN;
+    }  // else: priced from the step line's clock when it arrives (price_from_step_clock)
   }
 
   void append_cycle(const StepEvent& step, StepAcc& acc) {
@@ -160,9 +178,8 @@ class CycleBuilder : public LogVisitor {
     double ns = static_cast<double>(step.duration_ns());
     if (!(ns > 0) && step.step_ms) ns = *step.step_ms * 1e6;
     if (!(ns > 0)) {
-      run_.notes.push_back(
-          fmt::format("{}:{}: decode step {} has no positive duration; skipped", run_.path,
-                      step.line, step.step));
+      run_.notes.push_back(fmt::format("{}:{}: decode step {} has no positive duration; skipped",
+                                       run_.path, step.line, step.step));
       return;
     }
     run_.step_ids.push_back(step.step);
@@ -184,6 +201,8 @@ class CycleBuilder : public LogVisitor {
       freq_sum += mhz;
     }
     if (!freq.empty()) put_freq(kHostDevice, index, freq_sum / static_cast<double>(freq.size()));
+
+    price_from_step_clock(acc, freq);
 
     // Pseudo-ops from the scheduler's view of the step.
     const bool has_oncpu = step.oncpu_ns.has_value() || acc.any_oncpu;
@@ -240,6 +259,38 @@ class CycleBuilder : public LogVisitor {
       auto& series = run_.timing[name];
       series.resize(index);
       series.push_back(t);
+    }
+  }
+
+  // Slices without a clock of their own run at their CPU's clock of the step (the frequency
+  // source may sample once per step per worker): price the critical path's on-CPU time with it
+  // and give op cells that lack cpu_frequency the same value.
+  static void price_from_step_clock(StepAcc& acc, const std::map<int, double>& freq) {
+    for (auto& [op, by_dev] : acc.oncpu_awaiting_clock) {
+      OpTiming& t = acc.timing[op];
+      for (const auto& [dev, oncpu] : by_dev) {
+        auto it = freq.find(dev);
+        t.freq_cycles += it != freq.end() ? oncpu * it->second * 1e-3 : kNaN;
+      }
+    }
+    const auto f = static_cast<size_t>(Metric::CpuFrequency);
+    const auto on = static_cast<size_t>(Metric::OncpuTime);
+    std::map<std::string, std::pair<double, double>> host_fill;  // op -> (mhz x ns, ns)
+    for (auto& [key, cell] : acc.cells) {
+      const auto& [op, dev] = key;
+      if (dev == kHostDevice || cell.den[f] > 0) continue;
+      auto it = freq.find(dev);
+      if (it == freq.end()) continue;
+      const double weight = cell.den[on] > 0 ? cell.num[on] : cell.time_ns;
+      if (!(weight > 0)) continue;
+      cell.add(Metric::CpuFrequency, it->second * weight, weight);
+      host_fill[op].first += it->second * weight;
+      host_fill[op].second += weight;
+    }
+    for (const auto& [op, sums] : host_fill) {
+      auto it = acc.cells.find({op, kHostDevice});
+      if (it != acc.cells.end() && it->second.den[f] == 0)
+        it->second.add(Metric::CpuFrequency, sums.first, sums.second);
     }
   }
 

@@ -64,13 +64,13 @@ struct Cell {
 // worker (the one the op waited for), summed over instances. Quantities a log lacks are NaN.
 // wall = span + sync; span = oncpu + runq + blocked; oncpu = instructions x CPI / frequency.
 struct OpTiming {
-  double wall_ns = 0;         // sum of (op t1 - t0)
-  double span_ns = 0;         // critical worker's slice
-  double oncpu_ns = 0;        // its on-CPU time (oncpu_ns, else task_clock_ns)
-  double runq_ns = 0;         // its run-queue wait
-  double instructions = 0;    // its instructions
-  double cycles = 0;          // its cycles (hardware counter)
-  double freq_cycles = 0;     // on-CPU time x freq_mhz: cycles estimated from the clock
+  double wall_ns = 0;       // sum of (op t1 - t0)
+  double span_ns = 0;       // critical worker's slice
+  double oncpu_ns = 0;      // its on-CPU time (oncpu_ns, else task_clock_ns)
+  double runq_ns = 0;       // its run-queue wait
+  double instructions = 0;  // its instructions
+  double cycles = 0;        // its cycles (hardware counter)
+  double freq_cycles = 0;   // on-CPU time x freq_mhz: cycles estimated from the clock
   int instances = 0;
   int instances_without_workers = 0;
 };
@@ -80,16 +80,16 @@ struct RunCycles {
   Header header;
   ReadSummary summary;
   int prefill_steps = 0, decode_steps_seen = 0, skipped_steps = 0;
-  int64_t migrations = 0;  // worker slices that started and ended on different CPUs
+  int64_t migrations = 0;         // worker slices that started and ended on different CPUs
   std::vector<int64_t> step_ids;  // per cycle
   std::vector<double> step_ns;    // per cycle: decode step duration
   std::vector<double> tok_s;      // per cycle (as logged; NaN absent)
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
-  std::vector<std::string> op_order;  // real ops in first-seen order
-  std::set<int> cpu_devices;          // CPUs (and unpinned workers) seen in op slices or steps
+  std::vector<std::string> op_order;                               // real ops in first-seen order
+  std::set<int> cpu_devices;  // CPUs (and unpinned workers) seen in op slices or steps
   std::map<int, std::vector<double>> step_freq_mhz;  // device -> per cycle (NaN absent)
-  std::vector<std::string> notes;     // what the loader had to assume or drop
+  std::vector<std::string> notes;                    // what the loader had to assume or drop
 
   size_t cycles() const noexcept { return step_ns.size(); }
   // The series of one (op, device), or nullptr.

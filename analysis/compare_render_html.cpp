@@ -26,11 +26,20 @@ std::string esc(std::string_view s) {
   std::string o;
   for (char ch : s) {
     switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += ch;
     }
   }
   return o;
@@ -81,7 +90,9 @@ struct Table {
 // Linear map of [d0, d1] onto [r0, r1].
 struct Scale {
   double d0, d1, r0, r1;
-  double operator()(double v) const { return d1 == d0 ? (r0 + r1) / 2 : r0 + (v - d0) / (d1 - d0) * (r1 - r0); }
+  double operator()(double v) const {
+    return d1 == d0 ? (r0 + r1) / 2 : r0 + (v - d0) / (d1 - d0) * (r1 - r0);
+  }
 };
 
 std::pair<double, double> finite_range(const std::vector<double>& a, const std::vector<double>& b) {
@@ -92,8 +103,8 @@ std::pair<double, double> finite_range(const std::vector<double>& a, const std::
   return {lo, hi};
 }
 
-std::string polyline(const std::vector<double>& y, const Scale& sx, const Scale& sy, const char* color,
-                     const char* dash, const std::string& title) {
+std::string polyline(const std::vector<double>& y, const Scale& sx, const Scale& sy,
+                     const char* color, const char* dash, const std::string& title) {
   std::string d;
   bool pen = false;
   for (size_t i = 0; i < y.size(); ++i) {
@@ -105,63 +116,74 @@ std::string polyline(const std::vector<double>& y, const Scale& sx, const Scale&
     pen = true;
   }
   if (d.empty()) return "";
-  return fmt::format("<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{}>"
-                     "<title>{}</title></path>\n",
-                     d, color, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(title));
+  return fmt::format(
+      "<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{}>"
+      "<title>{}</title></path>\n",
+      d, color, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(title));
 }
 
 std::string axis_ticks_y(const Scale& sy, double x, bool right, const char* unit, int decimals) {
   std::string o;
   for (int k = 0; k <= 4; ++k) {
     const double v = sy.d0 + (sy.d1 - sy.d0) * k / 4;
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{:.{}f}</text>",
-                     right ? x + 4 : x - 4, sy(v) + 3, right ? "start" : "end", v, decimals);
-    o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ccc\"/>",
-                     x, right ? x + 3 : x - 3, sy(v));
+    o += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{:.{}f}</text>",
+        right ? x + 4 : x - 4, sy(v) + 3, right ? "start" : "end", v, decimals);
+    o += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ccc\"/>", x,
+        right ? x + 3 : x - 3, sy(v));
   }
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{}</text>\n",
-                   x, sy.r1 - 8, right ? "end" : "start", unit);
+  o +=
+      fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{}</text>\n",
+                  x, sy.r1 - 6, right ? "end" : "start", unit);
   return o;
 }
 
 std::string timeline_svg(const Comparison& c) {
-  const double w = 920, h = 320, l = 60, r = 70, t = 20, b = 40;
+  const double w = 920, h = 340, l = 60, r = 70, t = 44, b = 40;  // legend in the top margin
   const size_t n = std::max(c.step_ms[0].size(), c.step_ms[1].size());
   auto [lo, hi] = finite_range(c.step_ms[0], c.step_ms[1]);
   const Scale sx{0, static_cast<double>(std::max<size_t>(n, 2) - 1), l, w - r};
   const Scale sy{0, hi * 1.08, h - b, t};
-  std::string o = fmt::format("<svg class=\"plot\" id=\"timeline\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-                              "role=\"img\" aria-label=\"step latency timelines\">\n",
-                              w, h, w, h);
-  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n", l, t,
-                   w - l - r, h - t - b);
+  std::string o = fmt::format(
+      "<svg class=\"plot\" id=\"timeline\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "role=\"img\" aria-label=\"step latency timelines\">\n",
+      w, h, w, h);
+  o += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n", l,
+      t, w - l - r, h - t - b);
   o += axis_ticks_y(sy, l, false, "ms/step", 2);
   for (int i = 0; i < 2; ++i)
     o += polyline(c.step_ms[i], sx, sy, kRunColor[i], "",
                   fmt::format("{}: step time (ms), mean {:.3f}", c.label[i], c.cycles[i].ms.mean));
   auto [flo, fhi] = finite_range(c.step_freq_mhz[0], c.step_freq_mhz[1]);
   if (std::isfinite(flo)) {
-    const Scale sf{std::max(0.0, flo - (fhi - flo) * 0.1 - 50), fhi + (fhi - flo) * 0.1 + 50, h - b, t};
+    const Scale sf{std::max(0.0, flo - (fhi - flo) * 0.1 - 50), fhi + (fhi - flo) * 0.1 + 50, h - b,
+                   t};
     o += axis_ticks_y(sf, w - r, true, "MHz", 0);
     for (int i = 0; i < 2; ++i)
       o += polyline(c.step_freq_mhz[i], sx, sf, kRunColor[i], "5,3",
                     fmt::format("{}: mean CPU clock (MHz)", c.label[i]));
   }
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">decode step (cycle) "
-                   "index</text>\n",
-                   (l + w - r) / 2, h - 8);
+  o += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">decode step (cycle) "
+      "index</text>\n",
+      (l + w - r) / 2, h - 8);
   for (size_t k = 0; k < 5 && n > 1; ++k) {
     const double v = std::round(static_cast<double>(n - 1) * k / 4);
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{:.0f}</text>", sx(v),
-                     h - b + 14, v);
+    o += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{:.0f}</text>",
+        sx(v), h - b + 14, v);
   }
   // Legend.
   for (int i = 0; i < 2; ++i) {
-    const double y = t + 14 + i * 16;
-    o += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-                     "<line x1=\"{4}\" x2=\"{5}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-dasharray=\"5,3\"/>"
-                     "<text x=\"{6}\" y=\"{7}\" font-size=\"11\">{8} step time (solid), clock (dashed)</text>\n",
-                     l + 10, l + 30, y, kRunColor[i], l + 34, l + 54, l + 60, y + 4, esc(c.label[i]));
+    const double y = 10 + i * 16;
+    o += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>"
+        "<line x1=\"{4}\" x2=\"{5}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
+        "stroke-dasharray=\"5,3\"/>"
+        "<text x=\"{6}\" y=\"{7}\" font-size=\"11\">{8} step time (solid), clock (dashed)</text>\n",
+        l + 10, l + 30, y, kRunColor[i], l + 34, l + 54, l + 60, y + 4, esc(c.label[i]));
   }
   return o + "</svg>\n";
 }
@@ -172,16 +194,18 @@ std::string ranked_svg(const Comparison& c) {
   auto [lo, hi] = finite_range(c.cycles[0].sorted_desc_ms, c.cycles[1].sorted_desc_ms);
   const Scale sx{0, static_cast<double>(std::max<size_t>(n, 2) - 1), l, w - r};
   const Scale sy{0, hi * 1.08, h - b, t};
-  std::string o = fmt::format("<svg class=\"plot\" id=\"ranked\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-                              "role=\"img\" aria-label=\"ranked step times\">\n",
-                              w, h);
+  std::string o = fmt::format(
+      "<svg class=\"plot\" id=\"ranked\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
+      "role=\"img\" aria-label=\"ranked step times\">\n",
+      w, h);
   o += axis_ticks_y(sy, l, false, "ms", 2);
   for (int i = 0; i < 2; ++i)
     o += polyline(c.cycles[i].sorted_desc_ms, sx, sy, kRunColor[i], "",
                   fmt::format("{}: steps ranked slowest first", c.label[i]));
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">rank (slowest "
-                   "first)</text>\n",
-                   (l + w - r) / 2, h - 8);
+  o += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">rank (slowest "
+      "first)</text>\n",
+      (l + w - r) / 2, h - 8);
   return o + "</svg>\n";
 }
 
@@ -206,19 +230,21 @@ std::string attribution_svg(const Comparison& c) {
   const double row_h = 26, l = 150, r = 30, t = 30, w = 920;
   const double h = t + row_h * static_cast<double>(bars.size()) + 60;
   const Scale sx{-extent * 1.05, extent * 1.05, l, w - r};
-  std::string o = fmt::format("<svg class=\"plot\" id=\"attribution\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
-                              "height=\"{1}\" role=\"img\" aria-label=\"attribution stacked bars\">\n",
-                              w, h);
-  o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\"/>\n", sx(0), t - 8,
-                   t + row_h * static_cast<double>(bars.size()));
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">faster ← 0 → slower "
-                   "(us per step; scale ±{:.1f} us)</text>\n",
-                   sx(0), t - 12, extent * 1.05e-3);
+  std::string o = fmt::format(
+      "<svg class=\"plot\" id=\"attribution\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
+      "height=\"{1}\" role=\"img\" aria-label=\"attribution stacked bars\">\n",
+      w, h);
+  o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\"/>\n",
+                   sx(0), t - 8, t + row_h * static_cast<double>(bars.size()));
+  o += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">faster ← 0 → slower "
+      "(us per step; scale ±{:.1f} us)</text>\n",
+      sx(0), t - 12, extent * 1.05e-3);
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& bar = bars[i];
     const double y = t + row_h * static_cast<double>(i);
-    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", l - 6,
-                     y + row_h / 2 + 4, esc(bar.name));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n",
+                     l - 6, y + row_h / 2 + 4, esc(bar.name));
     double pos = 0, neg = 0;
     for (int p = 0; p < kPartCount; ++p) {
       const double v = bar.parts[p];
@@ -226,31 +252,36 @@ std::string attribution_svg(const Comparison& c) {
       const double from = v > 0 ? pos : neg + v;
       (v > 0 ? pos : neg) += v;
       const double x0 = sx(from), x1 = sx(from + std::fabs(v));
-      o += fmt::format("<rect class=\"seg\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
-                       "fill=\"{}\"><title>{}: {} {:+.2f} us/step ({:+.2f} pts)</title></rect>\n",
-                       x0, y + 4, std::max(0.5, x1 - x0), row_h - 8, kPartColor[p], esc(bar.name),
-                       part_name(static_cast<Part>(p)), v * 1e-3, v / a.mean_ns[0] * 100);
+      o += fmt::format(
+          "<rect class=\"seg\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
+          "fill=\"{}\"><title>{}: {} {:+.2f} us/step ({:+.2f} pts)</title></rect>\n",
+          x0, y + 4, std::max(0.5, x1 - x0), row_h - 8, kPartColor[p], esc(bar.name),
+          part_name(static_cast<Part>(p)), v * 1e-3, v / a.mean_ns[0] * 100);
     }
-    o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#000\" "
-                     "stroke-width=\"2\"><title>measured Δ {3:+.2f} us/step</title></line>\n",
-                     sx(bar.delta), y + 1, y + row_h - 1, bar.delta * 1e-3);
+    o += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#000\" "
+        "stroke-width=\"2\"><title>measured Δ {3:+.2f} us/step</title></line>\n",
+        sx(bar.delta), y + 1, y + row_h - 1, bar.delta * 1e-3);
   }
   double lx = l;
   const double ly = t + row_h * static_cast<double>(bars.size()) + 24;
   for (int p = 0; p < kPartCount; ++p) {
-    o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" "
-                     "y=\"{:.1f}\" font-size=\"11\">{}</text>",
-                     lx, ly, kPartColor[p], lx + 13, ly + 9, part_name(static_cast<Part>(p)));
+    o += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
+        "x=\"{:.1f}\" "
+        "y=\"{:.1f}\" font-size=\"11\">{}</text>",
+        lx, ly, kPartColor[p], lx + 13, ly + 9, part_name(static_cast<Part>(p)));
     lx += 95;
   }
-  o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\">black tick: measured Δ</text>\n", l,
-                   ly + 26);
+  o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\">black tick: measured Δ</text>\n",
+                   l, ly + 26);
   return o + "</svg>\n";
 }
 
 std::string pct(double a, double b) {
-  return a != 0 && std::isfinite(a) && std::isfinite(b) ? fmt::format("{:+.2f}%", (b - a) / std::fabs(a) * 100)
-                                                        : "-";
+  return a != 0 && std::isfinite(a) && std::isfinite(b)
+             ? fmt::format("{:+.2f}%", (b - a) / std::fabs(a) * 100)
+             : "-";
 }
 
 constexpr const char* kStyle = R"(
@@ -292,8 +323,8 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
   std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   o += "<title>pacer compare: " + esc(c.path[0]) + " vs " + esc(c.path[1]) + "</title>\n";
   o += "<style>" + std::string(kStyle) + "</style>\n" + kScriptHead + "</head><body>\n";
-  o += fmt::format("<h1>Performance comparison: {} <code>{}</code> vs {} <code>{}</code></h1>\n", esc(l[0]),
-                   esc(c.path[0]), esc(l[1]), esc(c.path[1]));
+  o += fmt::format("<h1>Performance comparison: {} <code>{}</code> vs {} <code>{}</code></h1>\n",
+                   esc(l[0]), esc(c.path[0]), esc(l[1]), esc(c.path[1]));
   o += "<p class=\"verdict\"><b>Verdict:</b> " + esc(c.verdict) + "</p>\n";
   for (const Flag& f : c.flags) o += "<div class=\"flag\">⚑ " + esc(f.text) + "</div>\n";
 
@@ -301,35 +332,45 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
   Table sum{{"Metric", l[0], l[1], "Δ", "Change (%)"}, {}, ""};
   sum.rows.push_back({"Total Cycles (decode steps)", fmt::format("{}", c.cycles[0].ms.n),
                       fmt::format("{}", c.cycles[1].ms.n),
-                      fmt::format("{:+d}", static_cast<int>(c.cycles[1].ms.n) - static_cast<int>(c.cycles[0].ms.n)), "-"});
+                      fmt::format("{:+d}", static_cast<int>(c.cycles[1].ms.n) -
+                                               static_cast<int>(c.cycles[0].ms.n)),
+                      "-"});
   auto srow = [&](const char* name, double x, double y, int dec) {
-    sum.rows.push_back({name, group_thousands(x, dec), group_thousands(y, dec), fmt_signed(y - x, dec), pct(x, y)});
+    sum.rows.push_back({name, group_thousands(x, dec), group_thousands(y, dec),
+                        fmt_signed(y - x, dec), pct(x, y)});
   };
   srow("Avg Cycle Time (us)", c.cycles[0].ms.mean * 1e3, c.cycles[1].ms.mean * 1e3, 2);
   srow("Median Cycle Time (us)", c.cycles[0].p50 * 1e3, c.cycles[1].p50 * 1e3, 2);
   srow("Decode throughput (tok/s)", 1e3 / c.cycles[0].ms.mean, 1e3 / c.cycles[1].ms.mean, 2);
   o += sum.html();
-  o += fmt::format("<p class=\"muted\">Step-time difference: Welch p = {}, Mann–Whitney U p = {}.</p>\n",
-                   fmt_p(c.step_welch.p), fmt_p(c.step_u.p));
+  o += fmt::format(
+      "<p class=\"muted\">Step-time difference: Welch p = {}, Mann–Whitney U p = {}.</p>\n",
+      fmt_p(c.step_welch.p), fmt_p(c.step_u.p));
 
   o += "<h2>2. Cycle duration distribution</h2>\n" + ranked_svg(c);
   Table q{{"Statistic", l[0] + " (us)", l[1] + " (us)", "Δ (us)", "Δ (%)"}, {}, ""};
   const CycleStats &ca = c.cycles[0], &cb = c.cycles[1];
-  for (const auto& [name, x, y] : std::vector<std::tuple<const char*, double, double>>{
-           {"min", ca.min, cb.min}, {"p50", ca.p50, cb.p50}, {"p90", ca.p90, cb.p90}, {"p99", ca.p99, cb.p99},
-           {"max", ca.max, cb.max}, {"mean", ca.ms.mean, cb.ms.mean}, {"sd", ca.ms.sd(), cb.ms.sd()}})
-    q.rows.push_back({name, group_thousands(x * 1e3, 2), group_thousands(y * 1e3, 2), fmt_signed((y - x) * 1e3, 2),
-                      pct(x, y)});
+  for (const auto& [name, x, y] :
+       std::vector<std::tuple<const char*, double, double>>{{"min", ca.min, cb.min},
+                                                            {"p50", ca.p50, cb.p50},
+                                                            {"p90", ca.p90, cb.p90},
+                                                            {"p99", ca.p99, cb.p99},
+                                                            {"max", ca.max, cb.max},
+                                                            {"mean", ca.ms.mean, cb.ms.mean},
+                                                            {"sd", ca.ms.sd(), cb.ms.sd()}})
+    q.rows.push_back({name, group_thousands(x * 1e3, 2), group_thousands(y * 1e3, 2),
+                      fmt_signed((y - x) * 1e3, 2), pct(x, y)});
   o += q.html();
 
   o += "<h2>3. Where the time went: additive attribution</h2>\n" + attribution_svg(c);
   Table at{{"Part", "Δ (us/step)", "pts of " + l[0] + " step", "share of Δ"}, {}, ""};
   for (int p = 0; p < kPartCount; ++p) {
     if (a.parts[p] == 0 && p != static_cast<int>(Part::Residual)) continue;
-    at.rows.push_back({fmt::format("<span style=\"color:{}\">■</span> {}", kPartColor[p],
-                                   part_name(static_cast<Part>(p))),
-                       fmt_signed(a.parts[p] * 1e-3, 2), fmt_signed(a.parts[p] / a.mean_ns[0] * 100, 2),
-                       a.delta_ns() != 0 ? fmt::format("{:.0f}%", a.parts[p] / a.delta_ns() * 100) : "-"});
+    at.rows.push_back(
+        {fmt::format("<span style=\"color:{}\">■</span> {}", kPartColor[p],
+                     part_name(static_cast<Part>(p))),
+         fmt_signed(a.parts[p] * 1e-3, 2), fmt_signed(a.parts[p] / a.mean_ns[0] * 100, 2),
+         a.delta_ns() != 0 ? fmt::format("{:.0f}%", a.parts[p] / a.delta_ns() * 100) : "-"});
   }
   at.rows.push_back({"<b>sum of parts</b>", fmt_signed(a.sum_of_parts() * 1e-3, 2),
                      fmt_signed(a.sum_of_parts() / a.mean_ns[0] * 100, 2), ""});
@@ -342,33 +383,39 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
     o += "</ul>\n";
   }
   Table ops{{"Op", l[0] + " (us/step)", l[1] + " (us/step)", "Δ (us)"}, {}, "sortable"};
-  for (int p = 0; p < kPartCount; ++p) ops.head.push_back(std::string(part_name(static_cast<Part>(p))) + " (us)");
+  for (int p = 0; p < kPartCount; ++p)
+    ops.head.push_back(std::string(part_name(static_cast<Part>(p))) + " (us)");
   ops.head.push_back("clock (MHz)");
   const size_t n_ops = ro.op_rows == 0 ? a.ops.size() : std::min(a.ops.size(), ro.op_rows);
   for (size_t i = 0; i < n_ops; ++i) {
     const OpAttribution& r = a.ops[i];
     std::vector<std::string> row{esc(r.op), group_thousands(r.mean_ns[0] * 1e-3, 2),
-                                 group_thousands(r.mean_ns[1] * 1e-3, 2), fmt_signed(r.delta_ns() * 1e-3, 2)};
-    for (int p = 0; p < kPartCount; ++p) row.push_back(r.parts[p] != 0 ? fmt_signed(r.parts[p] * 1e-3, 2) : "");
+                                 group_thousands(r.mean_ns[1] * 1e-3, 2),
+                                 fmt_signed(r.delta_ns() * 1e-3, 2)};
+    for (int p = 0; p < kPartCount; ++p)
+      row.push_back(r.parts[p] != 0 ? fmt_signed(r.parts[p] * 1e-3, 2) : "");
     row.push_back(fmt_num(r.freq_mhz[0], 0) + " → " + fmt_num(r.freq_mhz[1], 0));
     ops.rows.push_back(std::move(row));
   }
   o += ops.html();
 
-  o += "<h2>4. In-depth core metric comparison</h2>\n<h3>Overview</h3><p>" + inline_md(c.overview) + "</p>\n";
+  o += "<h2>4. In-depth core metric comparison</h2>\n<h3>Overview</h3><p>" + inline_md(c.overview) +
+       "</p>\n";
   o += "<h3>Key findings</h3><ul>\n";
   for (const auto& f : c.findings) o += "<li>" + inline_md(f) + "</li>\n";
   o += "</ul><p><b>Recommendation:</b> " + inline_md(c.recommendation) + "</p>\n";
   if (!c.frequency.empty()) {
     Table fq{{"Device", l[0] + " (MHz)", l[1] + " (MHz)", "Δ (%)", "p-value", "U-test p"}, {}, ""};
     for (const DeviceFrequency& f : c.frequency)
-      fq.rows.push_back({device_label(f.device), group_thousands(f.mhz[0].mean, 1), group_thousands(f.mhz[1].mean, 1),
-                         fmt_signed(f.pct_change, 2), fmt_p(f.p_welch), fmt_p(f.p_u)});
+      fq.rows.push_back({device_label(f.device), group_thousands(f.mhz[0].mean, 1),
+                         group_thousands(f.mhz[1].mean, 1), fmt_signed(f.pct_change, 2),
+                         fmt_p(f.p_welch), fmt_p(f.p_u)});
     o += "<h3>CPU clock per device</h3>" + fq.html();
   }
-  Table dt{{"Function Name", "Metric Name", "Device", "Suspicion Score", "Impact (pts)", "β_" + l[0] + "(%)",
-            "β_" + l[1] + "(%)", "Δβ(%)", "Z-Score(β)", "p-value(β)", "U-test p(β)", "μ_" + l[0], "μ_" + l[1], "Δμ",
-            "Z-Score(μ)", "Z-Score(log_μ)", "p-value(μ)", "U-test p(μ)", "Flag"},
+  Table dt{{"Function Name", "Metric Name", "Device", "Suspicion Score", "Impact (pts)",
+            "β_" + l[0] + "(%)", "β_" + l[1] + "(%)", "Δβ(%)", "Z-Score(β)", "p-value(β)",
+            "U-test p(β)", "μ_" + l[0], "μ_" + l[1], "Δμ", "Z-Score(μ)", "Z-Score(log_μ)",
+            "p-value(μ)", "U-test p(μ)", "Flag"},
            {},
            "sortable"};
   const size_t n_rows = ro.table_rows == 0 ? c.rows.size() : std::min(c.rows.size(), ro.table_rows);
@@ -376,26 +423,31 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
     const MetricRow& r = c.rows[i];
     const bool m = r.metric.has_value();
     const double sc = m ? metric_info(*r.metric).display_scale : 1;
-    dt.rows.push_back({esc(r.op), m ? fmt::format("{} ({})", metric_info(*r.metric).name, metric_info(*r.metric).unit) : "(time only)",
-                       device_label(r.device), fmt::format("{:.4g}", r.score), fmt::format("{:.3g}", r.impact_pts),
-                       fmt_num(r.beta[0].mean, 2), fmt_num(r.beta[1].mean, 2), fmt_signed(r.d_beta, 2),
-                       fmt_num(r.z_beta, 2), fmt_p(r.p_beta), fmt_p(r.u_p_beta),
-                       m ? group_thousands(r.mu[0].mean * sc, 2) : "-", m ? group_thousands(r.mu[1].mean * sc, 2) : "-",
-                       m ? fmt_signed(r.d_mu * sc, 2) : "-", m ? fmt_num(r.z_mu, 2) : "-",
-                       m ? fmt_num(r.z_log_mu, 2) : "-", m ? fmt_p(r.p_mu) : "-", m ? fmt_p(r.u_p_mu) : "-",
-                       r.flagged ? "⚑" : ""});
+    dt.rows.push_back(
+        {esc(r.op),
+         m ? fmt::format("{} ({})", metric_info(*r.metric).name, metric_info(*r.metric).unit)
+           : "(time only)",
+         device_label(r.device), fmt::format("{:.4g}", r.score),
+         fmt::format("{:.3g}", r.impact_pts), fmt_num(r.beta[0].mean, 2),
+         fmt_num(r.beta[1].mean, 2), fmt_signed(r.d_beta, 2), fmt_num(r.z_beta, 2), fmt_p(r.p_beta),
+         fmt_p(r.u_p_beta), m ? group_thousands(r.mu[0].mean * sc, 2) : "-",
+         m ? group_thousands(r.mu[1].mean * sc, 2) : "-", m ? fmt_signed(r.d_mu * sc, 2) : "-",
+         m ? fmt_num(r.z_mu, 2) : "-", m ? fmt_num(r.z_log_mu, 2) : "-", m ? fmt_p(r.p_mu) : "-",
+         m ? fmt_p(r.u_p_mu) : "-", r.flagged ? "⚑" : ""});
   }
-  o += "<h3>Detailed comparison table</h3><p class=\"muted\">Sorted by suspicion score; click a header to "
+  o += "<h3>Detailed comparison table</h3><p class=\"muted\">Sorted by suspicion score; click a "
+       "header to "
        "sort.";
   if (n_rows < c.rows.size()) o += fmt::format(" Top {} of {} rows.", n_rows, c.rows.size());
   o += "</p>\n" + dt.html();
 
   o += "<h2>5. Runs and comparability</h2><ul>\n";
   for (int i = 0; i < 2; ++i)
-    o += fmt::format("<li>{}: <code>{}</code> — {} {}, {} decode cycles, CPU {}, counters {}, clock {}</li>\n", esc(l[i]),
-                     esc(c.path[i]), esc(c.header[i].model.arch), esc(c.header[i].model.type), c.cycles[i].ms.n,
-                     esc(c.header[i].host.cpu_model), esc(c.header[i].counters.mode),
-                     esc(c.header[i].frequency.source));
+    o += fmt::format(
+        "<li>{}: <code>{}</code> — {} {}, {} decode cycles, CPU {}, counters {}, clock {}</li>\n",
+        esc(l[i]), esc(c.path[i]), esc(c.header[i].model.arch), esc(c.header[i].model.type),
+        c.cycles[i].ms.n, esc(c.header[i].host.cpu_model), esc(c.header[i].counters.mode),
+        esc(c.header[i].frequency.source));
   if (c.forced)
     for (const auto& e : c.compat.errors) o += "<li><b>Forced despite:</b> " + esc(e) + "</li>\n";
   for (const auto& w : c.compat.warnings) o += "<li>Warning: " + esc(w) + "</li>\n";

@@ -11,44 +11,58 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+Json num(double v) {
+  return std::isfinite(v) ? Json(v) : Json(nullptr);
+}
 
 Json summary_json(const stats::Summary& s) {
   return Json{{"n", s.n}, {"mean", num(s.mean)}, {"sd", num(s.sd())}};
 }
 
-Json pair_json(const std::array<double, 2>& v) { return Json::array({num(v[0]), num(v[1])}); }
+Json pair_json(const std::array<double, 2>& v) {
+  return Json::array({num(v[0]), num(v[1])});
+}
 
 Json parts_json(const std::array<double, kPartCount>& parts) {
   Json j = Json::object();
-  for (int p = 0; p < kPartCount; ++p) j[std::string(part_name(static_cast<Part>(p)))] = num(parts[p]);
+  for (int p = 0; p < kPartCount; ++p)
+    j[std::string(part_name(static_cast<Part>(p)))] = num(parts[p]);
   return j;
 }
 
 std::string_view level_name(SplitLevel l) {
   switch (l) {
-    case SplitLevel::Counters: return "counters";
-    case SplitLevel::Frequency: return "frequency";
-    case SplitLevel::OnCpu: return "oncpu";
-    case SplitLevel::None: return "none";
+    case SplitLevel::Counters:
+      return "counters";
+    case SplitLevel::Frequency:
+      return "frequency";
+    case SplitLevel::OnCpu:
+      return "oncpu";
+    case SplitLevel::None:
+      return "none";
   }
   return "none";
 }
 
 std::string_view flag_name(FlagKind k) {
   switch (k) {
-    case FlagKind::FrequencyDrop: return "frequency_drop";
-    case FlagKind::RunQueue: return "run_queue";
-    case FlagKind::IpcLoss: return "ipc_loss";
-    case FlagKind::Instructions: return "instructions";
+    case FlagKind::FrequencyDrop:
+      return "frequency_drop";
+    case FlagKind::RunQueue:
+      return "run_queue";
+    case FlagKind::IpcLoss:
+      return "ipc_loss";
+    case FlagKind::Instructions:
+      return "instructions";
   }
   return "?";
 }
 
 Json cycles_json(const CycleStats& c) {
-  return Json{{"n", c.ms.n},          {"mean_ms", num(c.ms.mean)}, {"sd_ms", num(c.ms.sd())},
-              {"min_ms", num(c.min)}, {"p50_ms", num(c.p50)},      {"p90_ms", num(c.p90)},
-              {"p99_ms", num(c.p99)}, {"max_ms", num(c.max)},      {"sorted_desc_ms", c.sorted_desc_ms}};
+  return Json{
+      {"n", c.ms.n},          {"mean_ms", num(c.ms.mean)}, {"sd_ms", num(c.ms.sd())},
+      {"min_ms", num(c.min)}, {"p50_ms", num(c.p50)},      {"p90_ms", num(c.p90)},
+      {"p99_ms", num(c.p99)}, {"max_ms", num(c.max)},      {"sorted_desc_ms", c.sorted_desc_ms}};
 }
 
 }  // namespace
@@ -59,31 +73,36 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
   j["schema"] = 1;
   j["runs"] = Json::array();
   for (int i = 0; i < 2; ++i) {
-    j["runs"].push_back({{"label", c.label[i]},
-                         {"path", c.path[i]},
-                         {"model", {{"arch", c.header[i].model.arch}, {"type", c.header[i].model.type}}},
-                         {"cpu_model", c.header[i].host.cpu_model},
-                         {"counters_mode", c.header[i].counters.mode},
-                         {"frequency_source", c.header[i].frequency.source},
-                         {"cycles", cycles_json(c.cycles[i])},
-                         {"step_ms", c.step_ms[i]},
-                         {"step_freq_mhz", Json::array()},
-                         {"notes", c.notes[i]}});
+    j["runs"].push_back(
+        {{"label", c.label[i]},
+         {"path", c.path[i]},
+         {"model", {{"arch", c.header[i].model.arch}, {"type", c.header[i].model.type}}},
+         {"cpu_model", c.header[i].host.cpu_model},
+         {"counters_mode", c.header[i].counters.mode},
+         {"frequency_source", c.header[i].frequency.source},
+         {"cycles", cycles_json(c.cycles[i])},
+         {"step_ms", c.step_ms[i]},
+         {"step_freq_mhz", Json::array()},
+         {"notes", c.notes[i]}});
     for (double f : c.step_freq_mhz[i]) j["runs"][i]["step_freq_mhz"].push_back(num(f));
   }
-  j["compatibility"] = {{"forced", c.forced}, {"errors", c.compat.errors}, {"warnings", c.compat.warnings}};
+  j["compatibility"] = {
+      {"forced", c.forced}, {"errors", c.compat.errors}, {"warnings", c.compat.warnings}};
   j["verdict"] = c.verdict;
   j["significant"] = c.significant;
   j["main_cause"] = c.main_cause ? Json(std::string(part_name(*c.main_cause))) : Json(nullptr);
   j["main_cause_pts"] = num(c.main_cause_pts);
   j["delta_pct"] = num(c.delta_pct());
   j["step_test"] = {{"welch_t", num(c.step_welch.t)}, {"welch_df", num(c.step_welch.df)},
-                    {"welch_p", num(c.step_welch.p)}, {"u", num(c.step_u.u)}, {"u_p", num(c.step_u.p)},
-                    {"u_exact", c.step_u.exact}};
+                    {"welch_p", num(c.step_welch.p)}, {"u", num(c.step_u.u)},
+                    {"u_p", num(c.step_u.p)},         {"u_exact", c.step_u.exact}};
   j["flags"] = Json::array();
   for (const Flag& f : c.flags)
-    j["flags"].push_back({{"kind", flag_name(f.kind)}, {"text", f.text}, {"devices", f.devices},
-                          {"op", f.op}, {"pct_change", num(f.pct_change)}});
+    j["flags"].push_back({{"kind", flag_name(f.kind)},
+                          {"text", f.text},
+                          {"devices", f.devices},
+                          {"op", f.op},
+                          {"pct_change", num(f.pct_change)}});
   const Attribution& a = c.attribution;
   Json attr = {{"mean_step_ns", pair_json(a.mean_ns)},
                {"delta_ns", num(a.delta_ns())},
@@ -121,18 +140,19 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
                               {"u_p", num(f.p_u)}});
   j["rows"] = Json::array();
   for (const MetricRow& r : c.rows) {
-    Json row = {{"op", r.op},
-                {"metric", r.metric ? Json(std::string(metric_info(*r.metric).name)) : Json(nullptr)},
-                {"device", device_label(r.device)},
-                {"pseudo", r.pseudo},
-                {"score", num(r.score)},
-                {"impact_pts", num(r.impact_pts)},
-                {"flagged", r.flagged},
-                {"beta", {summary_json(r.beta[0]), summary_json(r.beta[1])}},
-                {"d_beta", num(r.d_beta)},
-                {"z_beta", num(r.z_beta)},
-                {"p_beta", num(r.p_beta)},
-                {"u_p_beta", num(r.u_p_beta)}};
+    Json row = {
+        {"op", r.op},
+        {"metric", r.metric ? Json(std::string(metric_info(*r.metric).name)) : Json(nullptr)},
+        {"device", device_label(r.device)},
+        {"pseudo", r.pseudo},
+        {"score", num(r.score)},
+        {"impact_pts", num(r.impact_pts)},
+        {"flagged", r.flagged},
+        {"beta", {summary_json(r.beta[0]), summary_json(r.beta[1])}},
+        {"d_beta", num(r.d_beta)},
+        {"z_beta", num(r.z_beta)},
+        {"p_beta", num(r.p_beta)},
+        {"u_p_beta", num(r.u_p_beta)}};
     if (r.metric) {
       row["mu"] = {summary_json(r.mu[0]), summary_json(r.mu[1])};
       row["d_mu"] = num(r.d_mu);

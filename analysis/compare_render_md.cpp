@@ -133,10 +133,11 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
   const Attribution& a = c.attribution;
   const double t0 = a.mean_ns[0];
   o += "## 3. Where the Time Went: Additive Attribution\n\n";
-  o += fmt::format("Mean decode step: {} -> {} us ({}). Parts in us per step and in points (pts) "
-                   "of the {} mean step; they add up to the measured difference.\n\n",
-                   group_thousands(a.mean_ns[0] * 1e-3, 2), group_thousands(a.mean_ns[1] * 1e-3, 2),
-                   fmt_signed(c.delta_pct(), 1) + "%", c.label[0]);
+  o += fmt::format(
+      "Mean decode step: {} -> {} us ({}). Parts in us per step and in points (pts) "
+      "of the {} mean step; they add up to the measured difference.\n\n",
+      group_thousands(a.mean_ns[0] * 1e-3, 2), group_thousands(a.mean_ns[1] * 1e-3, 2),
+      fmt_signed(c.delta_pct(), 1) + "%", c.label[0]);
   o += "| Part | Δ (us/step) | pts | share of Δ |\n|:--|--:|--:|--:|\n";
   const double delta = a.delta_ns();
   for (int p = 0; p < kPartCount; ++p) {
@@ -147,7 +148,8 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
                      delta != 0 ? fmt::format("{:.0f}%", v / delta * 100) : "-");
   }
   o += fmt::format("| &nbsp;&nbsp;residual: sync (imbalance, fork/join) | {} | {} | |\n",
-                   fmt_signed(a.residual_sync_ns * 1e-3, 2), fmt_signed(a.residual_sync_ns / t0 * 100, 2));
+                   fmt_signed(a.residual_sync_ns * 1e-3, 2),
+                   fmt_signed(a.residual_sync_ns / t0 * 100, 2));
   o += fmt::format("| &nbsp;&nbsp;residual: outside recorded ops | {} | {} | |\n",
                    fmt_signed(a.residual_outside_ns * 1e-3, 2),
                    fmt_signed(a.residual_outside_ns / t0 * 100, 2));
@@ -155,7 +157,8 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
     o += fmt::format("| &nbsp;&nbsp;residual: ops without worker data | {} | {} | |\n",
                      fmt_signed(a.residual_unmeasured_ns * 1e-3, 2),
                      fmt_signed(a.residual_unmeasured_ns / t0 * 100, 2));
-  o += fmt::format("| **sum of parts** | **{}** | **{}** | |\n", fmt_signed(a.sum_of_parts() * 1e-3, 2),
+  o += fmt::format("| **sum of parts** | **{}** | **{}** | |\n",
+                   fmt_signed(a.sum_of_parts() * 1e-3, 2),
                    fmt_signed(a.sum_of_parts() / t0 * 100, 2));
   o += fmt::format("| **measured Δ (mean step)** | **{}** | **{}** | 100% |\n\n",
                    fmt_signed(delta * 1e-3, 2), fmt_signed(delta / t0 * 100, 2));
@@ -205,7 +208,8 @@ void findings_section(std::string& o, const Comparison& c, const RenderOptions& 
   o += "\n**Recommendation:** " + c.recommendation + "\n\n";
   if (!c.frequency.empty()) {
     o += "### CPU clock per device (decode steps)\n\n";
-    o += fmt::format("| Device | {} (MHz) | {} (MHz) | Δ (%) | p-value | U-test p | Flag |\n", l[0], l[1]);
+    o += fmt::format("| Device | {} (MHz) | {} (MHz) | Δ (%) | p-value | U-test p | Flag |\n", l[0],
+                     l[1]);
     o += "|:--|--:|--:|--:|--:|--:|:-:|\n";
     for (const DeviceFrequency& f : c.frequency) {
       bool flagged = false;
@@ -234,7 +238,8 @@ void findings_section(std::string& o, const Comparison& c, const RenderOptions& 
     const MetricRow& r = c.rows[i];
     const double scale = r.metric ? metric_info(*r.metric).display_scale : 1.0;
     o += fmt::format(
-        "| {} | {} | {} | {:.4g} | {:.3g} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | {} "
+        "| {} | {} | {} | {:.4g} | {:.3g} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | "
+        "{} "
         "| {} | {} | {} | {} |\n",
         r.op, metric_name(r), device_label(r.device), r.score, r.impact_pts, r.beta[0].mean,
         r.beta[1].mean, fmt_signed(r.d_beta, 2), fmt_num(r.z_beta, 2), fmt_p(r.p_beta),
@@ -244,9 +249,10 @@ void findings_section(std::string& o, const Comparison& c, const RenderOptions& 
         r.metric ? fmt_p(r.u_p_mu) : "-", r.flagged ? "⚑" : "");
   }
   if (shown < c.rows.size())
-    o += fmt::format("| ... ({} rows elided; --rows 0 shows all) | | | | | | | | | | | | | | | | | "
-                     "| |\n",
-                     c.rows.size() - shown);
+    o += fmt::format(
+        "| ... ({} rows elided; --rows 0 shows all) | | | | | | | | | | | | | | | | | "
+        "| |\n",
+        c.rows.size() - shown);
   o += "\n";
 }
 
@@ -259,11 +265,14 @@ std::string header_cell(const Header& h, const std::string& what) {
     return fmt::format("{} threads, pin {}, CPUs {}",
                        h.run.threads ? fmt::format("{}", *h.run.threads) : "?", h.run.pin,
                        fmt::join(h.run.cpus, ","));
-  if (what == "cpu") return h.host.cpu_model + (h.host.hostname.empty() ? "" : " on " + h.host.hostname);
-  if (what == "counters") return h.counters.mode + ": " + fmt::format("{}", fmt::join(h.counters.live, ", "));
+  if (what == "cpu")
+    return h.host.cpu_model + (h.host.hostname.empty() ? "" : " on " + h.host.hostname);
+  if (what == "counters")
+    return h.counters.mode + ": " + fmt::format("{}", fmt::join(h.counters.live, ", "));
   if (what == "freq")
     return h.frequency.source +
-           (h.frequency.nominal_mhz ? fmt::format(" (nominal {:.0f} MHz)", *h.frequency.nominal_mhz) : "");
+           (h.frequency.nominal_mhz ? fmt::format(" (nominal {:.0f} MHz)", *h.frequency.nominal_mhz)
+                                    : "");
   return "";
 }
 
@@ -271,9 +280,12 @@ void runs_section(std::string& o, const Comparison& c) {
   o += "## 5. Runs and Comparability\n\n";
   o += fmt::format("| | {} | {} |\n|:--|:--|:--|\n", c.label[0], c.label[1]);
   o += fmt::format("| event log | `{}` | `{}` |\n", c.path[0], c.path[1]);
-  for (const auto& [name, key] : std::vector<std::pair<const char*, const char*>>{
-           {"model", "model"}, {"workers", "threads"}, {"CPU", "cpu"}, {"counters", "counters"},
-           {"frequency source", "freq"}})
+  for (const auto& [name, key] :
+       std::vector<std::pair<const char*, const char*>>{{"model", "model"},
+                                                        {"workers", "threads"},
+                                                        {"CPU", "cpu"},
+                                                        {"counters", "counters"},
+                                                        {"frequency source", "freq"}})
     o += fmt::format("| {} | {} | {} |\n", name, header_cell(c.header[0], key),
                      header_cell(c.header[1], key));
   o += fmt::format("| decode cycles compared | {} | {} |\n\n", c.cycles[0].ms.n, c.cycles[1].ms.n);
@@ -282,8 +294,10 @@ void runs_section(std::string& o, const Comparison& c) {
   for (const std::string& w : c.compat.warnings) o += "- Warning: " + w + "\n";
   for (int i = 0; i < 2; ++i)
     for (const std::string& n : c.notes[i]) o += fmt::format("- Note ({}): {}\n", c.label[i], n);
-  if (c.forced || !c.compat.warnings.empty() || !c.notes[0].empty() || !c.notes[1].empty()) o += "\n";
-  if (!c.forced && c.compat.warnings.empty()) o += "The runs are alike in model, threads, pinning, CPU model and counter sources.\n\n";
+  if (c.forced || !c.compat.warnings.empty() || !c.notes[0].empty() || !c.notes[1].empty())
+    o += "\n";
+  if (!c.forced && c.compat.warnings.empty())
+    o += "The runs are alike in model, threads, pinning, CPU model and counter sources.\n\n";
 }
 
 }  // namespace

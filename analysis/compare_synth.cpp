@@ -22,7 +22,8 @@ struct SliceEffect {
 SliceEffect effect_for(const RunSpec& spec, const std::string& op, int cpu) {
   SliceEffect e;
   for (const Effect& fx : spec.effects) {
-    const bool op_hit = fx.ops.empty() || std::find(fx.ops.begin(), fx.ops.end(), op) != fx.ops.end();
+    const bool op_hit =
+        fx.ops.empty() || std::find(fx.ops.begin(), fx.ops.end(), op) != fx.ops.end();
     const bool cpu_hit =
         fx.cpus.empty() || std::find(fx.cpus.begin(), fx.cpus.end(), cpu) != fx.cpus.end();
     if (!op_hit || !cpu_hit) continue;
@@ -101,11 +102,11 @@ Json header_json(const RunSpec& spec) {
         {"live", counters_live},
         {"unavailable", unavailable},
         {"read", "read()"}}},
-      {"frequency",
-       spec.frequency ? Json{{"source", spec.hardware_counters ? "cycles" : "calibrated_loop"},
-                             {"nominal_mhz", spec.nominal_mhz},
-                             {"detail", "synthetic"}}
-                      : Json{{"source", "none"}, {"nominal_mhz", spec.nominal_mhz}}},
+      {"frequency", spec.frequency
+                        ? Json{{"source", spec.hardware_counters ? "cycles" : "calibrated_loop"},
+                               {"nominal_mhz", spec.nominal_mhz},
+                               {"detail", "synthetic"}}
+                        : Json{{"source", "none"}, {"nominal_mhz", spec.nominal_mhz}}},
       {"thermal", {{"throttle_counters", "absent"}, {"rapl", "absent"}}},
       {"bandwidth_gbs", nullptr},
       {"freq_before_mhz", freq_before},
@@ -170,8 +171,8 @@ class Generator {
         for (size_t w = 0; w < slices; ++w) {
           const int cpu = spec_.cpus[w];
           const SliceEffect fx = effect_for(spec_, op.name, cpu);
-          const double instr = op.instructions * tokens * fx.instr /
-                               static_cast<double>(slices) * noisy(spec_.noise);
+          const double instr = op.instructions * tokens * fx.instr / static_cast<double>(slices) *
+                               noisy(spec_.noise);
           const double cycles = instr * op.cpi * fx.cpi * noisy(spec_.noise);
           const double mhz = spec_.freq_mhz * fx.freq * noisy(spec_.noise / 4);
           const auto oncpu = static_cast<int64_t>(std::llround(cycles / (mhz * 1e-3)));
@@ -180,7 +181,7 @@ class Generator {
           const int64_t t1 = slice_t0 + oncpu + runq + blocked;
           op_end = std::max(op_end, t1);
           Json wj = {{"w", w}, {"cpu", cpu}, {"cpu_end", cpu}, {"t0_ns", slice_t0}, {"t1_ns", t1}};
-          if (spec_.frequency) wj["freq_mhz"] = std::round(mhz * 10) / 10;
+          if (spec_.frequency && spec_.slice_frequency) wj["freq_mhz"] = std::round(mhz * 10) / 10;
           if (spec_.sched) {
             wj["runq_ns"] = runq;
             wj["oncpu_ns"] = oncpu;
@@ -201,7 +202,8 @@ class Generator {
           nivcsw += runq > 0 ? 1 : 0;
           nvcsw += blocked > 0 ? 1 : 0;
         }
-        const int64_t op_t1 = op_end + static_cast<int64_t>(op.parallel ? spec_.fork_join_ns / 2 : 100);
+        const int64_t op_t1 =
+            op_end + static_cast<int64_t>(op.parallel ? spec_.fork_join_ns / 2 : 100);
         Json oj = {{"type", "op"},
                    {"step", step},
                    {"phase", op.phase == "decode" ? std::string(phase) : op.phase},

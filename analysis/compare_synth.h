@@ -16,12 +16,12 @@
 namespace pacer::analysis::synth {
 
 struct OpSpec {
-  std::string name = {};      // docs/event-log.md op name
-  std::string kind = {};      // matmul | attention | norm | elementwise | embed | sample | other
-  bool per_layer = true;      // one instance per layer (layer = 0..n_layers-1), else one (-1)
-  double instructions = 1e6;  // per instance, all workers together
-  double cpi = 0.5;           // cycles per instruction
-  bool parallel = true;       // split evenly across the workers; else runs on worker 0 alone
+  std::string name = {};         // docs/event-log.md op name
+  std::string kind = {};         // matmul | attention | norm | elementwise | embed | sample | other
+  bool per_layer = true;         // one instance per layer (layer = 0..n_layers-1), else one (-1)
+  double instructions = 1e6;     // per instance, all workers together
+  double cpi = 0.5;              // cycles per instruction
+  bool parallel = true;          // split evenly across the workers; else runs on worker 0 alone
   std::string phase = "decode";  // the op line's phase (sampling ops say "sample")
 };
 
@@ -38,16 +38,17 @@ struct Effect {
 };
 
 struct RunSpec {
-  int steps = 24;                 // decode steps (cycles)
-  int prompt_tokens = 4;          // one prefill step first (not a cycle)
+  int steps = 24;                  // decode steps (cycles)
+  int prompt_tokens = 4;           // one prefill step first (not a cycle)
   std::vector<int> cpus = {0, 1};  // one worker per CPU, pinned
   double freq_mhz = 3000;
   double nominal_mhz = 3000;
-  double noise = 0.01;     // relative sd of the log-normal noise on instructions, CPI and clock
+  double noise = 0.01;      // relative sd of the log-normal noise on instructions, CPI and clock
   double runq_base_ns = 0;  // run-queue wait in every slice, before effects
   uint64_t seed = 1;
   bool hardware_counters = true;  // instructions, cycles, llc_misses (else software events only)
-  bool frequency = true;          // per-slice freq_mhz and per-step freq
+  bool frequency = true;          // per-step freq (and per-slice freq_mhz, see below)
+  bool slice_frequency = true;    // per-slice freq_mhz (false: the step's clock only)
   bool sched = true;              // per-slice runq_ns/oncpu_ns and per-step sched
   bool footer = true;
   double step_overhead_ns = 20000;  // time of a step outside its ops (sampling glue, bookkeeping)

@@ -12,19 +12,29 @@ namespace {
 
 std::string_view part_label(Part p, bool slower) {
   switch (p) {
-    case Part::Frequency: return slower ? "frequency reduction" : "frequency increase";
-    case Part::Ipc: return slower ? "IPC loss" : "IPC gain";
-    case Part::Instructions: return slower ? "more instructions" : "fewer instructions";
-    case Part::CpuWork: return slower ? "more CPU work" : "less CPU work";
-    case Part::OnCpu: return slower ? "more on-CPU time" : "less on-CPU time";
-    case Part::RunQueue: return slower ? "run-queue contention" : "less run-queue wait";
-    case Part::Blocked: return slower ? "more blocked time" : "less blocked time";
-    case Part::Residual: return "unexplained";
+    case Part::Frequency:
+      return slower ? "frequency reduction" : "frequency increase";
+    case Part::Ipc:
+      return slower ? "IPC loss" : "IPC gain";
+    case Part::Instructions:
+      return slower ? "more instructions" : "fewer instructions";
+    case Part::CpuWork:
+      return slower ? "more CPU work" : "less CPU work";
+    case Part::OnCpu:
+      return slower ? "more on-CPU time" : "less on-CPU time";
+    case Part::RunQueue:
+      return slower ? "run-queue contention" : "less run-queue wait";
+    case Part::Blocked:
+      return slower ? "more blocked time" : "less blocked time";
+    case Part::Residual:
+      return "unexplained";
   }
   return "?";
 }
 
-std::string pts(double v) { return fmt::format("{:.1f} {}", v, std::fabs(v) == 1.0 ? "pt" : "pts"); }
+std::string pts(double v) {
+  return fmt::format("{:.1f} {}", v, std::fabs(v) == 1.0 ? "pt" : "pts");
+}
 
 const Flag* find_flag(const Comparison& c, FlagKind kind) {
   for (const Flag& f : c.flags)
@@ -98,8 +108,8 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
         }
         for (int i = 0; i < 2; ++i) ghz[i] = w[i] > 0 ? ghz[i] / w[i] : 0;
       }
-      std::string out = ghz[0] > 0 ? fmt::format("{} -> {}", format_mhz(ghz[0]), format_mhz(ghz[1]))
-                                   : "";
+      std::string out =
+          ghz[0] > 0 ? fmt::format("{} -> {}", format_mhz(ghz[0]), format_mhz(ghz[1])) : "";
       if (concentrated) out += (out.empty() ? "in " : " in ") + op_names(ops);
       return out + where;
     }
@@ -112,7 +122,10 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
       if (!ops.empty() && ops[0]->instructions[0] > 0)
         return fmt::format("{:+.0f}% in {}{}",
                            (ops[0]->instructions[1] / ops[0]->instructions[0] - 1) * 100,
-                           ops[0]->op, ops.size() > 1 ? ", also " + op_names(std::vector<const OpAttribution*>(ops.begin() + 1, ops.end())) : "");
+                           ops[0]->op,
+                           ops.size() > 1 ? ", also " + op_names(std::vector<const OpAttribution*>(
+                                                            ops.begin() + 1, ops.end()))
+                                          : "");
       return "";
     case Part::CpuWork:
       return "cycles at a constant clock; no PMU to separate IPC from instructions" +
@@ -129,12 +142,12 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
     case Part::Blocked:
       return fmt::format("{:+.3f} ms/step off-CPU and not runnable", a.part(Part::Blocked) * 1e-6);
     case Part::Residual:
-      return fmt::format("worker imbalance and fork/join {:+.3f} ms, outside ops {:+.3f} ms{}",
-                         a.residual_sync_ns * 1e-6, a.residual_outside_ns * 1e-6,
-                         a.residual_unmeasured_ns != 0
-                             ? fmt::format(", ops without data {:+.3f} ms",
-                                           a.residual_unmeasured_ns * 1e-6)
-                             : "");
+      return fmt::format(
+          "worker imbalance and fork/join {:+.3f} ms, outside ops {:+.3f} ms{}",
+          a.residual_sync_ns * 1e-6, a.residual_outside_ns * 1e-6,
+          a.residual_unmeasured_ns != 0
+              ? fmt::format(", ops without data {:+.3f} ms", a.residual_unmeasured_ns * 1e-6)
+              : "");
   }
   return "";
 }
@@ -208,9 +221,10 @@ void write_findings(Comparison& c) {
     std::string why;
     switch (f.kind) {
       case FlagKind::FrequencyDrop:
-        why = " A lower clock slows every op on those CPUs about equally, so it hardly moves any "
-              "op's share of the cycle (β) and a β-weighted score can bury it; pacer flags it by "
-              "rule.";
+        why =
+            " A lower clock slows every op on those CPUs about equally, so it hardly moves any "
+            "op's share of the cycle (β) and a β-weighted score can bury it; pacer flags it by "
+            "rule.";
         c.findings.push_back("⚑ **Frequency drop.** " + f.text + "." + why);
         break;
       case FlagKind::RunQueue:
@@ -253,19 +267,20 @@ void write_findings(Comparison& c) {
     for (const MetricRow& m : c.rows) {
       if (related.size() == 3) break;
       if (m.op != r.op || m.device != r.device || !m.metric || m.d_mu == 0) continue;
-      const bool moved = (std::isfinite(m.p_mu) && m.p_mu < 0.05) ||
-                         (std::isfinite(m.u_p_mu) && m.u_p_mu < 0.05);
+      const bool moved =
+          (std::isfinite(m.p_mu) && m.p_mu < 0.05) || (std::isfinite(m.u_p_mu) && m.u_p_mu < 0.05);
       if (!moved || std::fabs(m.d_mu) < 0.01 * std::fabs(m.mu[0].mean)) continue;
-      related.push_back(fmt::format("`{}` {} from {} to {} {}", metric_info(*m.metric).name,
-                                    m.d_mu > 0 ? "rose" : "fell", metric_value(*m.metric, m.mu[0].mean),
-                                    metric_value(*m.metric, m.mu[1].mean),
-                                    metric_info(*m.metric).unit));
+      related.push_back(
+          fmt::format("`{}` {} from {} to {} {}", metric_info(*m.metric).name,
+                      m.d_mu > 0 ? "rose" : "fell", metric_value(*m.metric, m.mu[0].mean),
+                      metric_value(*m.metric, m.mu[1].mean), metric_info(*m.metric).unit));
     }
     if (!related.empty()) s += fmt::format(" Meanwhile {}.", fmt::join(related, "; "));
     c.findings.push_back(std::move(s));
   }
   for (const MetricRow& r : c.rows)
-    if (r.op == kOncpuOp && r.device == kHostDevice && (r.beta[0].mean > 100 || r.beta[1].mean > 100)) {
+    if (r.op == kOncpuOp && r.device == kHostDevice &&
+        (r.beta[0].mean > 100 || r.beta[1].mean > 100)) {
       c.findings.push_back(
           "*Note: β above 100% (the `oncpu` pseudo-op on the host) sums the on-CPU time of all "
           "workers, so with W workers it can reach W x 100%.*");
@@ -369,16 +384,20 @@ namespace pacer::analysis {
 
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& o) {
   return {
-      {"Cycle", "one decode step (prefill batches are not cycles). Every statistic below treats "
-                "the per-cycle values of a run as its sample."},
-      {"β (beta)", "the op's time in a cycle as % of that cycle's duration: on `host` the op's "
-                   "wall time (all its layers), on `CPU n` the time of the worker slices that "
-                   "ran on CPU n. β above 100% (oncpu on host) sums several workers."},
-      {"μ (mu)", "the metric's value during the op in a cycle: cpu_frequency weighted by on-CPU "
-                 "time, ipc = instructions / cycles, counts and times summed per cycle; host "
-                 "rows aggregate all workers. The table shows its mean over cycles."},
-      {"oncpu / runq", "pseudo-ops from the scheduler: time on a CPU, and time runnable but "
-                       "waiting for a CPU, per cycle (host: summed over threads)."},
+      {"Cycle",
+       "one decode step (prefill batches are not cycles). Every statistic below treats "
+       "the per-cycle values of a run as its sample."},
+      {"β (beta)",
+       "the op's time in a cycle as % of that cycle's duration: on `host` the op's "
+       "wall time (all its layers), on `CPU n` the time of the worker slices that "
+       "ran on CPU n. β above 100% (oncpu on host) sums several workers."},
+      {"μ (mu)",
+       "the metric's value during the op in a cycle: cpu_frequency weighted by on-CPU "
+       "time, ipc = instructions / cycles, counts and times summed per cycle; host "
+       "rows aggregate all workers. The table shows its mean over cycles."},
+      {"oncpu / runq",
+       "pseudo-ops from the scheduler: time on a CPU, and time runnable but "
+       "waiting for a CPU, per cycle (host: summed over threads)."},
       {"Δβ, Δμ", "abnormal mean minus normal mean (β in percentage points)."},
       {"Z-Score(β), Z-Score(μ)",
        fmt::format("effect size: Δ / s with s = sqrt((sd_normal² + sd_abnormal²) / 2), the root "
@@ -394,20 +413,22 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    "{:.2f} (~1% relative). It measures relative change: a clock going 3.0 -> 2.1 "
                    "GHz and a count going 3000 -> 2100 score alike.",
                    stats::kLogSdFloor)},
-      {"p-value", "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
-                  "freedom, Student's t). Both runs constant: p = 0 if the means differ, 1 if "
-                  "not. Fewer than 2 cycles on a side: n/a."},
+      {"p-value",
+       "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
+       "freedom, Student's t). Both runs constant: p = 0 if the means differ, 1 if "
+       "not. Fewer than 2 cycles on a side: n/a."},
       {"U-test p", fmt::format("two-sided Mann–Whitney U: exact distribution when the runs have "
                                "{} cycles or fewer together and no ties; otherwise the normal "
                                "approximation with midranks for ties, the tie-corrected variance "
                                "n1·n2/12·((n+1) − Σ(t³−t)/(n(n−1))) and a 0.5 continuity "
                                "correction. All values tied: p = 1.",
                                stats::kExactMaxTotal)},
-      {"Impact (pts)", "the part of the normal cycle the row's change accounts for: for "
-                       "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
-                       "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
-                       "|Δμ| as % of the normal cycle; otherwise |Δβ|; never less than |Δβ|. "
-                       "Host pseudo-op rows are divided by the number of worker CPUs."},
+      {"Impact (pts)",
+       "the part of the normal cycle the row's change accounts for: for "
+       "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
+       "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
+       "|Δμ| as % of the normal cycle; otherwise |Δβ|; never less than |Δβ|. "
+       "Host pseudo-op rows are divided by the number of worker CPUs."},
       {"Suspicion Score",
        fmt::format("Impact × (min(|Z(β)|, {0:g}) + min(|Z(log μ)|, {0:g})). Unlike |Δβ| × (|Z(β)| "
                    "+ |Z(log μ)|), it does not bury a change that slows every op alike (a "
@@ -419,11 +440,12 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    "growth of ≥ {:g} pts of the cycle per worker, or an IPC / instruction change "
                    "of ≥ {:g}% in an op with β ≥ 1%, each significant at p < {:g} (Welch or U).",
                    o.freq_drop_pct, o.runq_flag_pts, o.counter_flag_pct, o.alpha)},
-      {"Attribution", "wall = on-CPU + run-queue + blocked + sync per op (critical path: the "
-                      "slowest worker of each instance); on-CPU = instructions × CPI / frequency, "
-                      "split exactly with the logarithmic-mean Divisia index; residual = sync, "
-                      "time outside ops and ops without data. pts = ns / normal mean step × 100; "
-                      "the parts sum to the measured change."},
+      {"Attribution",
+       "wall = on-CPU + run-queue + blocked + sync per op (critical path: the "
+       "slowest worker of each instance); on-CPU = instructions × CPI / frequency, "
+       "split exactly with the logarithmic-mean Divisia index; residual = sync, "
+       "time outside ops and ops without data. pts = ns / normal mean step × 100; "
+       "the parts sum to the measured change."},
       {"n/a", "not computable from the logs (too few cycles, or the metric was not measured)."},
   };
 }

@@ -26,12 +26,18 @@ LogError::LogError(const std::string& file, int64_t line, int64_t offset, const 
 
 std::string_view phase_name(Phase p) noexcept {
   switch (p) {
-    case Phase::Tokenize: return "tokenize";
-    case Phase::Prefill: return "prefill";
-    case Phase::Decode: return "decode";
-    case Phase::Sample: return "sample";
-    case Phase::Detokenize: return "detokenize";
-    case Phase::Other: break;
+    case Phase::Tokenize:
+      return "tokenize";
+    case Phase::Prefill:
+      return "prefill";
+    case Phase::Decode:
+      return "decode";
+    case Phase::Sample:
+      return "sample";
+    case Phase::Detokenize:
+      return "detokenize";
+    case Phase::Other:
+      break;
   }
   return "other";
 }
@@ -47,13 +53,20 @@ Phase parse_phase(std::string_view s) noexcept {
 
 std::string_view op_kind_name(OpKind k) noexcept {
   switch (k) {
-    case OpKind::Matmul: return "matmul";
-    case OpKind::Attention: return "attention";
-    case OpKind::Norm: return "norm";
-    case OpKind::Elementwise: return "elementwise";
-    case OpKind::Embed: return "embed";
-    case OpKind::Sample: return "sample";
-    case OpKind::Other: break;
+    case OpKind::Matmul:
+      return "matmul";
+    case OpKind::Attention:
+      return "attention";
+    case OpKind::Norm:
+      return "norm";
+    case OpKind::Elementwise:
+      return "elementwise";
+    case OpKind::Embed:
+      return "embed";
+    case OpKind::Sample:
+      return "sample";
+    case OpKind::Other:
+      break;
   }
   return "other";
 }
@@ -83,16 +96,18 @@ std::vector<std::string> ReadSummary::warnings() const {
     out.push_back(fmt::format("{}: ... and {} more malformed lines", path,
                               malformed_count - static_cast<int64_t>(malformed.size())));
   if (malformed_count > 0)
-    out.push_back(fmt::format("{}: {} of {} lines skipped as malformed", path, malformed_count,
-                              lines));
+    out.push_back(
+        fmt::format("{}: {} of {} lines skipped as malformed", path, malformed_count, lines));
   if (truncated_last_line)
-    out.push_back(fmt::format("{}:{}: the last line is truncated (the writer was killed "
-                              "mid-line); it was ignored",
-                              path, truncated_line));
+    out.push_back(
+        fmt::format("{}:{}: the last line is truncated (the writer was killed "
+                    "mid-line); it was ignored",
+                    path, truncated_line));
   if (!has_footer)
-    out.push_back(fmt::format("{}: no footer: incomplete run (killed or crashed); the report "
-                              "covers the {} steps recorded",
-                              path, n_step));
+    out.push_back(
+        fmt::format("{}: no footer: incomplete run (killed or crashed); the report "
+                    "covers the {} steps recorded",
+                    path, n_step));
   if (n_unknown > 0)
     out.push_back(fmt::format("{}: {} lines of unknown type ignored (written by a newer pacer?)",
                               path, n_unknown));
@@ -329,7 +344,8 @@ struct LogReader::Impl {
               return;
             }
             break;
-          default: break;
+          default:
+            break;
         }
         sc.skip_value();
       });
@@ -609,9 +625,9 @@ void LogReader::Impl::parse_header_line(std::string_view line, int64_t lineno, i
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
     throw LogError(path, lineno, offset + static_cast<int64_t>(e.byte) - 1,
-                   unterminated ? "the log ends inside its header line (no complete header)"
-                                : fmt::format("the first line is not a valid JSON header: {}",
-                                              e.what()));
+                   unterminated
+                       ? "the log ends inside its header line (no complete header)"
+                       : fmt::format("the first line is not a valid JSON header: {}", e.what()));
   }
   if (!j.is_object() || !j.contains("type") || j["type"] != "header") {
     throw LogError(path, lineno, offset,
@@ -682,8 +698,8 @@ ReadSummary LogReader::read(LogVisitor& visitor) {
 
   constexpr size_t kChunk = 1 << 20;
   std::vector<char> buf(2 * kChunk);
-  size_t len = 0;         // bytes in buf
-  int64_t buf_base = 0;   // file offset of buf[0]
+  size_t len = 0;        // bytes in buf
+  int64_t buf_base = 0;  // file offset of buf[0]
   int64_t lineno = 0;
   bool eof = false;
   while (!eof) {
@@ -695,12 +711,11 @@ ReadSummary LogReader::read(LogVisitor& visitor) {
       eof = true;
     }
     len += got;
-    const size_t used =
-        split_lines(std::string_view(buf.data(), len), eof,
-                    [&](std::string_view line, size_t at, bool unterminated) {
-                      im.process_line(line, ++lineno, buf_base + static_cast<int64_t>(at),
-                                      unterminated);
-                    });
+    const size_t used = split_lines(
+        std::string_view(buf.data(), len), eof,
+        [&](std::string_view line, size_t at, bool unterminated) {
+          im.process_line(line, ++lineno, buf_base + static_cast<int64_t>(at), unterminated);
+        });
     std::memmove(buf.data(), buf.data() + used, len - used);
     len -= used;
     buf_base += static_cast<int64_t>(used);

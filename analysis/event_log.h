@@ -48,7 +48,7 @@ class LogError : public std::runtime_error {
 
 enum class Phase { Tokenize, Prefill, Decode, Sample, Detokenize, Other };
 inline constexpr int kPhaseCount = 6;
-std::string_view phase_name(Phase p) noexcept;  // "tokenize", ... "other"
+std::string_view phase_name(Phase p) noexcept;   // "tokenize", ... "other"
 Phase parse_phase(std::string_view s) noexcept;  // unknown names -> Phase::Other
 
 enum class OpKind { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other };
@@ -224,7 +224,8 @@ struct ReadSummary {
 
   // A run is complete when it has its footer; otherwise the writer was killed or crashed.
   bool complete() const noexcept { return has_footer; }
-  // One line per problem, ready to print to stderr ("events.jsonl:17: skipped malformed line: ...").
+  // One line per problem, ready to print to stderr ("events.jsonl:17: skipped malformed line:
+  // ...").
   std::vector<std::string> warnings() const;
 };
 

@@ -27,8 +27,7 @@ void take(const json& obj, std::string_view where, const char* key, std::string&
   out = v->get<std::string>();
 }
 
-void take(const json& obj, std::string_view where, const char* key,
-          std::optional<int64_t>& out) {
+void take(const json& obj, std::string_view where, const char* key, std::optional<int64_t>& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (v->is_number_integer()) {

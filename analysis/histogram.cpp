@@ -7,8 +7,8 @@
 namespace pacer::analysis {
 namespace {
 
-constexpr int kSubBits = 7;              // 128 buckets per power of two
-constexpr int kSub = 1 << kSubBits;      // 128
+constexpr int kSubBits = 7;                 // 128 buckets per power of two
+constexpr int kSub = 1 << kSubBits;         // 128
 constexpr int64_t kLinearLimit = 2 * kSub;  // values < 256 map to themselves
 
 }  // namespace
@@ -16,7 +16,7 @@ constexpr int64_t kLinearLimit = 2 * kSub;  // values < 256 map to themselves
 int LogHistogram::bucket_of(int64_t value) noexcept {
   if (value < kLinearLimit) return value < 0 ? 0 : static_cast<int>(value);
   const int e = 63 - std::countl_zero(static_cast<uint64_t>(value));  // floor(log2), >= 8
-  const int64_t sub = value >> (e - kSubBits);                         // in [128, 256)
+  const int64_t sub = value >> (e - kSubBits);                        // in [128, 256)
   return (e - kSubBits + 1) * kSub + static_cast<int>(sub - kSub);
 }
 
@@ -84,8 +84,8 @@ double LogHistogram::percentile(double q) const {
     seen += counts_[i];
     if (seen >= rank) {
       const int b = base_ + static_cast<int>(i);
-      const double mid = static_cast<double>(bucket_lower(b)) +
-                         (static_cast<double>(bucket_width(b)) - 1.0) / 2.0;
+      const double mid =
+          static_cast<double>(bucket_lower(b)) + (static_cast<double>(bucket_width(b)) - 1.0) / 2.0;
       return std::clamp(mid, static_cast<double>(min_), static_cast<double>(max_));
     }
   }

@@ -7,6 +7,7 @@
 // bucket is at most 1/128 of its lower bound wide, and a percentile is reported as the bucket's
 // midpoint clamped to the exact [min, max], so it lies within kRelativeError of the exact
 // nearest-rank percentile.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,9 @@ class LogHistogram {
   // Nearest-rank percentile, q in [0, 1]: the value of rank ceil(q * n) (at least 1) in sorted
   // order, within kRelativeError. 0 when empty.
   double percentile(double q) const;
+
+  // Buckets allocated: the span from the lowest to the highest bucket seen.
+  size_t buckets_in_use() const noexcept { return counts_.size(); }
 
   // Bucket index of a value and the [lower, upper) value range of a bucket (exposed for tests).
   static int bucket_of(int64_t value) noexcept;

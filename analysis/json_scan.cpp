@@ -9,7 +9,9 @@
 namespace pacer::analysis::detail {
 namespace {
 
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
 
 int hex_value(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';
@@ -73,14 +75,30 @@ void JsonScanner::decode_escapes(size_t start, std::string& out) {
     const char e = s_[i_ + 1];
     i_ += 2;
     switch (e) {
-      case '"': out.push_back('"'); break;
-      case '\\': out.push_back('\\'); break;
-      case '/': out.push_back('/'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
+      case '"':
+        out.push_back('"');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '/':
+        out.push_back('/');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
       case 'u': {
         auto read_hex4 = [&](size_t at) -> uint32_t {
           if (at + 4 > s_.size()) fail(at, "truncated \\u escape");
@@ -113,7 +131,8 @@ void JsonScanner::decode_escapes(size_t start, std::string& out) {
         append_utf8(out, cp);
         break;
       }
-      default: fail(i_ - 1, fmt::format("invalid escape '\\{}'", e));
+      default:
+        fail(i_ - 1, fmt::format("invalid escape '\\{}'", e));
     }
   }
   fail(i_, "unterminated string");
@@ -200,15 +219,24 @@ void JsonScanner::skip_value(int depth) {
   // Logs are flat; a deep nest is damage, not data (and would overflow the stack).
   if (depth > 64) fail(i_, "nesting too deep");
   switch (peek()) {
-    case '{': object([&](std::string_view) { skip_value(depth + 1); }); return;
-    case '[': array([&] { skip_value(depth + 1); }); return;
-    case '"': read_string(value_scratch_); return;
+    case '{':
+      object([&](std::string_view) { skip_value(depth + 1); });
+      return;
+    case '[':
+      array([&] { skip_value(depth + 1); });
+      return;
+    case '"':
+      read_string(value_scratch_);
+      return;
     case 't':
-    case 'f': boolean(); return;
+    case 'f':
+      boolean();
+      return;
     case 'n':
       if (!null()) fail(i_, "expected null");
       return;
-    case '\0': fail(i_, "expected a value but the line ended");
+    case '\0':
+      fail(i_, "expected a value but the line ended");
     default: {
       bool integral = false;
       i_ = scan_number(integral);

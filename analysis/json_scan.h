@@ -94,8 +94,8 @@ class JsonScanner {
       v = v * 10 + static_cast<unsigned>(s_[j] - '0');
       ++j;
     }
-    const bool ends_cleanly = j == s_.size() || s_[j] == ',' || s_[j] == '}' || s_[j] == ']' ||
-                              s_[j] == ' ';
+    const bool ends_cleanly =
+        j == s_.size() || s_[j] == ',' || s_[j] == '}' || s_[j] == ']' || s_[j] == ' ';
     if (j > first && ends_cleanly && (s_[first] != '0' || j - first == 1)) {
       i_ = j;
       return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);

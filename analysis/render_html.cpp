@@ -17,11 +17,20 @@ std::string esc(std::string_view s) {
   o.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -75,12 +84,10 @@ constexpr const char* kScript = R"JS(
     for (; t <= hi + step * 1e-9; t += step) ticks.push(+t.toPrecision(12));
     return ticks;
   }
-  function fmt(v) {
-    var a = Math.abs(v);
-    if (a >= 1000) return v.toFixed(0);
-    if (a >= 10) return v.toFixed(1);
-    if (a >= 1) return v.toFixed(2);
-    return v.toPrecision(2);
+  // Tick labels with as many decimals as the tick step needs.
+  function fmtTick(v, step) {
+    var d = Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9)));
+    return v.toFixed(d);
   }
   function svgBox(id, w, h) {
     var holder = document.getElementById(id);
@@ -96,11 +103,12 @@ constexpr const char* kScript = R"JS(
   }
   function yAxis(svg, x, top, bottom, lo, hi, label, right) {
     var ticks = niceTicks(lo, hi, 5), g = el("g", {"class": "axis"}, svg);
+    var step = ticks.length > 1 ? ticks[1] - ticks[0] : Math.abs(hi - lo) || 1;
     el("line", {x1: x, x2: x, y1: top, y2: bottom, stroke: "#8a93a5"}, g);
     ticks.forEach(function (t) {
       var y = bottom - (t - lo) / (hi - lo) * (bottom - top);
       el("text", {x: right ? x + 6 : x - 6, y: y + 4, "font-size": 11, fill: "#5b6578",
-                  "text-anchor": right ? "start" : "end"}, g, fmt(t));
+                  "text-anchor": right ? "start" : "end"}, g, fmtTick(t, step));
       if (!right) el("line", {x1: x, x2: x + 9999, y1: y, y2: y, stroke: "#eef1f5"}, g);
     });
     var lx = right ? x + 52 : x - 48, ly = (top + bottom) / 2;
@@ -110,10 +118,12 @@ constexpr const char* kScript = R"JS(
   function xAxis(svg, left, right, y, lo, hi, label) {
     var g = el("g", {"class": "axis"}, svg);
     el("line", {x1: left, x2: right, y1: y, y2: y, stroke: "#8a93a5"}, g);
-    niceTicks(lo, hi, 8).forEach(function (t) {
+    var ticks = niceTicks(lo, hi, 8);
+    var step = ticks.length > 1 ? ticks[1] - ticks[0] : Math.abs(hi - lo) || 1;
+    ticks.forEach(function (t) {
       var x = left + (t - lo) / (hi - lo) * (right - left);
       el("line", {x1: x, x2: x, y1: y, y2: y + 4, stroke: "#8a93a5"}, g);
-      el("text", {x: x, y: y + 16, "font-size": 11, fill: "#5b6578", "text-anchor": "middle"}, g, fmt(t));
+      el("text", {x: x, y: y + 16, "font-size": 11, fill: "#5b6578", "text-anchor": "middle"}, g, fmtTick(t, step));
     });
     el("text", {x: (left + right) / 2, y: y + 34, "font-size": 12, fill: "#3a4252",
                 "text-anchor": "middle"}, g, label);
@@ -261,30 +271,31 @@ std::string render_html(const Report& r) {
   out += fmt::format("<title>pacer report: {}</title>\n", esc(r.source));
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   // The error hook comes first so it sees errors of everything after it.
-  out += "<script>window.onerror=function(m){document.title='plots-error:'+m;"
-         "var d=document.createElement('div');d.id='js-error';d.textContent=String(m);"
-         "(document.body||document.documentElement).appendChild(d);};</script>\n";
+  out +=
+      "<script>window.onerror=function(m){document.title='plots-error:'+m;"
+      "var d=document.createElement('div');d.id='js-error';d.textContent=String(m);"
+      "(document.body||document.documentElement).appendChild(d);};</script>\n";
   out += fmt::format("<style>{}</style>\n</head><body>\n", kCss);
-  out += fmt::format("<h1>pacer report</h1>\n<div class=\"sub\">{} &middot; {} {} &middot; {} "
-                     "threads, pin {} &middot; {}</div>\n",
-                     esc(r.source), esc(h.model.arch), esc(h.model.type),
-                     h.run.threads ? std::to_string(*h.run.threads) : "?", esc(h.run.pin),
-                     esc(h.host.cpu_model));
+  out += fmt::format(
+      "<h1>pacer report</h1>\n<div class=\"sub\">{} &middot; {} {} &middot; {} "
+      "threads, pin {} &middot; {}</div>\n",
+      esc(r.source), esc(h.model.arch), esc(h.model.type),
+      h.run.threads ? std::to_string(*h.run.threads) : "?", esc(h.run.pin), esc(h.host.cpu_model));
 
   // Headline numbers.
   const Throughput& t = r.throughput;
   auto card = [&](const std::string& k, const std::string& v) {
-    out += fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>"
-                       "</div>",
-                       esc(k), esc(v));
+    out += fmt::format(
+        "<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>"
+        "</div>",
+        esc(k), esc(v));
   };
   out += "<div class=\"cards\">";
   card("decode", detail::fmt_opt(t.decode_tok_s, "{:.2f} tok/s"));
   card("prefill", detail::fmt_opt(t.prefill_tok_s, "{:.1f} tok/s"));
   card("TTFT", detail::fmt_opt(t.ttft_ms, "{:.1f} ms"));
-  card("decode step p50 / p99",
-       fmt::format("{} / {} ms", detail::fmt_ms(r.decode_steps.p50_ns),
-                   detail::fmt_ms(r.decode_steps.p99_ns)));
+  card("decode step p50 / p99", fmt::format("{} / {} ms", detail::fmt_ms(r.decode_steps.p50_ns),
+                                            detail::fmt_ms(r.decode_steps.p99_ns)));
   card("decode mean MHz", detail::fmt_opt(r.decode_cpu.freq_mean_mhz, "{:.0f}"));
   card("decode roofline", t.decode_roofline_tok_s
                               ? fmt::format("{:.1f} tok/s", *t.decode_roofline_tok_s)
@@ -292,8 +303,9 @@ std::string render_html(const Report& r) {
   card("peak RSS", t.peak_rss_kb ? fmt::format("{:.1f} MB", *t.peak_rss_kb / 1024.0) : "-");
   out += "</div>\n";
   if (!r.read.complete())
-    out += "<div class=\"verdict warn\"><b>Incomplete run:</b> the log has no footer (the run "
-           "was killed or crashed); the report covers what was recorded.</div>\n";
+    out +=
+        "<div class=\"verdict warn\"><b>Incomplete run:</b> the log has no footer (the run "
+        "was killed or crashed); the report covers what was recorded.</div>\n";
   const Bottleneck& b = r.bottleneck;
   out += fmt::format("<div class=\"verdict\"><b>Verdict: {}</b>", esc(bottleneck_name(b.verdict)));
   if (!b.dominant_phase.empty())
@@ -306,12 +318,15 @@ std::string render_html(const Report& r) {
   out += "</div>\n";
 
   out += "<h2 id=\"plots\">Plots</h2>\n";
-  out += "<div class=\"plot\"><h3>Step latency and effective frequency</h3>"
-         "<div id=\"plot-timeline\"></div></div>\n";
-  out += "<div class=\"plot\"><h3>Time per op (phase :: op, top 20 by total)</h3>"
-         "<div id=\"plot-ops\"></div></div>\n";
-  out += "<div class=\"plot\"><h3>Decode step latency histogram</h3>"
-         "<div id=\"plot-hist\"></div></div>\n";
+  out +=
+      "<div class=\"plot\"><h3>Step latency and effective frequency</h3>"
+      "<div id=\"plot-timeline\"></div></div>\n";
+  out +=
+      "<div class=\"plot\"><h3>Time per op (phase :: op, top 20 by total)</h3>"
+      "<div id=\"plot-ops\"></div></div>\n";
+  out +=
+      "<div class=\"plot\"><h3>Decode step latency histogram</h3>"
+      "<div id=\"plot-hist\"></div></div>\n";
   out += "<div class=\"plot\"><h3>Phase breakdown</h3><div id=\"plot-phases\"></div></div>\n";
   out += "<div id=\"plots-status\" data-plots=\"0\"></div>\n";
 
@@ -331,8 +346,8 @@ std::string render_html(const Report& r) {
       }
       const bool fold = table.rows.size() > 30;
       if (fold)
-        out += fmt::format("<details><summary>{} rows (click to show)</summary>\n",
-                           table.rows.size());
+        out +=
+            fmt::format("<details><summary>{} rows (click to show)</summary>\n", table.rows.size());
       append_table(out, table);
       if (fold) out += "</details>\n";
     }
@@ -345,9 +360,8 @@ std::string render_html(const Report& r) {
 
   // Plot data: only what the script reads. "</" is escaped so no string can close the tag.
   nlohmann::json data = detail::report_json(r);
-  nlohmann::json slim = {{"steps", data["steps"]},
-                         {"by_phase_op", data["by_phase_op"]},
-                         {"phases", data["phases"]}};
+  nlohmann::json slim = {
+      {"steps", data["steps"]}, {"by_phase_op", data["by_phase_op"]}, {"phases", data["phases"]}};
   std::string json = slim.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string safe;
   safe.reserve(json.size());

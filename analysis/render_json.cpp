@@ -37,10 +37,14 @@ json dist_json(const Dist& d) {
 }
 
 json cpu_json(const CpuMetrics& c) {
-  return {{"freq_mean_mhz", opt(c.freq_mean_mhz)}, {"freq_min_mhz", opt(c.freq_min_mhz)},
-          {"ipc", opt(c.ipc)},                     {"weight_bytes", c.weight_bytes},
-          {"gbs", opt(c.gbs)},                     {"roofline_pct", opt(c.roofline_pct)},
-          {"offcpu_share", opt(c.offcpu_share)},   {"migrations", c.migrations}};
+  return {{"freq_mean_mhz", opt(c.freq_mean_mhz)},
+          {"freq_min_mhz", opt(c.freq_min_mhz)},
+          {"ipc", opt(c.ipc)},
+          {"weight_bytes", c.weight_bytes},
+          {"gbs", opt(c.gbs)},
+          {"roofline_pct", opt(c.roofline_pct)},
+          {"offcpu_share", opt(c.offcpu_share)},
+          {"migrations", c.migrations}};
 }
 
 json steps_json(const Report& r) {
@@ -73,10 +77,14 @@ json report_json(const Report& r) {
   j["header"] = r.header.raw;
   if (r.footer) {
     const Footer& f = *r.footer;
-    j["footer"] = {{"steps", opt(f.steps)},         {"n_prompt", opt(f.n_prompt)},
-                   {"n_generated", opt(f.n_generated)}, {"ttft_ms", opt(f.ttft_ms)},
-                   {"prefill_tok_s", opt(f.prefill_tok_s)}, {"decode_tok_s", opt(f.decode_tok_s)},
-                   {"wall_ms", opt(f.wall_ms)},     {"peak_rss_kb", opt(f.peak_rss_kb)},
+    j["footer"] = {{"steps", opt(f.steps)},
+                   {"n_prompt", opt(f.n_prompt)},
+                   {"n_generated", opt(f.n_generated)},
+                   {"ttft_ms", opt(f.ttft_ms)},
+                   {"prefill_tok_s", opt(f.prefill_tok_s)},
+                   {"decode_tok_s", opt(f.decode_tok_s)},
+                   {"wall_ms", opt(f.wall_ms)},
+                   {"peak_rss_kb", opt(f.peak_rss_kb)},
                    {"stop", f.stop}};
   } else {
     j["footer"] = nullptr;
@@ -106,9 +114,9 @@ json report_json(const Report& r) {
                      {"peak_rss_kb", opt(t.peak_rss_kb)}};
   j["prefill_steps"] = dist_json(r.prefill_steps);
   j["decode_steps"] = dist_json(r.decode_steps);
-  for (auto [key, rows] : {std::pair{"by_phase", &r.by_phase},
-                           std::pair{"by_phase_op", &r.by_phase_op},
-                           std::pair{"by_layer_op", &r.by_layer_op}, std::pair{"by_op", &r.by_op}}) {
+  for (auto [key, rows] :
+       {std::pair{"by_phase", &r.by_phase}, std::pair{"by_phase_op", &r.by_phase_op},
+        std::pair{"by_layer_op", &r.by_layer_op}, std::pair{"by_op", &r.by_op}}) {
     json arr = json::array();
     for (const OpRow& row : *rows) arr.push_back(op_row(row));
     j[key] = std::move(arr);

@@ -10,9 +10,12 @@ std::string render_markdown(const Report& r, const RenderOptions& opts) {
   auto esc = [](const std::string& s) {
     std::string o;
     for (char c : s) {
-      if (c == '|') o += "\\|";
-      else if (c == '\n') o += ' ';
-      else o += c;
+      if (c == '|')
+        o += "\\|";
+      else if (c == '\n')
+        o += ' ';
+      else
+        o += c;
     }
     return o;
   };
@@ -38,8 +41,7 @@ std::string render_markdown(const Report& r, const RenderOptions& opts) {
           out += fmt::format(" {} |", esc(c < row.size() ? row[c] : std::string()));
         out += '\n';
       }
-      if (t.omitted > 0)
-        out += fmt::format("\n_{} more rows: `--top 0` shows all._\n", t.omitted);
+      if (t.omitted > 0) out += fmt::format("\n_{} more rows: `--top 0` shows all._\n", t.omitted);
     }
     if (!s.notes.empty()) out += '\n';
     for (const std::string& n : s.notes) {

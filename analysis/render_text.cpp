@@ -77,10 +77,14 @@ Format parse_format(std::string_view s) {
 
 std::string render(const Report& r, Format f, const RenderOptions& opts) {
   switch (f) {
-    case Format::Text: return render_text(r, opts);
-    case Format::Markdown: return render_markdown(r, opts);
-    case Format::Json: return render_json(r);
-    case Format::Html: return render_html(r);
+    case Format::Text:
+      return render_text(r, opts);
+    case Format::Markdown:
+      return render_markdown(r, opts);
+    case Format::Json:
+      return render_json(r);
+    case Format::Html:
+      return render_html(r);
   }
   return render_text(r, opts);
 }

@@ -43,8 +43,16 @@ struct CpuMetrics {
 };
 
 // Components ops are aggregated into (the reference's "aggregated by component").
-enum class Component { Attention, Ffn, Norms, Embedding, OutputProjection, Sampling, Tokenizer,
-                       Other };
+enum class Component {
+  Attention,
+  Ffn,
+  Norms,
+  Embedding,
+  OutputProjection,
+  Sampling,
+  Tokenizer,
+  Other
+};
 inline constexpr int kComponentCount = 8;
 std::string_view component_name(Component c) noexcept;
 Component component_of(std::string_view op_name) noexcept;
@@ -63,7 +71,7 @@ struct OpRow {
 struct BlockRow {
   Phase phase = Phase::Decode;
   int layer = 0;
-  Dist per_step;  // one value per step: that block's summed op time
+  Dist per_step;     // one value per step: that block's summed op time
   double share = 0;  // of the phase's op time
 };
 
@@ -86,10 +94,10 @@ struct ShapeRow {
 struct StepRow {
   int64_t step = 0;
   Phase phase = Phase::Decode;
-  int64_t start_ns = 0;   // from the first timestamp of the run
-  int64_t dur_ns = 0;     // t1 - t0 of the step line
-  int64_t op_ns = 0;      // sum of op durations inside the step (sampling included)
-  int64_t sample_ns = 0;  // sampling ops inside the step
+  int64_t start_ns = 0;        // from the first timestamp of the run
+  int64_t dur_ns = 0;          // t1 - t0 of the step line
+  int64_t op_ns = 0;           // sum of op durations inside the step (sampling included)
+  int64_t sample_ns = 0;       // sampling ops inside the step
   int64_t other_phase_ns = 0;  // ops inside the step of another phase (sampling, detokenize)
   int64_t tokens = 1;
   std::optional<double> freq_mhz;  // op-time-weighted worker frequency, else the step's `freq`
@@ -115,8 +123,8 @@ struct EventTypeRow {
 struct PhaseRow {
   std::string name;  // tokenization, prefill, decode, sampling, detokenization
   int64_t total_ns = 0;
-  int64_t count = 0;  // steps or ops
-  double share = 0;   // of the sum of the rows
+  int64_t count = 0;   // steps or ops
+  double share = 0;    // of the sum of the rows
   std::string source;  // where the number came from (ops, steps, footer)
 };
 
@@ -131,8 +139,14 @@ struct Throughput {
   std::optional<double> footer_prefill_tok_s, footer_decode_tok_s;
 };
 
-enum class BottleneckKind { MemoryBound, ComputeBound, FrequencyLimited, OffCpu, OverheadBound,
-                            Undetermined };
+enum class BottleneckKind {
+  MemoryBound,
+  ComputeBound,
+  FrequencyLimited,
+  OffCpu,
+  OverheadBound,
+  Undetermined
+};
 std::string_view bottleneck_name(BottleneckKind k) noexcept;
 
 struct Finding {
@@ -150,7 +164,7 @@ struct Bottleneck {
   Phase dominant_op_phase = Phase::Decode;
   double dominant_op_share = 0;  // of that phase's op time
   BottleneckKind verdict = BottleneckKind::Undetermined;
-  std::vector<Finding> findings;  // the verdict's first, then the others that apply
+  std::vector<Finding> findings;   // the verdict's first, then the others that apply
   std::vector<std::string> notes;  // what could not be judged and why
 };
 
@@ -183,7 +197,7 @@ struct Report {
   std::vector<StepRow> steps;
   Dist prefill_steps, decode_steps;
   std::vector<WorkerRow> workers;
-  CpuMetrics decode_cpu;  // all decode ops together
+  CpuMetrics decode_cpu;                     // all decode ops together
   std::optional<double> reference_freq_mhz;  // the run's max seen / nominal
   std::string reference_freq_source;
   Bottleneck bottleneck;

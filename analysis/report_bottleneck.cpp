@@ -18,12 +18,18 @@ namespace pacer::analysis {
 
 std::string_view bottleneck_name(BottleneckKind k) noexcept {
   switch (k) {
-    case BottleneckKind::MemoryBound: return "memory-bound";
-    case BottleneckKind::ComputeBound: return "compute-bound";
-    case BottleneckKind::FrequencyLimited: return "frequency-limited";
-    case BottleneckKind::OffCpu: return "off-CPU";
-    case BottleneckKind::OverheadBound: return "overhead-bound";
-    case BottleneckKind::Undetermined: break;
+    case BottleneckKind::MemoryBound:
+      return "memory-bound";
+    case BottleneckKind::ComputeBound:
+      return "compute-bound";
+    case BottleneckKind::FrequencyLimited:
+      return "frequency-limited";
+    case BottleneckKind::OffCpu:
+      return "off-CPU";
+    case BottleneckKind::OverheadBound:
+      return "overhead-bound";
+    case BottleneckKind::Undetermined:
+      break;
   }
   return "undetermined";
 }
@@ -36,8 +42,12 @@ struct Loss {
   int64_t lost_ns = 0;
 };
 
-std::string ms(int64_t ns) { return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6); }
-std::string pct(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+std::string ms(int64_t ns) {
+  return fmt::format("{:.2f} ms", static_cast<double>(ns) / 1e6);
+}
+std::string pct(double share) {
+  return fmt::format("{:.1f}%", 100.0 * share);
+}
 
 Phase focus_phase(const std::string& dominant) {
   if (dominant == "prefill") return Phase::Prefill;
@@ -95,17 +105,20 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
     f.evidence = fmt::format("IPC {:.2f} ({} {:.1f}; judged without a bandwidth roofline)",
                              *cpu.ipc, *cpu.ipc < t.low_ipc ? "below" : "at or above", t.low_ipc);
     if (cpu.gbs) f.evidence += fmt::format("; weights streamed at {:.1f} GB/s", *cpu.gbs);
-    f.suggestions = {"measure the memory bandwidth (`pacer bench`) to place the run against its "
-                     "roofline"};
+    f.suggestions = {
+        "measure the memory bandwidth (`pacer bench`) to place the run against its "
+        "roofline"};
     return f;
   }
   if (cpu.gbs) {
     f.kind = BottleneckKind::Undetermined;
-    f.evidence = fmt::format("weights streamed at {:.1f} GB/s; no roofline and no IPC to judge "
-                             "it against",
-                             *cpu.gbs);
-    f.suggestions = {"measure the memory bandwidth (`pacer bench`) so GB/s can be placed against "
-                     "the roofline"};
+    f.evidence = fmt::format(
+        "weights streamed at {:.1f} GB/s; no roofline and no IPC to judge "
+        "it against",
+        *cpu.gbs);
+    f.suggestions = {
+        "measure the memory bandwidth (`pacer bench`) so GB/s can be placed against "
+        "the roofline"};
     return f;
   }
   return std::nullopt;
@@ -155,17 +168,18 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
     if (*cpu.offcpu_share > t.offcpu_share) {
       Loss l;
       l.lost_ns = static_cast<int64_t>(*cpu.offcpu_share * static_cast<double>(phase_ns));
-      l.finding = {BottleneckKind::OffCpu, focus_name,
-                   fmt::format("workers were runnable but not running for {} of their time "
-                               "during {} (threshold {}), about {} of the phase",
-                               pct(*cpu.offcpu_share), focus_name, pct(t.offcpu_share),
-                               ms(l.lost_ns)),
-                   {"another process competes for these CPUs: check the host load (step "
-                    "host_cpu_usage) and stop or move it",
-                    fmt::format("pin the workers (--pin compact|scatter|LIST; this run: {}) and "
-                                "leave one CPU free for the OS and other work",
-                                h.run.pin.empty() ? "?" : h.run.pin),
-                    "use fewer threads than allowed CPUs so no worker waits for a core"}};
+      l.finding = {
+          BottleneckKind::OffCpu,
+          focus_name,
+          fmt::format("workers were runnable but not running for {} of their time "
+                      "during {} (threshold {}), about {} of the phase",
+                      pct(*cpu.offcpu_share), focus_name, pct(t.offcpu_share), ms(l.lost_ns)),
+          {"another process competes for these CPUs: check the host load (step "
+           "host_cpu_usage) and stop or move it",
+           fmt::format("pin the workers (--pin compact|scatter|LIST; this run: {}) and "
+                       "leave one CPU free for the OS and other work",
+                       h.run.pin.empty() ? "?" : h.run.pin),
+           "use fewer threads than allowed CPUs so no worker waits for a core"}};
       losses.push_back(std::move(l));
     }
   } else {
@@ -178,7 +192,8 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
       Loss l;
       l.lost_ns = static_cast<int64_t>((1.0 - ratio) * static_cast<double>(phase_ns));
       l.finding = {
-          BottleneckKind::FrequencyLimited, focus_name,
+          BottleneckKind::FrequencyLimited,
+          focus_name,
           fmt::format("mean effective frequency {:.0f} MHz (lowest sample {:.0f} MHz) is {:.0f}% "
                       "of the reference {:.0f} MHz ({}); threshold {:.0f}%",
                       *cpu.freq_mean_mhz, cpu.freq_min_mhz.value_or(0), 100 * ratio,
@@ -208,7 +223,8 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
       const int64_t ops_per_step = phase_row->dist.count / std::max<int64_t>(n, 1);
       Loss l;
       l.lost_ns = gap_ns;
-      l.finding = {BottleneckKind::OverheadBound, focus_name,
+      l.finding = {BottleneckKind::OverheadBound,
+                   focus_name,
                    fmt::format("{} of {} step time is outside recorded ops (threshold {}): {:.1f} "
                                "us per step over ~{} ops, {:.2f} us between ops",
                                pct(share), focus_name, pct(t.overhead_share),
@@ -231,12 +247,12 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   std::optional<Finding> kind = nature(r, focus_name, cpu, t, &b.notes);
   if (kind && focus == Phase::Decode && r.throughput.decode_tok_s &&
       r.throughput.decode_roofline_tok_s) {
-    kind->evidence += fmt::format("; decode runs at {:.1f} tok/s = {:.0f}% of the {:.1f} tok/s "
-                                  "bandwidth bound",
-                                  *r.throughput.decode_tok_s,
-                                  100 * *r.throughput.decode_tok_s /
-                                      *r.throughput.decode_roofline_tok_s,
-                                  *r.throughput.decode_roofline_tok_s);
+    kind->evidence += fmt::format(
+        "; decode runs at {:.1f} tok/s = {:.0f}% of the {:.1f} tok/s "
+        "bandwidth bound",
+        *r.throughput.decode_tok_s,
+        100 * *r.throughput.decode_tok_s / *r.throughput.decode_roofline_tok_s,
+        *r.throughput.decode_roofline_tok_s);
   }
   if (!losses.empty()) {
     b.verdict = losses.front().finding.kind;
@@ -250,9 +266,9 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
     std::optional<Finding> op_kind =
         nature(r, fmt::format("{} :: {}", focus_name, top_op->name), top_op->cpu, t, nullptr);
     if (op_kind) {
-      op_kind->evidence = fmt::format("the largest op ({} of {} op time); ", pct(top_op->share),
-                                      focus_name) +
-                          op_kind->evidence;
+      op_kind->evidence =
+          fmt::format("the largest op ({} of {} op time); ", pct(top_op->share), focus_name) +
+          op_kind->evidence;
       if (top_op->cpu.freq_mean_mhz)
         op_kind->evidence += fmt::format("; {:.0f} MHz mean", *top_op->cpu.freq_mean_mhz);
       op_kind->suggestions.clear();

@@ -13,14 +13,22 @@ namespace pacer::analysis {
 
 std::string_view component_name(Component c) noexcept {
   switch (c) {
-    case Component::Attention: return "attention";
-    case Component::Ffn: return "ffn";
-    case Component::Norms: return "norms";
-    case Component::Embedding: return "embedding";
-    case Component::OutputProjection: return "output projection";
-    case Component::Sampling: return "sampling";
-    case Component::Tokenizer: return "tokenizer";
-    case Component::Other: break;
+    case Component::Attention:
+      return "attention";
+    case Component::Ffn:
+      return "ffn";
+    case Component::Norms:
+      return "norms";
+    case Component::Embedding:
+      return "embedding";
+    case Component::OutputProjection:
+      return "output projection";
+    case Component::Sampling:
+      return "sampling";
+    case Component::Tokenizer:
+      return "tokenizer";
+    case Component::Other:
+      break;
   }
   return "other (residual, ...)";
 }
@@ -58,7 +66,9 @@ struct KeyHash {
     return std::hash<std::string_view>{}(k.name) ^
            (static_cast<size_t>(k.layer) * 0x9E3779B97F4A7C15ull) ^ static_cast<size_t>(k.phase);
   }
-  size_t operator()(const Key& k) const noexcept { return (*this)(KeyView{k.phase, k.layer, k.name}); }
+  size_t operator()(const Key& k) const noexcept {
+    return (*this)(KeyView{k.phase, k.layer, k.name});
+  }
 };
 struct KeyEq {
   using is_transparent = void;
@@ -99,7 +109,9 @@ struct WorkerAccum {
   CpuAccum cpu;
 };
 
-bool is_step_phase(Phase p) { return p == Phase::Prefill || p == Phase::Decode; }
+bool is_step_phase(Phase p) {
+  return p == Phase::Prefill || p == Phase::Decode;
+}
 
 class Builder : public LogVisitor {
  public:
@@ -175,6 +187,8 @@ class Builder : public LogVisitor {
         if (p.phase != e.phase) row.other_phase_ns += d;
         if (p.phase == Phase::Sample) row.sample_ns += d;
         comp[static_cast<int>(p.component)] += d;
+        if (is_step_phase(e.phase))
+          ++component_events_[e.phase == Phase::Prefill ? 0 : 1][static_cast<int>(p.component)];
         if (p.layer >= 0 && p.layer < 100000) {
           if (static_cast<size_t>(p.layer) >= layers.size()) layers.resize(p.layer + 1, 0);
           layers[p.layer] += d;
@@ -236,6 +250,7 @@ class Builder : public LogVisitor {
   std::vector<WorkerAccum> workers_;
   DistAccum all_ops_, all_steps_, prefill_steps_, decode_steps_;
   std::array<std::array<DistAccum, kComponentCount>, 2> components_;  // [prefill, decode]
+  std::array<std::array<int64_t, kComponentCount>, 2> component_events_{};
   std::array<std::vector<DistAccum>, 2> blocks_;
   std::vector<PendingOp> pending_;
   std::vector<int64_t> layer_scratch_;
@@ -254,9 +269,8 @@ namespace {
 
 template <class Row>
 void sort_by_total(std::vector<Row>& rows) {
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return a.dist.total_ns > b.dist.total_ns;
-  });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.dist.total_ns > b.dist.total_ns; });
 }
 
 double share_of(int64_t part, int64_t whole) {
@@ -264,6 +278,7 @@ double share_of(int64_t part, int64_t whole) {
 }
 
 void Builder::finish() {
+  if (pending_active_) flush_orphan();  // the log ended inside a step
   const std::optional<double> bw = r_.header.bandwidth_gbs;
   const int64_t origin = origin_.value_or(0);
 
@@ -287,8 +302,7 @@ void Builder::finish() {
   for (const auto& [p, g] : phase) phase_total[p] = g.dist.total_ns;
   const int64_t all_total = all_ops_.total_ns;
 
-  auto make_row = [&](Phase p, std::string name, int layer, const DistAccum& d,
-                      const CpuAccum& c) {
+  auto make_row = [&](Phase p, std::string name, int layer, const DistAccum& d, const CpuAccum& c) {
     OpRow row;
     row.phase = p;
     row.component = component_of(name);
@@ -339,15 +353,11 @@ void Builder::finish() {
     for (int c = 0; c < kComponentCount; ++c) {
       const DistAccum& d = components_[pi][c];
       if (d.hist.count() == 0) continue;
-      ComponentRow row{p, static_cast<Component>(c), d.finish(), 0, 0};
+      ComponentRow row{p, static_cast<Component>(c), d.finish(), component_events_[pi][c], 0};
       row.share = share_of(d.total_ns, in_steps);
       r_.components.push_back(row);
     }
   }
-  for (const KeyAccum& k : accums_)
-    for (ComponentRow& c : r_.components)
-      if (c.phase == k.key.phase && c.component == component_of(k.key.name))
-        c.events += k.dist.hist.count();
   std::stable_sort(r_.components.begin(), r_.components.end(),
                    [](const ComponentRow& a, const ComponentRow& b) {
                      if (a.phase != b.phase) return a.phase == Phase::Decode;
@@ -355,8 +365,8 @@ void Builder::finish() {
                    });
 
   for (const auto& [key, s] : shapes_) {
-    ShapeRow row{key.name, key.wtype, key.rows, key.cols, key.tokens, s.dist.finish(),
-                 s.cpu.finish(bw)};
+    ShapeRow row{key.name,   key.wtype,       key.rows,        key.cols,
+                 key.tokens, s.dist.finish(), s.cpu.finish(bw)};
     r_.shapes.push_back(std::move(row));
   }
   sort_by_total(r_.shapes);
@@ -364,11 +374,11 @@ void Builder::finish() {
   // Event types.
   const ReadSummary& rs = r_.read;
   r_.event_types.push_back({"header", rs.n_header, std::nullopt});
-  r_.event_types.push_back({"op", rs.n_op, all_ops_.hist.count() ? std::optional(all_ops_.finish())
-                                                                 : std::nullopt});
   r_.event_types.push_back(
-      {"step", rs.n_step, all_steps_.hist.count() ? std::optional(all_steps_.finish())
-                                                  : std::nullopt});
+      {"op", rs.n_op, all_ops_.hist.count() ? std::optional(all_ops_.finish()) : std::nullopt});
+  r_.event_types.push_back(
+      {"step", rs.n_step,
+       all_steps_.hist.count() ? std::optional(all_steps_.finish()) : std::nullopt});
   r_.event_types.push_back({"footer", rs.n_footer, std::nullopt});
   if (rs.n_bench) r_.event_types.push_back({"bench", rs.n_bench, std::nullopt});
   if (rs.n_unknown) r_.event_types.push_back({"(unknown type)", rs.n_unknown, std::nullopt});
@@ -406,7 +416,8 @@ void Builder::finish() {
   auto [detok_ns, detok_n] = phase_ops(Phase::Detokenize);
   auto [sample_ns, sample_n] = phase_ops(Phase::Sample);
   PhaseRow tokenize{"tokenization", tok_ns, tok_n, 0, "ops"};
-  if (tok_n == 0 && f && f->tokenize_ms) tokenize = {"tokenization", ms_to_ns(*f->tokenize_ms), 1, 0, "footer"};
+  if (tok_n == 0 && f && f->tokenize_ms)
+    tokenize = {"tokenization", ms_to_ns(*f->tokenize_ms), 1, 0, "footer"};
   PhaseRow detokenize{"detokenization", detok_ns, detok_n, 0, "ops"};
   if (detok_n == 0 && f && f->detokenize_ms)
     detokenize = {"detokenization", ms_to_ns(*f->detokenize_ms), 1, 0, "footer"};
@@ -444,7 +455,8 @@ void Builder::finish() {
   }
   if (bw && *bw > 0 && r_.header.model.matmul_bytes_per_token &&
       *r_.header.model.matmul_bytes_per_token > 0)
-    t.decode_roofline_tok_s = *bw * 1e9 / static_cast<double>(*r_.header.model.matmul_bytes_per_token);
+    t.decode_roofline_tok_s =
+        *bw * 1e9 / static_cast<double>(*r_.header.model.matmul_bytes_per_token);
 
   for (size_t w = 0; w < workers_.size(); ++w) {
     const WorkerAccum& wa = workers_[w];

@@ -9,8 +9,12 @@
 
 namespace pacer::analysis::detail {
 
-std::string fmt_ms(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
-std::string fmt_us(double ns) { return fmt::format("{:.1f}", ns / 1e3); }
+std::string fmt_ms(double ns) {
+  return fmt::format("{:.3f}", ns / 1e6);
+}
+std::string fmt_us(double ns) {
+  return fmt::format("{:.1f}", ns / 1e3);
+}
 
 std::string fmt_opt(const std::optional<double>& v, const char* spec) {
   if (!v) return "-";
@@ -31,13 +35,18 @@ const std::vector<std::string> kStatHead = {"count",  "total ms", "avg us", "min
                                             "max us", "p50 us",   "p95 us", "p99 us"};
 
 std::vector<std::string> stat_cells(const Dist& d) {
-  return {std::to_string(d.count), fmt_ms(static_cast<double>(d.total_ns)), fmt_us(d.mean_ns()),
-          fmt_us(static_cast<double>(d.min_ns)), fmt_us(static_cast<double>(d.max_ns)),
-          fmt_us(d.p50_ns), fmt_us(d.p95_ns), fmt_us(d.p99_ns)};
+  return {std::to_string(d.count),
+          fmt_ms(static_cast<double>(d.total_ns)),
+          fmt_us(d.mean_ns()),
+          fmt_us(static_cast<double>(d.min_ns)),
+          fmt_us(static_cast<double>(d.max_ns)),
+          fmt_us(d.p50_ns),
+          fmt_us(d.p95_ns),
+          fmt_us(d.p99_ns)};
 }
 
-const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC", "GB/s", "% roof",
-                                           "off-CPU"};
+const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",
+                                           "GB/s",     "% roof",  "off-CPU"};
 
 std::vector<std::string> cpu_cells(const CpuMetrics& c) {
   std::optional<double> off;
@@ -78,6 +87,9 @@ template <class V>
 std::string opt_str(const std::optional<V>& v) {
   return v ? fmt::format("{}", *v) : std::string("-");
 }
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
+}
 
 Section run_section(const Report& r) {
   const Header& h = r.header;
@@ -86,54 +98,54 @@ Section run_section(const Report& r) {
   f.push_back({"log", fmt::format("{} (schema {}, {} lines, {} op events, {} steps){}", r.source,
                                   h.schema, r.read.lines, r.read.n_op, r.read.n_step,
                                   r.read.complete() ? "" : " -- INCOMPLETE RUN: no footer")});
-  f.push_back({"pacer", fmt::format("{} ({}) {} {}", h.pacer_version, h.git_sha, h.command,
-                                    h.time_utc)});
+  f.push_back({"pacer", fmt::format("{} ({}) command={} at {}", or_dash(h.pacer_version),
+                                    or_dash(h.git_sha), or_dash(h.command), or_dash(h.time_utc))});
   std::string params = h.model.params ? fmt::format("{:.1f}M params", *h.model.params / 1e6) : "";
-  f.push_back({"model", fmt::format("{} arch={} type={} {}{}", h.model.name.empty() ? h.model.path
-                                                                                     : h.model.name,
-                                    h.model.arch, h.model.type, params,
-                                    h.model.bytes ? fmt::format(", {:.1f} MB", *h.model.bytes / 1e6)
-                                                  : "")});
+  f.push_back(
+      {"model",
+       fmt::format("{} arch={} type={} {}{}", h.model.name.empty() ? h.model.path : h.model.name,
+                   h.model.arch, h.model.type, params,
+                   h.model.bytes ? fmt::format(", {:.1f} MB", *h.model.bytes / 1e6) : "")});
   if (h.model.n_layers)
     f.push_back({"shape", fmt::format("n_layers={} n_embd={} n_heads={} n_kv_heads={} n_ff={} "
                                       "n_vocab={}",
                                       opt_str(h.model.n_layers), opt_str(h.model.n_embd),
                                       opt_str(h.model.n_heads), opt_str(h.model.n_kv_heads),
                                       opt_str(h.model.n_ff), opt_str(h.model.n_vocab))});
-  f.push_back({"run", fmt::format("threads={} pin={} cpus=[{}] ctx={} n_prompt={} n_predict={} "
-                                  "isa={} kv={} recording={}",
-                                  opt_str(h.run.threads), h.run.pin, fmt::join(h.run.cpus, ","),
-                                  opt_str(h.run.ctx), opt_str(h.run.n_prompt),
-                                  opt_str(h.run.n_predict), h.run.isa, h.run.kv_type,
-                                  h.run.recording)});
-  f.push_back({"cpu", fmt::format("{} ({} packages, {} cores, {} PUs, L3 {}){}{}",
-                                  h.host.cpu_model, opt_str(h.host.packages),
-                                  opt_str(h.host.cores), opt_str(h.host.pus),
-                                  h.host.l3_bytes ? fmt::format("{:.1f} MB", *h.host.l3_bytes / 1e6)
-                                                  : "-",
-                                  h.host.virtualized.value_or(false) ? ", virtualized" : "",
-                                  h.host.smt ? (*h.host.smt ? ", SMT on" : ", SMT off") : "")});
+  f.push_back(
+      {"run", fmt::format("threads={} pin={} cpus=[{}] ctx={} n_prompt={} n_predict={} "
+                          "isa={} kv={} recording={}",
+                          opt_str(h.run.threads), or_dash(h.run.pin), fmt::join(h.run.cpus, ","),
+                          opt_str(h.run.ctx), opt_str(h.run.n_prompt), opt_str(h.run.n_predict),
+                          or_dash(h.run.isa), or_dash(h.run.kv_type), or_dash(h.run.recording))});
+  f.push_back(
+      {"cpu", fmt::format("{} ({} packages, {} cores, {} PUs, L3 {}){}{}", h.host.cpu_model,
+                          opt_str(h.host.packages), opt_str(h.host.cores), opt_str(h.host.pus),
+                          h.host.l3_bytes ? fmt::format("{:.1f} MB", *h.host.l3_bytes / 1e6) : "-",
+                          h.host.virtualized.value_or(false) ? ", virtualized" : "",
+                          h.host.smt ? (*h.host.smt ? ", SMT on" : ", SMT off") : "")});
   f.push_back({"os", fmt::format("kernel {} governor={}", h.host.kernel,
                                  h.host.governor.empty() ? "(none)" : h.host.governor)});
   std::string unavailable;
   for (const UnavailableCounter& u : h.counters.unavailable)
     unavailable += fmt::format("; {} unavailable: {}", u.event, u.reason);
-  f.push_back({"counters", fmt::format("mode={} live=[{}] read={}{}", h.counters.mode,
-                                       fmt::join(h.counters.live, ","), h.counters.read,
-                                       unavailable)});
-  f.push_back({"frequency", fmt::format("source={} nominal={} MHz{}; before=[{:.0f}] after=[{:.0f}]",
-                                        h.frequency.source, opt_str(h.frequency.nominal_mhz),
-                                        h.frequency.detail.empty() ? "" : " (" + h.frequency.detail + ")",
-                                        fmt::join(h.freq_before_mhz, ","),
-                                        fmt::join(r.footer ? r.footer->freq_after_mhz
-                                                           : std::vector<double>{},
-                                                  ","))});
+  f.push_back(
+      {"counters", fmt::format("mode={} live=[{}] read={}{}", h.counters.mode,
+                               fmt::join(h.counters.live, ","), h.counters.read, unavailable)});
+  f.push_back(
+      {"frequency",
+       fmt::format("source={} nominal={} MHz{}; before=[{:.0f}] after=[{:.0f}]", h.frequency.source,
+                   opt_str(h.frequency.nominal_mhz),
+                   h.frequency.detail.empty() ? "" : " (" + h.frequency.detail + ")",
+                   fmt::join(h.freq_before_mhz, ","),
+                   fmt::join(r.footer ? r.footer->freq_after_mhz : std::vector<double>{}, ","))});
   f.push_back({"thermal", fmt::format("throttle counters={} rapl={}",
                                       h.throttle_counters.empty() ? "-" : h.throttle_counters,
                                       h.rapl.empty() ? "-" : h.rapl)});
-  f.push_back({"bandwidth", h.bandwidth_gbs ? fmt::format("{:.2f} GB/s (measured)", *h.bandwidth_gbs)
-                                            : "not measured (header bandwidth_gbs is null): no "
-                                              "roofline %"});
+  f.push_back({"bandwidth", h.bandwidth_gbs
+                                ? fmt::format("{:.2f} GB/s (measured)", *h.bandwidth_gbs)
+                                : "not measured (header bandwidth_gbs is null): no "
+                                  "roofline %"});
   if (r.footer && !r.footer->stop.empty()) f.push_back({"stop", r.footer->stop});
   return s;
 }
@@ -152,8 +164,8 @@ Section throughput_section(const Report& r) {
   s.tables.push_back({"", std::move(t)});
   const Throughput& tp = r.throughput;
   auto& f = s.facts;
-  f.push_back({"TTFT", tp.ttft_ms ? fmt::format("{:.2f} ms (from {})", *tp.ttft_ms, tp.ttft_source)
-                                  : "-"});
+  f.push_back(
+      {"TTFT", tp.ttft_ms ? fmt::format("{:.2f} ms (from {})", *tp.ttft_ms, tp.ttft_source) : "-"});
   auto with_footer = [](const std::optional<double>& mine, const std::optional<double>& footer) {
     std::string out = fmt_opt(mine, "{:.2f}");
     if (mine && footer && std::abs(*footer - *mine) > 0.01 * std::abs(*mine))
@@ -163,27 +175,29 @@ Section throughput_section(const Report& r) {
   f.push_back({"prefill", fmt::format("{} tok/s over {} tokens",
                                       with_footer(tp.prefill_tok_s, tp.footer_prefill_tok_s),
                                       tp.prefill_tokens)});
-  f.push_back({"decode", fmt::format("{} tok/s over {} tokens; step latency p50 {} / p95 {} / "
-                                     "p99 {} ms",
-                                     with_footer(tp.decode_tok_s, tp.footer_decode_tok_s),
-                                     tp.decode_tokens, fmt_ms(r.decode_steps.p50_ns),
-                                     fmt_ms(r.decode_steps.p95_ns), fmt_ms(r.decode_steps.p99_ns))});
+  f.push_back(
+      {"decode", fmt::format("{} tok/s over {} tokens; step latency p50 {} / p95 {} / "
+                             "p99 {} ms",
+                             with_footer(tp.decode_tok_s, tp.footer_decode_tok_s), tp.decode_tokens,
+                             fmt_ms(r.decode_steps.p50_ns), fmt_ms(r.decode_steps.p95_ns),
+                             fmt_ms(r.decode_steps.p99_ns))});
   if (tp.decode_roofline_tok_s)
     f.push_back({"decode roofline",
                  fmt::format("{:.1f} tok/s (bandwidth / matmul bytes per token){}",
                              *tp.decode_roofline_tok_s,
-                             tp.decode_tok_s ? fmt::format(": this run reaches {:.0f}%",
-                                                           100 * *tp.decode_tok_s /
-                                                               *tp.decode_roofline_tok_s)
-                                             : "")});
+                             tp.decode_tok_s
+                                 ? fmt::format(": this run reaches {:.0f}%",
+                                               100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
+                                 : "")});
   f.push_back({"load", fmt_opt(tp.load_ms, "{:.1f} ms")});
   f.push_back({"wall", fmt_opt(tp.wall_ms, "{:.1f} ms")});
-  f.push_back({"peak RSS", tp.peak_rss_kb ? fmt::format("{:.1f} MB", *tp.peak_rss_kb / 1024.0)
-                                          : "-"});
+  f.push_back(
+      {"peak RSS", tp.peak_rss_kb ? fmt::format("{:.1f} MB", *tp.peak_rss_kb / 1024.0) : "-"});
   if (r.incomplete_steps)
-    s.notes.push_back(fmt::format("{} step(s) have ops but no step line (cut off): they count in "
-                                  "the op tables only",
-                                  r.incomplete_steps));
+    s.notes.push_back(
+        fmt::format("{} step(s) have ops but no step line (cut off): they count in "
+                    "the op tables only",
+                    r.incomplete_steps));
   return s;
 }
 
@@ -191,15 +205,15 @@ Section bottleneck_section(const Report& r) {
   const Bottleneck& b = r.bottleneck;
   Section s{"bottleneck", "Bottleneck analysis", {}, {}, {}};
   if (!b.dominant_phase.empty())
-    s.facts.push_back({"primary bottleneck",
-                       fmt::format("{} -- {} ({:.1f}% of the run)", b.dominant_phase,
-                                   fmt_ms(static_cast<double>(b.dominant_phase_ns)) + " ms",
-                                   100 * b.dominant_phase_share)});
+    s.facts.push_back(
+        {"primary bottleneck", fmt::format("{} -- {} ({:.1f}% of the run)", b.dominant_phase,
+                                           fmt_ms(static_cast<double>(b.dominant_phase_ns)) + " ms",
+                                           100 * b.dominant_phase_share)});
   if (!b.dominant_op.empty())
-    s.facts.push_back({"dominant op", fmt::format("{} :: {} ({:.1f}% of {} op time)",
-                                                  phase_name(b.dominant_op_phase), b.dominant_op,
-                                                  100 * b.dominant_op_share,
-                                                  phase_name(b.dominant_op_phase))});
+    s.facts.push_back(
+        {"dominant op",
+         fmt::format("{} :: {} ({:.1f}% of {} op time)", phase_name(b.dominant_op_phase),
+                     b.dominant_op, 100 * b.dominant_op_share, phase_name(b.dominant_op_phase))});
   s.facts.push_back({"verdict", std::string(bottleneck_name(b.verdict))});
   for (const Finding& f : b.findings) {
     s.notes.push_back(fmt::format("[{}] {}: {}", bottleneck_name(f.kind), f.subject, f.evidence));
@@ -252,19 +266,18 @@ std::vector<Section> build_sections(const Report& r, int top) {
       ++bt.omitted;
       continue;
     }
-    bt.rows.push_back(concat(concat({fmt::format("{} :: block_{}_total", phase_name(b.phase),
-                                                 b.layer)},
-                                    stat_cells(b.per_step)),
-                             {fmt::format("{:.1f}%", 100 * b.share)}));
+    bt.rows.push_back(
+        concat(concat({fmt::format("{} :: block_{}_total", phase_name(b.phase), b.layer)},
+                      stat_cells(b.per_step)),
+               {fmt::format("{:.1f}%", 100 * b.share)}));
   }
   layers.tables.push_back({"Block totals per step", std::move(bt)});
   layers.tables.push_back({"Per layer :: op", op_table(r.by_layer_op, top)});
   out.push_back(std::move(layers));
 
   Section comp{"components", "Aggregated by component", {}, {}, {}};
-  Table ct = make_table({"phase", "component", "total ms", "%", "events", "per step avg ms",
-                         "p50 ms", "p95 ms"},
-                        2);
+  Table ct = make_table(
+      {"phase", "component", "total ms", "%", "events", "per step avg ms", "p50 ms", "p95 ms"}, 2);
   for (const ComponentRow& c : r.components)
     ct.rows.push_back({std::string(phase_name(c.phase)), std::string(component_name(c.component)),
                        fmt_ms(static_cast<double>(c.per_step.total_ns)),
@@ -285,10 +298,10 @@ std::vector<Section> build_sections(const Report& r, int top) {
     }
     st.rows.push_back({row.name, row.wtype.empty() ? "-" : row.wtype,
                        fmt::format("{} x {}", row.rows, row.cols), std::to_string(row.tokens),
-                       std::to_string(row.dist.count), fmt_ms(static_cast<double>(row.dist.total_ns)),
-                       fmt_us(row.dist.mean_ns()), fmt_us(row.dist.p50_ns), fmt_us(row.dist.p95_ns),
-                       fmt_us(row.dist.p99_ns), fmt_opt(row.cpu.gbs, "{:.2f}"),
-                       fmt_opt(row.cpu.roofline_pct, "{:.0f}"),
+                       std::to_string(row.dist.count),
+                       fmt_ms(static_cast<double>(row.dist.total_ns)), fmt_us(row.dist.mean_ns()),
+                       fmt_us(row.dist.p50_ns), fmt_us(row.dist.p95_ns), fmt_us(row.dist.p99_ns),
+                       fmt_opt(row.cpu.gbs, "{:.2f}"), fmt_opt(row.cpu.roofline_pct, "{:.0f}"),
                        fmt_opt(row.cpu.freq_mean_mhz, "{:.0f}")});
   }
   sh.tables.push_back({"", std::move(st)});
@@ -299,11 +312,11 @@ std::vector<Section> build_sections(const Report& r, int top) {
   wt.head.push_back("migrations");
   wt.numeric.push_back(true);
   for (const WorkerRow& w : r.workers)
-    wt.rows.push_back(concat(concat({std::to_string(w.w), fmt::format("{}", fmt::join(w.cpus, ",")),
-                                     std::to_string(w.chunks),
-                                     fmt_ms(static_cast<double>(w.busy_ns))},
-                                    cpu_cells(w.cpu)),
-                             {std::to_string(w.cpu.migrations)}));
+    wt.rows.push_back(
+        concat(concat({std::to_string(w.w), fmt::format("{}", fmt::join(w.cpus, ",")),
+                       std::to_string(w.chunks), fmt_ms(static_cast<double>(w.busy_ns))},
+                      cpu_cells(w.cpu)),
+               {std::to_string(w.cpu.migrations)}));
   wk.tables.push_back({"", std::move(wt)});
   out.push_back(std::move(wk));
 

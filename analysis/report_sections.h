@@ -20,16 +20,16 @@ struct Section {
   std::string id;  // stable anchor: "run", "phases", ...
   std::string title;
   std::vector<std::pair<std::string, std::string>> facts;  // key: value lines
-  std::vector<std::pair<std::string, Table>> tables;        // optional caption, table
-  std::vector<std::string> notes;                           // free lines after the tables
+  std::vector<std::pair<std::string, Table>> tables;       // optional caption, table
+  std::vector<std::string> notes;                          // free lines after the tables
 };
 
 // top: rows per long table (0: all).
 std::vector<Section> build_sections(const Report& r, int top);
 
 // Formatting shared by the renderers.
-std::string fmt_ms(double ns);          // "12.345"
-std::string fmt_us(double ns);          // "12.3"
+std::string fmt_ms(double ns);                                          // "12.345"
+std::string fmt_us(double ns);                                          // "12.3"
 std::string fmt_opt(const std::optional<double>& v, const char* spec);  // "-" when absent
 std::string op_label(const OpRow& row);  // "decode :: block_3 :: attn_qkv"
 

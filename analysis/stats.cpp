@@ -62,7 +62,9 @@ double exact_u_p(size_t m, size_t n, double u) {
 
 }  // namespace
 
-double Summary::sd() const noexcept { return std::sqrt(var); }
+double Summary::sd() const noexcept {
+  return std::sqrt(var);
+}
 
 Summary summarize(std::span<const double> x) noexcept {
   Summary s;
@@ -126,7 +128,8 @@ WelchResult welch_t_test(const Summary& a, const Summary& b) {
   }
   r.t = diff / std::sqrt(se2);
   // Welch-Satterthwaite: df = (va + vb)^2 / (va^2/(na-1) + vb^2/(nb-1)); a zero term drops out.
-  const double den = va * va / static_cast<double>(a.n - 1) + vb * vb / static_cast<double>(b.n - 1);
+  const double den =
+      va * va / static_cast<double>(a.n - 1) + vb * vb / static_cast<double>(b.n - 1);
   r.df = se2 * se2 / den;
   const boost::math::students_t_distribution<double> dist(r.df);
   r.p = std::min(1.0, 2.0 * boost::math::cdf(boost::math::complement(dist, std::fabs(r.t))));
@@ -195,8 +198,9 @@ double z_score(const Summary& a, const Summary& b, double sd_floor) {
   const double diff = b.mean - a.mean;
   if (diff == 0) return 0;
   const double s = std::max(std::sqrt((a.var + b.var) / 2.0), sd_floor);
-  if (!(s > 0)) return diff > 0 ? std::numeric_limits<double>::infinity()
-                                : -std::numeric_limits<double>::infinity();
+  if (!(s > 0))
+    return diff > 0 ? std::numeric_limits<double>::infinity()
+                    : -std::numeric_limits<double>::infinity();
   return diff / s;
 }
 

@@ -40,9 +40,9 @@ WelchResult welch_t_test(const Summary& a, const Summary& b);
 WelchResult welch_t_test(std::span<const double> a, std::span<const double> b);
 
 struct MannWhitneyResult {
-  double u = 0;    // U statistic of sample a (number of pairs with a > b, ties count 1/2)
-  double z = 0;    // normal-approximation z with tie and continuity correction; 0 when exact
-  double p = 0;    // two-sided; NaN when either side has fewer than 1 value
+  double u = 0;        // U statistic of sample a (number of pairs with a > b, ties count 1/2)
+  double z = 0;        // normal-approximation z with tie and continuity correction; 0 when exact
+  double p = 0;        // two-sided; NaN when either side has fewer than 1 value
   bool exact = false;  // p from the exact permutation distribution (small samples, no ties)
 };
 // Two-sided Mann-Whitney U test. Exact when n_a + n_b <= kExactMaxTotal and there are no ties;

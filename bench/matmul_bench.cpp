@@ -170,6 +170,48 @@ PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);
 PACER_GEMV(f32, F32);
 
+// GEMM (prefill): `tokens` activations against one weight copy (cache-resident when it fits:
+// prefill reuses each weight tile across the tokens, so it is compute-bound). FLOP/s is the
+// headline; bytes_per_second still counts weight bytes once per call.
+void BM_gemm(benchmark::State& state, WeightType type, Isa isa) {
+  if (!ops::isa_supported(isa)) {
+    state.SkipWithError((std::string(ops::isa_name(isa)) + " not supported by this CPU").c_str());
+    return;
+  }
+  const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const WeightCopies& w = weight_copies(type, rows, cols, false);
+  std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& f : x) f = dist(rng);
+  ops::PackedActivations scratch;
+  const ops::TbbParallel par(threads);
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    for (auto _ : state) {
+      ops::matmul(w.copy(0), x, tokens, y, scratch, par, isa);
+      benchmark::DoNotOptimize(y.data());
+      benchmark::ClobberMemory();
+    }
+  });
+  const double calls = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(rows * ops::row_bytes(type, cols) * calls));
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(rows * cols * tokens) * calls, benchmark::Counter::kIsRate);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tokens", "threads"});
+  b->ArgsProduct({{2048, 5632}, {2048}, {16, 128}, {1, 2}});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_gemm, q4_0_avx512, WeightType::Q4_0, Isa::Avx512)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, q8_0_avx512, WeightType::Q8_0, Isa::Avx512)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, f16_avx512, WeightType::F16, Isa::Avx512)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, q4_0_avx2, WeightType::Q4_0, Isa::Avx2)->Apply(gemm_args);
+
 // The roofline itself: read-only streaming of 1 GiB (far beyond the LLC) at 1 and 2 threads.
 void BM_read_bandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));

@@ -52,9 +52,15 @@ constexpr std::array kMetrics = {
 
 }  // namespace
 
-std::span<const EventDef> default_hardware_events() noexcept { return kHardware; }
-std::span<const EventDef> software_events() noexcept { return kSoftware; }
-std::span<const DerivedMetric> derived_metrics() noexcept { return kMetrics; }
+std::span<const EventDef> default_hardware_events() noexcept {
+  return kHardware;
+}
+std::span<const EventDef> software_events() noexcept {
+  return kSoftware;
+}
+std::span<const DerivedMetric> derived_metrics() noexcept {
+  return kMetrics;
+}
 
 const DerivedMetric* find_metric(std::string_view name) noexcept {
   for (const DerivedMetric& m : kMetrics) {

@@ -2,6 +2,8 @@
 
 #include <cpuid.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -13,6 +15,7 @@
 #include <ctime>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -163,8 +166,7 @@ class CpufreqFrequency final : public FrequencySource {
   }
   double sample_mhz(int cpu) noexcept override {
     char path[96], buf[32];
-    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq",
-                  cpu);
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", cpu);
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kNaN;
     const ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -183,7 +185,9 @@ int online_cpu_count() noexcept {
 
 }  // namespace
 
-uint64_t read_tsc() noexcept { return __rdtsc(); }
+uint64_t read_tsc() noexcept {
+  return __rdtsc();
+}
 
 const TscInfo& tsc_info() {
   // A machine constant: measured once per process.
@@ -211,6 +215,22 @@ double estimate_mhz(const ChainKernel& kernel, double tsc_mhz,
   const double cycles = links * kernel.latency_cycles;
   const double us = static_cast<double>(large - small) / tsc_mhz;
   return cycles / us;
+}
+
+double measure_cpu_mhz(int cpu) {
+  double mhz = kNaN;
+  std::thread t([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) return;
+    std::array<double, 3> v;
+    for (double& x : v) x = estimate_mhz(chain_kernels()[0], tsc_info().mhz);
+    std::sort(v.begin(), v.end());
+    mhz = v[1];
+  });
+  t.join();
+  return mhz;
 }
 
 std::string CalibratedLoopFrequency::detail() const {

@@ -54,6 +54,10 @@ struct CalibrationPlan {
 double estimate_mhz(const ChainKernel& kernel, double tsc_mhz,
                     const CalibrationPlan& plan = {}) noexcept;
 
+// The scalar clock of `cpu` (MHz, median of three imul-loop estimates), measured by a short-lived
+// thread pinned there: the run header's freq_before/after. NaN when the thread cannot be pinned.
+double measure_cpu_mhz(int cpu);
+
 class FrequencySource {
  public:
   virtual ~FrequencySource() = default;

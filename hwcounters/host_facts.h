@@ -10,9 +10,9 @@ namespace pacer::hwcounters {
 
 struct HostFacts {
   std::string hostname;
-  std::string cpu_model;   // /proc/cpuinfo "model name"
-  std::string microcode;   // /proc/cpuinfo "microcode"
-  std::string kernel;      // uname release
+  std::string cpu_model;                // /proc/cpuinfo "model name"
+  std::string microcode;                // /proc/cpuinfo "microcode"
+  std::string kernel;                   // uname release
   std::optional<std::string> governor;  // cpufreq scaling_governor of cpu0; nullopt: no cpufreq
   std::optional<bool> smt;              // /sys/devices/system/cpu/smt/active
   bool virtualized = false;             // CPUID hypervisor bit

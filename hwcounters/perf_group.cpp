@@ -36,22 +36,36 @@ int sys_perf_event_open(perf_event_attr* attr, int group_fd) noexcept {
 
 const char* errno_name(int err) noexcept {
   switch (err) {
-    case ENOENT: return "ENOENT";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EACCES: return "EACCES";
-    case EPERM: return "EPERM";
-    case ENODEV: return "ENODEV";
-    case EINVAL: return "EINVAL";
-    case ENOSPC: return "ENOSPC";
-    case EBUSY: return "EBUSY";
-    case EMFILE: return "EMFILE";
-    case ENOSYS: return "ENOSYS";
-    case E2BIG: return "E2BIG";
-    default: return "errno";
+    case ENOENT:
+      return "ENOENT";
+    case EOPNOTSUPP:
+      return "EOPNOTSUPP";
+    case EACCES:
+      return "EACCES";
+    case EPERM:
+      return "EPERM";
+    case ENODEV:
+      return "ENODEV";
+    case EINVAL:
+      return "EINVAL";
+    case ENOSPC:
+      return "ENOSPC";
+    case EBUSY:
+      return "EBUSY";
+    case EMFILE:
+      return "EMFILE";
+    case ENOSYS:
+      return "ENOSYS";
+    case E2BIG:
+      return "E2BIG";
+    default:
+      return "errno";
   }
 }
 
-void compiler_barrier() noexcept { asm volatile("" ::: "memory"); }
+void compiler_barrier() noexcept {
+  asm volatile("" ::: "memory");
+}
 
 void busy_wait_ns(int64_t ns) noexcept {
   timespec a, b;
@@ -154,7 +168,9 @@ std::unique_ptr<PerfGroupSource> PerfGroupSource::open_for_calling_thread(
   return src;
 }
 
-PerfGroupSource::~PerfGroupSource() { close_all(); }
+PerfGroupSource::~PerfGroupSource() {
+  close_all();
+}
 
 void PerfGroupSource::close_all() noexcept {
   const long page = sysconf(_SC_PAGESIZE);

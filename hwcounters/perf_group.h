@@ -23,8 +23,8 @@ struct EventRequest {
 class PerfGroupSource final : public CounterSource {
  public:
   struct Options {
-    bool use_rdpmc = true;      // try user-space reads (hardware groups only)
-    bool count_kernel = true;   // fall back to user-only when the kernel refuses (paranoid >= 2)
+    bool use_rdpmc = true;     // try user-space reads (hardware groups only)
+    bool count_kernel = true;  // fall back to user-only when the kernel refuses (paranoid >= 2)
   };
 
   // Opens what it can of `events` (at most kMaxEventsPerSource) for the calling thread. Never
@@ -59,8 +59,8 @@ class PerfGroupSource final : public CounterSource {
   std::string name_;
   std::vector<std::string> keys_;
   std::vector<Unavailable> unavailable_;
-  std::vector<int> fds_;       // fds_[0] leads
-  std::vector<void*> pages_;   // perf mmap pages, only when rdpmc_ is on
+  std::vector<int> fds_;      // fds_[0] leads
+  std::vector<void*> pages_;  // perf mmap pages, only when rdpmc_ is on
   bool rdpmc_ = false;
   bool count_kernel_ = true;
 };

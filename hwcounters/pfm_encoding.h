@@ -23,7 +23,8 @@ struct EventEncoding {
   uint32_t type = 0;
   uint64_t config = 0, config1 = 0, config2 = 0;
   bool exclude_user = false, exclude_kernel = false, exclude_hv = false;
-  std::string fstr;  // libpfm4's fully qualified name, e.g. "perf::PERF_COUNT_HW_CPU_CYCLES:u=1:k=1"
+  std::string
+      fstr;  // libpfm4's fully qualified name, e.g. "perf::PERF_COUNT_HW_CPU_CYCLES:u=1:k=1"
 };
 
 struct EncodeResult {

@@ -23,17 +23,6 @@ ssize_t pread_retry(int fd, char* buf, size_t n) noexcept {
   return got;
 }
 
-// Reads a small /proc file whole into buf (NUL-terminated); length or -1.
-ssize_t read_small_file(const char* path, char* buf, size_t cap) noexcept {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  const ssize_t got = pread_retry(fd, buf, cap - 1);
-  close(fd);
-  if (got < 0) return -1;
-  buf[got] = '\0';
-  return got;
-}
-
 // Parses up to n unsigned decimal fields separated by spaces; returns how many it parsed.
 int parse_u64_fields(std::string_view s, uint64_t* out, int n) noexcept {
   int count = 0;
@@ -67,9 +56,23 @@ int64_t status_field(std::string_view text, std::string_view key) noexcept {
   return static_cast<int64_t>(v);
 }
 
+// status is ~1.5 KB; the context-switch lines are near its end.
+constexpr size_t kStatusBytes = 4096;
+
+ThreadSched parse_thread_sched(std::string_view schedstat, std::string_view status) noexcept {
+  ThreadSched t;
+  if (!parse_schedstat(schedstat, t)) return t;
+  t.nvcsw = status_field(status, "\nvoluntary_ctxt_switches:");
+  t.nivcsw = status_field(status, "nonvoluntary_ctxt_switches:");
+  t.ok = t.nvcsw >= 0 && t.nivcsw >= 0;
+  return t;
+}
+
 }  // namespace
 
-int current_tid() noexcept { return static_cast<int>(syscall(SYS_gettid)); }
+int current_tid() noexcept {
+  return static_cast<int>(syscall(SYS_gettid));
+}
 
 std::unique_ptr<SchedstatSource> SchedstatSource::open_for_calling_thread(std::string* why_not) {
   const std::string path = fmt::format("/proc/self/task/{}/schedstat", current_tid());
@@ -87,7 +90,9 @@ std::unique_ptr<SchedstatSource> SchedstatSource::open_for_calling_thread(std::s
   return src;
 }
 
-SchedstatSource::~SchedstatSource() { close(fd_); }
+SchedstatSource::~SchedstatSource() {
+  close(fd_);
+}
 
 bool SchedstatSource::read(Reading& out) noexcept {
   char buf[128];
@@ -103,27 +108,39 @@ bool SchedstatSource::read(Reading& out) noexcept {
 bool ThreadClockSource::read(Reading& out) noexcept {
   timespec ts;
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return false;
-  out.values[0] = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u +
-                  static_cast<uint64_t>(ts.tv_nsec);
+  out.values[0] =
+      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
   out.time_enabled_ns = out.time_running_ns = 0;
   return true;
 }
 
 ThreadSched read_thread_sched(int tid) noexcept {
-  ThreadSched t;
+  ThreadSchedReader r(tid);
+  return r.read();
+}
+
+ThreadSchedReader::ThreadSchedReader(int tid) noexcept {
   char path[64];
-  char buf[2048];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
-  ssize_t n = read_small_file(path, buf, sizeof buf);
-  if (n <= 0 || !parse_schedstat(std::string_view(buf, static_cast<size_t>(n)), t)) return t;
+  schedstat_fd_ = open(path, O_RDONLY | O_CLOEXEC);
   std::snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
-  n = read_small_file(path, buf, sizeof buf);
-  if (n <= 0) return t;
-  const std::string_view text(buf, static_cast<size_t>(n));
-  t.nvcsw = status_field(text, "voluntary_ctxt_switches:");
-  t.nivcsw = status_field(text, "nonvoluntary_ctxt_switches:");
-  t.ok = t.nvcsw >= 0 && t.nivcsw >= 0;
-  return t;
+  status_fd_ = open(path, O_RDONLY | O_CLOEXEC);
+}
+
+ThreadSchedReader::~ThreadSchedReader() {
+  if (schedstat_fd_ >= 0) close(schedstat_fd_);
+  if (status_fd_ >= 0) close(status_fd_);
+}
+
+ThreadSched ThreadSchedReader::read() const noexcept {
+  if (schedstat_fd_ < 0 || status_fd_ < 0) return {};
+  char sbuf[128];
+  char status[kStatusBytes];
+  const ssize_t n = pread_retry(schedstat_fd_, sbuf, sizeof sbuf - 1);
+  const ssize_t m = pread_retry(status_fd_, status, sizeof status - 1);
+  if (n <= 0 || m <= 0) return {};
+  return parse_thread_sched(std::string_view(sbuf, static_cast<size_t>(n)),
+                            std::string_view(status, static_cast<size_t>(m)));
 }
 
 int64_t thread_cpu_ns(pthread_t thread) noexcept {

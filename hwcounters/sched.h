@@ -63,13 +63,27 @@ class ThreadClockSource final : public CounterSource {
 // Cumulative scheduler figures of one thread, readable from any thread.
 struct ThreadSched {
   bool ok = false;
-  int64_t oncpu_ns = 0;     // schedstat field 1 (updated at ticks and switches)
-  int64_t runq_ns = 0;      // schedstat field 2: time runnable but waiting for a CPU
-  int64_t timeslices = 0;   // schedstat field 3
-  int64_t nvcsw = 0;        // voluntary context switches (status)
-  int64_t nivcsw = 0;       // involuntary context switches (status)
+  int64_t oncpu_ns = 0;    // schedstat field 1 (updated at ticks and switches)
+  int64_t runq_ns = 0;     // schedstat field 2: time runnable but waiting for a CPU
+  int64_t timeslices = 0;  // schedstat field 3
+  int64_t nvcsw = 0;       // voluntary context switches (status)
+  int64_t nivcsw = 0;      // involuntary context switches (status)
 };
 ThreadSched read_thread_sched(int tid) noexcept;
+
+// The same, with both /proc files kept open (a pread each instead of open/read/close: ~5x
+// cheaper, for reading every worker at every step).
+class ThreadSchedReader {
+ public:
+  explicit ThreadSchedReader(int tid) noexcept;
+  ~ThreadSchedReader();
+  ThreadSchedReader(const ThreadSchedReader&) = delete;
+  ThreadSchedReader& operator=(const ThreadSchedReader&) = delete;
+  ThreadSched read() const noexcept;
+
+ private:
+  int schedstat_fd_ = -1, status_fd_ = -1;
+};
 
 // Exact on-CPU time of any thread of this process (the kernel brings a running thread's runtime
 // up to date on the read, unlike schedstat's field 1, which lags by up to a tick), ns; -1 on error.

@@ -91,8 +91,10 @@ std::unique_ptr<EnergyMeter> EnergyMeter::open(std::string* why_not, int probe_m
       m->ranges_j_.push_back(read_number(base + "max_energy_range_uj").value_or(0) / 1e6);
     }
     closedir(d);
-    if (m->files_.empty()) reasons = "powercap: no readable intel-rapl:N/energy_uj";
-    else m->name_ = fmt::format("powercap intel-rapl ({} package domains)", m->files_.size());
+    if (m->files_.empty())
+      reasons = "powercap: no readable intel-rapl:N/energy_uj";
+    else
+      m->name_ = fmt::format("powercap intel-rapl ({} package domains)", m->files_.size());
   } else {
     reasons = "powercap: /sys/class/powercap absent";
   }

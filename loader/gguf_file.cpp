@@ -102,6 +102,17 @@ bool is_float(GgufValueType t) noexcept {
 // Nested arrays deeper than this are refused: each level costs the file only 12 bytes, so an
 // unbounded depth would let a small file exhaust the stack.
 constexpr int kMaxArrayDepth = 8;
+
+// ggml's names for its type ids (ggml.h, enum ggml_type), to say which unsupported type a file
+// holds; empty for ids ggml never assigned or retired.
+std::string_view ggml_type_name(uint32_t id) noexcept {
+  static constexpr std::string_view kNames[] = {
+      "f32",  "f16",    "q4_0",  "q4_1",    "",      "",       "q5_0",  "q5_1",  "q8_0", "q8_1",
+      "q2_K", "q3_K",   "q4_K",  "q5_K",    "q6_K",  "q8_K",   "iq2_xxs", "iq2_xs", "iq3_xxs",
+      "iq1_s", "iq4_nl", "iq3_s", "iq2_s",  "iq4_xs", "i8",    "i16",   "i32",   "i64",  "f64",
+      "iq1_m", "bf16",  "",      "",        "",      "tq1_0",  "tq2_0"};
+  return id < std::size(kNames) ? kNames[id] : std::string_view();
+}
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kDefaultAlignment = 32;
 
@@ -223,6 +234,15 @@ class Cursor {
     pos_ += n;
     return s;
   }
+  // Reads a string when it fits; returns false (consuming nothing) when it does not.
+  bool try_read_string(std::string_view& out) noexcept {
+    if (remaining() < 8) return false;
+    const auto len = load<uint64_t>(f_.bytes.data() + pos_);
+    if (len > remaining() - 8) return false;
+    out = {reinterpret_cast<const char*>(f_.bytes.data() + pos_ + 8), static_cast<size_t>(len)};
+    pos_ += 8 + len;
+    return true;
+  }
   std::string_view read_string(const std::string& field) {
     const uint64_t at = pos_;
     const auto len = read<uint64_t>(field + " length");
@@ -281,9 +301,21 @@ GgufValue read_array(Cursor& c, const Image& f, const std::string& field, int de
                        value_type_name(v.elem_type), c.remaining()));
   }
   const uint64_t raw_begin = c.pos();
-  v.items.reserve(v.count);
-  for (uint64_t k = 0; k < v.count; ++k) {
-    v.items.push_back(read_value(c, f, v.elem_type, fmt::format("{}[{}]", field, k), depth + 1));
+  v.items.resize(v.count);
+  if (v.elem_type == GgufValueType::STRING) {
+    // The vocabulary lives here (up to 262144 strings): no per-element field name unless an
+    // element is bad.
+    for (uint64_t k = 0; k < v.count; ++k) {
+      GgufValue& item = v.items[k];
+      item.type = GgufValueType::STRING;
+      if (!c.try_read_string(item.str)) {
+        c.read_string(fmt::format("{}[{}]", field, k));  // throws with the element's name
+      }
+    }
+  } else {
+    for (uint64_t k = 0; k < v.count; ++k) {
+      v.items[k] = read_value(c, f, v.elem_type, fmt::format("{}[{}]", field, k), depth + 1);
+    }
   }
   v.raw = f.bytes.subspan(raw_begin, c.pos() - raw_begin);
   return v;
@@ -398,7 +430,12 @@ void parse_into(Image& f) {
     const auto type_id = c.read<uint32_t>(field + " type");
     const auto type = ops::weight_type_from_id(type_id);
     if (!type) {
-      f.fail(field + " type", type_at, fmt::format("unsupported ggml type id {}", type_id));
+      const std::string_view known = ggml_type_name(type_id);
+      f.fail(field + " type", type_at,
+             known.empty() ? fmt::format("unknown ggml type id {}", type_id)
+                           : fmt::format("unsupported ggml type id {} ({}); pacer reads f32, f16, "
+                                         "bf16, q8_0, q4_0, q4_K, q6_K",
+                                         type_id, known));
     }
     t.type = *type;
     const ops::TypeInfo& ti = ops::type_info(t.type);

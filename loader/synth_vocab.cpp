@@ -64,19 +64,20 @@ struct Extra {
   int64_t weight;
 };
 constexpr Extra kExtras[] = {
-    {".", 60000}, {",", 60000}, {"'s", 8000}, {"n't", 6000}, {"'re", 2000}, {":", 4000},
-    {";", 1500},  {"?", 3000},  {"!", 2000},  {"\"", 3000},  {"(", 3000},   {")", 3000},
-    {"-", 3000},  {"...", 800}, {"ing", 9000}, {"ed", 8000},  {"ly", 6000},  {"tion", 5000},
+    {".", 60000}, {",", 60000},  {"'s", 8000},   {"n't", 6000},  {"'re", 2000},  {":", 4000},
+    {";", 1500},  {"?", 3000},   {"!", 2000},    {"\"", 3000},   {"(", 3000},    {")", 3000},
+    {"-", 3000},  {"...", 800},  {"ing", 9000},  {"ed", 8000},   {"ly", 6000},   {"tion", 5000},
     {"er", 6000}, {"est", 3000}, {"ment", 3000}, {"ness", 2000}, {"able", 1500}, {"ers", 2500},
 };
 
 // Syllables for filler pseudo-words.
 constexpr std::string_view kSyllables[] = {
-    "ba", "be", "bi", "bo", "ca", "co", "con", "de", "di", "do", "en", "er", "fa", "fe", "fi",
-    "ga", "ge", "go", "ha", "he", "hi", "in", "ka", "la", "le", "li", "lo", "ma", "me", "mi",
-    "mo", "na", "ne", "ni", "no", "pa", "pe", "pi", "po", "pro", "ra", "re", "ri", "ro", "sa",
-    "se", "si", "so", "ta", "te", "ter", "ti", "to", "tra", "un", "va", "ve", "vi", "wa", "ing",
-    "tion", "ment", "ly", "ous", "al", "ic", "ist", "or", "an", "ar", "st", "th", "ch", "sh",
+    "ba",  "be",  "bi", "bo", "ca", "co", "con", "de",  "di",   "do",   "en", "er",  "fa",
+    "fe",  "fi",  "ga", "ge", "go", "ha", "he",  "hi",  "in",   "ka",   "la", "le",  "li",
+    "lo",  "ma",  "me", "mi", "mo", "na", "ne",  "ni",  "no",   "pa",   "pe", "pi",  "po",
+    "pro", "ra",  "re", "ri", "ro", "sa", "se",  "si",  "so",   "ta",   "te", "ter", "ti",
+    "to",  "tra", "un", "va", "ve", "vi", "wa",  "ing", "tion", "ment", "ly", "ous", "al",
+    "ic",  "ist", "or", "an", "ar", "st", "th",  "ch",  "sh",
 };
 
 const std::string kSpmSpace = "\xE2\x96\x81";
@@ -260,13 +261,15 @@ void add_filler(std::vector<MergeRule>& rules, std::unordered_set<std::string>& 
                 const std::vector<std::string>& bases, const std::string& space, size_t target,
                 uint64_t seed) {
   Rng rng{seed ^ 0x5EED5EED5EED5EEDull};
-  std::vector<std::string> syllables(std::begin(kSyllables), std::end(kSyllables));
-  // Left parts: trained pieces and syllables, with or without the word-initial space; right
-  // parts: pieces without a space (a word continues).
+  // Left parts: any word-like piece, with or without the word-initial space; right parts:
+  // lower-case pieces without a space (the word continues).
   std::vector<std::string> lefts, rights;
   for (const std::string& s : bases) {
     lefts.push_back(s);
-    if (s.rfind(space, 0) != 0) rights.push_back(s);
+    if (s.rfind(space, 0) != 0 &&
+        std::all_of(s.begin(), s.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
+      rights.push_back(s);
+    }
   }
   size_t attempts = 0;
   const size_t max_attempts = 64 * (target + 1000);
@@ -322,7 +325,8 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
     for (unsigned b = 0; b < 256; ++b) {
       if (gpt2_byte_to_cpt(static_cast<uint8_t>(b)) != b) order.push_back(b);
     }
-    for (unsigned b : order) add(gpt2_map(std::string(1, static_cast<char>(b))), 0, TokenType::Normal);
+    for (unsigned b : order)
+      add(gpt2_map(std::string(1, static_cast<char>(b))), 0, TokenType::Normal);
   }
   const size_t n_specials_at_end = spm ? 0 : 3;
 
@@ -363,9 +367,10 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
       });
     };
-    bases.erase(std::remove_if(bases.begin(), bases.end(),
-                               [&](const std::string& s) { return !pieces.count(s) || !word_like(s); }),
-                bases.end());
+    bases.erase(
+        std::remove_if(bases.begin(), bases.end(),
+                       [&](const std::string& s) { return !pieces.count(s) || !word_like(s); }),
+        bases.end());
     add_filler(rules, pieces, bases, space, base + n_pieces, seed);
   }
 

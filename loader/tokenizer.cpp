@@ -3,7 +3,9 @@
 #include "loader/tokenizer.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <limits>
 #include <stdexcept>
 
 #include "loader/error.h"
@@ -19,12 +21,11 @@ namespace keys = tokenizer_keys;
 // Texts llama.cpp treats as end-of-generation whatever their declared type (they are then
 // forced to Control), in the order used to pick an EOT token when the file names none.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-    "<|eom_id|>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<|eom_id|>",
 };
-constexpr std::string_view kFimEogTexts[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>",
-                                             "<|repo_name|>", "<fim-repo>", "<REPO>",
-                                             "<|file_sep|>"};
+constexpr std::string_view kFimEogTexts[] = {"<|fim_pad|>",  "<fim-pad>",     "<PAD>",
+                                             "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                             "<REPO>",       "<|file_sep|>"};
 
 const std::string kSpmSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
 
@@ -123,10 +124,10 @@ struct Builder {
       t.ignore_merges = t.pre_name == "llama3" || t.pre_name == "llama-v3" ||
                         t.pre_name == "llama-bpe" || t.pre_name == "falcon3";
     } else {
-      fail(keys::kModel, v.model.empty()
-                             ? std::string("missing tokenizer model")
-                             : "unsupported tokenizer model '" + v.model +
-                                   "' (supported: 'llama' = SentencePiece, 'gpt2' = byte-level BPE)");
+      fail(keys::kModel,
+           v.model.empty() ? std::string("missing tokenizer model")
+                           : "unsupported tokenizer model '" + v.model +
+                                 "' (supported: 'llama' = SentencePiece, 'gpt2' = byte-level BPE)");
     }
   }
 
@@ -135,8 +136,8 @@ struct Builder {
     if (n == 0) fail(keys::kTokens, "the vocabulary is empty");
     if (n > static_cast<size_t>(INT32_MAX)) fail(keys::kTokens, "too many tokens");
     if (!v.scores.empty() && v.scores.size() != n) {
-      fail(keys::kScores, std::to_string(v.scores.size()) + " scores for " + std::to_string(n) +
-                              " tokens");
+      fail(keys::kScores,
+           std::to_string(v.scores.size()) + " scores for " + std::to_string(n) + " tokens");
     }
     if (!v.token_types.empty() && v.token_types.size() != n) {
       fail(keys::kTokenType, std::to_string(v.token_types.size()) + " token types for " +
@@ -286,9 +287,8 @@ struct Builder {
         t.special_tokens.push_back(static_cast<int32_t>(i));
       }
     }
-    std::stable_sort(t.special_tokens.begin(), t.special_tokens.end(), [&](int32_t a, int32_t b) {
-      return t.text[a].size() > t.text[b].size();
-    });
+    std::stable_sort(t.special_tokens.begin(), t.special_tokens.end(),
+                     [&](int32_t a, int32_t b) { return t.text[a].size() > t.text[b].size(); });
   }
 };
 
@@ -304,10 +304,15 @@ struct Fragment {
 std::vector<Fragment> split_special(const Impl& t, std::string_view text, bool parse_special) {
   std::vector<Fragment> frags;
   if (!text.empty()) frags.push_back({-1, text});
+  // Vocabularies can have thousands of special tokens (Gemma's <unusedN>): skip at once those
+  // whose first byte the text does not contain.
+  std::array<bool, 256> has_byte{};
+  for (char c : text) has_byte[static_cast<uint8_t>(c)] = true;
   std::vector<Fragment> next;
   for (const int32_t id : t.special_tokens) {
     if (!parse_special && t.type[id] != TokenType::UserDefined) continue;
     const std::string& s = t.text[id];
+    if (!has_byte[static_cast<uint8_t>(s[0])]) continue;
     next.clear();
     bool changed = false;
     for (const Fragment& f : frags) {
@@ -377,6 +382,11 @@ Tokenizer Tokenizer::from_vocab(const Vocab& vocab, std::string source) {
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Impl& t = *impl_;
+  // Symbols hold 32-bit offsets.
+  if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw std::length_error("tokenizer: text of " + std::to_string(text.size()) +
+                            " bytes is too long (at most 2 GiB)");
+  }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && t.add_bos) out.push_back(t.bos);
@@ -440,21 +450,47 @@ TokenType Tokenizer::token_type(int32_t id) const {
   return impl_->type[id];
 }
 
-int32_t Tokenizer::bos() const noexcept { return impl_->bos; }
-int32_t Tokenizer::eos() const noexcept { return impl_->eos; }
-int32_t Tokenizer::eot() const noexcept { return impl_->eot; }
-int32_t Tokenizer::unk() const noexcept { return impl_->unk; }
-int32_t Tokenizer::pad() const noexcept { return impl_->pad; }
-bool Tokenizer::add_bos() const noexcept { return impl_->add_bos; }
-bool Tokenizer::add_eos() const noexcept { return impl_->add_eos; }
-bool Tokenizer::add_space_prefix() const noexcept { return impl_->add_space_prefix; }
+int32_t Tokenizer::bos() const noexcept {
+  return impl_->bos;
+}
+int32_t Tokenizer::eos() const noexcept {
+  return impl_->eos;
+}
+int32_t Tokenizer::eot() const noexcept {
+  return impl_->eot;
+}
+int32_t Tokenizer::unk() const noexcept {
+  return impl_->unk;
+}
+int32_t Tokenizer::pad() const noexcept {
+  return impl_->pad;
+}
+bool Tokenizer::add_bos() const noexcept {
+  return impl_->add_bos;
+}
+bool Tokenizer::add_eos() const noexcept {
+  return impl_->add_eos;
+}
+bool Tokenizer::add_space_prefix() const noexcept {
+  return impl_->add_space_prefix;
+}
 bool Tokenizer::is_eog(int32_t id) const noexcept {
   return std::binary_search(impl_->eog.begin(), impl_->eog.end(), id);
 }
-const std::vector<int32_t>& Tokenizer::eog_ids() const noexcept { return impl_->eog; }
-int64_t Tokenizer::n_vocab() const noexcept { return impl_->n_vocab(); }
-int64_t Tokenizer::n_merges() const noexcept { return impl_->n_merges; }
-std::string_view Tokenizer::model() const noexcept { return impl_->model; }
-std::string_view Tokenizer::pre() const noexcept { return impl_->pre_name; }
+const std::vector<int32_t>& Tokenizer::eog_ids() const noexcept {
+  return impl_->eog;
+}
+int64_t Tokenizer::n_vocab() const noexcept {
+  return impl_->n_vocab();
+}
+int64_t Tokenizer::n_merges() const noexcept {
+  return impl_->n_merges;
+}
+std::string_view Tokenizer::model() const noexcept {
+  return impl_->model;
+}
+std::string_view Tokenizer::pre() const noexcept {
+  return impl_->pre_name;
+}
 
 }  // namespace pacer::loader

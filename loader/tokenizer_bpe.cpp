@@ -69,7 +69,9 @@ struct BigramOrder {
 
 }  // namespace
 
-uint32_t gpt2_byte_to_cpt(uint8_t byte) noexcept { return alphabet().to_cpt[byte]; }
+uint32_t gpt2_byte_to_cpt(uint8_t byte) noexcept {
+  return alphabet().to_cpt[byte];
+}
 
 int gpt2_cpt_to_byte(uint32_t cpt) noexcept {
   return cpt < alphabet().to_byte.size() ? alphabet().to_byte[cpt] : -1;
@@ -106,7 +108,8 @@ void build_bpe_merges(Tokenizer::Impl& t, const std::vector<std::string>& merges
     auto [it, inserted] = extra.try_emplace(bytes, n_vocab + static_cast<int32_t>(extra.size()));
     return it->second;
   };
-  for (unsigned b = 0; b < 256; ++b) t.byte_symbol[b] = intern(std::string(1, static_cast<char>(b)));
+  for (unsigned b = 0; b < 256; ++b)
+    t.byte_symbol[b] = intern(std::string(1, static_cast<char>(b)));
 
   t.merges.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -115,7 +118,8 @@ void build_bpe_merges(Tokenizer::Impl& t, const std::vector<std::string>& merges
     // starts with a space, since spaces are mapped to 'Ġ').
     const size_t sep = m.find(' ', 1);
     if (sep == std::string::npos || sep + 1 >= m.size()) {
-      throw LoadError(t.source, std::string(tokenizer_keys::kMerges) + "[" + std::to_string(i) + "]",
+      throw LoadError(t.source,
+                      std::string(tokenizer_keys::kMerges) + "[" + std::to_string(i) + "]",
                       key_offset(tokenizer_keys::kMerges),
                       "merge '" + m + "' is not two pieces separated by a space");
     }

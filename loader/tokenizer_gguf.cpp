@@ -1,6 +1,7 @@
 // Tokenizer::from_gguf: the tokenizer.* keys of a GGUF file into a Vocab, with every type and
 // length checked and errors pointing at the key's byte offset.
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -76,6 +77,13 @@ class VocabReader {
     for (uint64_t k = 0; k < v->count; ++k) {
       const std::optional<double> x = v->array_number(k);
       if (!x) fail(key, "element " + std::to_string(k) + " is not a number");
+      if constexpr (std::is_integral_v<T>) {
+        if (!(*x >= static_cast<double>(std::numeric_limits<T>::min()) &&
+              *x <= static_cast<double>(std::numeric_limits<T>::max()))) {
+          fail(key, "element " + std::to_string(k) + " (" + std::to_string(*x) +
+                        ") is out of range");
+        }
+      }
       out[k] = static_cast<T>(*x);
     }
     return out;
@@ -128,8 +136,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   v.add_bos = r.flag(keys::kAddBos);
   v.add_eos = r.flag(keys::kAddEos);
   v.add_space_prefix = r.flag(keys::kAddSpacePrefix);
-  return Tokenizer(build_tokenizer_tables(
-      v, r.name(), [&r](std::string_view key) { return r.offset_of(key); }));
+  return Tokenizer(
+      build_tokenizer_tables(v, r.name(), [&r](std::string_view key) { return r.offset_of(key); }));
 }
 
 }  // namespace pacer::loader

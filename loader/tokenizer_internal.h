@@ -68,7 +68,7 @@ struct Tokenizer::Impl {
   // SPM: stored text -> id. BPE: the byte string a token stands for -> id. Later ids win on
   // duplicates (as llama.cpp's token_to_id). Keys view `text` / `bpe_bytes`.
   std::unordered_map<std::string_view, int32_t> by_text;
-  std::vector<std::string> bpe_bytes;  // BPE: unmapped token text ("" when not in the alphabet)
+  std::vector<std::string> bpe_bytes;     // BPE: unmapped token text ("" when not in the alphabet)
   std::array<int32_t, 256> byte_token{};  // byte-fallback / single-byte token, -1 if none
 
   // BPE merges over "symbols": ids < n_vocab are tokens, larger ids are byte strings that some

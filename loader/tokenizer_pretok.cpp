@@ -28,10 +28,17 @@ struct Units {
       uint8_t c = 0;
       if (d.cpt != unicode::kInvalid) {
         switch (unicode::category(d.cpt)) {
-          case unicode::Category::L: c = kLetter; break;
-          case unicode::Category::N: c = kNumber; break;
-          case unicode::Category::P: c = kPunct; break;
-          default: break;
+          case unicode::Category::L:
+            c = kLetter;
+            break;
+          case unicode::Category::N:
+            c = kNumber;
+            break;
+          case unicode::Category::P:
+            c = kPunct;
+            break;
+          default:
+            break;
         }
         if (unicode::is_whitespace(d.cpt)) c |= kSpace;
       }
@@ -129,7 +136,9 @@ size_t match_llama3_family(const Units& u, size_t pos, size_t end) {
   return r - pos;
 }
 
-size_t match_one_number(const Units& u, size_t pos, size_t /*end*/) { return u.number(pos); }
+size_t match_one_number(const Units& u, size_t pos, size_t /*end*/) {
+  return u.number(pos);
+}
 
 size_t match_number_run(const Units& u, size_t pos, size_t end) {
   return run_while(u, pos, end, &Units::number) - pos;
@@ -163,10 +172,14 @@ struct PatternList {
 
 PatternList patterns_of(PreTokenizer kind) {
   switch (kind) {
-    case PreTokenizer::Gpt2: return {{match_gpt2}, 1};
-    case PreTokenizer::Llama3: return {{match_llama3_family<3>}, 1};
-    case PreTokenizer::Qwen2: return {{match_llama3_family<1>}, 1};
-    case PreTokenizer::Starcoder: return {{match_one_number, match_gpt2}, 2};
+    case PreTokenizer::Gpt2:
+      return {{match_gpt2}, 1};
+    case PreTokenizer::Llama3:
+      return {{match_llama3_family<3>}, 1};
+    case PreTokenizer::Qwen2:
+      return {{match_llama3_family<1>}, 1};
+    case PreTokenizer::Starcoder:
+      return {{match_one_number, match_gpt2}, 2};
     case PreTokenizer::Falcon:
       return {{match_punct_run<true>, match_gpt2, match_three_ascii_digits}, 3};
     case PreTokenizer::Default:
@@ -180,21 +193,36 @@ struct NameEntry {
   PreTokenizer kind;
 };
 constexpr NameEntry kNames[] = {
-    {"gpt-2", PreTokenizer::Gpt2},          {"mpt", PreTokenizer::Gpt2},
-    {"olmo", PreTokenizer::Gpt2},           {"phi-2", PreTokenizer::Gpt2},
-    {"roberta-bpe", PreTokenizer::Gpt2},    {"jina-es", PreTokenizer::Gpt2},
-    {"jina-de", PreTokenizer::Gpt2},        {"jina-v1-en", PreTokenizer::Gpt2},
-    {"jina-v2-es", PreTokenizer::Gpt2},     {"jina-v2-de", PreTokenizer::Gpt2},
-    {"jina-v2-code", PreTokenizer::Gpt2},   {"gigachat", PreTokenizer::Gpt2},
-    {"jais", PreTokenizer::Gpt2},           {"llama3", PreTokenizer::Llama3},
-    {"llama-v3", PreTokenizer::Llama3},     {"llama-bpe", PreTokenizer::Llama3},
-    {"falcon3", PreTokenizer::Llama3},      {"dbrx", PreTokenizer::Llama3},
-    {"smaug-bpe", PreTokenizer::Llama3},    {"qwen2", PreTokenizer::Qwen2},
-    {"deepseek-r1-qwen", PreTokenizer::Qwen2}, {"stablelm2", PreTokenizer::Qwen2},
-    {"megrez", PreTokenizer::Qwen2},        {"starcoder", PreTokenizer::Starcoder},
-    {"refact", PreTokenizer::Starcoder},    {"smollm", PreTokenizer::Starcoder},
-    {"codeshell", PreTokenizer::Starcoder}, {"command-r", PreTokenizer::Starcoder},
-    {"falcon", PreTokenizer::Falcon},       {"default", PreTokenizer::Default},
+    {"gpt-2", PreTokenizer::Gpt2},
+    {"mpt", PreTokenizer::Gpt2},
+    {"olmo", PreTokenizer::Gpt2},
+    {"phi-2", PreTokenizer::Gpt2},
+    {"roberta-bpe", PreTokenizer::Gpt2},
+    {"jina-es", PreTokenizer::Gpt2},
+    {"jina-de", PreTokenizer::Gpt2},
+    {"jina-v1-en", PreTokenizer::Gpt2},
+    {"jina-v2-es", PreTokenizer::Gpt2},
+    {"jina-v2-de", PreTokenizer::Gpt2},
+    {"jina-v2-code", PreTokenizer::Gpt2},
+    {"gigachat", PreTokenizer::Gpt2},
+    {"jais", PreTokenizer::Gpt2},
+    {"llama3", PreTokenizer::Llama3},
+    {"llama-v3", PreTokenizer::Llama3},
+    {"llama-bpe", PreTokenizer::Llama3},
+    {"falcon3", PreTokenizer::Llama3},
+    {"dbrx", PreTokenizer::Llama3},
+    {"smaug-bpe", PreTokenizer::Llama3},
+    {"qwen2", PreTokenizer::Qwen2},
+    {"deepseek-r1-qwen", PreTokenizer::Qwen2},
+    {"stablelm2", PreTokenizer::Qwen2},
+    {"megrez", PreTokenizer::Qwen2},
+    {"starcoder", PreTokenizer::Starcoder},
+    {"refact", PreTokenizer::Starcoder},
+    {"smollm", PreTokenizer::Starcoder},
+    {"codeshell", PreTokenizer::Starcoder},
+    {"command-r", PreTokenizer::Starcoder},
+    {"falcon", PreTokenizer::Falcon},
+    {"default", PreTokenizer::Default},
 };
 
 }  // namespace

@@ -56,8 +56,8 @@ void spm_encode_fragment(const Tokenizer::Impl& t, std::string_view text,
     // Valid text splits identically.)
     const size_t len = unicode::decode_utf8(text, off).len;
     const auto index = static_cast<int32_t>(sym.size());
-    sym.push_back({index - 1, off + len == text.size() ? -1 : index + 1,
-                   static_cast<uint32_t>(off), static_cast<uint32_t>(len)});
+    sym.push_back({index - 1, off + len == text.size() ? -1 : index + 1, static_cast<uint32_t>(off),
+                   static_cast<uint32_t>(len)});
     off += len;
   }
 

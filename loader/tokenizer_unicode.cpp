@@ -25,7 +25,9 @@ const AsciiCategories& ascii_categories() {
   return table;
 }
 
-bool is_continuation(uint8_t b) { return (b & 0xC0) == 0x80; }
+bool is_continuation(uint8_t b) {
+  return (b & 0xC0) == 0x80;
+}
 
 }  // namespace
 
@@ -40,8 +42,8 @@ Decoded decode_utf8(std::string_view s, size_t pos) noexcept {
     }
   } else if (b0 >= 0xE0 && b0 <= 0xEF) {
     if (avail >= 3 && is_continuation(byte(1)) && is_continuation(byte(2))) {
-      const uint32_t c = (uint32_t(b0 & 0x0F) << 12) | (uint32_t(byte(1) & 0x3F) << 6) |
-                         (byte(2) & 0x3F);
+      const uint32_t c =
+          (uint32_t(b0 & 0x0F) << 12) | (uint32_t(byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
       if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) return {c, 3};
     }
   } else if (b0 >= 0xF0 && b0 <= 0xF4) {
@@ -86,7 +88,13 @@ Category category(uint32_t cpt) noexcept {
 bool is_whitespace(uint32_t cpt) noexcept {
   if (cpt < 0x80) return cpt == 0x20 || (cpt >= 0x09 && cpt <= 0x0D);
   switch (cpt) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
       return true;
     default:

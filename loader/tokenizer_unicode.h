@@ -35,10 +35,16 @@ Decoded decode_utf8(std::string_view s, size_t pos) noexcept;
 // Appends the UTF-8 encoding of a Unicode scalar value.
 void append_utf8(std::string& out, uint32_t cpt);
 
-Category category(uint32_t cpt) noexcept;  // kInvalid -> C
+Category category(uint32_t cpt) noexcept;   // kInvalid -> C
 bool is_whitespace(uint32_t cpt) noexcept;  // Unicode White_Space
-inline bool is_letter(uint32_t cpt) noexcept { return category(cpt) == Category::L; }
-inline bool is_number(uint32_t cpt) noexcept { return category(cpt) == Category::N; }
-inline bool is_punctuation(uint32_t cpt) noexcept { return category(cpt) == Category::P; }
+inline bool is_letter(uint32_t cpt) noexcept {
+  return category(cpt) == Category::L;
+}
+inline bool is_number(uint32_t cpt) noexcept {
+  return category(cpt) == Category::N;
+}
+inline bool is_punctuation(uint32_t cpt) noexcept {
+  return category(cpt) == Category::P;
+}
 
 }  // namespace pacer::loader::unicode

@@ -9,6 +9,7 @@ namespace {
 using enum Category;
 }  // namespace
 
+// clang-format off
 const CategoryRun kCategoryRuns[] = {
 // Generated from Python 3.11 unicodedata (Unicode 14.0.0): each entry starts a run of code
 // points whose general category has the same first letter; the run ends where the next
@@ -331,6 +332,7 @@ const CategoryRun kCategoryRuns[] = {
 {0x2CEB0, L}, {0x2EBE1, C}, {0x2F800, L}, {0x2FA1E, C}, {0x30000, L}, {0x3134B, C}, {0xE0100, M},
 {0xE01F0, C},
 };
+// clang-format on
 const size_t kCategoryRunCount = sizeof(kCategoryRuns) / sizeof(kCategoryRuns[0]);
 
 }  // namespace pacer::loader::unicode

@@ -9,6 +9,7 @@ namespace pacer::ops {
 namespace {
 
 struct WidenBF16 {
+  static constexpr int64_t kBytes = 2;  // bytes per weight
   static __m256 load8(const std::byte* w, int64_t j) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * j));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));

@@ -8,6 +8,7 @@ namespace pacer::ops {
 namespace {
 
 struct WidenBF16 {
+  static constexpr int64_t kBytes = 2;  // bytes per weight
   static __m512 load16(const std::byte* w, int64_t j) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * j));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -27,8 +28,14 @@ void dot_rows_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, i
 
 float dot_bf16_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx512::float_rows_tile<WidenBF16, 1>(n, w_row, 0, reinterpret_cast<const float*>(act), &out);
+  avx512::float_dot_rows<WidenBF16>(n, w_row, 0, 1, act, &out);
   return out;
+}
+
+void gemm_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                         int64_t out_stride) {
+  avx512::float_gemm_packed<WidenBF16>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

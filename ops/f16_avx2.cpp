@@ -8,6 +8,7 @@ namespace pacer::ops {
 namespace {
 
 struct WidenF16 {
+  static constexpr int64_t kBytes = 2;  // bytes per weight
   static __m256 load8(const std::byte* w, int64_t j) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * j)));
   }

@@ -8,6 +8,7 @@ namespace pacer::ops {
 namespace {
 
 struct WidenF32 {
+  static constexpr int64_t kBytes = 4;  // bytes per weight
   static __m256 load8(const std::byte* w, int64_t j) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + j);
   }

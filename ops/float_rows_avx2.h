@@ -2,7 +2,7 @@
 // The AVX2 dot-rows loop shared by the F32, F16 and BF16 kernels: they differ only in how 8
 // weights widen to fp32 (the Widen policy). Include ONLY from *_avx2.cpp files.
 //
-// Widen must provide, for a weight row `w` and element index j:
+// Widen must provide kBytes (bytes per weight) and, for a weight row `w` and element index j:
 //   static __m256 load8(const std::byte* w, int64_t j);  // w[j..j+8) as fp32
 //   static float load1(const std::byte* w, int64_t j);   // w[j] as fp32 (the < 8 tail)
 #include <immintrin.h>
@@ -16,7 +16,8 @@ namespace pacer::ops::avx2 {
 namespace {
 
 // out[r] = dot(row r, x) for R rows at w + r*stride; x loaded once per R rows, two accumulators
-// per row. The tail (n % 16) is summed in scalar, after the vector part.
+// per row. The tail (n % 16) is summed in scalar, after the vector part. Each step prefetches
+// the same bytes of the next tile's rows (R * stride further on; see q4_0_avx512.cpp).
 template <class Widen, int R>
 void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x, float* out) {
   __m256 acc0[R], acc1[R];
@@ -27,6 +28,10 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
     const __m256 x1 = _mm256_loadu_ps(x + j + 8);
     for (int r = 0; r < R; ++r) {
       const std::byte* wr = w + r * stride;
+      if ((j * Widen::kBytes) % 64 == 0) {  // once per cache line (16 weights are 32-64 bytes)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes) + R * stride,
+                     _MM_HINT_T0);
+      }
       acc0[r] = _mm256_fmadd_ps(Widen::load8(wr, j), x0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(Widen::load8(wr, j + 8), x1, acc1[r]);
     }

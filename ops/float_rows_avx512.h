@@ -2,56 +2,113 @@
 // The AVX-512 dot-rows loop shared by the F32, F16 and BF16 kernels: they differ only in how 16
 // weights widen to fp32 (the Widen policy). Include ONLY from *_avx512.cpp files.
 //
-// Widen must provide, for a weight row `w` and element index j:
+// Widen must provide kBytes (bytes per weight) and, for a weight row `w` and element index j:
 //   static __m512 load16(const std::byte* w, int64_t j);                  // w[j..j+16) as fp32
 //   static __m512 load16_masked(const std::byte* w, int64_t j, __mmask16); // masked-off lanes 0
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/matmul_simd_avx512.h"
 
 namespace pacer::ops::avx512 {
 namespace {
 
-// out[r] = dot(row r, x) for R rows at w + r*stride. Each x vector is loaded once for all R rows;
-// two accumulators per row hide the FMA latency (R*2 independent chains).
-template <class Widen, int R>
-void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x, float* out) {
-  __m512 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+// Tokens per GEMM tile: each widened weight vector serves 2 tokens (4 rows x 2 tokens x 2
+// accumulators = 16 zmm).
+constexpr int kFloatTokensPerTile = 2;
+
+// out[t * out_stride + r] = dot(row r, token t) for R rows at w + r*stride and T tokens at
+// x + t*x_stride. Each x vector is loaded once for all R rows and each widened weight vector
+// once for all T tokens; two accumulators per (row, token) hide the FMA latency. Each (row,
+// token) pair goes through the same operations whatever R and T are, so the GEMM is
+// bit-identical to the GEMV. Every cache line also prefetches the same line of the next tile's
+// rows (R * stride further on; see q4_0_avx512.cpp).
+template <class Widen, int R, int T>
+void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x,
+                     int64_t x_stride, float* out, int64_t out_stride) {
+  __m512 acc0[R][T], acc1[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm512_setzero_ps();
+  }
   int64_t j = 0;
   for (; j + 32 <= n; j += 32) {
-    const __m512 x0 = _mm512_loadu_ps(x + j);
-    const __m512 x1 = _mm512_loadu_ps(x + j + 16);
+    __m512 x0[T], x1[T];
+    for (int t = 0; t < T; ++t) {
+      x0[t] = _mm512_loadu_ps(x + t * x_stride + j);
+      x1[t] = _mm512_loadu_ps(x + t * x_stride + j + 16);
+    }
     for (int r = 0; r < R; ++r) {
       const std::byte* wr = w + r * stride;
-      acc0[r] = _mm512_fmadd_ps(Widen::load16(wr, j), x0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(Widen::load16(wr, j + 16), x1, acc1[r]);
+      for (int64_t line = 0; line < 32 * Widen::kBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes + line) + R * stride,
+                     _MM_HINT_T0);
+      }
+      const __m512 w0 = Widen::load16(wr, j), w1 = Widen::load16(wr, j + 16);
+      for (int t = 0; t < T; ++t) {
+        acc0[r][t] = _mm512_fmadd_ps(w0, x0[t], acc0[r][t]);
+        acc1[r][t] = _mm512_fmadd_ps(w1, x1[t], acc1[r][t]);
+      }
     }
   }
   for (; j < n; j += 16) {  // tail of 1..31 elements, masked (masked-off lanes never fault)
     const __mmask16 m = first_lanes16(n - j);
-    const __m512 x0 = _mm512_maskz_loadu_ps(m, x + j);
     for (int r = 0; r < R; ++r) {
-      acc0[r] = _mm512_fmadd_ps(Widen::load16_masked(w + r * stride, j, m), x0, acc0[r]);
+      const __m512 w0 = Widen::load16_masked(w + r * stride, j, m);
+      for (int t = 0; t < T; ++t) {
+        acc0[r][t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + t * x_stride + j), acc0[r][t]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      out[t * out_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][t], acc1[r][t]));
+    }
+  }
 }
 
-// out[0..nr) for nr rows, four at a time.
+// Rows [0, nr) x tokens [0, nt) (x_stride floats between tokens, out_stride between output
+// rows): row tiles of four (then 3, 2 or 1), each reused by every token before the next tile.
+template <class Widen>
+void float_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
+                int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
+  auto tokens = [&](auto rows_tag, int64_t r) {
+    constexpr int kR = decltype(rows_tag)::value;
+    int64_t t = 0;
+    for (; t + kFloatTokensPerTile <= nt; t += kFloatTokensPerTile) {
+      float_rows_tile<Widen, kR, kFloatTokensPerTile>(n, w + r * stride, stride, x + t * x_stride,
+                                                      x_stride, out + t * out_stride + r,
+                                                      out_stride);
+    }
+    for (; t < nt; ++t) {
+      float_rows_tile<Widen, kR, 1>(n, w + r * stride, stride, x + t * x_stride, x_stride,
+                                    out + t * out_stride + r, out_stride);
+    }
+  };
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) tokens(std::integral_constant<int, 4>{}, r);
+  switch (nr - r) {
+    case 3: tokens(std::integral_constant<int, 3>{}, r); break;
+    case 2: tokens(std::integral_constant<int, 2>{}, r); break;
+    case 1: tokens(std::integral_constant<int, 1>{}, r); break;
+    default: break;
+  }
+}
+
+// out[0..nr) for nr rows and one token (the GEMV).
 template <class Widen>
 void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
                     const std::byte* act, float* out) {
-  const auto* x = reinterpret_cast<const float*>(act);
-  int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) float_rows_tile<Widen, 4>(n, w + r * stride, stride, x, out + r);
-  switch (nr - r) {
-    case 3: float_rows_tile<Widen, 3>(n, w + r * stride, stride, x, out + r); break;
-    case 2: float_rows_tile<Widen, 2>(n, w + r * stride, stride, x, out + r); break;
-    case 1: float_rows_tile<Widen, 1>(n, w + r * stride, stride, x, out + r); break;
-    default: break;
-  }
+  float_gemm<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(act), 0, 1, out, 0);
+}
+
+// The GemmFn entry: act_stride is in bytes (a multiple of 64, see PackedActivations).
+template <class Widen>
+void float_gemm_packed(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
+                       const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                       int64_t out_stride) {
+  float_gemm<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(act),
+                    act_stride / static_cast<int64_t>(sizeof(float)), nt, out, out_stride);
 }
 
 }  // namespace

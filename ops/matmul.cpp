@@ -14,7 +14,8 @@ namespace pacer::ops {
 namespace {
 
 // Weight bytes one row tile of the GEMM keeps hot while every token passes over it: about half
-// of a 48 KiB L1d, so the tile plus one token's activations stay in L1.
+// of a 48 KiB L1d, so the tile plus one token's activations stay in L1. Tiles are multiples of
+// 8 rows, the kernels' row unroll.
 constexpr int64_t kGemmTileBytes = 24 * 1024;
 // Row partitions between workers start on multiples of this (whole dot_rows groups, and no two
 // workers writing the same 64-byte line of y for any row count).
@@ -100,12 +101,22 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
   }
   const DotFn dot = resolve_dot(w.type, isa);
   const DotRowsFn dot_rows = resolve_dot_rows(w.type, isa);
+  const GemmFn gemm = x.tokens() > 1 ? resolve_gemm(w.type, isa) : nullptr;
   const int64_t stride = row_bytes(w.type, w.cols);
   // GEMM: a tile of rows stays in L1 while every token passes over it, so each weight byte comes
-  // from memory once per call. GEMV (one token) is the same loop with one pass.
-  const int64_t tile_rows = std::max<int64_t>(4, kGemmTileBytes / stride / 4 * 4);
+  // from memory once per call (a GemmFn kernel also reuses each unpacked block across a few
+  // tokens from registers). GEMV (one token) runs the whole range in one dot_rows call, so the
+  // kernel's row tiles (and their next-tile prefetch) run back to back.
+  const int64_t tile_rows = x.tokens() == 1
+                                ? std::max<int64_t>(1, row_end - row_begin)
+                                : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const int64_t r1 = std::min(row_end, r0 + tile_rows);
+    if (gemm != nullptr) {
+      gemm(w.cols, w.row(r0), stride, r1 - r0, x.token(0), x.token(1) - x.token(0), x.tokens(),
+           y.data() + r0, w.rows);
+      continue;
+    }
     for (int64_t t = 0; t < x.tokens(); ++t) {
       float* yt = y.data() + t * w.rows;
       if (dot_rows != nullptr) {

@@ -26,14 +26,6 @@ inline __mmask16 first_lanes16(int64_t count) {
 // fp16 (raw bits) -> fp32; exact.
 inline float fp32_from_fp16(uint16_t h) { return _cvtsh_ss(h); }
 
-// 16 fp32 lanes: lanes 0-7 = fp32(*h0) * s, lanes 8-15 = fp32(*h1) * s. h0, h1 point at fp16
-// scales (unaligned); s is usually the activation block scale broadcast to all lanes.
-inline __m512 pair_fp16_times(const void* h0, const void* h1, __m512 s) {
-  __m256i h = _mm256_set1_epi16(*static_cast<const int16_t*>(h0));
-  h = _mm256_mask_set1_epi16(h, 0xFF00, *static_cast<const int16_t*>(h1));
-  return _mm512_mul_ps(_mm512_cvtph_ps(h), s);
-}
-
 // Two 32-byte rows side by side: lanes 0-31 from p0, lanes 32-63 from p1 (unaligned).
 inline __m512i load_pair_256(const void* p0, const void* p1) {
   const __m256i lo = _mm256_loadu_si256(static_cast<const __m256i*>(p0));
@@ -59,20 +51,21 @@ inline void hsum_halves(__m512 v, float* low, float* high) {
 // and multiplied by the activation scales once, 16 at a time, before the strip's dot products.
 constexpr int64_t kScaleStrip = 16;
 
-// d16[k] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs whose
-// first member is the fp16 scale. Plain 16-bit moves on the load/store ports; the caller reads
-// d16 back as a vector only a strip later, after these stores have left the store buffer (a
-// vector load that spans several pending narrow stores cannot be forwarded and stalls).
+// d16[k * step] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs
+// whose first member is the fp16 scale. Plain 16-bit moves on the load/store ports; the caller
+// reads d16 back as a vector only a strip later, after these stores have left the store buffer
+// (a vector load that spans several pending narrow stores cannot be forwarded and stalls).
 template <class Block>
-inline void gather_strip_d16(const std::byte* row, int64_t b0, int64_t count, uint16_t* d16) {
+inline void gather_strip_d16(const std::byte* row, int64_t b0, int64_t count, uint16_t* d16,
+                             int64_t step = 1) {
   // Volatile reads keep these plain moves: vectorized, GCC builds the strided gather from
   // vpinsrw and shuffles that compete with the dot loop for port 5. A full strip has a constant
   // trip count, so it unrolls into 2 instructions per block.
   const volatile Block* blk = reinterpret_cast<const volatile Block*>(row) + b0;
   if (count == kScaleStrip) {
-    for (int64_t k = 0; k < kScaleStrip; ++k) d16[k] = blk[k].d;
+    for (int64_t k = 0; k < kScaleStrip; ++k) d16[k * step] = blk[k].d;
   } else {
-    for (int64_t k = 0; k < count; ++k) d16[k] = blk[k].d;
+    for (int64_t k = 0; k < count; ++k) d16[k * step] = blk[k].d;
   }
 }
 

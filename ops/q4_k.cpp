@@ -9,10 +9,10 @@
 namespace pacer::ops {
 namespace {
 
-constexpr int kSubBlocks = 8;   // per super-block
-constexpr int kSubElems = 32;   // per sub-block
-constexpr int kMaxQ = 15;       // 4-bit levels 0..15
-constexpr int kMaxCode = 63;    // 6-bit scale and min codes
+constexpr int kSubBlocks = 8;  // per super-block
+constexpr int kSubElems = 32;  // per sub-block
+constexpr int kMaxQ = 15;      // 4-bit levels 0..15
+constexpr int kMaxCode = 63;   // 6-bit scale and min codes
 
 // sc_j and m_j of sub-block j, straight from the byte layout (q4_k.h).
 void scale_min(const uint8_t* s, int j, int* sc, int* m) {
@@ -127,7 +127,8 @@ void quantize_row_q4_K_ref(const float* x, BlockQ4_K* y, int64_t n) {
     // Every element to the nearest level of its sub-block's final (coded) grid.
     uint8_t q[kQK_K];
     for (int j = 0; j < kSubBlocks; ++j) {
-      const float step = d * static_cast<float>(sc[j]), offset = -(dmin * static_cast<float>(mc[j]));
+      const float step = d * static_cast<float>(sc[j]),
+                  offset = -(dmin * static_cast<float>(mc[j]));
       for (int i = kSubElems * j; i < kSubElems * (j + 1); ++i) {
         q[i] = static_cast<uint8_t>(nearest_level(x[i], step, offset));
       }

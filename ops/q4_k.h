@@ -10,7 +10,6 @@
 // Internal to ops/: the matmul entry points reach these kernels through type_traits.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "ops/fp16.h"
 #include "ops/q8_k.h"
@@ -38,23 +37,6 @@ struct BlockQ4_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144, "block_q4_K is 144 bytes in GGUF");
 static_assert(alignof(BlockQ4_K) == 2);
-
-namespace {  // internal linkage: safe to inline into baseline and -m compiled files alike
-
-// The 6-bit scales and mins of one block as four little-endian words: bytes of words[0..1] are
-// sc_0..sc_7, bytes of words[2..3] are m_0..m_7 (each in [0, 63]). Word form of the layout above:
-// with u0, u1, u2 the three words of `packed`, sc_0..3 = u0 & 0x3f.., m_0..3 = u1 & 0x3f.., and
-// the j >= 4 values take their low nibbles from u2 and their top 2 bits from bits 6-7 of u0/u1.
-inline void unpack_q4_K_scale_words(const uint8_t* packed, uint32_t words[4]) {
-  uint32_t u[3];
-  std::memcpy(u, packed, sizeof u);
-  words[0] = u[0] & 0x3f3f3f3fu;
-  words[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-  words[2] = u[1] & 0x3f3f3f3fu;
-  words[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-}
-
-}  // namespace
 
 // A quantizer of our own (not byte-identical to ggml's; any valid block dots the same way):
 // per sub-block, the (scale, min) pair minimising the squared error over a small search of

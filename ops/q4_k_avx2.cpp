@@ -13,6 +13,7 @@
 // activation loads and pair sums are shared.
 #include <immintrin.h>
 
+#include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx2.h"
 #include "ops/q4_k.h"
 
@@ -27,12 +28,11 @@ struct Q4KScales {
 };
 
 inline void unpack_scales(const BlockQ4_K* blk, Q4KScales* out) {
-  uint32_t words[4];
-  unpack_q4_K_scale_words(blk->scales, words);
-  const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words)));
+  const __m128i sc_m = unpack_q4_K_scales_mins(blk);
+  const __m256i sc32 = _mm256_cvtepu8_epi32(sc_m);
   _mm256_store_si256(reinterpret_cast<__m256i*>(out->sc_pairs),
                      _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16)));
-  out->mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(words + 2)));
+  out->mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc_m, 8));
 }
 
 // R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
@@ -41,13 +41,15 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
                     float* out) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[R];      // the scale part, 8 lanes per row
+  __m128 acc_min[R];  // the mins part, 4 lanes per row
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), acc_min[r] = _mm_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const BlockQ4_K* blk[R];
     Q4KScales sc[R];
     for (int r = 0; r < R; ++r) {
       blk[r] = reinterpret_cast<const BlockQ4_K*>(w + r * stride) + b;
+      prefetch_ahead(blk[r]);
       unpack_scales(blk[r], &sc[r]);
     }
     // bsums[2j] + bsums[2j+1], j = 0..7: the activation sum of each 32-element sub-block.
@@ -71,16 +73,17 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
         isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p_lo, p_hi));
       }
     }
+    const __m128 dx = _mm_set1_ps(x[b].d);
     for (int r = 0; r < R; ++r) {
       const __m128i msum = _mm_madd_epi16(sc[r].mins16, pair_sums);  // |lane| <= 2 * 63 * 4064
-      const float d = avx2::fp32_from_fp16(blk[r]->d) * x[b].d;
-      const float dmin = avx2::fp32_from_fp16(blk[r]->dmin) * x[b].d;
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
-                               _mm256_set1_ps(-dmin), acc[r]);
+      const __m128 f = q4_K_factors(blk[r], dx);                     // d*dx, dmin*dx
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_broadcastss_ps(f), acc[r]);
+      acc_min[r] = _mm_fnmadd_ps(_mm_cvtepi32_ps(msum), _mm_permute_ps(f, 0x55), acc_min[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = avx2::hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    out[r] = avx2::hsum8(_mm256_add_ps(acc[r], _mm256_zextps128_ps256(acc_min[r])));
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 //   vpmaddwd(p, sc):  int16 sub-block scales, one per 256-bit half: lane |.| <= 480,060;
 // 4 such per lane and super-block are exact in int32 and in float. The mins term is one
 // vpmaddwd of the 8 mins with the 8 activation pair sums, as on AVX2.
+#include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q4_k.h"
 
@@ -37,23 +38,35 @@ struct Q4KScaleVectors {
   __m128i mins16;
 };
 
-inline Q4KScaleVectors scale_vectors(const BlockQ4_K* blk) {
-  uint32_t words[4];
-  unpack_q4_K_scale_words(blk->scales, words);
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words));
-  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));  // int16 sc_0..sc_7
-  Q4KScaleVectors v;
-  // vpermw index: word i of the result takes scale (first if i < 16, else second).
-  const auto pick = [&](int first, int second) {
-    const __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(first)),
-                                                _mm512_set1_epi16(static_cast<short>(second)));
-    return _mm512_permutexvar_epi16(idx, sc16);
+// vpermw indices that spread int16 sc_0..sc_7 into Q4KScaleVectors' layout; built once per tile
+// (kept in registers: rebuilt per block they cost a mask move and two broadcasts each).
+struct Q4KScaleIndex {
+  __m512i lo[2], hi[2];
+};
+
+inline Q4KScaleIndex scale_index() {
+  // Word i of the result takes scale `first` if i < 16, else `second`.
+  const auto index = [](int first, int second) {
+    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(first)),
+                                   _mm512_set1_epi16(static_cast<short>(second)));
   };
+  Q4KScaleIndex idx;
   for (int k = 0; k < 2; ++k) {
-    v.lo[k] = pick(4 * k, 4 * k + 2);
-    v.hi[k] = pick(4 * k + 1, 4 * k + 3);
+    idx.lo[k] = index(4 * k, 4 * k + 2);
+    idx.hi[k] = index(4 * k + 1, 4 * k + 3);
   }
-  v.mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(packed, 8));
+  return idx;
+}
+
+inline Q4KScaleVectors scale_vectors(const BlockQ4_K* blk, const Q4KScaleIndex& idx) {
+  const __m128i sc_m = unpack_q4_K_scales_mins(blk);
+  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sc_m));  // int16 sc_0..sc_7
+  Q4KScaleVectors v;
+  for (int k = 0; k < 2; ++k) {
+    v.lo[k] = _mm512_permutexvar_epi16(idx.lo[k], sc16);
+    v.hi[k] = _mm512_permutexvar_epi16(idx.hi[k], sc16);
+  }
+  v.mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc_m, 8));
   return v;
 }
 
@@ -73,33 +86,39 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
                     float* out) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const Q4KScaleIndex idx = scale_index();
+  __m512 acc[R];      // the scale part, 16 lanes per row
+  __m128 acc_min[R];  // the mins part, 4 lanes per row
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), acc_min[r] = _mm_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const Q8KNibbleOrder xa = arrange_activations(x[b].qs);
     const __m128i pair_sums =
         _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8)));
+    const __m128 dx = _mm_set1_ps(x[b].d);
     for (int r = 0; r < R; ++r) {
       const BlockQ4_K* blk = reinterpret_cast<const BlockQ4_K*>(w + r * stride) + b;
-      const Q4KScaleVectors sv = scale_vectors(blk);
-      __m512i isum = _mm512_setzero_si512();
+      prefetch_ahead(blk);
+      const Q4KScaleVectors sv = scale_vectors(blk, idx);
+      __m512i isum;
       for (int k = 0; k < 2; ++k) {
         const __m512i q = _mm512_loadu_si512(blk->qs + 64 * k);
         const __m512i q_lo = _mm512_and_si512(q, low_nibbles);
         const __m512i q_hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_nibbles);
-        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_lo, xa.lo[k]), sv.lo[k]);
+        const __m512i p_lo = _mm512_maddubs_epi16(q_lo, xa.lo[k]);
+        isum = k == 0 ? _mm512_madd_epi16(p_lo, sv.lo[k])
+                      : madd_accumulate<kVnni>(isum, p_lo, sv.lo[k]);
         isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_hi, xa.hi[k]), sv.hi[k]);
       }
       const __m128i msum = _mm_madd_epi16(sv.mins16, pair_sums);  // |lane| <= 2 * 63 * 4064
-      const float d = avx512::fp32_from_fp16(blk->d) * x[b].d;
-      const float dmin = avx512::fp32_from_fp16(blk->dmin) * x[b].d;
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi128_si512(msum)),
-                               _mm512_set1_ps(-dmin), acc[r]);
+      const __m128 f = q4_K_factors(blk, dx);                     // d*dx, dmin*dx
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(f), acc[r]);
+      acc_min[r] = _mm_fnmadd_ps(_mm_cvtepi32_ps(msum), _mm_permute_ps(f, 0x55), acc_min[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(acc_min[r])));
+  }
 }
 
 template <bool kVnni>
@@ -107,7 +126,8 @@ void q4_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, co
                    float* out) {
   constexpr int kRows = 4;
   int64_t r = 0;
-  for (; r + kRows <= nr; r += kRows) q4_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
+  for (; r + kRows <= nr; r += kRows)
+    q4_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
   for (; r < nr; ++r) q4_K_rows_tile<kVnni, 1>(n, w + r * stride, stride, act, out + r);
 }
 

@@ -30,8 +30,8 @@ int nearest_level(float x, float s) {
 // The signed step s of one group minimising sum (s*l_i - x_i)^2, searched over: the grid that
 // puts the element of largest |x| exactly on level -32 (the side with one more level; every
 // element is then within |s|, and within |s|/2 unless it rounds to +32), grids with that element
-// at -31 ... -33, and for each the least-squares refit s = sum x*l / sum l*l to the levels it chose.
-// Keeping the first grid among the candidates is what the error bound rests on.
+// at -31 ... -33, and for each the least-squares refit s = sum x*l / sum l*l to the levels it
+// chose. Keeping the first grid among the candidates is what the error bound rests on.
 float fit_group(const float* x) {
   float xm = 0.0f;  // the first element of largest |x|, with its sign
   for (int i = 0; i < kGroupElems; ++i) {

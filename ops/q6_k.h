@@ -45,8 +45,8 @@ void quantize_row_q6_K_ref(const float* x, BlockQ6_K* y, int64_t n);
 void dequantize_row_q6_K(const BlockQ6_K* x, float* y, int64_t n);
 
 // Per super-block the integer sum of the header comment (exact int32: the q part alone is
-// <= 16 * 128 * (16 * 63 * 127) = 262,176,768 < 2^31, the total <= 16 * 128 * (16 * 32 * 127)), then
-// acc += fl(d * d_x) * isum, super-blocks in order. SIMD kernels differ only in float order.
+// <= 16 * 128 * (16 * 63 * 127) = 262,176,768 < 2^31, the total <= 16 * 128 * (16 * 32 * 127)),
+// then acc += fl(d * d_x) * isum, super-blocks in order. SIMD kernels differ only in float order.
 float dot_q6_K_q8_K_ref(int64_t n, const std::byte* w_row, const std::byte* act);
 float dot_q6_K_q8_K_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_q6_K_q8_K_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,

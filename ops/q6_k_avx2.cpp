@@ -13,6 +13,7 @@
 // exceed 2^24, so their conversion to float rounds (relative 2^-24), as the reference's does.
 #include <immintrin.h>
 
+#include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx2.h"
 #include "ops/q6_k.h"
 
@@ -42,7 +43,9 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
     for (int r = 0; r < R; ++r) {
       blk[r] = reinterpret_cast<const BlockQ6_K*>(w + r * stride) + b;
-      sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
+      prefetch_ahead(blk[r]);
+      sc16[r] =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r]->scales)));
       // -32 * sum_g sc_g * bsums[g]: |lane| <= 32 * 2 * 128 * 2032
       isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                  _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16[r]), 5));
@@ -50,23 +53,30 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     for (int h = 0; h < 2; ++h) {
       const int8_t* xq = x[b].qs + 128 * h;
       __m256i xs[4];
-      for (int k = 0; k < 4; ++k) xs[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k));
+      for (int k = 0; k < 4; ++k)
+        xs[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k));
       for (int r = 0; r < R; ++r) {
-        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->ql + 64 * h));
+        const __m256i ql0 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->ql + 64 * h));
         const __m256i ql1 =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh + 32 * h));
+        const __m256i qh =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->qh + 32 * h));
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(qh, bits45));
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
         // int16 scales 8h .. 8h+7 in both lanes.
         const __m256i sc_half = _mm256_permute2x128_si256(sc16[r], sc16[r], h == 0 ? 0x00 : 0x11);
         for (int k = 0; k < 4; ++k) {
           const __m256i s = _mm256_shuffle_epi8(sc_half, run_scale_index(k));
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xs[k]), s));
+          isum[r] =
+              _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xs[k]), s));
         }
       }
     }

@@ -10,6 +10,7 @@
 //   vpmaddwd(p, sc):  each 128-bit lane is one group of 16, its scale as int16: lane |.| <=
 //                     4,096,512; 4 per lane and super-block, exact in int32;
 // and the offset of 32 comes off once per super-block through the activation group sums.
+#include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q6_k.h"
 
@@ -41,8 +42,10 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   // Shift counts per 16-bit word: 256-bit half 0 / half 1.
-  const __m512i shl_lo = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(4), _mm512_set1_epi16(2));
-  const __m512i shr_hi = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
+  const __m512i shl_lo =
+      _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(4), _mm512_set1_epi16(2));
+  const __m512i shr_hi =
+      _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -54,7 +57,9 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     }
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(w + r * stride) + b;
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+      prefetch_ahead(blk);
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
       const __m512i sc16z = _mm512_castsi256_si512(sc16);
       // -32 * sum_g sc_g * bsums[g], in the low 8 lanes.
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
@@ -63,10 +68,11 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
         const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h)));
-        const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(ql, low4),
-                                             _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), bits45));
-        const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                             _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), bits45));
+        const __m512i q_lo = _mm512_or_si512(
+            _mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), bits45));
+        const __m512i q_hi =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                            _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), bits45));
         const __m512i s_lo = _mm512_permutexvar_epi16(lane_scale_index(8 * h), sc16z);
         const __m512i s_hi = _mm512_permutexvar_epi16(lane_scale_index(8 * h + 4), sc16z);
         isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_lo, xs[h][0]), s_lo);
@@ -84,7 +90,8 @@ void q6_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, co
                    float* out) {
   constexpr int kRows = 4;
   int64_t r = 0;
-  for (; r + kRows <= nr; r += kRows) q6_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
+  for (; r + kRows <= nr; r += kRows)
+    q6_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
   for (; r < nr; ++r) q6_K_rows_tile<kVnni, 1>(n, w + r * stride, stride, act, out + r);
 }
 

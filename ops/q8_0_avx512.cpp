@@ -31,11 +31,15 @@ template <bool kVnni>
 struct Q8_0Pair {
   using Block = BlockQ8_0;
   static constexpr int32_t kSumFactor = kVnni ? -128 : 0;  // VNNI: removes the +128 bias of w
-  static __m512i pair_dot(const Block* b0, const Block* b1, __m512i x, __m512i bias) {
+  // Both rows' quants; for VNNI already biased to w + 128 (w ^ 0x80), an unsigned byte.
+  static __m512i load_pair(const Block* b0, const Block* b1) {
     const __m512i w = avx512::load_pair_256(b0->qs, b1->qs);
+    if constexpr (kVnni) return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return w;
+  }
+  static __m512i pair_dot(__m512i w, __m512i x, __m512i bias) {
     if constexpr (kVnni) {
-      const __m512i w_biased = _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
-      return _mm512_dpbusd_epi32(bias, w_biased, x);
+      return _mm512_dpbusd_epi32(bias, w, x);
     } else {
       const __mmask64 negative = _mm512_movepi8_mask(w);
       const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
@@ -68,21 +72,33 @@ void quantize_act_q8_avx512(const float* x, std::byte* act, int64_t n) {
 
 void dot_rows_q8_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, float* out) {
-  avx512::quant_dot_rows<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, out);
+  avx512::quant_gemm<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, 0, 1, out, 0);
 }
 float dot_q8_0_q8_0_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx512::quant_dot_rows<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, &out);
+  avx512::quant_gemm<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, 0, 1, &out, 0);
   return out;
+}
+void gemm_q8_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  avx512::quant_gemm<Q8_0Pair<false>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, act_stride,
+                                                             nt, out, out_stride);
 }
 void dot_rows_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                    const std::byte* act, float* out) {
-  avx512::quant_dot_rows<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, out);
+  avx512::quant_gemm<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, 0, 1, out, 0);
 }
 float dot_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx512::quant_dot_rows<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, &out);
+  avx512::quant_gemm<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w_row, 0, 1, act, 0, 1, &out, 0);
   return out;
+}
+void gemm_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride) {
+  avx512::quant_gemm<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, act_stride,
+                                                            nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

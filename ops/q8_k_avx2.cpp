@@ -21,7 +21,8 @@ inline __m256i round_half_away_epi32(__m256 v) {
 inline float max_abs_256(const float* x) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 m = _mm256_setzero_ps();
-  for (int k = 0; k < 32; ++k) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), abs_mask));
+  for (int k = 0; k < 32; ++k)
+    m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), abs_mask));
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
@@ -48,7 +49,8 @@ void quantize_row_q8_K_avx2(const float* x, std::byte* dst, int64_t n) {
       const __m256i i1 = round_half_away_epi32(_mm256_mul_ps(_mm256_loadu_ps(xk + 8), id));
       const __m256i i2 = round_half_away_epi32(_mm256_mul_ps(_mm256_loadu_ps(xk + 16), id));
       const __m256i i3 = round_half_away_epi32(_mm256_mul_ps(_mm256_loadu_ps(xk + 24), id));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * k), pack_32_epi8(i0, i1, i2, i3));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * k),
+                          pack_32_epi8(i0, i1, i2, i3));
       y[b].bsums[2 * k] = static_cast<int16_t>(avx2::hsum8_epi32(_mm256_add_epi32(i0, i1)));
       y[b].bsums[2 * k + 1] = static_cast<int16_t>(avx2::hsum8_epi32(_mm256_add_epi32(i2, i3)));
     }

@@ -20,7 +20,8 @@ void quantize_row_q8_K_avx512(const float* x, std::byte* dst, int64_t n) {
   auto* y = reinterpret_cast<BlockQ8_K*>(dst);
   for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
     __m512 m = _mm512_setzero_ps();
-    for (int g = 0; g < kQK_K / 16; ++g) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * g)));
+    for (int g = 0; g < kQK_K / 16; ++g)
+      m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * g)));
     const float d = _mm512_reduce_max_ps(m) / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     y[b].d = d;

@@ -19,9 +19,9 @@
 namespace pacer::ops::avx2 {
 namespace {
 
-// Software prefetch distance in blocks; see kPrefetchBlocks in quant_rows_avx512.h.
-constexpr int64_t kPrefetchBlocks = 32;
 
+// R rows; each row-block also prefetches the same block of the next tile's rows (R * stride
+// further on; see q4_0_avx512.cpp for why a whole-tile lookahead).
 template <class Kernel, int R>
 void quant_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
                      float* out) {
@@ -48,7 +48,7 @@ void quant_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::b
       const __m256i bias = _mm256_zextsi128_si256(_mm_cvtsi32_si128(Kernel::kSumFactor * a.sum[b]));
       for (int r = 0; r < R; ++r) {
         const Block* blk = reinterpret_cast<const Block*>(w + r * stride) + b;
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + R * stride, _MM_HINT_T0);
         const __m256 dot = _mm256_cvtepi32_ps(Kernel::block_dot(blk, x, bias));
         acc[r] = _mm256_fmadd_ps(dot, _mm256_broadcast_ss(&scales[r][k]), acc[r]);
       }

@@ -1,6 +1,7 @@
 #pragma once
-// The AVX-512 row loop shared by the Q8_0 and Q4_0 kernels (act-Q8 activations). Include ONLY
-// from *_avx512.cpp files, after ops/matmul_simd_avx512.h.
+// The AVX-512 two-rows-per-register loop for block types whose 32 quants fill 32 bytes (Q8_0;
+// Q4_0's 16 bytes pack four rows per register instead, see q4_0_avx512.cpp). Include ONLY from
+// *_avx512.cpp files, after ops/matmul_simd_avx512.h.
 //
 // Two weight rows share one zmm (row 2p in bytes 0-31, row 2p+1 in 32-63) against the activation
 // block broadcast to both halves, so the activation quants, scale and sum are loaded once per
@@ -9,12 +10,14 @@
 // merge-broadcast per pair of rows.
 //
 // Kernel must provide:
-//   using Block = ...;                     // BlockQ8_0 / BlockQ4_0
+//   using Block = ...;                     // e.g. BlockQ8_0 (fp16 scale `d` first)
 //   static constexpr int32_t kSumFactor;   // bias lanes 0 and 8 start at kSumFactor * sum_b(x)
-//   static __m512i pair_dot(const Block* b0, const Block* b1, __m512i x, __m512i bias);
+//   static __m512i load_pair(const Block* b0, const Block* b1);  // both rows' quants, prepared
+//   static __m512i pair_dot(__m512i w, __m512i x, __m512i bias);
 //       // int32 lanes: 0-7 sum to row 2p's block dot, 8-15 to row 2p+1's (bias included)
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/q8_0.h"
 
@@ -24,21 +27,27 @@ namespace {
 // Row pairs per tile: 4 pairs (8 rows) amortize the per-block activation work (broadcast, bias,
 // loop control) over 8 row-blocks; the kernel is bound by instruction issue, not ports.
 constexpr int kPairsPerTile = 4;
-// Software prefetch distance in blocks (576 bytes of Q4_0, 1088 of Q8_0 per row): on the
-// development machine (Sapphire Rapids VM) streaming from DRAM ran 25-40% faster with it; the
-// hardware prefetcher alone falls behind on 8 concurrent row streams.
-constexpr int64_t kPrefetchBlocks = 32;
 
-// P pairs of rows (2P rows; an odd caller repeats its last row and discards the copy).
-template <class Kernel, int P>
-void quant_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* act,
-                      float* const* outs) {
+// Tokens per GEMM tile: each loaded weight pair serves up to 4 tokens (P * 4 accumulators).
+constexpr int kTokensPerTile = 4;
+
+// 2P rows x T tokens: outs[t * 2P + i] = dot of rows[i] with acts[t] (an odd caller repeats its
+// last row and discards the copy). Each (row, token) pair goes through the same operations
+// whatever T is, so the GEMM (T > 1) is bit-identical to T = 1 calls. Each row-block also
+// prefetches `prefetch_offset` bytes further on, the same block of the next tile's rows (see
+// q4_0_avx512.cpp for why a whole-tile lookahead).
+template <class Kernel, int P, int T>
+void quant_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* const* acts,
+                      float* const* outs, int64_t prefetch_offset) {
   using Block = typename Kernel::Block;
-  const ActQ8Row a = act_q8_row(act, n);
+  ActQ8Row a[T];
+  for (int t = 0; t < T; ++t) a[t] = act_q8_row(acts[t], n);
   const int64_t nb = n / 32;
-  __m512 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  alignas(64) float scales[2 * P][kScaleStrip];
+  __m512 acc[T][P];
+  for (int t = 0; t < T; ++t) {
+    for (int p = 0; p < P; ++p) acc[t][p] = _mm512_setzero_ps();
+  }
+  alignas(64) float scales[T][2 * P][kScaleStrip];
   alignas(32) uint16_t d16[2][2 * P][kScaleStrip] = {};  // double-buffered: strip s and s+1
   for (int r = 0; r < 2 * P; ++r) {
     gather_strip_d16<Block>(rows[r], 0, nb < kScaleStrip ? nb : kScaleStrip, d16[0][r]);
@@ -47,52 +56,75 @@ void quant_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* 
     const int64_t count = nb - b0 < kScaleStrip ? nb - b0 : kScaleStrip;
     const int64_t next = nb - b0 - count < kScaleStrip ? nb - b0 - count : kScaleStrip;
     for (int r = 0; r < 2 * P; ++r) {
-      strip_scales(d16[s][r], a.d + b0, count, scales[r]);
+      for (int t = 0; t < T; ++t) strip_scales(d16[s][r], a[t].d + b0, count, scales[t][r]);
       gather_strip_d16<Block>(rows[r], b0 + count, next, d16[s ^ 1][r]);
     }
     for (int64_t k = 0; k < count; ++k) {
       const int64_t b = b0 + k;
-      const __m512i x = _mm512_broadcast_i64x4(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-      const __m512i bias = _mm512_maskz_set1_epi32(0x0101, Kernel::kSumFactor * a.sum[b]);
+      __m512i w[P];
       for (int p = 0; p < P; ++p) {
         const Block* w0 = reinterpret_cast<const Block*>(rows[2 * p]) + b;
         const Block* w1 = reinterpret_cast<const Block*>(rows[2 * p + 1]) + b;
-        _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetchBlocks), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w1 + kPrefetchBlocks), _MM_HINT_T0);
-        const __m512i dot = Kernel::pair_dot(w0, w1, x, bias);
-        acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                 pair_scales(&scales[2 * p][k], &scales[2 * p + 1][k]), acc[p]);
+        _mm_prefetch(reinterpret_cast<const char*>(w0) + prefetch_offset, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w1) + prefetch_offset, _MM_HINT_T0);
+        w[p] = Kernel::load_pair(w0, w1);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m512i x = _mm512_broadcast_i64x4(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)));
+        const __m512i bias = _mm512_maskz_set1_epi32(0x0101, Kernel::kSumFactor * a[t].sum[b]);
+        for (int p = 0; p < P; ++p) {
+          const __m512i dot = Kernel::pair_dot(w[p], x, bias);
+          acc[t][p] = _mm512_fmadd_ps(
+              _mm512_cvtepi32_ps(dot), pair_scales(&scales[t][2 * p][k], &scales[t][2 * p + 1][k]),
+              acc[t][p]);
+        }
       }
     }
   }
-  for (int p = 0; p < P; ++p) hsum_halves(acc[p], outs[2 * p], outs[2 * p + 1]);
+  for (int t = 0; t < T; ++t) {
+    for (int p = 0; p < P; ++p) {
+      hsum_halves(acc[t][p], outs[t * 2 * P + 2 * p], outs[t * 2 * P + 2 * p + 1]);
+    }
+  }
 }
 
-// out[0..nr) for nr rows at w + r*stride: tiles of 2*kPairs rows, then the 1..2*kPairs-1 left.
+// Rows [0, nr) x tokens [0, nt): tiles of 2*kPairs rows (then single pairs, a lone last row
+// paired with itself), and within each row tile, groups of kTokensPerTile tokens (then one at a
+// time), so a row tile is reused from L1 by every token before the next one is loaded.
 template <class Kernel, int kPairs>
-void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
-                    const std::byte* act, float* out) {
+void quant_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   constexpr int kRows = 2 * kPairs;
   const std::byte* rows[kRows];
-  float* outs[kRows];
-  float spare;
-  int64_t r = 0;
-  for (; r + kRows <= nr; r += kRows) {
-    for (int k = 0; k < kRows; ++k) {
-      rows[k] = w + (r + k) * stride;
-      outs[k] = out + r + k;
+  const std::byte* acts[kTokensPerTile];
+  float* outs[kTokensPerTile * kRows];
+  float spare[kTokensPerTile * kRows];
+  for (int64_t r = 0; r < nr;) {
+    const bool full = r + kRows <= nr;
+    const int tile_rows = full ? kRows : 2;
+    for (int i = 0; i < tile_rows; ++i) rows[i] = w + (r + i < nr ? r + i : nr - 1) * stride;
+    auto run = [&](auto tokens_tag, int64_t t0) {
+      constexpr int kT = decltype(tokens_tag)::value;
+      for (int t = 0; t < kT; ++t) {
+        acts[t] = act + (t0 + t) * act_stride;
+        for (int i = 0; i < tile_rows; ++i) {
+          outs[t * tile_rows + i] = r + i < nr ? out + (t0 + t) * out_stride + r + i
+                                               : &spare[t * tile_rows + i];
+        }
+      }
+      if (full) {
+        quant_pairs_tile<Kernel, kPairs, kT>(n, rows, acts, outs, kRows * stride);
+      } else {
+        quant_pairs_tile<Kernel, 1, kT>(n, rows, acts, outs, 2 * stride);
+      }
+    };
+    int64_t t = 0;
+    for (; t + kTokensPerTile <= nt; t += kTokensPerTile) {
+      run(std::integral_constant<int, kTokensPerTile>{}, t);
     }
-    quant_pairs_tile<Kernel, kPairs>(n, rows, act, outs);
-  }
-  while (r < nr) {  // 1 or 2 rows at a time; a lone last row is paired with itself
-    const int64_t left = nr - r;
-    rows[0] = w + r * stride;
-    outs[0] = out + r;
-    rows[1] = left > 1 ? rows[0] + stride : rows[0];
-    outs[1] = left > 1 ? out + r + 1 : &spare;
-    quant_pairs_tile<Kernel, 1>(n, rows, act, outs);
-    r += left > 1 ? 2 : 1;
+    for (; t < nt; ++t) run(std::integral_constant<int, 1>{}, t);
+    r += tile_rows;
   }
 }
 

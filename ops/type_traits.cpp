@@ -37,6 +37,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot_rows[kAvx2] = dot_rows_f32_f32_avx2;
   t.f32.dot[kAvx512] = dot_f32_f32_avx512;
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
+  t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
 
   t.f16.type = WeightType::F16;
   t.f16.act_type = WeightType::F32;
@@ -45,6 +46,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot_rows[kAvx2] = dot_rows_f16_f32_avx2;
   t.f16.dot[kAvx512] = dot_f16_f32_avx512;
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
+  t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
 
   t.bf16.type = WeightType::BF16;
   t.bf16.act_type = WeightType::F32;
@@ -53,6 +55,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot_rows[kAvx2] = dot_rows_bf16_f32_avx2;
   t.bf16.dot[kAvx512] = dot_bf16_f32_avx512;
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
+  t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;
 
   // Q8_0 / Q4_0 dot with act-Q8 rows (q8_0.h). AVX-512 uses VNNI vpdpbusd where the CPU has it.
   const bool vnni = cpu.avx512_vnni;
@@ -66,6 +69,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q8_0.dot_rows[kAvx2] = dot_rows_q8_0_q8_0_avx2;
   t.q8_0.dot[kAvx512] = vnni ? dot_q8_0_q8_0_avx512vnni : dot_q8_0_q8_0_avx512;
   t.q8_0.dot_rows[kAvx512] = vnni ? dot_rows_q8_0_q8_0_avx512vnni : dot_rows_q8_0_q8_0_avx512;
+  t.q8_0.gemm[kAvx512] = vnni ? gemm_q8_0_q8_0_avx512vnni : gemm_q8_0_q8_0_avx512;
 
   t.q4_0.type = WeightType::Q4_0;
   t.q4_0.act_type = WeightType::Q8_0;
@@ -75,6 +79,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_0.dot_rows[kAvx2] = dot_rows_q4_0_q8_0_avx2;
   t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
   t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
+  t.q4_0.gemm[kAvx512] = vnni ? gemm_q4_0_q8_0_avx512vnni : gemm_q4_0_q8_0_avx512;
 
   // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
   // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply
@@ -163,6 +168,14 @@ DotRowsFn resolve_dot_rows(WeightType t, Isa isa) {
   const TypeTraits& tt = type_traits(t);
   for (int i = clamp_isa(isa); i >= 0; --i) {
     if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.dot_rows[static_cast<size_t>(i)];
+  }
+  return nullptr;
+}
+
+GemmFn resolve_gemm(WeightType t, Isa isa) {
+  const TypeTraits& tt = type_traits(t);
+  for (int i = clamp_isa(isa); i >= 0; --i) {
+    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.gemm[static_cast<size_t>(i)];
   }
   return nullptr;
 }

@@ -23,6 +23,14 @@ using DotFn = float (*)(int64_t n, const std::byte* w_row, const std::byte* act)
 using DotRowsFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                            const std::byte* act, float* out);
 
+// Optional GEMM (prefill): out[t * out_stride + r] = dot of row r with token t, for nr rows and
+// nt tokens (token t's packed row at act + t * act_stride). Same per-(row, token) arithmetic as
+// the same Isa's dot_rows, so results are bit-identical to nt GEMV calls; it only reorders the
+// work so each weight block, once loaded and unpacked, serves several tokens from registers.
+using GemmFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                        const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                        int64_t out_stride);
+
 constexpr int kIsaCount = 3;
 
 struct TypeTraits {
@@ -31,6 +39,7 @@ struct TypeTraits {
   std::array<QuantizeActFn, kIsaCount> quantize_act{};  // indexed by Isa; null = use Scalar's
   std::array<DotFn, kIsaCount> dot{};                   // indexed by Isa; null = not on that Isa
   std::array<DotRowsFn, kIsaCount> dot_rows{};          // optional
+  std::array<GemmFn, kIsaCount> gemm{};                 // optional; needs dot_rows of that Isa
 };
 
 // The traits of t; for an Isa whose entry is null, callers fall back to the best lower Isa.
@@ -39,5 +48,6 @@ const TypeTraits& type_traits(WeightType t);
 DotFn resolve_dot(WeightType t, Isa isa);
 QuantizeActFn resolve_quantize_act(WeightType t, Isa isa);
 DotRowsFn resolve_dot_rows(WeightType t, Isa isa);  // may be null
+GemmFn resolve_gemm(WeightType t, Isa isa);         // may be null; the resolved dot's Isa only
 
 }  // namespace pacer::ops

@@ -13,6 +13,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "hwcounters/counter_set.h"
+#include "hwcounters/host_facts.h"
+
 #include "runtime/recorder.h"
 
 namespace pacer::runtime {
@@ -24,14 +27,14 @@ inline constexpr int kMaxCounterKeys = 32;
 // One worker's share of one op, written on that worker's thread between its chunk brackets
 // (several chunks of one op by the same worker accumulate). POD, preallocated per step.
 struct WorkerSlice {
-  int32_t chunks = 0;                 // 0: the worker took no part in the op
-  int32_t cpu = -1, cpu_end = -1;     // CPU at the first chunk's start and the last chunk's end
-  int64_t t0_ns = 0, t1_ns = 0;       // first chunk start, last chunk end
-  float freq_mhz = NAN;               // the worker's step estimate; NaN: none
-  float mux = 1.0f;                   // smallest counting fraction of its hardware group
-  int64_t runq_ns = -1;               // < 0: not measured
-  int64_t oncpu_ns = -1;              // < 0: not measured
-  uint32_t present = 0;               // bit k set: counters[k] was measured
+  int32_t chunks = 0;              // 0: the worker took no part in the op
+  int32_t cpu = -1, cpu_end = -1;  // CPU at the first chunk's start and the last chunk's end
+  int64_t t0_ns = 0, t1_ns = 0;    // first chunk start, last chunk end
+  float freq_mhz = NAN;            // the worker's step estimate; NaN: none
+  float mux = 1.0f;                // smallest counting fraction of its hardware group
+  int64_t runq_ns = -1;            // < 0: not measured
+  int64_t oncpu_ns = -1;           // < 0: not measured
+  uint32_t present = 0;            // bit k set: counters[k] was measured
   std::array<uint64_t, kMaxCounterKeys> counters{};  // mux-scaled deltas, by recorder key index
 };
 
@@ -61,6 +64,17 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
 
 // A slice's frequency: cycles/ref-cycles x TSC, else cycles/task-clock, else its step estimate.
 double slice_frequency_mhz(const WorkerSlice& s, const FrequencyKeys& fk) noexcept;
+
+// Header pieces (docs/event-log.md `header`): type/schema/version/git sha/time, the host facts,
+// the counter status, the derived-metric table, and the per-CPU frequency list (null where a CPU
+// could not be measured).
+nlohmann::json header_base();
+nlohmann::json host_json(const hwcounters::HostFacts& h);
+nlohmann::json counters_json(const hwcounters::CounterSetStatus& st, bool sched_per_op);
+nlohmann::json derived_metrics_json();
+nlohmann::json per_cpu_mhz_json(const std::vector<int>& cpus);
+// A number rounded to 0.1, or null when not finite.
+nlohmann::json nan_to_null(double v);
 
 // Appends `s` as a JSON string literal (quotes and escapes included).
 void append_json_string(std::string& out, std::string_view s);

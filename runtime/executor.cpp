@@ -26,6 +26,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr size_t kThreadLimit = 4096;  // TBB worker limit while an executor lives (see Impl)
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) noexcept {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
           nullptr, 0);
@@ -122,13 +124,13 @@ struct Executor::Impl {
         arena(workers, 1) {
     caller_mask = thread_affinity();
     if (workers > 1) {
-      // TBB's default pool is one worker per CPU minus one; more threads (pin 'none' only) need
-      // a higher limit for as long as this executor lives. Initialise the arena before pinning
-      // the caller: TBB sizes its pool from the initialising thread's affinity mask.
-      if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) <
-          static_cast<size_t>(workers)) {
-        control.emplace(tbb::global_control::max_allowed_parallelism, workers);
-      }
+      // TBB's default pool has one worker per CPU minus one, shared by every arena, and this
+      // executor holds its workers for its whole life: lift the limit (the smallest active
+      // global_control wins) so that more threads than CPUs (pin 'none' only) and several live
+      // executors each get their own threads. TBB still creates threads only on demand.
+      // Initialise the arena before pinning the caller: TBB sizes its pool from the
+      // initialising thread's affinity mask.
+      control.emplace(tbb::global_control::max_allowed_parallelism, kThreadLimit);
       arena.initialize();
     }
     if (!cpus.empty()) {

@@ -26,34 +26,9 @@
 #include "hwcounters/host_facts.h"
 #include "hwcounters/sched.h"
 #include "hwcounters/thermal_power.h"
-#include "pacer/version.h"
 #include "runtime/event_log.h"
 
 namespace pacer::runtime {
-
-std::string_view phase_name(Phase p) noexcept {
-  switch (p) {
-    case Phase::Tokenize: return "tokenize";
-    case Phase::Prefill: return "prefill";
-    case Phase::Decode: return "decode";
-    case Phase::Sample: return "sample";
-    case Phase::Detokenize: return "detokenize";
-  }
-  return "decode";
-}
-
-std::string_view op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::Matmul: return "matmul";
-    case OpKind::Attention: return "attention";
-    case OpKind::Norm: return "norm";
-    case OpKind::Elementwise: return "elementwise";
-    case OpKind::Embed: return "embed";
-    case OpKind::Sample: return "sample";
-    case OpKind::Other: return "other";
-  }
-  return "other";
-}
 
 namespace {
 
@@ -65,7 +40,6 @@ constexpr int kMaxThreads = 256;
 constexpr int kMaxDepth = 4;
 constexpr int kPhases = 5;
 constexpr int8_t kDropKey = -1;  // event the key table had no room for
-constexpr int8_t kRunqKey = -2;  // goes to WorkerSlice::runq_ns, not to counters
 
 using Readings = std::array<Reading, kMaxSources>;
 
@@ -75,47 +49,12 @@ int64_t now_ns() noexcept {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-json nan_to_null(double v) { return std::isfinite(v) ? json(std::round(v * 10) / 10) : json(); }
-
 // Ops whose kind or name says which phase they belong to regardless of the step around them.
 Phase op_phase(const OpInfo& info, Phase step_phase) noexcept {
   if (info.kind == OpKind::Sample) return Phase::Sample;
   if (info.name == "tokenize") return Phase::Tokenize;
   if (info.name == "detokenize") return Phase::Detokenize;
   return step_phase;
-}
-
-// The scalar clock of `cpu`, measured by a short-lived thread pinned there (NaN if it cannot pin).
-double measure_cpu_mhz(int cpu) {
-  double mhz = NAN;
-  std::thread t([&] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) return;
-    const auto& k = hwcounters::chain_kernels()[0];
-    double v[3];
-    for (double& x : v) x = hwcounters::estimate_mhz(k, hwcounters::tsc_info().mhz);
-    std::sort(v, v + 3);
-    mhz = v[1];
-  });
-  t.join();
-  return mhz;
-}
-
-json per_cpu_mhz(const std::vector<int>& cpus) {
-  json out = json::array();
-  for (int cpu : cpus) out.push_back(nan_to_null(measure_cpu_mhz(cpu)));
-  return out;
 }
 
 }  // namespace
@@ -133,9 +72,18 @@ struct ThreadState {
   std::array<std::array<int8_t, hwcounters::kMaxEventsPerSource>, kMaxSources> key_of{};
   int task_clock_key = -1;
   bool freq_from_counters = false;
+  // Run-queue delay: the schedstat source is read only when the thread was switched out since its
+  // last read (its perf context_switches count moved): run_delay can only grow across a switch.
+  // That keeps the per-op /proc read off the hot path unless the scheduler intervened.
+  int runq_src = -1;             // source holding "runq_ns" (not read by read_sources)
+  int cs_src = -1, cs_idx = -1;  // where context_switches lives, if counted
+  bool runq_valid = false;
+  uint64_t runq_last = 0, runq_last_cs = 0;
+  int64_t runq_reads = 0;
   // Chunk bracket.
   Readings chunk_begin, chunk_end;
   uint32_t chunk_ok = 0;
+  int64_t chunk_runq = -1;
   int64_t chunk_t0 = 0;
   int chunk_cpu = -1;
   // Serial-op brackets, one per nesting depth.
@@ -143,10 +91,12 @@ struct ThreadState {
   std::array<uint32_t, kMaxDepth> serial_ok{};
   std::array<bool, kMaxDepth> serial_taken{};
   std::array<int, kMaxDepth> serial_cpu{};
+  std::array<int64_t, kMaxDepth> serial_runq{};
   // Per step.
   int64_t freq_step = -1;
   float step_mhz = NAN;
   int64_t calibrate_ns = 0;
+  std::unique_ptr<hwcounters::ThreadSchedReader> sched_reader;
   hwcounters::ThreadSched sched_begin;
   int64_t cpu_begin_ns = -1;  // exact thread CPU time at the step's start
 };
@@ -185,7 +135,7 @@ struct Recorder::Impl {
 
   // Per-step buffers.
   std::vector<OpRecord> ops;
-  std::vector<WorkerSlice> slices;  // ops.size() x n_slots
+  std::vector<WorkerSlice> slices;                          // ops.size() x n_slots
   std::array<std::vector<uint8_t>, kPhases> parallel_hint;  // op ordinal -> ran chunks last time
   size_t n_ops = 0;
   std::array<int, kMaxDepth> op_stack{};
@@ -242,7 +192,8 @@ struct Recorder::Impl {
         ts->set = hwcounters::CounterSet::open_for_calling_thread(spec);
       }
       map_keys(*ts);
-      ts->sched_begin = hwcounters::read_thread_sched(ts->tid);
+      ts->sched_reader = std::make_unique<hwcounters::ThreadSchedReader>(ts->tid);
+      ts->sched_begin = ts->sched_reader->read();
       ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
       ThreadState* raw = ts.get();
       owned.push_back(std::move(ts));
@@ -276,15 +227,15 @@ struct Recorder::Impl {
       const auto& src_keys = sources[static_cast<size_t>(i)]->keys();
       ts.n_events[static_cast<size_t>(i)] =
           std::min<int>(static_cast<int>(src_keys.size()), hwcounters::kMaxEventsPerSource);
+      if (src_keys.size() == 1 && src_keys[0] == "runq_ns") {
+        ts.runq_src = i;
+        continue;
+      }
       for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
         const std::string& key = src_keys[static_cast<size_t>(j)];
-        int8_t target;
-        if (key == "runq_ns") {
-          target = kRunqKey;
-        } else {
-          target = static_cast<int8_t>(key_index(key));
-          if (key == "task_clock_ns") ts.task_clock_key = target;
-        }
+        const auto target = static_cast<int8_t>(key_index(key));
+        if (key == "task_clock_ns") ts.task_clock_key = target;
+        if (key == "context_switches") ts.cs_src = i, ts.cs_idx = j;
         ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)] = target;
         cycles = cycles || key == "cycles";
         ref = ref || key == "ref_cycles";
@@ -298,17 +249,40 @@ struct Recorder::Impl {
     uint32_t ok = 0;
     auto& sources = ts.set.sources();
     for (int i = 0; i < ts.n_sources; ++i) {
+      if (i == ts.runq_src) continue;
       if (sources[static_cast<size_t>(i)]->read(r[static_cast<size_t>(i)])) ok |= 1u << i;
     }
     return ok;
   }
 
+  // The thread's cumulative run-queue delay now (-1: not measured), given readings just taken.
+  static int64_t runq_now(ThreadState& ts, const Readings& r, uint32_t ok) noexcept {
+    if (ts.runq_src < 0) return -1;
+    const bool have_cs = ts.cs_src >= 0 && (ok >> ts.cs_src & 1u);
+    const uint64_t cs =
+        have_cs ? r[static_cast<size_t>(ts.cs_src)].values[static_cast<size_t>(ts.cs_idx)] : 0;
+    if (have_cs && ts.runq_valid && cs == ts.runq_last_cs)
+      return static_cast<int64_t>(ts.runq_last);
+    Reading rq;
+    ++ts.runq_reads;
+    if (!ts.set.sources()[static_cast<size_t>(ts.runq_src)]->read(rq)) return -1;
+    ts.runq_last = rq.values[0];
+    ts.runq_last_cs = cs;
+    ts.runq_valid = have_cs;
+    return static_cast<int64_t>(ts.runq_last);
+  }
+
+  static void add_runq(int64_t begin, int64_t end, WorkerSlice& s) noexcept {
+    if (begin < 0 || end < begin) return;
+    s.runq_ns = (s.runq_ns < 0 ? 0 : s.runq_ns) + (end - begin);
+  }
+
   // Adds the deltas between two readings of the thread's sources to a slice.
-  static void accumulate(const ThreadState& ts, const Readings& a, uint32_t ok_a,
-                         const Readings& b, uint32_t ok_b, WorkerSlice& s) noexcept {
+  static void accumulate(const ThreadState& ts, const Readings& a, uint32_t ok_a, const Readings& b,
+                         uint32_t ok_b, WorkerSlice& s) noexcept {
     const uint32_t ok = ok_a & ok_b;
     for (int i = 0; i < ts.n_sources; ++i) {
-      if (!(ok >> i & 1u)) continue;
+      if (!(ok >> i & 1u) || i == ts.runq_src) continue;
       const Reading& ra = a[static_cast<size_t>(i)];
       const Reading& rb = b[static_cast<size_t>(i)];
       const float mux = static_cast<float>(hwcounters::mux_ratio(ra, rb));
@@ -316,9 +290,7 @@ struct Recorder::Impl {
       for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
         const int8_t k = ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)];
         const uint64_t d = hwcounters::scaled_delta(ra, rb, j);
-        if (k == kRunqKey) {
-          s.runq_ns = (s.runq_ns < 0 ? 0 : s.runq_ns) + static_cast<int64_t>(d);
-        } else if (k >= 0) {
+        if (k >= 0) {
           s.counters[static_cast<size_t>(k)] += d;
           s.present |= 1u << k;
           if (k == ts.task_clock_key) {
@@ -351,17 +323,31 @@ struct Recorder::Impl {
     for (auto& h : parallel_hint) h.resize(cap, 0);
   }
 
-  // Appends the closed ops of this step to line_buf and forgets them.
-  void serialize_ops() {
+  // Appends the closed ops (all but those still open, which a well-formed forward pass never
+  // leaves across a step boundary) to line_buf; returns how many.
+  size_t serialize_ops() {
     const size_t n = depth > 0 ? static_cast<size_t>(op_stack[0]) : n_ops;
     for (size_t k = 0; k < n; ++k) {
-      append_op_line(line_buf, ops[k],
-                     std::span<const WorkerSlice>(slice(static_cast<int>(k), 0),
-                                                  static_cast<size_t>(n_slots)),
-                     keys, fkeys);
+      append_op_line(
+          line_buf, ops[k],
+          std::span<const WorkerSlice>(slice(static_cast<int>(k), 0), static_cast<size_t>(n_slots)),
+          keys, fkeys);
     }
     ops_written += static_cast<int64_t>(n);
-    if (depth == 0) n_ops = 0;
+    return n;
+  }
+
+  // Drops the first n ops; ops still open move to the front. Only between parallel regions.
+  void forget_ops(size_t n) noexcept {
+    if (n == 0) return;
+    const size_t rest = n_ops - n;
+    const size_t per = static_cast<size_t>(n_slots);
+    std::copy_n(ops.begin() + static_cast<std::ptrdiff_t>(n), rest, ops.begin());
+    std::copy_n(slices.begin() + static_cast<std::ptrdiff_t>(n * per), rest * per, slices.begin());
+    for (int d = 0; d < depth; ++d) op_stack[static_cast<size_t>(d)] -= static_cast<int>(n);
+    cur_op.store(depth > 0 ? op_stack[static_cast<size_t>(depth - 1)] : -1,
+                 std::memory_order_relaxed);
+    n_ops = rest;
   }
 
   std::vector<ThreadState*> threads() noexcept {
@@ -369,28 +355,11 @@ struct Recorder::Impl {
     return std::vector<ThreadState*>(states.begin(), states.begin() + n);
   }
 
-  json header_counters() const;
   json header_frequency() const;
   StepEnd read_step_end();
-  json step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns);
+  json step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
+                 size_t ops_in_step);
 };
-
-json Recorder::Impl::header_counters() const {
-  json unavailable = json::array();
-  for (const auto& u : counter_status.unavailable) {
-    unavailable.push_back({{"event", u.event}, {"reason", u.reason}});
-  }
-  return {{"mode", counter_status.mode},
-          {"live", counter_status.live},
-          {"unavailable", unavailable},
-          {"read", counter_status.read},
-          {"scope", counter_status.kernel_mode ? "user+kernel" : "user"},
-          {"software_scope", counter_status.software_kernel_mode ? "user+kernel" : "user"},
-          {"runq", opts.sched_per_op && std::count(counter_status.live.begin(),
-                                                   counter_status.live.end(), "runq_ns") > 0
-                       ? "per_op"
-                       : "per_step"}};
-}
 
 json Recorder::Impl::header_frequency() const {
   json f;
@@ -410,7 +379,8 @@ json Recorder::Impl::header_frequency() const {
   f["tsc_mhz"] = std::round(host.tsc_mhz * 1000) / 1000;
   f["tsc_source"] = host.tsc_source;
   json rejected = json::array();
-  for (const auto& u : freq_rejected) rejected.push_back({{"source", u.event}, {"reason", u.reason}});
+  for (const auto& u : freq_rejected)
+    rejected.push_back({{"source", u.event}, {"reason", u.reason}});
   f["rejected"] = rejected;
   return f;
 }
@@ -420,16 +390,18 @@ StepEnd Recorder::Impl::read_step_end() {
   e.t1 = now_ns();
   e.process_cpu = hwcounters::process_cpu_ns();
   for (ThreadState* ts : threads()) {
-    e.threads.emplace_back(hwcounters::read_thread_sched(ts->tid),
-                           hwcounters::thread_cpu_ns(ts->thread));
+    e.threads.emplace_back(ts->sched_reader->read(), hwcounters::thread_cpu_ns(ts->thread));
   }
   e.host = hwcounters::read_host_cpu_times();
   return e;
 }
 
-json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns) {
+json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
+                               size_t ops_in_step) {
   const int64_t t1 = end.t1;
-  json s = {{"type", "step"}, {"step", info.step}, {"phase", phase_name(info.phase)},
+  json s = {{"type", "step"},
+            {"step", info.step},
+            {"phase", phase_name(info.phase)},
             {"n_past", info.n_past}};
   if (info.phase == Phase::Prefill || info.n_tokens != 1) {
     s["n_tokens"] = info.n_tokens;
@@ -464,14 +436,15 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
     if (ts->freq_from_counters) {
       WorkerSlice sum;
       bool any = false;
-      for (size_t k = 0; k < n_ops; ++k) {
+      for (size_t k = 0; k < ops_in_step; ++k) {
         if (ts->worker >= n_slots) break;
         const WorkerSlice& sl = *slice(static_cast<int>(k), ts->worker);
         if (sl.chunks == 0) continue;
         any = true;
         sum.present |= sl.present;
         for (int key : {fkeys.cycles, fkeys.ref_cycles, fkeys.task_clock}) {
-          if (key >= 0) sum.counters[static_cast<size_t>(key)] += sl.counters[static_cast<size_t>(key)];
+          if (key >= 0)
+            sum.counters[static_cast<size_t>(key)] += sl.counters[static_cast<size_t>(key)];
         }
       }
       if (any) mhz = slice_frequency_mhz(sum, fkeys);
@@ -505,8 +478,11 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
   }
   s["freq"] = freq_arr;
   if (sched_ok) {
-    s["sched"] = {{"runq_ns", runq_sum}, {"oncpu_ns", oncpu_sum}, {"nvcsw", nvcsw},
-                  {"nivcsw", nivcsw},    {"workers", sched_workers}};
+    s["sched"] = {{"runq_ns", runq_sum},
+                  {"oncpu_ns", oncpu_sum},
+                  {"nvcsw", nvcsw},
+                  {"nivcsw", nivcsw},
+                  {"workers", sched_workers}};
   }
   const int64_t proc = end.process_cpu;
   if (proc >= 0 && proc_cpu0 >= 0 && dt > 0) {
@@ -525,7 +501,7 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
     const hwcounters::ThrottleCounts c = throttle->read(throttle_cpus);
     s["throttle"] = {{"core", c.core - throttle0.core}, {"package", c.package - throttle0.package}};
   }
-  s["recorder"] = {{"ops", n_ops},
+  s["recorder"] = {{"ops", ops_in_step},
                    {"serialize_us", static_cast<double>(serialize_ns) / 1e3},
                    {"calibrate_us", static_cast<double>(calibrate_max) / 1e3}};
   return s;
@@ -546,9 +522,9 @@ Recorder::Recorder(const RecorderOptions& opts) {
   im->grow_buffers();
   // The constructing thread is the executor's slot 0 (it also runs the serial ops).
   ThreadState* main = im->attach(0);
-  if (main) {
-    im->counter_status = main->set.status();
-    if (!main->freq_from_counters) {
+  if (main) im->counter_status = main->set.status();
+  {
+    if (!main || !main->freq_from_counters) {
       if (opts.frequency_source) {
         im->freq = opts.frequency_source;
       } else {
@@ -577,25 +553,8 @@ void Recorder::attach_current_thread(int worker) noexcept {
 void Recorder::write_header(const nlohmann::json& fields) {
   if (!enabled_) return;
   Impl& im = *impl_;
-  json h = {{"type", "header"},
-            {"schema", kEventLogSchema},
-            {"pacer_version", kVersion},
-            {"git_sha", kGitSha},
-            {"time_utc", utc_now()}};
-  json host = {{"hostname", im.host.hostname},
-               {"cpu_model", im.host.cpu_model},
-               {"microcode", im.host.microcode},
-               {"kernel", im.host.kernel},
-               {"governor", im.host.governor ? json(*im.host.governor) : json()},
-               {"smt", im.host.smt ? json(*im.host.smt) : json()},
-               {"virtualized", im.host.virtualized},
-               {"hypervisor", im.host.hypervisor},
-               {"tsc_mhz", std::round(im.host.tsc_mhz * 1000) / 1000},
-               {"online_cpus", im.host.online_cpus},
-               {"allowed_cpus", im.host.allowed_cpus},
-               {"perf_event_paranoid", im.host.perf_event_paranoid
-                                           ? json(*im.host.perf_event_paranoid)
-                                           : json()}};
+  json h = header_base();
+  json host = host_json(im.host);
   if (fields.is_object()) {
     for (const auto& [k, v] : fields.items()) {
       if (k == "host" && v.is_object()) {
@@ -606,7 +565,7 @@ void Recorder::write_header(const nlohmann::json& fields) {
     }
   }
   h["host"] = host;
-  h["counters"] = im.header_counters();
+  h["counters"] = counters_json(im.counter_status, im.opts.sched_per_op);
   h["frequency"] = im.header_frequency();
   h["thermal"] = {{"throttle_counters", im.throttle ? "present" : "absent"},
                   {"rapl", im.energy ? im.energy->name() : std::string("absent")}};
@@ -624,15 +583,11 @@ void Recorder::write_header(const nlohmann::json& fields) {
   }
   if (im.freq_cpus.empty()) im.freq_cpus = im.host.allowed_cpus;
   if (im.opts.measure_freq_before_after) {
-    h["freq_before_mhz"] = per_cpu_mhz(im.freq_cpus);
+    h["freq_before_mhz"] = per_cpu_mhz_json(im.freq_cpus);
     h["freq_cpus"] = im.freq_cpus;
     h["freq_before_source"] = "calibrated_loop";
   }
-  json metrics = json::array();
-  for (const auto& m : hwcounters::derived_metrics()) {
-    metrics.push_back({{"name", m.name}, {"formula", m.formula}, {"caveat", m.caveat}});
-  }
-  h["derived_metrics"] = metrics;
+  h["derived_metrics"] = derived_metrics_json();
   im.writer->write_json(h);
   im.writer->flush();
 }
@@ -656,7 +611,7 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   // alone takes tens of microseconds).
   im.host0 = hwcounters::read_host_cpu_times();
   for (ThreadState* ts : im.threads()) {
-    ts->sched_begin = hwcounters::read_thread_sched(ts->tid);
+    ts->sched_begin = ts->sched_reader->read();
     ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
   }
   im.proc_cpu0 = hwcounters::process_cpu_ns();
@@ -669,12 +624,10 @@ void Recorder::end_step(const StepInfo& info) {
   const StepEnd end = im.read_step_end();
   const int64_t ser0 = now_ns();
   im.line_buf.clear();
-  const size_t n_ops = im.n_ops;
-  im.serialize_ops();
+  const size_t written = im.serialize_ops();
   const int64_t serialize_ns = now_ns() - ser0;
-  im.n_ops = n_ops;  // the step line counts and aggregates this step's ops
-  const json s = im.step_line(info, end, serialize_ns);
-  if (im.depth == 0) im.n_ops = 0;
+  const json s = im.step_line(info, end, serialize_ns, written);
+  im.forget_ops(written);
   im.writer->write_raw(im.line_buf);
   im.writer->write_json(s);
   im.writer->flush();
@@ -685,10 +638,11 @@ void Recorder::write_footer(const nlohmann::json& fields) {
   if (!enabled_) return;
   Impl& im = *impl_;
   im.line_buf.clear();
-  im.serialize_ops();  // ops recorded after the last step (detokenize, ...)
+  im.forget_ops(im.serialize_ops());  // ops recorded after the last step (detokenize, ...)
   im.writer->write_raw(im.line_buf);
   json f = {{"type", "footer"}, {"steps", im.steps_written}};
-  if (im.decode_ns > 0) f["decode_tok_s"] = static_cast<double>(im.decode_tokens) * 1e9 / im.decode_ns;
+  if (im.decode_ns > 0)
+    f["decode_tok_s"] = static_cast<double>(im.decode_tokens) * 1e9 / im.decode_ns;
   if (im.prefill_ns > 0) {
     f["prefill_tok_s"] = static_cast<double>(im.prefill_tokens) * 1e9 / im.prefill_ns;
   }
@@ -696,12 +650,15 @@ void Recorder::write_footer(const nlohmann::json& fields) {
     for (const auto& [k, v] : fields.items()) f[k] = v;
   }
   if (im.opts.measure_freq_before_after && !f.contains("freq_after_mhz")) {
-    f["freq_after_mhz"] = per_cpu_mhz(im.freq_cpus);
+    f["freq_after_mhz"] = per_cpu_mhz_json(im.freq_cpus);
   }
+  int64_t runq_reads = 0;
+  for (ThreadState* ts : im.threads()) runq_reads += ts->runq_reads;
   f["recorder"] = {{"ops", im.ops_written},
                    {"dropped_slices", im.dropped.load()},
                    {"unattributed_chunks", im.unattributed.load()},
                    {"threads", im.n_threads.load()},
+                   {"runq_reads", runq_reads},
                    {"bytes", im.writer->bytes_written()}};
   im.writer->write_json(f);
   im.writer->flush();
@@ -752,8 +709,10 @@ void Recorder::open_op(const OpInfo& info) noexcept {
   }
   r.t0_ns = now_ns();
   if (ts && !predicted_parallel) {
-    ts->serial_ok[static_cast<size_t>(d)] =
-        Impl::read_sources(*ts, ts->serial_begin[static_cast<size_t>(d)]);
+    Readings& begin = ts->serial_begin[static_cast<size_t>(d)];
+    const uint32_t ok = Impl::read_sources(*ts, begin);
+    ts->serial_ok[static_cast<size_t>(d)] = ok;
+    ts->serial_runq[static_cast<size_t>(d)] = Impl::runq_now(*ts, begin, ok);
   }
 }
 
@@ -777,7 +736,11 @@ void Recorder::close_op() noexcept {
     WorkerSlice& s = *im.slice(idx, 0);
     uint32_t ok = 0;
     const bool taken = ts && ts->serial_taken[static_cast<size_t>(d)];
-    if (taken) ok = Impl::read_sources(*ts, ts->chunk_end);
+    int64_t runq = -1;
+    if (taken) {
+      ok = Impl::read_sources(*ts, ts->chunk_end);
+      runq = Impl::runq_now(*ts, ts->chunk_end, ok);
+    }
     r.t1_ns = now_ns();
     s.chunks = 1;
     s.t0_ns = r.t0_ns;
@@ -788,6 +751,7 @@ void Recorder::close_op() noexcept {
     if (taken) {
       Impl::accumulate(*ts, ts->serial_begin[static_cast<size_t>(d)],
                        ts->serial_ok[static_cast<size_t>(d)], ts->chunk_end, ok, s);
+      Impl::add_runq(ts->serial_runq[static_cast<size_t>(d)], runq, s);
     }
   }
   im.parallel_hint[static_cast<size_t>(r.phase)][static_cast<size_t>(idx)] = had_chunks ? 1 : 0;
@@ -805,6 +769,7 @@ void Recorder::on_chunk_begin(int worker) noexcept {
   ts->last_cpu = cpu;
   ts->chunk_t0 = now_ns();
   ts->chunk_ok = Impl::read_sources(*ts, ts->chunk_begin);
+  ts->chunk_runq = Impl::runq_now(*ts, ts->chunk_begin, ts->chunk_ok);
 }
 
 void Recorder::on_chunk_end(int worker) noexcept {
@@ -813,6 +778,7 @@ void Recorder::on_chunk_end(int worker) noexcept {
   ThreadState* ts = im.lookup(worker);
   if (!ts) return;
   const uint32_t ok = Impl::read_sources(*ts, ts->chunk_end);
+  const int64_t runq = Impl::runq_now(*ts, ts->chunk_end, ok);
   const int64_t t1 = now_ns();
   const int cpu = sched_getcpu();
   const int op = im.cur_op.load(std::memory_order_relaxed);
@@ -834,6 +800,7 @@ void Recorder::on_chunk_end(int worker) noexcept {
   ++s.chunks;
   s.freq_mhz = ts->step_mhz;
   Impl::accumulate(*ts, ts->chunk_begin, ts->chunk_ok, ts->chunk_end, ok, s);
+  Impl::add_runq(ts->chunk_runq, runq, s);
 }
 
 }  // namespace pacer::runtime

@@ -22,7 +22,7 @@
 namespace pacer::hwcounters {
 class CounterSource;
 class FrequencySource;
-}
+}  // namespace pacer::hwcounters
 
 namespace pacer::runtime {
 
@@ -45,9 +45,9 @@ struct StepInfo {
   Phase phase = Phase::Decode;
   int64_t step = 0;
   int64_t n_past = 0;
-  int64_t n_tokens = 1;   // batch size (prefill) or 1
-  int32_t token = -1;     // decode: the sampled token
-  std::string piece{};    // its text, if known ({} keeps designated initializers warning-free)
+  int64_t n_tokens = 1;  // batch size (prefill) or 1
+  int32_t token = -1;    // decode: the sampled token
+  std::string piece{};   // its text, if known ({} keeps designated initializers warning-free)
 };
 
 class Recorder;
@@ -74,7 +74,7 @@ using CounterSourceFactory =
     std::function<std::vector<std::unique_ptr<hwcounters::CounterSource>>(int worker)>;
 
 struct RecorderOptions {
-  std::string events_path;               // empty: recording off
+  std::string events_path;                // empty: recording off
   std::vector<std::string> extra_events;  // --events a,b,c (libpfm4 names)
   int workers = 1;
   // What each chunk bracket reads (docs/event-log.md, "Granularity").
@@ -90,7 +90,7 @@ struct RecorderOptions {
 
 class Recorder final : public ChunkObserver {
  public:
-  Recorder();  // recording off
+  Recorder();                                      // recording off
   explicit Recorder(const RecorderOptions& opts);  // opens the log and the counter sources
   ~Recorder() override;
   Recorder(const Recorder&) = delete;
@@ -127,6 +127,8 @@ class Recorder final : public ChunkObserver {
 inline OpScope::OpScope(Recorder* rec, const OpInfo& info) noexcept : rec_(rec) {
   rec_->open_op(info);
 }
-inline void OpScope::close() noexcept { rec_->close_op(); }
+inline void OpScope::close() noexcept {
+  rec_->close_op();
+}
 
 }  // namespace pacer::runtime

@@ -25,7 +25,8 @@ std::string infer_format(const CompareArgs& a) {
   if (!a.format.empty()) return a.format;
   auto ends_with = [&](const char* ext) {
     const std::string e(ext);
-    return a.output.size() >= e.size() && a.output.compare(a.output.size() - e.size(), e.size(), e) == 0;
+    return a.output.size() >= e.size() &&
+           a.output.compare(a.output.size() - e.size(), e.size(), e) == 0;
   };
   if (ends_with(".html") || ends_with(".htm")) return "html";
   if (ends_with(".json")) return "json";
@@ -39,7 +40,8 @@ void run_compare(const CompareArgs& a) {
   analysis::CompareOptions opts;
   opts.force = a.force;
   analysis::Comparison c = analysis::compare_runs(normal, abnormal, opts);
-  for (const std::string& w : c.compat.warnings) fmt::print(stderr, "pacer compare: warning: {}\n", w);
+  for (const std::string& w : c.compat.warnings)
+    fmt::print(stderr, "pacer compare: warning: {}\n", w);
   if (c.forced)
     for (const std::string& e : c.compat.errors)
       fmt::print(stderr, "pacer compare: warning: forced despite: {}\n", e);
@@ -85,13 +87,15 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("abnormal", args->abnormal, "event log of the abnormal (slow) run")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--format", args->format, "md (default), json or html; default from -o's extension")
+  cmd->add_option("--format", args->format,
+                  "md (default), json or html; default from -o's extension")
       ->check(CLI::IsMember({"md", "json", "html"}));
   cmd->add_option("-o,--output", args->output, "write the report here instead of stdout");
   cmd->add_flag("--force", args->force, "compare logs of different models, types or shapes");
   cmd->add_option("--skip-steps", args->skip_steps, "drop this many leading decode steps (warm-up)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rows", args->rows, "rows of the detailed table (0 = all)")->capture_default_str();
+  cmd->add_option("--rows", args->rows, "rows of the detailed table (0 = all)")
+      ->capture_default_str();
   cmd->callback([args] { run_compare(*args); });
 }
 

@@ -1,6 +1,7 @@
 // `pacer tokenize`: token ids and pieces of a text under a GGUF file's vocabulary (a model or a
 // vocab-only file; tensors are never read), like llama.cpp's llama-tokenize.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -28,6 +29,10 @@ struct TokenizeOptions {
 };
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::runtime_error("cannot read text file " + path + ": not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read text file " + path);
   std::stringstream ss;
@@ -123,8 +128,8 @@ void run_tokenize(const TokenizeOptions& o) {
 
 void add_tokenize_command(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
-  auto* cmd = app.add_subcommand(
-      "tokenize", "Token ids and pieces of a text under a GGUF file's vocabulary");
+  auto* cmd = app.add_subcommand("tokenize",
+                                 "Token ids and pieces of a text under a GGUF file's vocabulary");
   cmd->add_option("-m,--model", opts->model, "GGUF model or vocab-only file")->required();
   cmd->add_option("-f,--file", opts->file, "read the text from this file");
   cmd->add_option("text", opts->text, "the text (when no -f)");

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Side-by-side GEMV figures: pacer's bench (pacer_bench_ops) and llama.cpp's CPU backend
-# (bench/compare/ggml_gemv.cpp, built here against /work/llama.cpp/build) at the same shapes,
-# types and thread counts. Prints one table row per (type, shape, threads, cold) with medians.
+# Side-by-side GEMV figures: pacer's bench (pacer_bench_ops, AVX-512 kernels) and llama.cpp's CPU
+# backend (bench/compare/ggml_gemv.cpp, compiled here against $LLAMA_DIR/build) at the same
+# shapes, types, thread counts and cold/hot setting. Both sides time single calls that include
+# quantizing the activations.
 #
 # usage: bench/compare/run_compare.sh PACER_BENCH_BINARY [REPS]
-#   LLAMA_DIR (default /work/llama.cpp) must hold a build with build/bin/libggml*.so.
-#   TYPES, SHAPES, THREADS, COLD override the defaults below (space-separated).
+#   TYPES, SHAPES, THREADS, COLD override the defaults below (space-separated lists).
+# Columns: *_med = median per call (pacer: loop mean of the median repetition), *_best = fastest
+# single call (the figure least disturbed by other load on a shared machine), in microseconds,
+# and GB/s of weights streamed at the best call; ratio = llama_best / pacer_best (> 1: pacer
+# faster).
 set -euo pipefail
 bench=${1:?usage: run_compare.sh PACER_BENCH_BINARY [REPS]}
 reps=${2:-5}
@@ -21,9 +25,9 @@ trap 'rm -rf "$work"' EXIT
 g++ -std=c++17 -O2 -I"$llama/ggml/include" "$here/ggml_gemv.cpp" -L"$llama/build/bin" \
   -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$llama/build/bin" -o "$work/ggml_gemv"
 
-echo "# $(date -u +%FT%TZ) $(uptime)"
-printf '%-6s %-12s %-7s %-4s %12s %10s %12s %10s %8s\n' type shape threads cold \
-  pacer_us pacer_GB/s llama_us llama_GB/s pacer/llama
+echo "# $(date -u +%FT%TZ) load:$(cut -d' ' -f1-3 /proc/loadavg) reps=$reps"
+printf '%-5s %-11s %-3s %-4s %10s %10s %8s | %10s %10s %8s | %6s\n' type shape thr cold \
+  pacer_med pacer_best GB/s llama_med llama_best GB/s ratio
 for t in $types; do
   for s in $shapes; do
     rows=${s%x*}
@@ -34,16 +38,18 @@ for t in $types; do
         "$bench" --benchmark_filter="$filter" --benchmark_repetitions="$reps" \
           --benchmark_report_aggregates_only=true --benchmark_format=json \
           >"$work/p.json" 2>/dev/null
-        read -r p_us p_gbs < <(python3 - "$work/p.json" <<'PY'
+        read -r p_med p_best p_gbs < <(python3 - "$work/p.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-m = [b for b in d["benchmarks"] if b.get("aggregate_name") == "median"][0]
-print(m["real_time"], m["bytes_per_second"] / 1e9)
+agg = {b["aggregate_name"]: b for b in d["benchmarks"] if "aggregate_name" in b}
+print(agg["median"]["real_time"], agg["min"]["call_min_us"], agg["min"]["best_GB/s"])
 PY
 )
-        read -r _ _ _ _ _ l_us l_gbs < <("$work/ggml_gemv" "$t" "$rows" "$cols" "$th" "$c" "$reps")
-        printf '%-6s %-12s %-7s %-4s %12.1f %10.2f %12.1f %10.2f %8.2f\n' "$t" "$s" "$th" "$c" \
-          "$p_us" "$p_gbs" "$l_us" "$l_gbs" "$(python3 -c "print($l_us/$p_us)")"
+        read -r _ _ _ _ _ l_med _ l_best l_gbs < <("$work/ggml_gemv" "$t" "$rows" "$cols" "$th" \
+          "$c" "$((reps * 40))")
+        printf '%-5s %-11s %-3s %-4s %10.1f %10.1f %8.2f | %10.1f %10.1f %8.2f | %6.2f\n' "$t" "$s" \
+          "$th" "$c" "$p_med" "$p_best" "$p_gbs" "$l_med" "$l_best" "$l_gbs" \
+          "$(python3 -c "print($l_best/$p_best)")"
       done
     done
   done

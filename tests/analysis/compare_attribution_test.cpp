@@ -38,7 +38,8 @@ OpTiming timing(double wall, double span, double oncpu, double runq, double inst
 }
 
 // normal:   wall 1000 = span 900 + sync 100; span = oncpu 600 + runq 100 + blocked 200;
-//           1200 instructions, 1800 cycles: F = 1800/600 = 3 GHz, CPI = 1.5. Step 1200 (200 outside).
+//           1200 instructions, 1800 cycles: F = 1800/600 = 3 GHz, CPI = 1.5. Step 1200 (200
+//           outside).
 // abnormal: wall 1600 = span 1500 + sync 100; span = oncpu 1000 + runq 200 + blocked 300;
 //           1500 instructions, 2000 cycles: F = 2 GHz, CPI = 4/3. Step 1900 (300 outside).
 // L = (1000 - 600) / ln(1000/600) = 783.046075588487

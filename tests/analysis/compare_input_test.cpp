@@ -92,7 +92,7 @@ TEST_F(CompareInputTest, CriticalPathTiming) {
 
 TEST_F(CompareInputTest, PseudoOpsFromTheScheduler) {
   const Cell& on = cell(std::string(kOncpuOp), kHostDevice);
-  EXPECT_DOUBLE_EQ(on.time_ns, 8500);  // sched.oncpu_ns
+  EXPECT_DOUBLE_EQ(on.time_ns, 8500);                      // sched.oncpu_ns
   EXPECT_DOUBLE_EQ(on.value(Metric::CpuFrequency), 2750);  // mean of the step's 3000 and 2500
   EXPECT_DOUBLE_EQ(on.value(Metric::ProcessCpuUsage), 0.85);
   EXPECT_DOUBLE_EQ(on.value(Metric::HostCpuUsage), 1.5);

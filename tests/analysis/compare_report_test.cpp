@@ -31,7 +31,8 @@ synth::RunSpec slow_spec() {
 }
 
 const Comparison& freq_comparison() {
-  static const Comparison c = compare_runs(load({}, "normal.jsonl"), load(slow_spec(), "slow.jsonl"));
+  static const Comparison c =
+      compare_runs(load({}, "normal.jsonl"), load(slow_spec(), "slow.jsonl"));
   return c;
 }
 
@@ -86,15 +87,29 @@ TEST(CompareRender, MarkdownHasTheReferenceSectionsAndMore) {
   RenderOptions ro;
   ro.table_rows = 5;
   const std::string md = render_markdown(freq_comparison(), ro);
-  for (const char* s :
-       {"**Verdict:** Decode", "## 1. High-Level Performance Summary", "| Total Cycles",
-        "| Avg Cycle Time (us)", "## 2. Cycle Duration Distribution Comparison", "| p50 |",
-        "| p90 |", "| p99 |", "| Time Rank |", "## 3. Where the Time Went: Additive Attribution",
-        "**measured Δ (mean step)**", "## 4. In-depth Core Metric Comparison", "### Overview",
-        "### Key Findings", "**Recommendation:**", "### Detailed comparison table",
-        "| Function Name | Metric Name | Device | Suspicion Score |", "Z-Score(log_μ)",
-        "U-test p(μ)", "## 5. Runs and Comparability", "## 6. Legend", "**Suspicion Score**",
-        "⚑"})
+  for (const char* s : {"**Verdict:** Decode",
+                        "## 1. High-Level Performance Summary",
+                        "| Total Cycles",
+                        "| Avg Cycle Time (us)",
+                        "## 2. Cycle Duration Distribution Comparison",
+                        "| p50 |",
+                        "| p90 |",
+                        "| p99 |",
+                        "| Time Rank |",
+                        "## 3. Where the Time Went: Additive Attribution",
+                        "**measured Δ (mean step)**",
+                        "## 4. In-depth Core Metric Comparison",
+                        "### Overview",
+                        "### Key Findings",
+                        "**Recommendation:**",
+                        "### Detailed comparison table",
+                        "| Function Name | Metric Name | Device | Suspicion Score |",
+                        "Z-Score(log_μ)",
+                        "U-test p(μ)",
+                        "## 5. Runs and Comparability",
+                        "## 6. Legend",
+                        "**Suspicion Score**",
+                        "⚑"})
     EXPECT_NE(md.find(s), std::string::npos) << s;
   // Exactly table_rows rows in the detailed table, then the elision line.
   const size_t table = md.find("| Function Name |");
@@ -143,7 +158,8 @@ std::string run_capture(const std::string& cmd) {
 TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
   const std::string html = render_html(freq_comparison());
   size_t plots = 0;
-  for (size_t at = 0; (at = html.find("<svg class=\"plot\"", at)) != std::string::npos; ++at) ++plots;
+  for (size_t at = 0; (at = html.find("<svg class=\"plot\"", at)) != std::string::npos; ++at)
+    ++plots;
   EXPECT_EQ(plots, 3u);
   EXPECT_EQ(html.find("src=\"http"), std::string::npos);
   EXPECT_EQ(html.find("href=\"http"), std::string::npos);
@@ -152,8 +168,8 @@ TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
 
   const char* chromium = "/usr/bin/chromium";
   if (access(chromium, X_OK) != 0) GTEST_SKIP() << "chromium not installed: DOM check skipped";
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("pacer_compare_html_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("pacer_compare_html_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto page = dir / "report.html";
   std::ofstream(page) << html;
@@ -168,7 +184,7 @@ TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
   ASSERT_FALSE(dom.empty()) << "chromium produced no DOM; stderr:\n" << err;
   EXPECT_NE(dom.find("data-ready=\"1\""), std::string::npos);
   EXPECT_NE(dom.find("data-plots-drawn=\"3\""), std::string::npos);
-  EXPECT_EQ(dom.find("data-js-errors"), std::string::npos);
+  EXPECT_EQ(dom.find("data-js-errors=\""), std::string::npos) << "a script error was recorded";
   EXPECT_EQ(err.find(":CONSOLE"), std::string::npos) << err;
 }
 

@@ -131,7 +131,7 @@ TEST(CompareSynth, UniformFrequencyDropIsNotBuried) {
   EXPECT_EQ(c.main_cause, Part::Frequency);
   const MetricRow& top = c.rows.at(0);
   EXPECT_EQ(top.metric, Metric::CpuFrequency);
-  EXPECT_LT(std::fabs(top.d_beta), 5.0);     // β barely moved ...
+  EXPECT_LT(std::fabs(top.d_beta), 5.0);                 // β barely moved ...
   EXPECT_GT(top.impact_pts, 5 * std::fabs(top.d_beta));  // ... yet the impact is counted
   EXPECT_TRUE(top.flagged);
   const Flag* f = flag_of(c, FlagKind::FrequencyDrop);
@@ -193,6 +193,20 @@ TEST(CompareSynth, SoftwareEventsOnlyStillFindFrequency) {
   ASSERT_FALSE(c.attribution.not_measured.empty());
   EXPECT_NE(c.attribution.not_measured[0].find("no hardware PMU"), std::string::npos);
   for (const MetricRow& r : c.rows) EXPECT_NE(r.metric, Metric::Ipc);
+}
+
+TEST(CompareSynth, StepClockPricesSlicesWithoutTheirOwn) {
+  // The frequency source sampled once per step per worker; slices carry no freq_mhz.
+  RunSpec n;
+  n.hardware_counters = false;
+  n.slice_frequency = false;
+  const Case k = run_case(n, abnormal_of(n, {.freq_scale = 0.8}));
+  expect_adds_up(k);
+  EXPECT_EQ(k.c.attribution.level, SplitLevel::Frequency);
+  EXPECT_EQ(k.c.main_cause, Part::Frequency);
+  EXPECT_GT(k.c.attribution.part(Part::Frequency), 0.9 * k.c.attribution.delta_ns());
+  const MetricRow& top = top_real_op_row(k.c);
+  EXPECT_EQ(top.metric, Metric::CpuFrequency);
 }
 
 TEST(CompareSynth, OnCpuOnlySaysWhatIsMissing) {

@@ -188,7 +188,7 @@ TEST(EventLogReader, SkipsMalformedLinesAndCountsThemWithLineNumbers) {
                               "\n";  // line 4
   const std::string wrong_type =
       R"J({"type":"op","step":"three","phase":"decode","name":"x","t0_ns":1,"t1_ns":2})J"
-      "\n";  // line 6
+      "\n";                                       // line 6
   const std::string not_json = "garbage here\n";  // line 7
   Collect c;
   const ReadSummary s = LogReader::read_text(
@@ -206,9 +206,9 @@ TEST(EventLogReader, SkipsMalformedLinesAndCountsThemWithLineNumbers) {
   // Byte offsets point into the file: line 3 starts after the header and one op line.
   EXPECT_EQ(s.malformed[0].offset, static_cast<int64_t>(kDocHeader.size() + kDocOp.size()) +
                                        static_cast<int64_t>(bad_json.size()) - 1);
-  EXPECT_EQ(s.malformed[3].offset, static_cast<int64_t>(kDocHeader.size() + 2 * kDocOp.size() +
-                                                        bad_json.size() + no_name.size() +
-                                                        wrong_type.size()));
+  EXPECT_EQ(s.malformed[3].offset,
+            static_cast<int64_t>(kDocHeader.size() + 2 * kDocOp.size() + bad_json.size() +
+                                 no_name.size() + wrong_type.size()));
   EXPECT_TRUE(s.complete());
   const auto warnings = s.warnings();
   ASSERT_FALSE(warnings.empty());

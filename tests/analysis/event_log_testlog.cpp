@@ -16,12 +16,12 @@ struct OpSpec {
 
 // Per-layer ops of a Llama block, shapes of a 256-wide toy model.
 constexpr OpSpec kLayerOps[] = {
-    {"attn_norm", "norm", 0, 0, 0.2},        {"attn_qkv", "matmul", 384, 256, 1.5},
-    {"rope", "elementwise", 0, 0, 0.2},      {"kv_store", "other", 0, 0, 0.1},
-    {"attention", "attention", 0, 0, 1.0},   {"attn_out", "matmul", 256, 256, 1.0},
-    {"residual", "elementwise", 0, 0, 0.1},  {"ffn_norm", "norm", 0, 0, 0.2},
+    {"attn_norm", "norm", 0, 0, 0.2},          {"attn_qkv", "matmul", 384, 256, 1.5},
+    {"rope", "elementwise", 0, 0, 0.2},        {"kv_store", "other", 0, 0, 0.1},
+    {"attention", "attention", 0, 0, 1.0},     {"attn_out", "matmul", 256, 256, 1.0},
+    {"residual", "elementwise", 0, 0, 0.1},    {"ffn_norm", "norm", 0, 0, 0.2},
     {"ffn_gate_up", "matmul", 1536, 256, 3.0}, {"ffn_act", "elementwise", 0, 0, 0.3},
-    {"ffn_down", "matmul", 256, 768, 2.0},   {"residual", "elementwise", 0, 0, 0.1},
+    {"ffn_down", "matmul", 256, 768, 2.0},     {"residual", "elementwise", 0, 0, 0.1},
 };
 
 class Writer {
@@ -31,16 +31,33 @@ class Writer {
   int64_t now() const { return t_; }
   void advance(int64_t ns) { t_ += ns; }
 
+  // Frequency and time scale of a step (the throttle episode is the middle fifth of decode).
+  void set_step(int64_t step) {
+    const bool throttled =
+        run_.n_decode >= 5 && step > run_.n_decode * 2 / 5 && step <= run_.n_decode * 3 / 5;
+    freq_ = run_.freq_mhz * (throttled ? run_.throttle : 1.0);
+    slow_ = throttled ? 1.0 / run_.throttle : 1.0;
+  }
+
+  // Deterministic noise in [-1, 1) (an LCG: the same log every time).
+  double noise() {
+    lcg_ = lcg_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(lcg_ >> 11) / static_cast<double>(1ull << 52) - 1.0;
+  }
+
   void op(int64_t step, const char* phase, const OpSpec& spec, int layer, int64_t tokens) {
-    const int64_t dur = static_cast<int64_t>(static_cast<double>(run_.op_ns) * spec.time_scale) *
-                        (tokens > 1 ? 2 : 1);
+    const double scale = slow_ * (1.0 + run_.jitter * noise());
+    const int64_t dur =
+        static_cast<int64_t>(static_cast<double>(run_.op_ns) * spec.time_scale * scale) *
+        (tokens > 1 ? 2 : 1);
     const int64_t t0 = t_;
     const int64_t t1 = t0 + dur;
     std::string line;
     line.reserve(512);
     char buf[256];
-    std::snprintf(buf, sizeof buf, "{\"kind\":\"%s\",\"layer\":%d,\"name\":\"%s\",\"phase\":\"%s\",",
-                  spec.kind, layer, spec.name, phase);
+    std::snprintf(buf, sizeof buf,
+                  "{\"kind\":\"%s\",\"layer\":%d,\"name\":\"%s\",\"phase\":\"%s\",", spec.kind,
+                  layer, spec.name, phase);
     line += buf;
     if (spec.rows > 0) {
       std::snprintf(buf, sizeof buf, "\"rows\":%lld,\"cols\":%lld,", (long long)spec.rows,
@@ -57,11 +74,13 @@ class Writer {
     line += "\"type\":\"op\",";
     if (spec.rows > 0) {
       // q8_0: 34 bytes per 32 weights.
-      std::snprintf(buf, sizeof buf, "\"weight_bytes\":%lld,", (long long)(spec.rows * spec.cols / 32 * 34));
+      std::snprintf(buf, sizeof buf, "\"weight_bytes\":%lld,",
+                    (long long)(spec.rows * spec.cols / 32 * 34));
       line += buf;
     }
     line += "\"workers\":[";
-    const int n_workers = spec.rows > 0 || std::string_view(spec.kind) == "attention" ? run_.workers : 1;
+    const int n_workers =
+        spec.rows > 0 || std::string_view(spec.kind) == "attention" ? run_.workers : 1;
     for (int w = 0; w < n_workers; ++w) {
       const int64_t wt0 = t0 + 5, wt1 = t1 - 5;
       const int64_t on = wt1 - wt0;
@@ -70,9 +89,8 @@ class Writer {
                     "{\"counters\":{%s\"task_clock_ns\":%lld},\"cpu\":%d,\"cpu_end\":%d,"
                     "\"freq_mhz\":%.1f,\"oncpu_ns\":%lld,\"runq_ns\":0,\"t0_ns\":%lld,"
                     "\"t1_ns\":%lld,\"w\":%d}",
-                    run_.hw_counters ? "\"cycles\":2900,\"instructions\":5800," : "",
-                    (long long)on, w, w, run_.freq_mhz, (long long)on, (long long)wt0,
-                    (long long)wt1, w);
+                    run_.hw_counters ? "\"cycles\":2900,\"instructions\":5800," : "", (long long)on,
+                    w, w, freq_, (long long)on, (long long)wt0, (long long)wt1, w);
       line += buf;
     }
     line += "]";
@@ -87,21 +105,22 @@ class Writer {
     char buf[512];
     const double ms = static_cast<double>(t_ - t0) / 1e6;
     if (n_tokens > 1) {
-      std::snprintf(buf, sizeof buf,
-                    "{\"freq\":[{\"cpu\":0,\"mhz\":%.1f,\"w\":0}],\"n_past\":%lld,\"n_tokens\":%lld,"
-                    "\"phase\":\"%s\",\"sched\":{\"nivcsw\":0,\"nvcsw\":0,\"oncpu_ns\":%lld,"
-                    "\"runq_ns\":0},\"step\":%lld,\"step_ms\":%.6f,\"t0_ns\":%lld,\"t1_ns\":%lld,"
-                    "\"type\":\"step\"}\n",
-                    run_.freq_mhz, (long long)n_past, (long long)n_tokens, phase,
-                    (long long)(t_ - t0), (long long)step, ms, (long long)t0, (long long)t_);
+      std::snprintf(
+          buf, sizeof buf,
+          "{\"freq\":[{\"cpu\":0,\"mhz\":%.1f,\"w\":0}],\"n_past\":%lld,\"n_tokens\":%lld,"
+          "\"phase\":\"%s\",\"sched\":{\"nivcsw\":0,\"nvcsw\":0,\"oncpu_ns\":%lld,"
+          "\"runq_ns\":0},\"step\":%lld,\"step_ms\":%.6f,\"t0_ns\":%lld,\"t1_ns\":%lld,"
+          "\"type\":\"step\"}\n",
+          freq_, (long long)n_past, (long long)n_tokens, phase, (long long)(t_ - t0),
+          (long long)step, ms, (long long)t0, (long long)t_);
     } else {
       std::snprintf(buf, sizeof buf,
                     "{\"freq\":[{\"cpu\":0,\"mhz\":%.1f,\"w\":0}],\"n_past\":%lld,\"phase\":\"%s\","
                     "\"piece\":\" tok\",\"sched\":{\"nivcsw\":0,\"nvcsw\":0,\"oncpu_ns\":%lld,"
                     "\"runq_ns\":0},\"step\":%lld,\"step_ms\":%.6f,\"t0_ns\":%lld,\"t1_ns\":%lld,"
                     "\"token\":%lld,\"type\":\"step\"}\n",
-                    run_.freq_mhz, (long long)n_past, phase, (long long)(t_ - t0),
-                    (long long)step, ms, (long long)t0, (long long)t_, (long long)(100 + step));
+                    freq_, (long long)n_past, phase, (long long)(t_ - t0), (long long)step, ms,
+                    (long long)t0, (long long)t_, (long long)(100 + step));
     }
     out_ << buf;
   }
@@ -113,6 +132,8 @@ class Writer {
   const SyntheticRun& run_;
   int64_t t_ = 1'000'000;
   int64_t n_ops_ = 0;
+  double freq_ = 0, slow_ = 1;
+  uint64_t lcg_ = 42;
 };
 
 }  // namespace
@@ -156,6 +177,7 @@ int64_t write_synthetic(std::ostream& out, const SyntheticRun& run) {
     const char* phase = prefill ? "prefill" : "decode";
     const int64_t tokens = prefill ? run.n_prompt : 1;
     const int64_t t0 = w.now();
+    w.set_step(s);
     w.op(s, phase, embed, -1, tokens);
     for (int l = 0; l < run.n_layers; ++l)
       for (const OpSpec& spec : kLayerOps) w.op(s, phase, spec, l, tokens);

@@ -16,12 +16,16 @@ struct SyntheticRun {
   int n_prompt = 4;
   int n_decode = 3;
   int workers = 2;
-  bool hw_counters = true;    // instructions + cycles per worker
-  double freq_mhz = 2900.0;   // per-worker effective frequency
-  int64_t op_ns = 1000;       // base duration of an op
-  int64_t gap_ns = 100;       // idle gap between ops
+  bool hw_counters = true;   // instructions + cycles per worker
+  double freq_mhz = 2900.0;  // per-worker effective frequency
+  int64_t op_ns = 1000;      // base duration of an op
+  int64_t gap_ns = 100;      // idle gap between ops
   bool footer = true;
-  double bandwidth_gbs = 0;   // 0: header says null
+  double bandwidth_gbs = 0;  // 0: header says null
+  // Variation for plots: op times vary by up to +-jitter (deterministic), and decode steps in the
+  // middle fifth of the run run at throttle x freq_mhz (and take 1/throttle as long).
+  double jitter = 0;
+  double throttle = 1.0;
 };
 
 // Streams the log to `out` (1M-event logs never sit in memory). Returns the number of op lines.

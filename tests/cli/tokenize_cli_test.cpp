@@ -129,10 +129,8 @@ TEST_F(TokenizeCli, JsonMatchesTheLibraryOnAVocabOnlyFile) {
   const fs::path text_file = dir_ / "prompt.txt";
   std::ofstream(text_file, std::ios::binary) << text;
 
-  const Result r =
-      run_pacer("tokenize --json --parse-special -m " + vocab.string() + " -f " +
-                    text_file.string(),
-                dir_);
+  const Result r = run_pacer(
+      "tokenize --json --parse-special -m " + vocab.string() + " -f " + text_file.string(), dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
 
@@ -153,9 +151,8 @@ TEST_F(TokenizeCli, JsonMatchesTheLibraryOnAVocabOnlyFile) {
   EXPECT_EQ(joined, text);
 
   // Without --parse-special the markers are ordinary text: more tokens, same bytes.
-  const Result plain = run_pacer("tokenize --json -m " + vocab.string() + " -f " +
-                                     text_file.string(),
-                                 dir_);
+  const Result plain =
+      run_pacer("tokenize --json -m " + vocab.string() + " -f " + text_file.string(), dir_);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const auto plain_ids = nlohmann::json::parse(plain.out).at("ids").get<std::vector<int32_t>>();
   EXPECT_EQ(plain_ids, tok.encode(text, true, false));
@@ -178,10 +175,9 @@ TEST_F(TokenizeCli, ErrorsAreOneLineWithExitCode1) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("tokenizer.ggml.model"), std::string::npos) << r.err;
 
-  const Result no_text =
-      run_pacer("tokenize -m " + write_hand_vocab().string() + " -f " +
-                    shell_quote((dir_ / "nope.txt").string()),
-                dir_);
+  const Result no_text = run_pacer("tokenize -m " + write_hand_vocab().string() + " -f " +
+                                       shell_quote((dir_ / "nope.txt").string()),
+                                   dir_);
   EXPECT_EQ(no_text.exit_code, 1);
   EXPECT_NE(no_text.err.find("nope.txt"), std::string::npos) << no_text.err;
 }

@@ -24,8 +24,8 @@ using runtime::CounterSourceFactory;
 using runtime::OpKind;
 using runtime::Phase;
 using runtime::Recorder;
-using runtime::testing::FakeCounterSource;
 using runtime::testing::fake_options;
+using runtime::testing::FakeCounterSource;
 using runtime::testing::read_log;
 using runtime::testing::temp_log_path;
 using runtime::testing::TwoWorkers;
@@ -54,9 +54,7 @@ std::string write_log(const std::string& tag, bool footer = true) {
       auto s = rec.op({.name = "ffn_gate_up", .layer = 1, .kind = OpKind::Matmul, .rows = 64});
       pool.run(1, 1);
     }
-    {
-      auto s = rec.op({.name = "residual", .layer = 1, .kind = OpKind::Elementwise});
-    }
+    { auto s = rec.op({.name = "residual", .layer = 1, .kind = OpKind::Elementwise}); }
     rec.end_step({.phase = Phase::Decode, .step = step, .token = 9, .piece = "x"});
   }
   if (footer) rec.write_footer(json::object());
@@ -103,9 +101,10 @@ TEST(ChromeTrace, OneSlicePerWorkerChunkOnItsOwnTrack) {
                       (w["t1_ns"].get<double>() - w["t0_ns"].get<double>()) / 1000}});
       }
     } else if (j["type"] == "step") {
-      want.insert({0, {"decode " + std::to_string(j["step"].get<int>()),
-                       j["t0_ns"].get<double>() / 1000,
-                       (j["t1_ns"].get<double>() - j["t0_ns"].get<double>()) / 1000}});
+      want.insert(
+          {0,
+           {"decode " + std::to_string(j["step"].get<int>()), j["t0_ns"].get<double>() / 1000,
+            (j["t1_ns"].get<double>() - j["t0_ns"].get<double>()) / 1000}});
     }
   }
   const auto slices = events(trace, "X");
@@ -186,7 +185,8 @@ TEST(ChromeTrace, TruncatedLastLineAndMalformedLinesAreSkippedAndReported) {
 }
 
 TEST(ChromeTrace, RejectsLogsWithoutHeaderOrFromANewerSchema) {
-  std::istringstream no_header(R"({"type":"op","step":0})" "\n");
+  std::istringstream no_header(R"({"type":"op","step":0})"
+                               "\n");
   std::ostringstream out;
   try {
     convert_to_chrome_trace(no_header, out, "x.jsonl");
@@ -194,7 +194,8 @@ TEST(ChromeTrace, RejectsLogsWithoutHeaderOrFromANewerSchema) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("x.jsonl:1:"), std::string::npos) << e.what();
   }
-  std::istringstream newer(R"({"type":"header","schema":2})" "\n");
+  std::istringstream newer(R"({"type":"header","schema":2})"
+                           "\n");
   try {
     convert_to_chrome_trace(newer, out, "y.jsonl");
     FAIL();
@@ -220,8 +221,7 @@ TEST(TraceCommand, WritesAPerfettoTraceAndSaysWhatItWrote) {
   const std::string log = write_log("trace");
   const std::string out = log + ".trace.json";
   std::string output;
-  ASSERT_EQ(run(std::string(PACER_BINARY) + " trace " + log + " -o " + out, &output), 0)
-      << output;
+  ASSERT_EQ(run(std::string(PACER_BINARY) + " trace " + log + " -o " + out, &output), 0) << output;
   EXPECT_NE(output.find("4 ops on 2 worker tracks, 2 steps"), std::string::npos) << output;
   std::ifstream in(out);
   const json t = json::parse(in, nullptr, false);
@@ -231,9 +231,9 @@ TEST(TraceCommand, WritesAPerfettoTraceAndSaysWhatItWrote) {
 
 TEST(TraceCommand, MissingLogIsOneLineError) {
   std::string output;
-  EXPECT_EQ(run(std::string(PACER_BINARY) + " trace /nonexistent/events.jsonl -o /tmp/x.json",
-                &output),
-            1);
+  EXPECT_EQ(
+      run(std::string(PACER_BINARY) + " trace /nonexistent/events.jsonl -o /tmp/x.json", &output),
+      1);
   EXPECT_NE(output.find("/nonexistent/events.jsonl"), std::string::npos) << output;
   EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 }

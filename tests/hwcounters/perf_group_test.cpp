@@ -76,8 +76,8 @@ TEST(PerfSoftwareGroup, TaskClockMatchesThreadCpuTimeOfABusyLoop) {
   ASSERT_TRUE(g->read(b));
   const double task_clock = static_cast<double>(scaled_delta(a, b, tc));
   const double cpu = static_cast<double>(c1 - c0);
-  EXPECT_NEAR(task_clock / cpu, 1.0, 0.05) << "task-clock " << task_clock << " ns, thread CPU "
-                                           << cpu << " ns";
+  EXPECT_NEAR(task_clock / cpu, 1.0, 0.05)
+      << "task-clock " << task_clock << " ns, thread CPU " << cpu << " ns";
   // The group's enabled time of a per-thread group advances only while the thread runs.
   EXPECT_NEAR(static_cast<double>(b.time_enabled_ns - a.time_enabled_ns) / cpu, 1.0, 0.05);
 }
@@ -93,8 +93,8 @@ TEST(PerfSoftwareGroup, CountsContextSwitchesAndPageFaults) {
   ASSERT_TRUE(g->read(a));
   for (int i = 0; i < 3; ++i) usleep(1000);  // each sleep switches the thread out
   const size_t pages = 256, page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   madvise(mem, pages * page, MADV_NOHUGEPAGE);  // one fault per 4 KiB page, not per 2 MiB
   for (size_t i = 0; i < pages; ++i) static_cast<volatile char*>(mem)[i * page] = 1;

@@ -20,11 +20,16 @@ struct Expected {
 TEST(PfmEncoding, GenericNamesResolveToKernelAbiNumbers) {
   // Numbers from include/uapi/linux/perf_event.h (perf_type_id, perf_hw_id, perf_sw_ids).
   const Expected cases[] = {
-      {"cycles", kPerfTypeHardware, 0},          {"instructions", kPerfTypeHardware, 1},
-      {"cache-misses", kPerfTypeHardware, 3},    {"branch-misses", kPerfTypeHardware, 5},
-      {"ref-cycles", kPerfTypeHardware, 9},      {"task-clock", kPerfTypeSoftware, 1},
-      {"page-faults", kPerfTypeSoftware, 2},     {"context-switches", kPerfTypeSoftware, 3},
-      {"cpu-migrations", kPerfTypeSoftware, 4},  {"PERF_COUNT_HW_CACHE_MISSES", kPerfTypeHardware, 3},
+      {"cycles", kPerfTypeHardware, 0},
+      {"instructions", kPerfTypeHardware, 1},
+      {"cache-misses", kPerfTypeHardware, 3},
+      {"branch-misses", kPerfTypeHardware, 5},
+      {"ref-cycles", kPerfTypeHardware, 9},
+      {"task-clock", kPerfTypeSoftware, 1},
+      {"page-faults", kPerfTypeSoftware, 2},
+      {"context-switches", kPerfTypeSoftware, 3},
+      {"cpu-migrations", kPerfTypeSoftware, 4},
+      {"PERF_COUNT_HW_CACHE_MISSES", kPerfTypeHardware, 3},
   };
   for (const Expected& e : cases) {
     const EncodeResult r = encode_event(e.name);

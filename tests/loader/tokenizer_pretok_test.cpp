@@ -73,8 +73,22 @@ TEST(PreTokenizer, PiecesAlwaysCoverTheInput) {
       std::string s;
       const size_t n = rng() % 40;
       for (size_t j = 0; j < n; ++j) {
-        static const char* kParts[] = {"a", "Z", " ", "\n", "\r", "\t", "7", "'", "'s", ".",
-                                       "é", "中", "\xF0\x9F\x98\x80", "\xFF", "\xC3", "$"};
+        static const char* kParts[] = {"a",
+                                       "Z",
+                                       " ",
+                                       "\n",
+                                       "\r",
+                                       "\t",
+                                       "7",
+                                       "'",
+                                       "'s",
+                                       ".",
+                                       "é",
+                                       "中",
+                                       "\xF0\x9F\x98\x80",
+                                       "\xFF",
+                                       "\xC3",
+                                       "$"};
         s += kParts[rng() % std::size(kParts)];
       }
       std::string joined;
@@ -120,8 +134,8 @@ TEST(Unicode, DecodeRejectsMalformedSequences) {
   EXPECT_EQ(dec("\xE2\x82\xAC").cpt, 0x20ACu);
   EXPECT_EQ(dec("\xE2\x82\xAC").len, 3u);
   EXPECT_EQ(dec("\xF0\x9F\x98\x80").cpt, 0x1F600u);
-  for (std::string_view bad : {"\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82", "\x80",
-                               "\xFF"}) {
+  for (std::string_view bad :
+       {"\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xE2\x82", "\x80", "\xFF"}) {
     EXPECT_EQ(dec(bad).cpt, unicode::kInvalid);
     EXPECT_EQ(dec(bad).len, 1u);
   }

@@ -85,17 +85,14 @@ TEST_P(SyntheticVocab, HasExactSizeAndIsUsable) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SyntheticVocab,
-                         ::testing::Values(Case{VocabKind::SentencePiece, 512},
-                                           Case{VocabKind::SentencePiece, 32000},
-                                           Case{VocabKind::Gpt2Qwen2, 640},
-                                           Case{VocabKind::Gpt2Qwen2, 151936}),
-                         [](const auto& info) {
-                           return std::string(info.param.kind == VocabKind::SentencePiece
-                                                  ? "spm_"
-                                                  : "qwen2_") +
-                                  std::to_string(info.param.n_vocab);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SyntheticVocab,
+    ::testing::Values(Case{VocabKind::SentencePiece, 512}, Case{VocabKind::SentencePiece, 32000},
+                      Case{VocabKind::Gpt2Qwen2, 640}, Case{VocabKind::Gpt2Qwen2, 151936}),
+    [](const auto& info) {
+      return std::string(info.param.kind == VocabKind::SentencePiece ? "spm_" : "qwen2_") +
+             std::to_string(info.param.n_vocab);
+    });
 
 TEST(SyntheticVocabBpe, EveryMergeJoinsTwoEarlierTokens) {
   const Vocab v = make_synthetic_vocab(VocabKind::Gpt2Qwen2, 4096, 1);

@@ -22,7 +22,9 @@ const std::string kSp = "\xE2\x96\x81";  // "▁"
 // ---- SentencePiece vocabulary -------------------------------------------------------------
 // 0 <unk>, 1 <s>, 2 </s>, 3..258 <0x00>..<0xFF>, then pieces with the scores below.
 constexpr int32_t kByte0 = 3;
-int32_t byte_id(unsigned char b) { return kByte0 + b; }
+int32_t byte_id(unsigned char b) {
+  return kByte0 + b;
+}
 
 Vocab spm_vocab() {
   Vocab v;
@@ -40,23 +42,23 @@ Vocab spm_vocab() {
     add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", 0, TokenType::Byte);
   }
   const std::pair<std::string, float> pieces[] = {
-      {kSp, -10},         // 259
-      {"h", -10},         // 260
-      {"e", -10},         // 261
-      {"l", -10},         // 262
-      {"o", -10},         // 263
-      {"w", -10},         // 264
-      {"r", -10},         // 265
-      {"d", -10},         // 266
-      {"ll", -1},         // 267
-      {"he", -2},         // 268
-      {kSp + "he", -3},   // 269
-      {"llo", -4},        // 270
+      {kSp, -10},           // 259
+      {"h", -10},           // 260
+      {"e", -10},           // 261
+      {"l", -10},           // 262
+      {"o", -10},           // 263
+      {"w", -10},           // 264
+      {"r", -10},           // 265
+      {"d", -10},           // 266
+      {"ll", -1},           // 267
+      {"he", -2},           // 268
+      {kSp + "he", -3},     // 269
+      {"llo", -4},          // 270
       {kSp + "hello", -5},  // 271
-      {"or", -6},         // 272
-      {kSp + "w", -7},    // 273
-      {"ld", -8},         // 274
-      {kSp + "wor", -9},  // 275
+      {"or", -6},           // 272
+      {kSp + "w", -7},      // 273
+      {"ld", -8},           // 274
+      {kSp + "wor", -9},    // 275
   };
   for (const auto& [t, s] : pieces) add(t, s, TokenType::Normal);
   add("<tool>", 0, TokenType::UserDefined);  // 276
@@ -161,16 +163,16 @@ Vocab bpe_vocab() {
     v.token_types.push_back(1);
   }
   const std::pair<std::string, std::string> merges[] = {
-      {"h", "e"},        // rank 0 -> 256 "he"
-      {"l", "l"},        // rank 1 -> 257 "ll"
-      {"he", "ll"},      // rank 2 -> 258 "hell"
-      {"hell", "o"},     // rank 3 -> 259 "hello"
-      {" ", "w"},        // rank 4 -> 260 " w"
-      {"o", "r"},        // rank 5 -> 261 "or"
-      {" w", "or"},      // rank 6 -> 262 " wor"
-      {"l", "d"},        // rank 7 -> 263 "ld"
-      {" wor", "ld"},    // rank 8 -> 264 " world"
-      {"e", "l"},        // rank 9 -> 265 "el"
+      {"h", "e"},      // rank 0 -> 256 "he"
+      {"l", "l"},      // rank 1 -> 257 "ll"
+      {"he", "ll"},    // rank 2 -> 258 "hell"
+      {"hell", "o"},   // rank 3 -> 259 "hello"
+      {" ", "w"},      // rank 4 -> 260 " w"
+      {"o", "r"},      // rank 5 -> 261 "or"
+      {" w", "or"},    // rank 6 -> 262 " wor"
+      {"l", "d"},      // rank 7 -> 263 "ld"
+      {" wor", "ld"},  // rank 8 -> 264 " world"
+      {"e", "l"},      // rank 9 -> 265 "el"
   };
   for (const auto& [l, r] : merges) {
     v.merges.push_back(mapped(l) + " " + mapped(r));
@@ -234,9 +236,10 @@ TEST(TokenizerBpe, Llama3PreTokenizerAddsBosAndSkipsMergesForWholeTokens) {
 
 // Random byte strings, valid UTF-8 (ASCII, CJK, emoji, controls) and random bytes.
 std::string random_text(std::mt19937& rng, size_t n, bool valid_utf8) {
-  static const char* kPieces[] = {"hello", " world", "\n", "\t", " ", "  ", "\r\n", "中文",
-                                  "\xF0\x9F\x98\x80", "\xE2\x82\xAC", "é", "'s", "123", "!?",
-                                  "\x01", "\x7F", "Ä", "ß", "\xD7\x90"};
+  static const char* kPieces[] = {
+      "hello",        " world", "\n", "\t",  " ",  "  ",   "\r\n", "中文", "\xF0\x9F\x98\x80",
+      "\xE2\x82\xAC", "é",      "'s", "123", "!?", "\x01", "\x7F", "Ä",    "ß",
+      "\xD7\x90"};
   std::string s;
   while (s.size() < n) {
     if (valid_utf8 || rng() % 3) {

@@ -1,33 +1,12 @@
 // Run-time ISA selection: the list of supported ISAs, the PACER_ISA override, and the names.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "ops/isa.h"
 
 namespace pacer::ops {
 namespace {
-
-// Sets PACER_ISA for one scope and restores the previous value (tests run single-threaded).
-class ScopedIsaEnv {
- public:
-  explicit ScopedIsaEnv(const char* value) {
-    if (const char* old = std::getenv("PACER_ISA")) saved_ = old, had_ = true;
-    setenv("PACER_ISA", value, 1);
-  }
-  ~ScopedIsaEnv() {
-    if (had_) {
-      setenv("PACER_ISA", saved_.c_str(), 1);
-    } else {
-      unsetenv("PACER_ISA");
-    }
-  }
-
- private:
-  std::string saved_;
-  bool had_ = false;
-};
 
 TEST(Isa, SupportedListStartsWithScalarAndIsConsistent) {
   const std::vector<Isa> isas = supported_isas();
@@ -45,19 +24,17 @@ TEST(Isa, SupportedListStartsWithScalarAndIsConsistent) {
   }
 }
 
-TEST(Isa, PacerIsaOverridesTheChoice) {
-  {
-    ScopedIsaEnv env("scalar");
-    EXPECT_EQ(detect_isa(), Isa::Scalar);
+TEST(Isa, SelectionHonoursARequestThisMachineRuns) {
+  const Isa best = supported_isas().back();
+  EXPECT_EQ(select_isa(nullptr), best);
+  EXPECT_EQ(select_isa("no-such-isa"), best);  // unknown: the best supported
+  EXPECT_EQ(select_isa("scalar"), Isa::Scalar);
+  for (Isa isa : supported_isas()) EXPECT_EQ(select_isa(std::string(isa_name(isa)).c_str()), isa);
+  if (!isa_supported(Isa::Avx512)) {
+    EXPECT_EQ(select_isa("avx512"), best);  // an unsupported request falls back
   }
-  {
-    ScopedIsaEnv env("no-such-isa");
-    EXPECT_EQ(detect_isa(), supported_isas().back());  // unknown: the best supported
-  }
-  for (Isa isa : supported_isas()) {
-    ScopedIsaEnv env(std::string(isa_name(isa)).c_str());
-    EXPECT_EQ(detect_isa(), isa);
-  }
+  EXPECT_TRUE(isa_supported(detect_isa()));
+  EXPECT_EQ(detect_isa(), detect_isa());  // chosen once per process
 }
 
 TEST(Isa, Names) {

@@ -153,7 +153,7 @@ TEST_P(MatmulIsaType, ResultsIndependentOfWorkerCount) {
   const auto [isa, type] = GetParam();
   const int64_t rows = 83, cols = 2048;
   const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 14);
-  for (int64_t tokens : {1, 3}) {
+  for (int64_t tokens : {1, 3, 9}) {
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 15);
     const std::vector<float> one = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
     EXPECT_EQ(one, run_matmul(w.view, x, tokens, SerialParallel(3), isa)) << tokens;

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -212,6 +213,22 @@ TEST(Executor, DefaultThreadCountIsOnePerAllowedCore) {
   Executor ex(topo, ExecutorSettings{});
   EXPECT_EQ(ex.workers(), topo.allowed_core_count());
   EXPECT_TRUE(ex.cpus().empty());  // default pin policy: none
+}
+
+TEST(Executor, SeveralLiveExecutorsEachGetTheirWorkers) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Executor a(ExecutorSettings{}.set_threads(2));
+  Executor b(ExecutorSettings{}.set_threads(3));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(a.joined_workers(), 1);
+  EXPECT_EQ(b.joined_workers(), 2);
+  EXPECT_LT(ms, 1000.0);  // nobody waited for a worker that never came
+  std::atomic<int64_t> sum{0};
+  a.run_chunks(10, 1, [&](int, int64_t b0, int64_t e0) {
+    b.run_chunks(10, 1, [&](int, int64_t b1, int64_t e1) { sum += (e0 - b0) * (e1 - b1); });
+  });
+  EXPECT_EQ(sum.load(), 100);
 }
 
 TEST(Executor, OversubscribedUnpinnedStillCompletes) {

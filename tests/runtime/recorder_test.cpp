@@ -9,12 +9,12 @@ namespace pacer::runtime {
 namespace {
 
 using nlohmann::json;
-using testing::FakeCounterSource;
-using testing::TwoWorkers;
 using testing::fake_options;
+using testing::FakeCounterSource;
 using testing::of_type;
 using testing::read_log;
 using testing::temp_log_path;
+using testing::TwoWorkers;
 
 // Worker w's source counts instructions += 100 (w+1), task_clock_ns += 5000, runq_ns += 7 per
 // read; a chunk bracket (two reads) therefore adds exactly one increment.
@@ -42,9 +42,7 @@ const json& worker(const json& op, int w) {
 TEST(Recorder, OffIsInertAndWritesNothing) {
   Recorder off;
   EXPECT_FALSE(off.enabled());
-  {
-    auto scope = off.op({.name = "rope"});
-  }
+  { auto scope = off.op({.name = "rope"}); }
   off.on_chunk_begin(0);
   off.on_chunk_end(0);
   off.begin_step(Phase::Decode, 0);
@@ -73,9 +71,7 @@ TEST(Recorder, SerialOpRecordsTheCallingThreadsDeltas) {
     ASSERT_TRUE(rec.enabled());
     rec.write_header({{"command", "run"}, {"model", {{"path", "m.gguf"}, {"arch", "llama"}}}});
     rec.begin_step(Phase::Decode, 0);
-    {
-      auto s = rec.op({.name = "rope", .layer = 3, .kind = OpKind::Elementwise});
-    }
+    { auto s = rec.op({.name = "rope", .layer = 3, .kind = OpKind::Elementwise}); }
     rec.end_step({.phase = Phase::Decode, .step = 0, .n_past = 4, .token = 42, .piece = " hi"});
     rec.write_footer({{"stop", "n_predict"}});
   }
@@ -187,6 +183,46 @@ TEST(Recorder, ParallelOpsBracketEachWorkerOnItsOwnThread) {
   EXPECT_EQ(footer["recorder"]["threads"], 2);
 }
 
+// With context_switches counted, schedstat is read only after the thread was switched out: a
+// thread never switched out pays for one read, not two per op.
+TEST(Recorder, RunQueueIsReadOnlyAfterAContextSwitch) {
+  for (const uint64_t switches_per_read : {0u, 1u}) {
+    const std::string path = temp_log_path("rec" + std::to_string(switches_per_read));
+    FakeCounterSource* runq_source = nullptr;
+    CounterSourceFactory f = [&](int) {
+      std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+      v.push_back(std::make_unique<FakeCounterSource>(
+          std::vector<std::string>{"task_clock_ns", "context_switches"},
+          std::vector<uint64_t>{1000, switches_per_read}));
+      auto rq = std::make_unique<FakeCounterSource>(std::vector<std::string>{"runq_ns"},
+                                                    std::vector<uint64_t>{7});
+      runq_source = rq.get();
+      v.push_back(std::move(rq));
+      return v;
+    };
+    {
+      Recorder rec(fake_options(path, 1, f));
+      rec.begin_step(Phase::Decode, 0);
+      for (int k = 0; k < 10; ++k) {
+        auto s = rec.op({.name = "residual", .layer = k});
+      }
+      rec.end_step({.phase = Phase::Decode, .step = 0});
+      ASSERT_NE(runq_source, nullptr);
+      // Switching every read: two schedstat reads per op; never switching: only the first.
+      EXPECT_EQ(runq_source->reads(), switches_per_read ? 20 : 1);
+      rec.write_footer(json::object());
+    }
+    const auto log = read_log(path);
+    const auto ops = of_type(log, "op");
+    ASSERT_EQ(ops.size(), 10u);
+    for (const json& op : ops) {
+      EXPECT_EQ(op["workers"][0]["runq_ns"], switches_per_read ? 7 : 0);
+      EXPECT_EQ(op["workers"][0]["counters"]["context_switches"], switches_per_read);
+    }
+    EXPECT_EQ(of_type(log, "footer").at(0)["recorder"]["runq_reads"], switches_per_read ? 20 : 1);
+  }
+}
+
 TEST(Recorder, NestedSerialOpsEachGetTheirOwnBracket) {
   const std::string path = temp_log_path("rec");
   {
@@ -194,9 +230,7 @@ TEST(Recorder, NestedSerialOpsEachGetTheirOwnBracket) {
     rec.begin_step(Phase::Prefill, 0);
     {
       auto outer = rec.op({.name = "attention", .layer = 1, .kind = OpKind::Attention});
-      {
-        auto inner = rec.op({.name = "rope", .layer = 1, .kind = OpKind::Elementwise});
-      }
+      { auto inner = rec.op({.name = "rope", .layer = 1, .kind = OpKind::Elementwise}); }
     }
     rec.end_step({.phase = Phase::Prefill, .step = 0, .n_tokens = 8});
   }
@@ -210,6 +244,32 @@ TEST(Recorder, NestedSerialOpsEachGetTheirOwnBracket) {
   EXPECT_EQ(ops[0]["phase"], "prefill");
 }
 
+TEST(Recorder, AnOpStillOpenAtStepEndIsWrittenWhenItCloses) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 1, per_worker_fakes()));
+    rec.begin_step(Phase::Decode, 0);
+    {
+      auto done = rec.op({.name = "embed", .kind = OpKind::Embed});
+    }
+    {
+      auto spanning = rec.op({.name = "output", .kind = OpKind::Matmul});
+      rec.end_step({.phase = Phase::Decode, .step = 0});
+      rec.begin_step(Phase::Decode, 1);
+    }
+    rec.end_step({.phase = Phase::Decode, .step = 1});
+  }
+  const auto log = read_log(path);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0]["name"], "embed");
+  EXPECT_EQ(log[1]["type"], "step");
+  EXPECT_EQ(log[1]["recorder"]["ops"], 1);
+  EXPECT_EQ(log[2]["name"], "output");
+  EXPECT_GT(log[2]["t1_ns"].get<int64_t>(), log[1]["t1_ns"].get<int64_t>());
+  EXPECT_EQ(log[2]["workers"][0]["counters"]["instructions"], 100);
+  EXPECT_EQ(log[3]["type"], "step");
+}
+
 TEST(Recorder, PrefillStepsCarryBatchSizeAndDecodeThroughputOnlyCountsDecode) {
   const std::string path = temp_log_path("rec");
   {
@@ -217,9 +277,7 @@ TEST(Recorder, PrefillStepsCarryBatchSizeAndDecodeThroughputOnlyCountsDecode) {
     rec.begin_step(Phase::Prefill, 0);
     rec.end_step({.phase = Phase::Prefill, .step = 0, .n_tokens = 8});
     rec.begin_step(Phase::Decode, 1);
-    {
-      auto s = rec.op({.name = "sample", .kind = OpKind::Sample});
-    }
+    { auto s = rec.op({.name = "sample", .kind = OpKind::Sample}); }
     rec.end_step({.phase = Phase::Decode, .step = 1, .token = 5});
     rec.write_footer({{"n_generated", 1}});
   }
@@ -256,9 +314,7 @@ TEST(Recorder, FrequencyFromCyclesAndRefCyclesIsPerOp) {
     Recorder rec(opts);
     rec.write_header(json::object());
     rec.begin_step(Phase::Decode, 0);
-    {
-      auto s = rec.op({.name = "ffn_act", .layer = 2, .kind = OpKind::Elementwise});
-    }
+    { auto s = rec.op({.name = "ffn_act", .layer = 2, .kind = OpKind::Elementwise}); }
     rec.end_step({.phase = Phase::Decode, .step = 0, .token = 1});
   }
   EXPECT_EQ(fake_freq->samples.load(), 0) << "no per-step sampling when counters give frequency";
@@ -286,9 +342,7 @@ TEST(Recorder, MultiplexedCountsAreScaledAndMarked) {
   {
     Recorder rec(fake_options(path, 1, f));
     rec.begin_step(Phase::Decode, 0);
-    {
-      auto s = rec.op({.name = "output", .kind = OpKind::Matmul});
-    }
+    { auto s = rec.op({.name = "output", .kind = OpKind::Matmul}); }
     rec.end_step({.phase = Phase::Decode, .step = 0});
   }
   const json c = of_type(read_log(path), "op").at(0)["workers"][0]["counters"];
@@ -301,9 +355,7 @@ TEST(Recorder, EachStepIsOnDiskBeforeTheNextBegins) {
   Recorder rec(fake_options(path, 1, per_worker_fakes()));
   rec.write_header(json::object());
   rec.begin_step(Phase::Decode, 0);
-  {
-    auto s = rec.op({.name = "embed", .kind = OpKind::Embed, .weight_bytes = 4096});
-  }
+  { auto s = rec.op({.name = "embed", .kind = OpKind::Embed, .weight_bytes = 4096}); }
   rec.end_step({.phase = Phase::Decode, .step = 0, .token = 3});
   rec.begin_step(Phase::Decode, 1);
   {
@@ -362,7 +414,7 @@ TEST(Recorder, HeaderMergesCallerFieldsWithMeasuredOnes) {
   EXPECT_EQ(h["model"]["params"], 123);
   EXPECT_EQ(h["run"]["pin"], "compact");
   EXPECT_EQ(h["load_ms"], 12.5);
-  EXPECT_EQ(h["host"]["topology"]["cores"], 2);   // the caller's
+  EXPECT_EQ(h["host"]["topology"]["cores"], 2);                     // the caller's
   EXPECT_FALSE(h["host"]["cpu_model"].get<std::string>().empty());  // the recorder's
   EXPECT_TRUE(h["host"]["tsc_mhz"].get<double>() > 0);
   EXPECT_EQ(h["counters"]["live"], (json{"instructions", "task_clock_ns", "runq_ns"}));

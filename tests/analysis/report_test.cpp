@@ -1,0 +1,371 @@
+// The single-run report against a small hand-built log whose every number is worked out below.
+#include "analysis/report.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/histogram.h"
+#include "event_log_testlog.h"
+
+namespace pacer::analysis {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr double kUs = 1000.0;  // ns per us
+
+// The hand log. Times in us (x1000 in the log):
+//   tokenize op          [0, 2]
+//   prefill step 0       [10, 60], n_tokens 4: embed 1, attn_qkv 10, ffn_down 20, output 10,
+//                        sample 4 (phase sample) -> 45 us of ops, 5 us gap
+//   decode steps 1..4    [100k, 100k + 50] (step 4: + 90): embed 1, attn_qkv 10, ffn_down 20
+//                        (step 4: 40), output 10, sample 4 -> gaps 5, 5, 5, 25
+//   detokenize op        [500, 503]
+// Workers: one per op at 3000 MHz, except attn_qkv (2 workers: 10 us at 3000 MHz, 5 us at
+// 2000 MHz), ffn_down (instructions 30000, cycles 20000; step 4 migrates CPU 0 -> 1) and output
+// (runq 2 us of its 10 us).
+// Weight bytes: attn_qkv 50000, ffn_down 100000, output 100000. Header bandwidth 10 GB/s.
+class HandLog {
+ public:
+  std::string text;
+
+  HandLog() {
+    json h = {{"type", "header"},
+              {"schema", 1},
+              {"command", "run"},
+              {"model",
+               {{"arch", "llama"},
+                {"type", "q8_0"},
+                {"n_layers", 1},
+                {"matmul_bytes_per_token", 250000},
+                {"params", 1000000}}},
+              {"run", {{"threads", 2}, {"pin", "compact"}, {"isa", "avx512"}}},
+              {"host", {{"cpu_model", "Hand CPU"}}},
+              {"frequency", {{"source", "aperf_mperf"}, {"nominal_mhz", 3000.0}}},
+              {"freq_before_mhz", {3000.0, 3000.0}},
+              {"bandwidth_gbs", 10.0},
+              {"load_ms", 7.5}};
+    line(h);
+    op("tokenize", "tokenize", -1, "other", 0, 0, 2, 0, 1);
+    step_ops(0, "prefill", 10, 20, 4);
+    line({{"type", "step"},
+          {"step", 0},
+          {"phase", "prefill"},
+          {"n_past", 0},
+          {"n_tokens", 4},
+          {"t0_ns", 10 * 1000},
+          {"t1_ns", 60 * 1000}});
+    for (int s = 1; s <= 4; ++s) {
+      const int64_t t0 = 100 * s;
+      step_ops(s, "decode", t0, s == 4 ? 40 : 20, 1);
+      line({{"type", "step"},
+            {"step", s},
+            {"phase", "decode"},
+            {"n_past", 3 + s},
+            {"token", 100 + s},
+            {"piece", "x"},
+            {"t0_ns", t0 * 1000},
+            {"t1_ns", (t0 + (s == 4 ? 90 : 50)) * 1000}});
+    }
+    op("detokenize", "detokenize", -1, "other", 0, 500, 503, 0, 1);
+  }
+
+  void footer() {
+    line({{"type", "footer"},
+          {"steps", 5},
+          {"n_prompt", 4},
+          {"n_generated", 4},
+          {"peak_rss_kb", 2048},
+          {"stop", "n_predict"}});
+  }
+
+ private:
+  void line(const json& j) { text += j.dump() + "\n"; }
+
+  // Ops of one step from t0 (us): embed 1, attn_qkv 10, ffn_down ffn_us, output 10, sample 4.
+  void step_ops(int step, const char* phase, int64_t t0, int64_t ffn_us, int64_t tokens) {
+    int64_t t = t0;
+    op(phase, "embed", -1, "embed", step, t, t + 1, 0, tokens);
+    t += 1;
+    op(phase, "attn_qkv", 0, "matmul", step, t, t + 10, 50000, tokens);
+    t += 10;
+    op(phase, "ffn_down", 0, "matmul", step, t, t + ffn_us, 100000, tokens);
+    t += ffn_us;
+    op(phase, "output", -1, "matmul", step, t, t + 10, 100000, 1);
+    t += 10;
+    op("sample", "sample", -1, "sample", step, t, t + 4, 0, 1);
+  }
+
+  void op(const char* phase, const char* name, int layer, const char* kind, int step, int64_t t0,
+          int64_t t1, int64_t weight_bytes, int64_t tokens) {
+    json w0 = {{"w", 0},
+               {"cpu", 0},
+               {"cpu_end", 0},
+               {"t0_ns", t0 * 1000},
+               {"t1_ns", t1 * 1000},
+               {"freq_mhz", 3000.0}};
+    json workers = json::array();
+    const std::string n = name;
+    if (n == "ffn_down") {
+      w0["counters"] = {{"instructions", 30000}, {"cycles", 20000}};
+      if (step == 4) w0["cpu_end"] = 1;
+    }
+    if (n == "output") w0["runq_ns"] = 2000;
+    workers.push_back(w0);
+    if (n == "attn_qkv")
+      workers.push_back({{"w", 1},
+                         {"cpu", 1},
+                         {"cpu_end", 1},
+                         {"t0_ns", t0 * 1000},
+                         {"t1_ns", (t0 + 5) * 1000},
+                         {"freq_mhz", 2000.0}});
+    json j = {{"type", "op"},       {"step", step},       {"phase", phase},
+              {"name", name},       {"layer", layer},     {"kind", kind},
+              {"t0_ns", t0 * 1000}, {"t1_ns", t1 * 1000}, {"workers", workers}};
+    if (weight_bytes > 0) {
+      j["wtype"] = "q8_0";
+      j["rows"] = n == "attn_qkv" ? 96 : (n == "ffn_down" ? 64 : 512);
+      j["cols"] = 64;
+      j["tokens"] = tokens;
+      j["weight_bytes"] = weight_bytes;
+    }
+    line(j);
+  }
+};
+
+Report hand_report(bool footer = true, BottleneckThresholds th = {}) {
+  HandLog log;
+  if (footer) log.footer();
+  return build_report_from_text(log.text, "hand.jsonl", th);
+}
+
+const OpRow& find(const std::vector<OpRow>& rows, Phase p, const std::string& name, int layer) {
+  for (const OpRow& r : rows)
+    if (r.phase == p && r.name == name && r.layer == layer) return r;
+  throw std::runtime_error("row not found: " + name);
+}
+
+TEST(Report, PerOpStatisticsAreExactAndPercentilesWithinTheBound) {
+  const Report r = hand_report();
+  const OpRow& ffn = find(r.by_layer_op, Phase::Decode, "ffn_down", 0);
+  EXPECT_EQ(ffn.dist.count, 4);
+  EXPECT_EQ(ffn.dist.total_ns, 100 * kUs);  // 20 + 20 + 20 + 40
+  EXPECT_EQ(ffn.dist.min_ns, 20 * kUs);
+  EXPECT_EQ(ffn.dist.max_ns, 40 * kUs);
+  EXPECT_DOUBLE_EQ(ffn.dist.mean_ns(), 25 * kUs);
+  const double eps = LogHistogram::kRelativeError;
+  EXPECT_NEAR(ffn.dist.p50_ns, 20 * kUs, 20 * kUs * eps);  // rank 2 of 4
+  EXPECT_NEAR(ffn.dist.p95_ns, 40 * kUs, 40 * kUs * eps);  // rank 4
+  EXPECT_NEAR(ffn.dist.p99_ns, 40 * kUs, 40 * kUs * eps);
+  // Decode op time per step: 1 + 10 + 20 + 10 = 41 us (x3) and 61 us -> 184 us.
+  EXPECT_NEAR(ffn.share, 100.0 / 184.0, 1e-12);
+  const OpRow& decode = find(r.by_phase, Phase::Decode, "", -1);
+  EXPECT_EQ(decode.dist.total_ns, 184 * kUs);
+  EXPECT_EQ(decode.dist.count, 16);
+  // Op aggregate across phases: ffn_down in prefill (20) and decode (100).
+  const OpRow& agg = find(r.by_op, Phase::Other, "ffn_down", -1);
+  EXPECT_EQ(agg.dist.count, 5);
+  EXPECT_EQ(agg.dist.total_ns, 120 * kUs);
+  // By-parent rows are sorted by total time: decode first.
+  EXPECT_EQ(r.by_phase.front().phase, Phase::Decode);
+}
+
+TEST(Report, CpuColumnsFollowTheWorkerSamples) {
+  const Report r = hand_report();
+  const OpRow& qkv = find(r.by_phase_op, Phase::Decode, "attn_qkv", -1);
+  // Worker-time-weighted: (3000 * 10 + 2000 * 5) / 15.
+  ASSERT_TRUE(qkv.cpu.freq_mean_mhz);
+  EXPECT_NEAR(*qkv.cpu.freq_mean_mhz, 40000.0 / 15.0, 1e-9);
+  EXPECT_EQ(qkv.cpu.freq_min_mhz, 2000.0);
+  EXPECT_FALSE(qkv.cpu.ipc);           // no instruction/cycle counters on this op
+  EXPECT_FALSE(qkv.cpu.offcpu_share);  // no runq data on this op
+  ASSERT_TRUE(qkv.cpu.gbs);
+  EXPECT_NEAR(*qkv.cpu.gbs, 4 * 50000.0 / (4 * 10 * kUs), 1e-12);  // 5 GB/s
+  EXPECT_NEAR(*qkv.cpu.roofline_pct, 50.0, 1e-9);
+
+  const OpRow& ffn = find(r.by_phase_op, Phase::Decode, "ffn_down", -1);
+  EXPECT_NEAR(*ffn.cpu.ipc, 1.5, 1e-12);
+  EXPECT_EQ(ffn.cpu.migrations, 1);
+  EXPECT_NEAR(*ffn.cpu.gbs, 4 * 100000.0 / (100 * kUs), 1e-12);  // 4 GB/s
+
+  const OpRow& out = find(r.by_phase_op, Phase::Decode, "output", -1);
+  EXPECT_NEAR(*out.cpu.offcpu_share, 0.2, 1e-12);
+  EXPECT_NEAR(*out.cpu.roofline_pct, 100.0, 1e-9);  // 100000 B / 10 us = 10 GB/s
+
+  // Worker 1 only ran the attn_qkv halves: 5 chunks of 5 us at 2000 MHz.
+  ASSERT_EQ(r.workers.size(), 2u);
+  EXPECT_EQ(r.workers[1].chunks, 5);
+  EXPECT_EQ(r.workers[1].busy_ns, 25 * kUs);
+  EXPECT_EQ(r.workers[1].cpu.freq_mean_mhz, 2000.0);
+  EXPECT_EQ(r.workers[0].cpus, (std::vector<int>{0, 1}));  // the migration
+}
+
+TEST(Report, PhaseBreakdownThroughputAndTtft) {
+  const Report r = hand_report();
+  ASSERT_EQ(r.phases.size(), 5u);
+  // tokenize 2; prefill 50 - 4 (sample inside); decode 3 * 50 + 90 - 4 * 4; sampling 5 * 4;
+  // detokenize 3 -> 295 us.
+  const int64_t expected[] = {2, 46, 224, 20, 3};
+  const char* names[] = {"tokenization", "prefill", "decode", "sampling", "detokenization"};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.phases[i].name, names[i]);
+    EXPECT_EQ(r.phases[i].total_ns, expected[i] * kUs) << names[i];
+    EXPECT_NEAR(r.phases[i].share, expected[i] / 295.0, 1e-12) << names[i];
+  }
+  EXPECT_EQ(r.phases[2].count, 4);
+  const Throughput& t = r.throughput;
+  EXPECT_NEAR(*t.prefill_tok_s, 4 / 50e-6, 1e-6);  // 4 tokens in a 50 us step
+  EXPECT_NEAR(*t.decode_tok_s, 4 / 240e-6, 1e-6);  // 4 tokens in 240 us of decode steps
+  EXPECT_EQ(t.prefill_tokens, 4);
+  EXPECT_EQ(t.decode_tokens, 4);
+  EXPECT_EQ(t.ttft_source, "steps");      // the footer has no ttft_ms
+  EXPECT_NEAR(*t.ttft_ms, 0.060, 1e-12);  // run start 0 -> end of the prefill step at 60 us
+  EXPECT_EQ(t.load_ms, 7.5);
+  EXPECT_EQ(t.peak_rss_kb, 2048);
+  EXPECT_NEAR(*t.decode_roofline_tok_s, 10e9 / 250000, 1e-6);  // 40000 tok/s
+  EXPECT_EQ(r.decode_steps.count, 4);
+  EXPECT_EQ(r.decode_steps.max_ns, 90 * kUs);
+  // Step rows: the last decode step has 65 us of ops in 90 us.
+  ASSERT_EQ(r.steps.size(), 5u);
+  EXPECT_EQ(r.steps[4].op_ns, 65 * kUs);
+  EXPECT_EQ(r.steps[4].gap_ns(), 25 * kUs);
+  EXPECT_EQ(r.steps[4].start_ns, 400 * kUs);
+}
+
+TEST(Report, ComponentsBlocksAndShapes) {
+  const Report r = hand_report();
+  // Decode in-step op time: 4 steps x (embed 1 + qkv 10 + output 10 + sample 4) + ffn 100 = 200.
+  auto comp = [&](Component c) -> const ComponentRow& {
+    for (const ComponentRow& row : r.components)
+      if (row.phase == Phase::Decode && row.component == c) return row;
+    throw std::runtime_error("component not found");
+  };
+  EXPECT_EQ(comp(Component::Ffn).per_step.total_ns, 100 * kUs);
+  EXPECT_NEAR(comp(Component::Ffn).share, 0.5, 1e-12);
+  EXPECT_EQ(comp(Component::Attention).per_step.total_ns, 40 * kUs);
+  EXPECT_EQ(comp(Component::Attention).events, 4);
+  EXPECT_EQ(comp(Component::OutputProjection).per_step.total_ns, 40 * kUs);
+  EXPECT_EQ(comp(Component::Embedding).per_step.total_ns, 4 * kUs);
+  EXPECT_EQ(comp(Component::Sampling).per_step.total_ns, 16 * kUs);
+  EXPECT_EQ(comp(Component::Ffn).per_step.max_ns, 40 * kUs);
+  EXPECT_EQ(r.components.front().component, Component::Ffn);  // decode first, largest first
+
+  // block_0 per decode step: qkv 10 + ffn 20 (40 in step 4).
+  const BlockRow* b0 = nullptr;
+  for (const BlockRow& b : r.blocks)
+    if (b.phase == Phase::Decode && b.layer == 0) b0 = &b;
+  ASSERT_NE(b0, nullptr);
+  EXPECT_EQ(b0->per_step.count, 4);
+  EXPECT_EQ(b0->per_step.total_ns, 140 * kUs);
+  EXPECT_EQ(b0->per_step.max_ns, 50 * kUs);
+
+  // Shapes: (op, type, rows x cols, tokens). output runs with tokens=1 in all 5 steps.
+  auto shape = [&](const std::string& name, int64_t tokens) -> const ShapeRow& {
+    for (const ShapeRow& s : r.shapes)
+      if (s.name == name && s.tokens == tokens) return s;
+    throw std::runtime_error("shape not found");
+  };
+  EXPECT_EQ(r.shapes.size(), 5u);
+  const ShapeRow& out = shape("output", 1);
+  EXPECT_EQ(out.dist.count, 5);
+  EXPECT_EQ(out.rows, 512);
+  EXPECT_EQ(out.cols, 64);
+  EXPECT_EQ(out.wtype, "q8_0");
+  EXPECT_NEAR(*out.cpu.gbs, 10.0, 1e-12);
+  EXPECT_EQ(shape("ffn_down", 4).dist.count, 1);
+  EXPECT_EQ(shape("ffn_down", 1).dist.total_ns, 100 * kUs);
+  EXPECT_EQ(r.shapes.front().name, "ffn_down");  // sorted by total: 100 us
+}
+
+TEST(Report, EventTypeSummaryCountsAndTimesRecords) {
+  const Report r = hand_report();
+  ASSERT_GE(r.event_types.size(), 4u);
+  EXPECT_EQ(r.event_types[1].type, "op");
+  EXPECT_EQ(r.event_types[1].count, 27);  // 2 + 5 steps x 5
+  ASSERT_TRUE(r.event_types[1].dist);
+  EXPECT_EQ(r.event_types[2].type, "step");
+  EXPECT_EQ(r.event_types[2].dist->total_ns, 290 * kUs);  // 50 + 240
+  EXPECT_TRUE(r.read.complete());
+}
+
+TEST(Report, BottleneckRanksLossesByTheTimeTheyCost) {
+  const Report r = hand_report();
+  const Bottleneck& b = r.bottleneck;
+  EXPECT_EQ(b.dominant_phase, "decode");
+  EXPECT_NEAR(b.dominant_phase_share, 224.0 / 295.0, 1e-12);
+  EXPECT_EQ(b.dominant_op, "ffn_down");
+  // Off-CPU: runq 20% of measured worker time (> 10%) costs 0.2 x 224 = 44.8 us; overhead:
+  // 40 us of gaps in 240 us of steps (16.7% > 15%) costs 40 us. Frequency is ~99% of 3000.
+  EXPECT_EQ(b.verdict, BottleneckKind::OffCpu);
+  ASSERT_GE(b.findings.size(), 3u);
+  EXPECT_EQ(b.findings[0].kind, BottleneckKind::OffCpu);
+  EXPECT_THAT(b.findings[0].evidence, HasSubstr("20.0%"));
+  EXPECT_EQ(b.findings[1].kind, BottleneckKind::OverheadBound);
+  EXPECT_THAT(b.findings[1].evidence, HasSubstr("16.7%"));
+  EXPECT_FALSE(b.findings[0].suggestions.empty());
+  // The nature of decode: 1,000,000 B / 180 us = 5.56 GB/s = 56% of 10 GB/s -> compute-bound.
+  EXPECT_EQ(b.findings[2].kind, BottleneckKind::ComputeBound);
+  EXPECT_THAT(b.findings[2].evidence, HasSubstr("56%"));
+
+  // Raise the thresholds: no loss passes, the verdict is the nature of the work.
+  BottleneckThresholds th;
+  th.offcpu_share = 0.5;
+  th.overhead_share = 0.5;
+  EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::ComputeBound);
+  th.memory_bound_roofline_pct = 50;
+  EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::MemoryBound);
+}
+
+TEST(Report, BottleneckOnSyntheticRuns) {
+  auto verdict = [](const testlog::SyntheticRun& run) {
+    std::ostringstream s;
+    testlog::write_synthetic(s, run);
+    return build_report_from_text(s.str(), "synthetic.jsonl").bottleneck;
+  };
+  testlog::SyntheticRun run;  // header: freq_before 2900, nominal 2100
+  run.n_decode = 8;
+  run.bandwidth_gbs = 20;  // the toy matmuls stream ~70-280 GB/s: far above 60% of 20
+  EXPECT_EQ(verdict(run).verdict, BottleneckKind::MemoryBound);
+  run.bandwidth_gbs = 100000;
+  EXPECT_EQ(verdict(run).verdict, BottleneckKind::ComputeBound);
+  run.freq_mhz = 1450;  // half of the 2900 MHz seen before the run
+  const Bottleneck b = verdict(run);
+  EXPECT_EQ(b.verdict, BottleneckKind::FrequencyLimited);
+  EXPECT_THAT(b.findings[0].evidence, HasSubstr("50%"));
+  run.freq_mhz = 2900;
+  run.gap_ns = 1000;  // as long as an op: about half of every step is gaps
+  EXPECT_EQ(verdict(run).verdict, BottleneckKind::OverheadBound);
+  run.gap_ns = 100;
+  run.bandwidth_gbs = 0;  // no roofline, no IPC-free verdict: IPC 2.0 says compute-bound
+  const Bottleneck nb = verdict(run);
+  EXPECT_EQ(nb.verdict, BottleneckKind::ComputeBound);
+  EXPECT_THAT(nb.notes[0], HasSubstr("bandwidth_gbs"));
+  run.hw_counters = false;
+  EXPECT_EQ(verdict(run).verdict, BottleneckKind::Undetermined);
+}
+
+TEST(Report, IncompleteRunIsReportedWithWhatItHas) {
+  const Report r = hand_report(/*footer=*/false);
+  EXPECT_FALSE(r.read.complete());
+  EXPECT_FALSE(r.footer);
+  EXPECT_EQ(r.throughput.decode_tokens, 4);
+  const std::string text = render_text(r);
+  EXPECT_THAT(text, HasSubstr("INCOMPLETE RUN"));
+  EXPECT_THAT(text, HasSubstr("incomplete run"));  // the reader's warning, in the events section
+
+  // A log cut inside a step: its ops count, the step is flagged as cut off.
+  HandLog log;
+  const size_t cut = log.text.rfind("\"name\":\"output\"");  // decode step 4's output op
+  ASSERT_NE(cut, std::string::npos);
+  const Report partial = build_report_from_text(log.text.substr(0, cut), "cut.jsonl");
+  EXPECT_TRUE(partial.read.truncated_last_line);
+  EXPECT_EQ(partial.steps.size(), 4u);
+  EXPECT_EQ(partial.incomplete_steps, 1);
+}
+
+}  // namespace
+}  // namespace pacer::analysis
