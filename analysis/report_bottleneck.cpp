@@ -209,6 +209,49 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   } else {
     b.notes.push_back("no per-op frequency or no reference frequency: frequency cannot be judged");
   }
+  // A throttling episode hides in a run-wide mean: look for steps that ran slow.
+  const bool mean_flagged =
+      !losses.empty() && losses.back().finding.kind == BottleneckKind::FrequencyLimited;
+  if (!mean_flagged && r.reference_freq_mhz &&
+      (focus == Phase::Decode || focus == Phase::Prefill)) {
+    const double limit = t.frequency_ratio * *r.reference_freq_mhz;
+    std::vector<int64_t> normal;
+    int64_t n_slow = 0, n_all = 0, slow_ns = 0;
+    double slow_freq = 0;
+    for (const StepRow& s : r.steps) {
+      if (s.phase != focus || !s.freq_mhz) continue;
+      ++n_all;
+      if (*s.freq_mhz < limit) {
+        ++n_slow;
+        slow_ns += s.dur_ns;
+        slow_freq += *s.freq_mhz;
+      } else {
+        normal.push_back(s.dur_ns);
+      }
+    }
+    if (n_slow >= 3 && n_slow * 20 >= n_all && !normal.empty()) {
+      std::nth_element(normal.begin(), normal.begin() + normal.size() / 2, normal.end());
+      const int64_t typical = normal[normal.size() / 2];
+      Loss l;
+      l.lost_ns = std::max<int64_t>(slow_ns - n_slow * typical, 0);
+      l.finding = {
+          BottleneckKind::FrequencyLimited,
+          focus_name,
+          fmt::format("{} of {} {} steps ran below {:.0f}% of the reference {:.0f} MHz ({}) at "
+                      "{:.0f} MHz on average; they took {:.2f} ms each vs {:.2f} ms for the "
+                      "others, {} lost",
+                      n_slow, n_all, focus_name, 100 * t.frequency_ratio, *r.reference_freq_mhz,
+                      r.reference_freq_source, slow_freq / static_cast<double>(n_slow),
+                      static_cast<double>(slow_ns) / static_cast<double>(n_slow) / 1e6,
+                      static_cast<double>(typical) / 1e6, ms(l.lost_ns)),
+          {"a throttling episode: see the step timeline; check thermal and power limits and "
+           "what else ran on the host at that time",
+           "compare a slow stretch with a normal one: `pacer compare` splits the difference into "
+           "frequency, IPC, instruction and off-CPU parts"}};
+      if (static_cast<double>(l.lost_ns) > 0.02 * static_cast<double>(phase_ns))
+        losses.push_back(std::move(l));
+    }
+  }
 
   if (focus == Phase::Decode || focus == Phase::Prefill) {
     int64_t step_ns = 0, gap_ns = 0, n = 0;

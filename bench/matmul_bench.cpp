@@ -55,8 +55,8 @@ const WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, b
   static WeightCopies cache;  // benchmark-process scratch, single-threaded registration/run
   const int64_t row_bytes = ops::row_bytes(type, cols);
   const int64_t matrix_bytes = rows * row_bytes;
-  const int64_t count = cold ? std::max<int64_t>(1, (kColdBytes + matrix_bytes - 1) / matrix_bytes)
-                             : 1;
+  const int64_t count =
+      cold ? std::max<int64_t>(1, (kColdBytes + matrix_bytes - 1) / matrix_bytes) : 1;
   if (cache.type == type && cache.rows == rows && cache.cols == cols && cache.count == count) {
     return cache;
   }
@@ -72,8 +72,8 @@ const WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, b
     ops::quantize_row(type, src.data(), cache.bytes.data() + r * row_bytes, cols);
   }
   for (int64_t r = distinct; r < rows * count; ++r) {
-    std::memcpy(cache.bytes.data() + r * row_bytes,
-                cache.bytes.data() + (r % distinct) * row_bytes, static_cast<size_t>(row_bytes));
+    std::memcpy(cache.bytes.data() + r * row_bytes, cache.bytes.data() + (r % distinct) * row_bytes,
+                static_cast<size_t>(row_bytes));
   }
   return cache;
 }
@@ -83,8 +83,9 @@ double read_bandwidth_gbs(int threads) {
   static std::map<int, double> measured;
   auto it = measured.find(threads);
   if (it == measured.end()) {
-    it = measured.emplace(threads, ops::measure_read_bandwidth_gbs(threads, kBandwidthProbeBytes, 3))
-             .first;
+    it =
+        measured.emplace(threads, ops::measure_read_bandwidth_gbs(threads, kBandwidthProbeBytes, 3))
+            .first;
   }
   return it->second;
 }
@@ -126,11 +127,11 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa) {
   const double bytes = static_cast<double>(rows * ops::row_bytes(type, cols));
   const double calls = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes * calls));
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * static_cast<double>(rows * cols) * calls,
-                         benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols) * calls,
+                                                benchmark::Counter::kIsRate);
   const double bw = read_bandwidth_gbs(threads) * 1e9;
-  state.counters["%bw"] = benchmark::Counter(100.0 * bytes * calls / bw, benchmark::Counter::kIsRate);
+  state.counters["%bw"] =
+      benchmark::Counter(100.0 * bytes * calls / bw, benchmark::Counter::kIsRate);
   if (!call_us.empty()) {
     std::sort(call_us.begin(), call_us.end());
     state.counters["call_min_us"] = call_us.front();
@@ -154,12 +155,11 @@ void gemv_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
   // With --benchmark_repetitions, also report the fastest repetition: on a machine shared with
   // other work it is the figure least disturbed by them (the median is the headline figure).
-  b->ComputeStatistics("min", [](const std::vector<double>& v) {
-    return *std::min_element(v.begin(), v.end());
-  });
+  b->ComputeStatistics(
+      "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
-#define PACER_GEMV(tname, TYPE)                                                         \
+#define PACER_GEMV(tname, TYPE)                                                                \
   BENCHMARK_CAPTURE(BM_gemv, tname##_scalar, WeightType::TYPE, Isa::Scalar)->Apply(gemv_args); \
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(gemv_args);     \
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(gemv_args)
@@ -219,8 +219,12 @@ void BM_read_bandwidth(benchmark::State& state) {
   for (auto _ : state) gbs = ops::measure_read_bandwidth_gbs(threads, kBandwidthProbeBytes, 3);
   state.counters["GB/s"] = gbs;
 }
-BENCHMARK(BM_read_bandwidth)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(1)->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_read_bandwidth)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pacer::bench

@@ -20,19 +20,32 @@ static_assert(std::endian::native == std::endian::little, "GGUF is read little e
 
 std::string_view value_type_name(GgufValueType t) noexcept {
   switch (t) {
-    case GgufValueType::U8: return "u8";
-    case GgufValueType::I8: return "i8";
-    case GgufValueType::U16: return "u16";
-    case GgufValueType::I16: return "i16";
-    case GgufValueType::U32: return "u32";
-    case GgufValueType::I32: return "i32";
-    case GgufValueType::F32: return "f32";
-    case GgufValueType::BOOL: return "bool";
-    case GgufValueType::STRING: return "string";
-    case GgufValueType::ARRAY: return "array";
-    case GgufValueType::U64: return "u64";
-    case GgufValueType::I64: return "i64";
-    case GgufValueType::F64: return "f64";
+    case GgufValueType::U8:
+      return "u8";
+    case GgufValueType::I8:
+      return "i8";
+    case GgufValueType::U16:
+      return "u16";
+    case GgufValueType::I16:
+      return "i16";
+    case GgufValueType::U32:
+      return "u32";
+    case GgufValueType::I32:
+      return "i32";
+    case GgufValueType::F32:
+      return "f32";
+    case GgufValueType::BOOL:
+      return "bool";
+    case GgufValueType::STRING:
+      return "string";
+    case GgufValueType::ARRAY:
+      return "array";
+    case GgufValueType::U64:
+      return "u64";
+    case GgufValueType::I64:
+      return "i64";
+    case GgufValueType::F64:
+      return "f64";
   }
   return "?";
 }
@@ -44,22 +57,29 @@ uint64_t scalar_size(GgufValueType t) noexcept {
   switch (t) {
     case GgufValueType::U8:
     case GgufValueType::I8:
-    case GgufValueType::BOOL: return 1;
+    case GgufValueType::BOOL:
+      return 1;
     case GgufValueType::U16:
-    case GgufValueType::I16: return 2;
+    case GgufValueType::I16:
+      return 2;
     case GgufValueType::U32:
     case GgufValueType::I32:
-    case GgufValueType::F32: return 4;
+    case GgufValueType::F32:
+      return 4;
     case GgufValueType::U64:
     case GgufValueType::I64:
-    case GgufValueType::F64: return 8;
+    case GgufValueType::F64:
+      return 8;
     case GgufValueType::STRING:
-    case GgufValueType::ARRAY: return 0;
+    case GgufValueType::ARRAY:
+      return 0;
   }
   return 0;
 }
 
-bool valid_value_type(uint32_t t) noexcept { return t <= static_cast<uint32_t>(GgufValueType::F64); }
+bool valid_value_type(uint32_t t) noexcept {
+  return t <= static_cast<uint32_t>(GgufValueType::F64);
+}
 
 template <class T>
 T load(const std::byte* p) noexcept {
@@ -71,19 +91,42 @@ T load(const std::byte* p) noexcept {
 // Decodes scalar k of `type` at p into a GgufValue's number fields.
 void decode_scalar(GgufValueType type, const std::byte* p, GgufValue& v) noexcept {
   switch (type) {
-    case GgufValueType::U8: v.u = load<uint8_t>(p); break;
-    case GgufValueType::I8: v.i = load<int8_t>(p); break;
-    case GgufValueType::U16: v.u = load<uint16_t>(p); break;
-    case GgufValueType::I16: v.i = load<int16_t>(p); break;
-    case GgufValueType::U32: v.u = load<uint32_t>(p); break;
-    case GgufValueType::I32: v.i = load<int32_t>(p); break;
-    case GgufValueType::F32: v.f = load<float>(p); break;
-    case GgufValueType::BOOL: v.u = load<uint8_t>(p); break;
-    case GgufValueType::U64: v.u = load<uint64_t>(p); break;
-    case GgufValueType::I64: v.i = load<int64_t>(p); break;
-    case GgufValueType::F64: v.f = load<double>(p); break;
+    case GgufValueType::U8:
+      v.u = load<uint8_t>(p);
+      break;
+    case GgufValueType::I8:
+      v.i = load<int8_t>(p);
+      break;
+    case GgufValueType::U16:
+      v.u = load<uint16_t>(p);
+      break;
+    case GgufValueType::I16:
+      v.i = load<int16_t>(p);
+      break;
+    case GgufValueType::U32:
+      v.u = load<uint32_t>(p);
+      break;
+    case GgufValueType::I32:
+      v.i = load<int32_t>(p);
+      break;
+    case GgufValueType::F32:
+      v.f = load<float>(p);
+      break;
+    case GgufValueType::BOOL:
+      v.u = load<uint8_t>(p);
+      break;
+    case GgufValueType::U64:
+      v.u = load<uint64_t>(p);
+      break;
+    case GgufValueType::I64:
+      v.i = load<int64_t>(p);
+      break;
+    case GgufValueType::F64:
+      v.f = load<double>(p);
+      break;
     case GgufValueType::STRING:
-    case GgufValueType::ARRAY: break;
+    case GgufValueType::ARRAY:
+      break;
   }
 }
 
@@ -107,10 +150,10 @@ constexpr int kMaxArrayDepth = 8;
 // holds; empty for ids ggml never assigned or retired.
 std::string_view ggml_type_name(uint32_t id) noexcept {
   static constexpr std::string_view kNames[] = {
-      "f32",  "f16",    "q4_0",  "q4_1",    "",      "",       "q5_0",  "q5_1",  "q8_0", "q8_1",
-      "q2_K", "q3_K",   "q4_K",  "q5_K",    "q6_K",  "q8_K",   "iq2_xxs", "iq2_xs", "iq3_xxs",
-      "iq1_s", "iq4_nl", "iq3_s", "iq2_s",  "iq4_xs", "i8",    "i16",   "i32",   "i64",  "f64",
-      "iq1_m", "bf16",  "",      "",        "",      "tq1_0",  "tq2_0"};
+      "f32",     "f16",   "q4_0",   "q4_1",  "",      "",       "q5_0", "q5_1",    "q8_0",
+      "q8_1",    "q2_K",  "q3_K",   "q4_K",  "q5_K",  "q6_K",   "q8_K", "iq2_xxs", "iq2_xs",
+      "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8",   "i16",     "i32",
+      "i64",     "f64",   "iq1_m",  "bf16",  "",      "",       "",     "tq1_0",   "tq2_0"};
   return id < std::size(kNames) ? kNames[id] : std::string_view();
 }
 constexpr uint32_t kMaxDims = 4;
@@ -120,7 +163,9 @@ constexpr uint64_t kDefaultAlignment = 32;
 
 // ---- GgufValue / GgufTensor ---------------------------------------------------------------------
 
-bool GgufValue::is_integer() const noexcept { return is_unsigned(type) || is_signed(type); }
+bool GgufValue::is_integer() const noexcept {
+  return is_unsigned(type) || is_signed(type);
+}
 
 std::optional<int64_t> GgufValue::as_int() const noexcept {
   if (is_unsigned(type)) {
@@ -217,8 +262,8 @@ class Cursor {
   void need(uint64_t n, const std::string& field) const {
     if (n > remaining()) {
       f_.fail(field, pos_,
-              fmt::format("needs {} bytes but only {} remain in the {}-byte file", n,
-                          remaining(), size_));
+              fmt::format("needs {} bytes but only {} remain in the {}-byte file", n, remaining(),
+                          size_));
     }
   }
   template <class T>
@@ -268,8 +313,8 @@ GgufValueType read_value_type(Cursor& c, const Image& f, const std::string& fiel
   return static_cast<GgufValueType>(t);
 }
 
-GgufValue read_value(Cursor& c, const Image& f, GgufValueType type,
-                     const std::string& field, int depth);
+GgufValue read_value(Cursor& c, const Image& f, GgufValueType type, const std::string& field,
+                     int depth);
 
 // Reads the body of an array (after its ARRAY tag): u32 elem_type | u64 count | elements.
 GgufValue read_array(Cursor& c, const Image& f, const std::string& field, int depth) {
@@ -321,8 +366,8 @@ GgufValue read_array(Cursor& c, const Image& f, const std::string& field, int de
   return v;
 }
 
-GgufValue read_value(Cursor& c, const Image& f, GgufValueType type,
-                     const std::string& field, int depth) {
+GgufValue read_value(Cursor& c, const Image& f, GgufValueType type, const std::string& field,
+                     int depth) {
   if (type == GgufValueType::ARRAY) return read_array(c, f, field, depth);
   GgufValue v;
   v.type = type;
@@ -414,13 +459,15 @@ void parse_into(Image& f) {
     const uint64_t dims_at = c.pos();
     const auto n_dims = c.read<uint32_t>(field + " n_dims");
     if (n_dims == 0 || n_dims > kMaxDims) {
-      f.fail(field + " n_dims", dims_at, fmt::format("n_dims {} (must be 1 to {})", n_dims, kMaxDims));
+      f.fail(field + " n_dims", dims_at,
+             fmt::format("n_dims {} (must be 1 to {})", n_dims, kMaxDims));
     }
     int64_t elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne_at = c.pos();
       const auto ne = c.read<int64_t>(fmt::format("{} ne[{}]", field, d));
-      if (ne <= 0) f.fail(fmt::format("{} ne[{}]", field, d), ne_at, fmt::format("dimension {} <= 0", ne));
+      if (ne <= 0)
+        f.fail(fmt::format("{} ne[{}]", field, d), ne_at, fmt::format("dimension {} <= 0", ne));
       if (__builtin_mul_overflow(elements, ne, &elements)) {
         f.fail(fmt::format("{} ne[{}]", field, d), ne_at, "element count overflows 64 bits");
       }
@@ -441,8 +488,8 @@ void parse_into(Image& f) {
     const ops::TypeInfo& ti = ops::type_info(t.type);
     if (t.ne[0] % ti.block_elems != 0) {
       f.fail(field + " ne[0]", t.info_offset,
-             fmt::format("row length {} is not a multiple of {}'s block size {}", t.ne[0],
-                         ti.name, ti.block_elems));
+             fmt::format("row length {} is not a multiple of {}'s block size {}", t.ne[0], ti.name,
+                         ti.block_elems));
     }
     const int64_t rows = elements / t.ne[0];
     uint64_t bytes = 0;
@@ -543,13 +590,27 @@ GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {
   return GgufFile(std::move(impl));
 }
 
-const std::filesystem::path& GgufFile::path() const noexcept { return impl_->path; }
-uint32_t GgufFile::version() const noexcept { return impl_->version; }
-uint64_t GgufFile::file_size() const noexcept { return impl_->bytes.size(); }
-uint64_t GgufFile::alignment() const noexcept { return impl_->alignment; }
-uint64_t GgufFile::data_offset() const noexcept { return impl_->data_offset; }
-const std::vector<GgufKv>& GgufFile::metadata() const noexcept { return impl_->kvs; }
-const std::vector<GgufTensor>& GgufFile::tensors() const noexcept { return impl_->tensors; }
+const std::filesystem::path& GgufFile::path() const noexcept {
+  return impl_->path;
+}
+uint32_t GgufFile::version() const noexcept {
+  return impl_->version;
+}
+uint64_t GgufFile::file_size() const noexcept {
+  return impl_->bytes.size();
+}
+uint64_t GgufFile::alignment() const noexcept {
+  return impl_->alignment;
+}
+uint64_t GgufFile::data_offset() const noexcept {
+  return impl_->data_offset;
+}
+const std::vector<GgufKv>& GgufFile::metadata() const noexcept {
+  return impl_->kvs;
+}
+const std::vector<GgufTensor>& GgufFile::tensors() const noexcept {
+  return impl_->tensors;
+}
 
 const GgufValue* GgufFile::find(std::string_view key) const noexcept {
   auto it = impl_->kv_index.find(key);
@@ -578,8 +639,9 @@ int64_t GgufFile::get_int(std::string_view key) const {
   if (!kv) impl_->fail(std::string(key), -1, "missing key");
   const auto v = kv->value.as_int();
   if (!v) {
-    impl_->fail(std::string(key), kv->offset,
-                fmt::format("has type {}, not an integer in range", value_type_name(kv->value.type)));
+    impl_->fail(
+        std::string(key), kv->offset,
+        fmt::format("has type {}, not an integer in range", value_type_name(kv->value.type)));
   }
   return *v;
 }

@@ -50,18 +50,22 @@ void append_array_header(std::vector<std::byte>& out, GgufValueType elem, uint64
   append_pod<uint64_t>(out, count);
 }
 
-uint64_t pad_to(uint64_t x, uint64_t alignment) { return (x + alignment - 1) / alignment * alignment; }
+uint64_t pad_to(uint64_t x, uint64_t alignment) {
+  return (x + alignment - 1) / alignment * alignment;
+}
 
-bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+bool is_power_of_two(uint64_t x) {
+  return x != 0 && (x & (x - 1)) == 0;
+}
 
 }  // namespace
 
 // ---- GgufMetaValue ----------------------------------------------------------------------------
 
-#define PACER_SCALAR_CTOR(fn, T, TAG)                                           \
-  GgufMetaValue GgufMetaValue::fn(T v) {                                        \
-    std::vector<std::byte> b;                                                   \
-    append_pod<T>(b, v);                                                        \
+#define PACER_SCALAR_CTOR(fn, T, TAG)                                          \
+  GgufMetaValue GgufMetaValue::fn(T v) {                                       \
+    std::vector<std::byte> b;                                                  \
+    append_pod<T>(b, v);                                                       \
     return GgufMetaValue(GgufValueType::TAG, GgufValueType::U8, std::move(b)); \
   }
 PACER_SCALAR_CTOR(u8, uint8_t, U8)
@@ -153,19 +157,32 @@ GgufMetaValue GgufMetaValue::array_of(GgufValueType elem_type,
 
 GgufMetaValue GgufMetaValue::from(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::U8: return u8(static_cast<uint8_t>(v.u));
-    case GgufValueType::I8: return i8(static_cast<int8_t>(v.i));
-    case GgufValueType::U16: return u16(static_cast<uint16_t>(v.u));
-    case GgufValueType::I16: return i16(static_cast<int16_t>(v.i));
-    case GgufValueType::U32: return u32(static_cast<uint32_t>(v.u));
-    case GgufValueType::I32: return i32(static_cast<int32_t>(v.i));
-    case GgufValueType::F32: return f32(static_cast<float>(v.f));
-    case GgufValueType::BOOL: return boolean(v.u != 0);
-    case GgufValueType::STRING: return string(v.str);
-    case GgufValueType::U64: return u64(v.u);
-    case GgufValueType::I64: return i64(v.i);
-    case GgufValueType::F64: return f64(v.f);
-    case GgufValueType::ARRAY: break;
+    case GgufValueType::U8:
+      return u8(static_cast<uint8_t>(v.u));
+    case GgufValueType::I8:
+      return i8(static_cast<int8_t>(v.i));
+    case GgufValueType::U16:
+      return u16(static_cast<uint16_t>(v.u));
+    case GgufValueType::I16:
+      return i16(static_cast<int16_t>(v.i));
+    case GgufValueType::U32:
+      return u32(static_cast<uint32_t>(v.u));
+    case GgufValueType::I32:
+      return i32(static_cast<int32_t>(v.i));
+    case GgufValueType::F32:
+      return f32(static_cast<float>(v.f));
+    case GgufValueType::BOOL:
+      return boolean(v.u != 0);
+    case GgufValueType::STRING:
+      return string(v.str);
+    case GgufValueType::U64:
+      return u64(v.u);
+    case GgufValueType::I64:
+      return i64(v.i);
+    case GgufValueType::F64:
+      return f64(v.f);
+    case GgufValueType::ARRAY:
+      break;
   }
   if (v.elem_type == GgufValueType::STRING) {
     std::vector<std::byte> b;
@@ -286,8 +303,9 @@ GgufWriter::Tensor& GgufWriter::add_tensor_common(std::string_view name, ops::We
     }
   }
   if (ne[0] % ti.block_elems != 0) {
-    throw std::invalid_argument(fmt::format("tensor '{}': ne[0]={} is not a multiple of {}'s block {}",
-                                            name, ne[0], ti.name, ti.block_elems));
+    throw std::invalid_argument(
+        fmt::format("tensor '{}': ne[0]={} is not a multiple of {}'s block {}", name, ne[0],
+                    ti.name, ti.block_elems));
   }
   Tensor t;
   t.name = std::string(name);

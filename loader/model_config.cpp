@@ -13,15 +13,20 @@ namespace pacer::loader {
 
 std::string_view arch_name(Arch a) noexcept {
   switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::Gemma3: return "gemma3";
+    case Arch::Llama:
+      return "llama";
+    case Arch::Qwen2:
+      return "qwen2";
+    case Arch::Gemma3:
+      return "gemma3";
   }
   return "?";
 }
 
 namespace tensor_names {
-std::string blk(int64_t il, std::string_view suffix) { return fmt::format("blk.{}.{}", il, suffix); }
+std::string blk(int64_t il, std::string_view suffix) {
+  return fmt::format("blk.{}.{}", il, suffix);
+}
 }  // namespace tensor_names
 
 bool ModelConfig::is_swa_layer(int64_t il) const noexcept {
@@ -77,8 +82,8 @@ class Reader {
         }
         if (i == 0) x = static_cast<int64_t>(*e);
         if (static_cast<int64_t>(*e) != x) {
-          fail(k, fmt::format("differs between layers ({} vs {}); pacer needs uniform layers", x,
-                              *e));
+          fail(k,
+               fmt::format("differs between layers ({} vs {}); pacer needs uniform layers", x, *e));
         }
       }
     } else {
@@ -109,7 +114,9 @@ std::vector<int64_t> trimmed(const std::vector<int64_t>& ne) {
   return t;
 }
 
-std::string shape_str(const std::vector<int64_t>& ne) { return fmt::format("[{}]", fmt::join(ne, ", ")); }
+std::string shape_str(const std::vector<int64_t>& ne) {
+  return fmt::format("[{}]", fmt::join(ne, ", "));
+}
 
 void expect_shape(const GgufFile& f, std::string_view name, std::vector<int64_t> want) {
   const GgufTensor& t = f.require_tensor(name);
@@ -131,10 +138,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     for (const auto& k : f.metadata()) {
       if (k.key == "general.architecture") kv = &k;
     }
-    throw LoadError(f.path().string(), "general.architecture",
-                    kv ? static_cast<int64_t>(kv->offset) : -1,
-                    fmt::format("unsupported architecture '{}' (pacer runs llama, qwen2, gemma3)",
-                                arch));
+    throw LoadError(
+        f.path().string(), "general.architecture", kv ? static_cast<int64_t>(kv->offset) : -1,
+        fmt::format("unsupported architecture '{}' (pacer runs llama, qwen2, gemma3)", arch));
   }
   const Reader r(f, arch);
   ModelConfig c;
@@ -147,8 +153,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_ff = r.positive("feed_forward_length");
   c.n_ctx_train = r.positive("context_length");
   if (c.n_heads % c.n_kv_heads != 0) {
-    r.fail(r.key("attention.head_count_kv"),
-           fmt::format("{} query heads are not a multiple of {} kv heads", c.n_heads, c.n_kv_heads));
+    r.fail(
+        r.key("attention.head_count_kv"),
+        fmt::format("{} query heads are not a multiple of {} kv heads", c.n_heads, c.n_kv_heads));
   }
   if (auto hd = r.find_positive("attention.key_length")) {
     c.head_dim = *hd;
@@ -226,7 +233,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.rope_base_local = 10000.0f;
     for (const char* k : {"rope.freq_base_swa", "rope.local.freq_base"}) {
       if (auto b = r.find_float(k)) {
-        if (!(*b > 1 && std::isfinite(*b))) r.fail(r.key(k), fmt::format("value {} must be > 1", *b));
+        if (!(*b > 1 && std::isfinite(*b)))
+          r.fail(r.key(k), fmt::format("value {} must be > 1", *b));
         c.rope_base_local = static_cast<float>(*b);
       }
     }
@@ -240,9 +248,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   namespace tn = tensor_names;
   const GgufTensor& embd = f.require_tensor(tn::kTokenEmbd);
   if (trimmed(embd.ne).size() != 2 || embd.ne[0] != c.n_embd) {
-    throw LoadError(f.path().string(), fmt::format("tensor '{}'", tn::kTokenEmbd),
-                    static_cast<int64_t>(embd.info_offset),
-                    fmt::format("shape {} is not [n_embd={}, n_vocab]", shape_str(embd.ne), c.n_embd));
+    throw LoadError(
+        f.path().string(), fmt::format("tensor '{}'", tn::kTokenEmbd),
+        static_cast<int64_t>(embd.info_offset),
+        fmt::format("shape {} is not [n_embd={}, n_vocab]", shape_str(embd.ne), c.n_embd));
   }
   c.n_vocab = embd.ne[1];
   if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
@@ -256,9 +265,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (!c.tied_embeddings) expect_shape(f, tn::kOutput, {c.n_embd, c.n_vocab});
 
   if (c.n_layers > static_cast<int64_t>(f.tensors().size())) {
-    r.fail(r.key("block_count"),
-           fmt::format("{} layers but the file holds only {} tensors", c.n_layers,
-                       f.tensors().size()));
+    r.fail(r.key("block_count"), fmt::format("{} layers but the file holds only {} tensors",
+                                             c.n_layers, f.tensors().size()));
   }
   c.qkv_bias = traits->requires_qkv_bias || f.tensor(tn::blk(0, "attn_q.bias")) != nullptr;
   const int64_t q_dim = c.n_heads * c.head_dim;

@@ -14,14 +14,22 @@ namespace pacer::loader {
 
 uint32_t llama_file_type(ops::WeightType t) {
   switch (t) {
-    case ops::WeightType::F32: return 0;   // LLAMA_FTYPE_ALL_F32
-    case ops::WeightType::F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
-    case ops::WeightType::Q4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
-    case ops::WeightType::Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
-    case ops::WeightType::Q4_K: return 15; // LLAMA_FTYPE_MOSTLY_Q4_K_M
-    case ops::WeightType::Q6_K: return 18; // LLAMA_FTYPE_MOSTLY_Q6_K
-    case ops::WeightType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
-    case ops::WeightType::Q8_K: break;
+    case ops::WeightType::F32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case ops::WeightType::F16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case ops::WeightType::Q4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case ops::WeightType::Q8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case ops::WeightType::Q4_K:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case ops::WeightType::Q6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case ops::WeightType::BF16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case ops::WeightType::Q8_K:
+      break;
   }
   throw std::invalid_argument(fmt::format("no llama.cpp file type for {}", ops::type_name(t)));
 }
@@ -69,18 +77,19 @@ QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out
     }
     const ops::WeightMatrix src = t.matrix();
     const int64_t out_row_bytes = ops::row_bytes(type, src.cols);
-    w.add_tensor(t.name, type, t.ne, [src, type, out_row_bytes](int64_t r0, int64_t r1,
-                                                                std::span<std::byte> dst) {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(r0, r1, 16),
-                        [&](const tbb::blocked_range<int64_t>& rr) {
-                          std::vector<float> row(static_cast<size_t>(src.cols));
-                          for (int64_t r = rr.begin(); r < rr.end(); ++r) {
-                            ops::dequantize_row(src.type, src.row(r), row.data(), src.cols);
-                            ops::quantize_row(type, row.data(), dst.data() + (r - r0) * out_row_bytes,
-                                              src.cols);
-                          }
-                        });
-    });
+    w.add_tensor(t.name, type, t.ne,
+                 [src, type, out_row_bytes](int64_t r0, int64_t r1, std::span<std::byte> dst) {
+                   tbb::parallel_for(
+                       tbb::blocked_range<int64_t>(r0, r1, 16),
+                       [&](const tbb::blocked_range<int64_t>& rr) {
+                         std::vector<float> row(static_cast<size_t>(src.cols));
+                         for (int64_t r = rr.begin(); r < rr.end(); ++r) {
+                           ops::dequantize_row(src.type, src.row(r), row.data(), src.cols);
+                           ops::quantize_row(type, row.data(),
+                                             dst.data() + (r - r0) * out_row_bytes, src.cols);
+                         }
+                       });
+                 });
     stats.bytes_out += static_cast<uint64_t>(out_row_bytes) * static_cast<uint64_t>(src.rows);
     ++stats.tensors_quantized;
   }

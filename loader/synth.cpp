@@ -47,9 +47,12 @@ float unit_from_key(uint64_t key, uint64_t k) noexcept {
 
 float scale_init(Init init, int64_t fan_in, float unit) noexcept {
   switch (init) {
-    case Init::Matmul: return unit * std::sqrt(3.0f / static_cast<float>(fan_in));
-    case Init::Norm: return 1.0f + 0.05f * unit;
-    case Init::Bias: return 0.02f * unit;
+    case Init::Matmul:
+      return unit * std::sqrt(3.0f / static_cast<float>(fan_in));
+    case Init::Norm:
+      return 1.0f + 0.05f * unit;
+    case Init::Bias:
+      return 0.02f * unit;
   }
   return unit;
 }
@@ -138,26 +141,27 @@ void add_generated(GgufWriter& w, const std::string& name, ops::WeightType type,
   const int64_t cols = ne[0];
   const int64_t row_bytes = ops::row_bytes(type, cols);
   const uint64_t key = synth::tensor_key(seed, name);
-  w.add_tensor(name, type, std::move(ne),
-               [=](int64_t r0, int64_t r1, std::span<std::byte> dst) {
-                 tbb::parallel_for(
-                     tbb::blocked_range<int64_t>(r0, r1, 16), [&](const tbb::blocked_range<int64_t>& rr) {
-                       std::vector<float> row(static_cast<size_t>(cols));
-                       for (int64_t r = rr.begin(); r < rr.end(); ++r) {
-                         const uint64_t base = static_cast<uint64_t>(r) * static_cast<uint64_t>(cols);
-                         for (int64_t c = 0; c < cols; ++c) {
-                           row[static_cast<size_t>(c)] = synth::scale_init(
-                               init, cols, synth::unit_from_key(key, base + static_cast<uint64_t>(c)));
-                         }
-                         ops::quantize_row(type, row.data(), dst.data() + (r - r0) * row_bytes, cols);
-                       }
-                     });
-               });
+  w.add_tensor(name, type, std::move(ne), [=](int64_t r0, int64_t r1, std::span<std::byte> dst) {
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(r0, r1, 16), [&](const tbb::blocked_range<int64_t>& rr) {
+          std::vector<float> row(static_cast<size_t>(cols));
+          for (int64_t r = rr.begin(); r < rr.end(); ++r) {
+            const uint64_t base = static_cast<uint64_t>(r) * static_cast<uint64_t>(cols);
+            for (int64_t c = 0; c < cols; ++c) {
+              row[static_cast<size_t>(c)] = synth::scale_init(
+                  init, cols, synth::unit_from_key(key, base + static_cast<uint64_t>(c)));
+            }
+            ops::quantize_row(type, row.data(), dst.data() + (r - r0) * row_bytes, cols);
+          }
+        });
+  });
 }
 
 void check_spec(const SynthSpec& s) {
   auto positive = [](int64_t v, const char* what) {
-    if (v <= 0) throw std::invalid_argument(fmt::format("synthetic model: {} must be > 0", what));
+    if (v <= 0 || v > (int64_t{1} << 31)) {
+      throw std::invalid_argument(fmt::format("synthetic model: {} must be in [1, 2^31]", what));
+    }
   };
   positive(s.n_embd, "n_embd");
   positive(s.n_layers, "n_layers");
@@ -178,17 +182,19 @@ void check_spec(const SynthSpec& s) {
     case ops::WeightType::F16:
     case ops::WeightType::BF16:
     case ops::WeightType::Q8_0:
-    case ops::WeightType::Q4_0: break;
+    case ops::WeightType::Q4_0:
+      break;
     default:
-      throw std::invalid_argument(fmt::format(
-          "synthetic model: type {} not supported (f32, f16, bf16, q8_0, q4_0)", ops::type_name(s.type)));
+      throw std::invalid_argument(
+          fmt::format("synthetic model: type {} not supported (f32, f16, bf16, q8_0, q4_0)",
+                      ops::type_name(s.type)));
   }
   const int64_t block = ops::type_info(s.type).block_elems;
   for (int64_t cols : {s.n_embd, s.n_heads * s.head_size(), s.n_ff}) {
     if (cols % block != 0) {
-      throw std::invalid_argument(fmt::format(
-          "synthetic model: row length {} is not a multiple of {}'s block size {}", cols,
-          ops::type_name(s.type), block));
+      throw std::invalid_argument(
+          fmt::format("synthetic model: row length {} is not a multiple of {}'s block size {}",
+                      cols, ops::type_name(s.type), block));
     }
   }
   if (s.arch == Arch::Gemma3 && s.sliding_window <= 0) {
@@ -204,8 +210,8 @@ void add_synthetic_model(GgufWriter& w, const SynthSpec& spec_in, const GgufFile
   if (vocab_from) {
     const GgufValue* tokens = vocab_from->find("tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GgufValueType::ARRAY || tokens->count == 0) {
-      throw std::invalid_argument(fmt::format("{}: no tokenizer.ggml.tokens to copy a vocabulary from",
-                                              vocab_from->path().string()));
+      throw std::invalid_argument(fmt::format(
+          "{}: no tokenizer.ggml.tokens to copy a vocabulary from", vocab_from->path().string()));
     }
     s.n_vocab = static_cast<int64_t>(tokens->count);
   }
@@ -249,13 +255,22 @@ void add_synthetic_model(GgufWriter& w, const SynthSpec& spec_in, const GgufFile
     write_synthetic_vocab(w, s.vocab, s.n_vocab, s.seed);
   }
 
+  add_synthetic_tensors(w, s);
+}
+
+void add_synthetic_tensors(GgufWriter& w, const SynthSpec& spec) {
+  SynthSpec s = spec;
+  if (s.arch == Arch::Qwen2) s.qkv_bias = true;
+  check_spec(s);
+  const int64_t head_dim = s.head_size();
   // Tensors, in the order llama.cpp's converter emits them.
   namespace tn = tensor_names;
   using synth::Init;
   const ops::WeightType f32 = ops::WeightType::F32;
   const int64_t q_dim = s.n_heads * head_dim;
   const int64_t kv_dim = s.n_kv_heads * head_dim;
-  add_generated(w, std::string(tn::kTokenEmbd), s.type, {s.n_embd, s.n_vocab}, Init::Matmul, s.seed);
+  add_generated(w, std::string(tn::kTokenEmbd), s.type, {s.n_embd, s.n_vocab}, Init::Matmul,
+                s.seed);
   for (int64_t il = 0; il < s.n_layers; ++il) {
     auto blk = [&](std::string_view suffix) { return tn::blk(il, suffix); };
     add_generated(w, blk("attn_norm.weight"), f32, {s.n_embd}, Init::Norm, s.seed);

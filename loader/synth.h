@@ -57,7 +57,11 @@ std::vector<std::string_view> synth_preset_names();
 // Adds the whole model (metadata, vocabulary, tensors as streamed fills) to `w`. When `vocab_from`
 // is given its tokenizer.* keys are copied (and n_vocab taken from its token list) instead of a
 // synthetic vocabulary. Throws std::invalid_argument on an inconsistent spec.
-void add_synthetic_model(GgufWriter& w, const SynthSpec& spec, const GgufFile* vocab_from = nullptr);
+void add_synthetic_model(GgufWriter& w, const SynthSpec& spec,
+                         const GgufFile* vocab_from = nullptr);
+// Only the tensors (no metadata, no vocabulary): for counting and shape checks, which then skip
+// building a large vocabulary.
+void add_synthetic_tensors(GgufWriter& w, const SynthSpec& spec);
 // add_synthetic_model + write(path).
 void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& path,
                            const GgufFile* vocab_from = nullptr);

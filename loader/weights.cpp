@@ -23,7 +23,8 @@ class Binder {
     const GgufTensor& t = f_.require_tensor(name);
     const ops::WeightMatrix w = t.matrix();
     if (w.rows != rows || w.cols != cols) {
-      fail(t, fmt::format("is {} x {}, expected {} x {} (rows x cols)", w.rows, w.cols, rows, cols));
+      fail(t,
+           fmt::format("is {} x {}, expected {} x {} (rows x cols)", w.rows, w.cols, rows, cols));
     }
     matmul_bytes_by_type_[t.type] += w.bytes();
     return w;
@@ -33,7 +34,8 @@ class Binder {
   std::span<const float> vec(std::string_view name, int64_t n) {
     const GgufTensor& t = f_.require_tensor(name);
     if (t.type != ops::WeightType::F32) {
-      fail(t, fmt::format("has type {}; norm weights and biases must be f32", ops::type_name(t.type)));
+      fail(t,
+           fmt::format("has type {}; norm weights and biases must be f32", ops::type_name(t.type)));
     }
     if (t.elements() != n) fail(t, fmt::format("has {} elements, expected {}", t.elements(), n));
     if (reinterpret_cast<uintptr_t>(t.data.data()) % alignof(float) != 0) {

@@ -33,9 +33,12 @@ uint64_t sum_words_scalar(const std::byte* p, size_t bytes) {
 
 SumFn best_sum_fn() {
   switch (detect_isa()) {
-    case Isa::Avx512: return sum_words_avx512;
-    case Isa::Avx2: return sum_words_avx2;
-    case Isa::Scalar: break;
+    case Isa::Avx512:
+      return sum_words_avx512;
+    case Isa::Avx2:
+      return sum_words_avx2;
+    case Isa::Scalar:
+      break;
   }
   return sum_words_scalar;
 }
@@ -48,14 +51,16 @@ struct FreeDeleter {
 
 double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps) {
   if (threads < 1 || reps < 1 || bytes < 64u * static_cast<size_t>(threads)) {
-    throw std::invalid_argument("measure_read_bandwidth_gbs: need threads >= 1, reps >= 1 and "
-                                "bytes >= 64*threads (got threads=" + std::to_string(threads) +
-                                ", bytes=" + std::to_string(bytes) +
-                                ", reps=" + std::to_string(reps) + ")");
+    throw std::invalid_argument(
+        "measure_read_bandwidth_gbs: need threads >= 1, reps >= 1 and "
+        "bytes >= 64*threads (got threads=" +
+        std::to_string(threads) + ", bytes=" + std::to_string(bytes) +
+        ", reps=" + std::to_string(reps) + ")");
   }
   const size_t slice = bytes / static_cast<size_t>(threads) / 64 * 64;
   const size_t total = slice * static_cast<size_t>(threads);
-  std::unique_ptr<std::byte, FreeDeleter> buf(static_cast<std::byte*>(std::aligned_alloc(64, total)));
+  std::unique_ptr<std::byte, FreeDeleter> buf(
+      static_cast<std::byte*>(std::aligned_alloc(64, total)));
   if (!buf) throw std::bad_alloc();
   const SumFn sum = best_sum_fn();
 
@@ -73,8 +78,8 @@ double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps) {
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
   auto worker = [&](int t) {
     std::byte* mine = buf.get() + slice * static_cast<size_t>(t);
-    std::memset(mine, t + 1, slice);  // first touch by the reader: pages are mapped and local
-    sync.arrive_and_wait();           // phase 0: written
+    std::memset(mine, t + 1, slice);      // first touch by the reader: pages are mapped and local
+    sync.arrive_and_wait();               // phase 0: written
     for (int r = 0; r < reps + 1; ++r) {  // pass 0 warms up (TLB, frequency) and is not kept
       sink[static_cast<size_t>(t)] += sum(mine, slice);
       sync.arrive_and_wait();

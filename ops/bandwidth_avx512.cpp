@@ -1,7 +1,7 @@
 // AVX-512 read loop of the bandwidth probe: four concurrent sequential streams (the four
 // quarters of the range, like a GEMV reading several rows at once), one cache line per load.
-#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/bandwidth.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 namespace pacer::ops {
 

@@ -17,7 +17,7 @@ void dot_rows_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, i
                               const std::byte* act, float* out);
 // GEMM, bit-identical to dot_rows_bf16_f32_avx512 per (row, token); GemmFn's contract.
 void gemm_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
-                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
-                         int64_t out_stride);
+                          const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                          int64_t out_stride);
 
 }  // namespace pacer::ops

@@ -1,8 +1,8 @@
 // BF16 x F32 dot, AVX-512: zero-extend 16 bf16 to 32 bits and shift left by 16 (exact), 4 rows
 // per pass, masked tail. Activations stay fp32 (no vdpbf16ps, which would round them to bf16).
-#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/bf16.h"
 #include "ops/float_rows_avx512.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 namespace pacer::ops {
 namespace {
@@ -33,8 +33,8 @@ float dot_bf16_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* ac
 }
 
 void gemm_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
-                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
-                         int64_t out_stride) {
+                          const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                          int64_t out_stride) {
   avx512::float_gemm_packed<WidenBF16>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 

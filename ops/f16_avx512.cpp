@@ -1,7 +1,7 @@
 // F16 x F32 dot, AVX-512: 16 weights widen exactly per vcvtph2ps, 4 rows per pass, masked tail.
-#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/f16.h"
 #include "ops/float_rows_avx512.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 namespace pacer::ops {
 namespace {

@@ -1,7 +1,7 @@
 // F32 x F32 dot, AVX-512: 4 rows per pass, 32 elements per step, masked tail.
-#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/f32.h"
 #include "ops/float_rows_avx512.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 namespace pacer::ops {
 namespace {

@@ -45,16 +45,23 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
 
 // out[0..nr) for nr rows, four at a time.
 template <class Widen>
-void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
-                    const std::byte* act, float* out) {
+void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                    float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
   int64_t r = 0;
   for (; r + 4 <= nr; r += 4) float_rows_tile<Widen, 4>(n, w + r * stride, stride, x, out + r);
   switch (nr - r) {
-    case 3: float_rows_tile<Widen, 3>(n, w + r * stride, stride, x, out + r); break;
-    case 2: float_rows_tile<Widen, 2>(n, w + r * stride, stride, x, out + r); break;
-    case 1: float_rows_tile<Widen, 1>(n, w + r * stride, stride, x, out + r); break;
-    default: break;
+    case 3:
+      float_rows_tile<Widen, 3>(n, w + r * stride, stride, x, out + r);
+      break;
+    case 2:
+      float_rows_tile<Widen, 2>(n, w + r * stride, stride, x, out + r);
+      break;
+    case 1:
+      float_rows_tile<Widen, 1>(n, w + r * stride, stride, x, out + r);
+      break;
+    default:
+      break;
   }
 }
 

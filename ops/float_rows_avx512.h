@@ -56,7 +56,8 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
     for (int r = 0; r < R; ++r) {
       const __m512 w0 = Widen::load16_masked(w + r * stride, j, m);
       for (int t = 0; t < T; ++t) {
-        acc0[r][t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + t * x_stride + j), acc0[r][t]);
+        acc0[r][t] =
+            _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + t * x_stride + j), acc0[r][t]);
       }
     }
   }
@@ -88,17 +89,24 @@ void float_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
   int64_t r = 0;
   for (; r + 4 <= nr; r += 4) tokens(std::integral_constant<int, 4>{}, r);
   switch (nr - r) {
-    case 3: tokens(std::integral_constant<int, 3>{}, r); break;
-    case 2: tokens(std::integral_constant<int, 2>{}, r); break;
-    case 1: tokens(std::integral_constant<int, 1>{}, r); break;
-    default: break;
+    case 3:
+      tokens(std::integral_constant<int, 3>{}, r);
+      break;
+    case 2:
+      tokens(std::integral_constant<int, 2>{}, r);
+      break;
+    case 1:
+      tokens(std::integral_constant<int, 1>{}, r);
+      break;
+    default:
+      break;
   }
 }
 
 // out[0..nr) for nr rows and one token (the GEMV).
 template <class Widen>
-void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
-                    const std::byte* act, float* out) {
+void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                    float* out) {
   float_gemm<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(act), 0, 1, out, 0);
 }
 

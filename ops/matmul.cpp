@@ -29,13 +29,18 @@ std::string shape_of(const WeightMatrix& w) {
 // Bytes of one token's packed activation row for weight type t (64-byte multiple).
 int64_t packed_row_bytes(WeightType act_type, int64_t cols) {
   switch (act_type) {
-    case WeightType::F32: return (cols * 4 + 63) / 64 * 64;
-    case WeightType::Q8_0: return act_q8_row_bytes(cols);
-    default: return (row_bytes(act_type, cols) + 63) / 64 * 64;
+    case WeightType::F32:
+      return (cols * 4 + 63) / 64 * 64;
+    case WeightType::Q8_0:
+      return act_q8_row_bytes(cols);
+    default:
+      return (row_bytes(act_type, cols) + 63) / 64 * 64;
   }
 }
 
-WeightType act_type_of(WeightType t) { return type_traits(t).act_type; }
+WeightType act_type_of(WeightType t) {
+  return type_traits(t).act_type;
+}
 
 }  // namespace
 
@@ -107,9 +112,8 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
   // from memory once per call (a GemmFn kernel also reuses each unpacked block across a few
   // tokens from registers). GEMV (one token) runs the whole range in one dot_rows call, so the
   // kernel's row tiles (and their next-tile prefetch) run back to back.
-  const int64_t tile_rows = x.tokens() == 1
-                                ? std::max<int64_t>(1, row_end - row_begin)
-                                : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
+  const int64_t tile_rows = x.tokens() == 1 ? std::max<int64_t>(1, row_end - row_begin)
+                                            : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const int64_t r1 = std::min(row_end, r0 + tile_rows);
     if (gemm != nullptr) {

@@ -27,7 +27,9 @@ inline int32_t hsum8_epi32(__m256i v) {
 }
 
 // fp16 (raw bits) -> fp32 with F16C; exact.
-inline float fp32_from_fp16(uint16_t h) { return _cvtsh_ss(h); }
+inline float fp32_from_fp16(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 // 8 lanes of the fp32 value of the fp16 at p (unaligned), times `scale`.
 inline __m256 broadcast_fp16_times(const void* p, __m256 scale) {

@@ -19,12 +19,13 @@ namespace {
 
 // Mask of the first `count` of 16 lanes (count in [0, 16]).
 inline __mmask16 first_lanes16(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
-                     : static_cast<__mmask16>((1u << count) - 1u);
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
 // fp16 (raw bits) -> fp32; exact.
-inline float fp32_from_fp16(uint16_t h) { return _cvtsh_ss(h); }
+inline float fp32_from_fp16(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 // Two 32-byte rows side by side: lanes 0-31 from p0, lanes 32-63 from p1 (unaligned).
 inline __m512i load_pair_256(const void* p0, const void* p1) {

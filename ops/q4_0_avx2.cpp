@@ -7,9 +7,9 @@
 // nibble offset: sum_j (nib_j - 8) * x_j. One cvt + FMA per block applies d_w * d_x.
 #include <immintrin.h>
 
+#include "ops/matmul_simd_avx2.h"
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
-#include "ops/matmul_simd_avx2.h"
 #include "ops/quant_rows_avx2.h"
 
 namespace pacer::ops {
@@ -18,8 +18,8 @@ namespace {
 // The 32 nibbles of one block as bytes 0..15 in element order (low nibbles, then high).
 inline __m256i unpack_nibbles_32(const uint8_t* qs) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(packed),
-                                               _mm_srli_epi16(packed, 4), 1);
+  const __m256i both =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 

@@ -10,7 +10,8 @@
 // 8 such per lane and super-block stay below 2^22, so the int32 sum and its conversion to float
 // are exact. The mins term sum_j m_j * (bsums[2j] + bsums[2j+1]) is one vpmaddwd of the 8 mins
 // with the 8 pair sums (|pair sum| <= 4064 fits int16). Rows are processed R at a time so the
-// activation loads and pair sums are shared.
+// activation loads and pair sums are shared; each row prefetches its own stream kPrefetchBlocks
+// super-blocks ahead (kquant_simd.h).
 #include <immintrin.h>
 
 #include "ops/kquant_simd.h"

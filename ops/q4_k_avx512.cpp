@@ -6,11 +6,20 @@
 // per super-block for all rows of the tile. Then, as on AVX2 (q4_k_avx2.cpp):
 //   vpmaddubsw(q, x): q in [0, 15], x in [-127, 127]: pair sums |.| <= 3810, no saturation;
 //   vpmaddwd(p, sc):  int16 sub-block scales, one per 256-bit half: lane |.| <= 480,060;
-// 4 such per lane and super-block are exact in int32 and in float. The mins term is one
-// vpmaddwd of the 8 mins with the 8 activation pair sums, as on AVX2.
-#include "ops/kquant_simd.h"
+// 4 such per lane and super-block are exact in int32 and in float (VNNI: vpdpwssd fuses each
+// vpmaddwd with its accumulation). The mins term is one vpmaddwd of the 8 mins with the 8
+// activation pair sums, as on AVX2. Rows run 4 at a time, each prefetching its own stream
+// kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+
+#include "ops/kquant_simd.h"
 #include "ops/q4_k.h"
+
+// GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers (bug 105593, fixed in
+// 13) at the call sites where they are inlined, i.e. in this file, so matmul_simd_avx512.h's
+// header-only silencing does not reach them here. No variable of this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace pacer::ops {
 namespace {

@@ -11,6 +11,8 @@
 //                     2 * 16002 * 128 = 4,096,512; 8 per lane and super-block < 2^31.
 // The offset of 32 comes off once per super-block: -32 * vpmaddwd(bsums, scales). Lane sums may
 // exceed 2^24, so their conversion to float rounds (relative 2^-24), as the reference's does.
+// Rows run 2 at a time (shared activation loads), each prefetching its own stream
+// kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include <immintrin.h>
 
 #include "ops/kquant_simd.h"

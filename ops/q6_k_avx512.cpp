@@ -9,10 +9,19 @@
 //   vpmaddubsw(q, x): q in [0, 63], x in [-127, 127]: pair sums |.| <= 16002, no saturation;
 //   vpmaddwd(p, sc):  each 128-bit lane is one group of 16, its scale as int16: lane |.| <=
 //                     4,096,512; 4 per lane and super-block, exact in int32;
-// and the offset of 32 comes off once per super-block through the activation group sums.
-#include "ops/kquant_simd.h"
+// and the offset of 32 comes off once per super-block through the activation group sums (VNNI:
+// vpdpwssd fuses each vpmaddwd with its accumulation). Rows run 4 at a time, each prefetching
+// its own stream kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+
+#include "ops/kquant_simd.h"
 #include "ops/q6_k.h"
+
+// GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers (bug 105593, fixed in
+// 13) at the call sites where they are inlined, i.e. in this file, so matmul_simd_avx512.h's
+// header-only silencing does not reach them here. No variable of this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace pacer::ops {
 namespace {

@@ -7,8 +7,8 @@
 // applies d_w * d_x.
 #include <immintrin.h>
 
-#include "ops/q8_0.h"
 #include "ops/matmul_simd_avx2.h"
+#include "ops/q8_0.h"
 #include "ops/quant_rows_avx2.h"
 
 namespace pacer::ops {
@@ -70,8 +70,8 @@ void quantize_act_q8_avx2(const float* x, std::byte* act, int64_t n) {
     const __m256i i3 = round_half_away_epi32(_mm256_mul_ps(v3, id));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), pack_32_epi8(i0, i1, i2, i3));
     d_out[b] = d;
-    sum_out[b] = avx2::hsum8_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+    sum_out[b] =
+        avx2::hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
   }
 }
 

@@ -97,8 +97,8 @@ float dot_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
 void gemm_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                int64_t out_stride) {
-  avx512::quant_gemm<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, act_stride,
-                                                            nt, out, out_stride);
+  avx512::quant_gemm<Q8_0Pair<true>, avx512::kPairsPerTile>(n, w, w_stride, nr, act, act_stride, nt,
+                                                            out, out_stride);
 }
 
 }  // namespace pacer::ops

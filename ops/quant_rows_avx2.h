@@ -19,7 +19,6 @@
 namespace pacer::ops::avx2 {
 namespace {
 
-
 // R rows; each row-block also prefetches the same block of the next tile's rows (R * stride
 // further on; see q4_0_avx512.cpp for why a whole-tile lookahead).
 template <class Kernel, int R>
@@ -59,15 +58,22 @@ void quant_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::b
 
 // out[0..nr) for nr rows at w + r*stride, four at a time.
 template <class Kernel>
-void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
-                    const std::byte* act, float* out) {
+void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                    float* out) {
   int64_t r = 0;
   for (; r + 4 <= nr; r += 4) quant_rows_tile<Kernel, 4>(n, w + r * stride, stride, act, out + r);
   switch (nr - r) {
-    case 3: quant_rows_tile<Kernel, 3>(n, w + r * stride, stride, act, out + r); break;
-    case 2: quant_rows_tile<Kernel, 2>(n, w + r * stride, stride, act, out + r); break;
-    case 1: quant_rows_tile<Kernel, 1>(n, w + r * stride, stride, act, out + r); break;
-    default: break;
+    case 3:
+      quant_rows_tile<Kernel, 3>(n, w + r * stride, stride, act, out + r);
+      break;
+    case 2:
+      quant_rows_tile<Kernel, 2>(n, w + r * stride, stride, act, out + r);
+      break;
+    case 1:
+      quant_rows_tile<Kernel, 1>(n, w + r * stride, stride, act, out + r);
+      break;
+    default:
+      break;
   }
 }
 

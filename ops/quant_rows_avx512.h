@@ -75,9 +75,9 @@ void quant_pairs_tile(int64_t n, const std::byte* const* rows, const std::byte* 
         const __m512i bias = _mm512_maskz_set1_epi32(0x0101, Kernel::kSumFactor * a[t].sum[b]);
         for (int p = 0; p < P; ++p) {
           const __m512i dot = Kernel::pair_dot(w[p], x, bias);
-          acc[t][p] = _mm512_fmadd_ps(
-              _mm512_cvtepi32_ps(dot), pair_scales(&scales[t][2 * p][k], &scales[t][2 * p + 1][k]),
-              acc[t][p]);
+          acc[t][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                      pair_scales(&scales[t][2 * p][k], &scales[t][2 * p + 1][k]),
+                                      acc[t][p]);
         }
       }
     }
@@ -109,8 +109,8 @@ void quant_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
       for (int t = 0; t < kT; ++t) {
         acts[t] = act + (t0 + t) * act_stride;
         for (int i = 0; i < tile_rows; ++i) {
-          outs[t * tile_rows + i] = r + i < nr ? out + (t0 + t) * out_stride + r + i
-                                               : &spare[t * tile_rows + i];
+          outs[t * tile_rows + i] =
+              r + i < nr ? out + (t0 + t) * out_stride + r + i : &spare[t * tile_rows + i];
         }
       }
       if (full) {

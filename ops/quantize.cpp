@@ -17,8 +17,9 @@ namespace {
 void check_row_length(const char* what, WeightType t, int64_t n) {
   const int64_t block = type_info(t).block_elems;
   if (n < 0 || n % block != 0) {
-    throw MatmulError(std::string(what) + ": " + std::to_string(n) + " elements is not a multiple of " +
-                      std::string(type_name(t)) + "'s block of " + std::to_string(block));
+    throw MatmulError(std::string(what) + ": " + std::to_string(n) +
+                      " elements is not a multiple of " + std::string(type_name(t)) +
+                      "'s block of " + std::to_string(block));
   }
 }
 

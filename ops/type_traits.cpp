@@ -133,14 +133,22 @@ Fn resolve(const std::array<Fn, kIsaCount>& slots, Isa isa) {
 const TypeTraits& type_traits(WeightType t) {
   const TraitsTable& tab = table();
   switch (t) {
-    case WeightType::F32: return tab.f32;
-    case WeightType::F16: return tab.f16;
-    case WeightType::BF16: return tab.bf16;
-    case WeightType::Q8_0: return tab.q8_0;
-    case WeightType::Q4_0: return tab.q4_0;
-    case WeightType::Q4_K: return tab.q4_k;
-    case WeightType::Q6_K: return tab.q6_k;
-    case WeightType::Q8_K: break;
+    case WeightType::F32:
+      return tab.f32;
+    case WeightType::F16:
+      return tab.f16;
+    case WeightType::BF16:
+      return tab.bf16;
+    case WeightType::Q8_0:
+      return tab.q8_0;
+    case WeightType::Q4_0:
+      return tab.q4_0;
+    case WeightType::Q4_K:
+      return tab.q4_k;
+    case WeightType::Q6_K:
+      return tab.q6_k;
+    case WeightType::Q8_K:
+      break;
   }
   throw MatmulError("type " + std::string(type_name(t)) + " is not a weight type of any matmul");
 }

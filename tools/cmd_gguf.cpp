@@ -41,7 +41,8 @@ std::string human_count(int64_t n) {
   return std::to_string(n);
 }
 
-ops::WeightType parse_type(const std::string& name, std::initializer_list<ops::WeightType> allowed) {
+ops::WeightType parse_type(const std::string& name,
+                           std::initializer_list<ops::WeightType> allowed) {
   const auto t = ops::weight_type_from_name(name);
   for (ops::WeightType a : allowed) {
     if (t && *t == a) return a;
@@ -78,15 +79,20 @@ constexpr uint64_t kArrayHead = 8;  // elements shown of a long array
 
 std::string scalar_text(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::STRING: return quoted(v.str);
-    case GgufValueType::BOOL: return v.u ? "true" : "false";
+    case GgufValueType::STRING:
+      return quoted(v.str);
+    case GgufValueType::BOOL:
+      return v.u ? "true" : "false";
     case GgufValueType::F32:
-    case GgufValueType::F64: return fmt::format("{:g}", v.f);
+    case GgufValueType::F64:
+      return fmt::format("{:g}", v.f);
     case GgufValueType::I8:
     case GgufValueType::I16:
     case GgufValueType::I32:
-    case GgufValueType::I64: return std::to_string(v.i);
-    default: return std::to_string(v.u);
+    case GgufValueType::I64:
+      return std::to_string(v.i);
+    default:
+      return std::to_string(v.u);
   }
 }
 
@@ -115,16 +121,22 @@ std::string type_text(const GgufValue& v) {
 
 nlohmann::json value_json(const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::STRING: return std::string(v.str);
-    case GgufValueType::BOOL: return v.u != 0;
+    case GgufValueType::STRING:
+      return std::string(v.str);
+    case GgufValueType::BOOL:
+      return v.u != 0;
     case GgufValueType::F32:
-    case GgufValueType::F64: return v.f;
+    case GgufValueType::F64:
+      return v.f;
     case GgufValueType::I8:
     case GgufValueType::I16:
     case GgufValueType::I32:
-    case GgufValueType::I64: return v.i;
-    case GgufValueType::ARRAY: break;
-    default: return v.u;
+    case GgufValueType::I64:
+      return v.i;
+    case GgufValueType::ARRAY:
+      break;
+    default:
+      return v.u;
   }
   nlohmann::json head = nlohmann::json::array();
   const uint64_t shown = std::min(v.count, kArrayHead);
@@ -229,8 +241,8 @@ void inspect(const std::string& path, bool json) {
   size_t key_w = 0;
   for (const auto& kv : f.metadata()) key_w = std::max(key_w, std::min<size_t>(kv.key.size(), 48));
   for (const auto& kv : f.metadata()) {
-    fmt::print("  {:<{}}  {:<16}  {}\n", printable(kv.key, 48),
-               key_w, type_text(kv.value), value_text(kv.value));
+    fmt::print("  {:<{}}  {:<16}  {}\n", printable(kv.key, 48), key_w, type_text(kv.value),
+               value_text(kv.value));
   }
   fmt::print("\ntensors ({})\n", f.tensors().size());
   size_t name_w = 4;
@@ -238,8 +250,7 @@ void inspect(const std::string& path, bool json) {
   fmt::print("  {:<{}}  {:<5}  {:<20}  {:>12}  {:>12}\n", "name", name_w, "type", "shape", "offset",
              "bytes");
   for (const auto& t : f.tensors()) {
-    fmt::print("  {:<{}}  {:<5}  {:<20}  {:>12}  {:>12}\n",
-               printable(t.name, 48), name_w,
+    fmt::print("  {:<{}}  {:<5}  {:<20}  {:>12}  {:>12}\n", printable(t.name, 48), name_w,
                ops::type_name(t.type), shape_text(t.ne), t.file_offset, t.bytes);
   }
   fmt::print("\ntotals: {} tensors, {} of tensor data, {} parameters ({})\n", f.tensors().size(),
@@ -253,14 +264,14 @@ void inspect(const std::string& path, bool json) {
         "ctx {}\n",
         loader::arch_name(cfg->arch), cfg->name, cfg->n_layers, cfg->n_embd, cfg->n_heads,
         cfg->n_kv_heads, cfg->head_dim, cfg->n_ff, cfg->n_vocab, cfg->n_ctx_train);
-    fmt::print("  rope base {:g}{}, rms eps {:g}, {} embeddings{}{}\n", cfg->rope_base,
-               cfg->arch == loader::Arch::Gemma3 ? fmt::format(" (local {:g})", cfg->rope_base_local) : "",
-               cfg->norm_eps, cfg->tied_embeddings ? "tied" : "separate output",
-               cfg->qkv_bias ? ", qkv bias" : "",
-               cfg->sliding_window > 0
-                   ? fmt::format(", sliding window {} (every {}th layer global)", cfg->sliding_window,
-                                 cfg->sliding_window_pattern)
-                   : "");
+    fmt::print(
+        "  rope base {:g}{}, rms eps {:g}, {} embeddings{}{}\n", cfg->rope_base,
+        cfg->arch == loader::Arch::Gemma3 ? fmt::format(" (local {:g})", cfg->rope_base_local) : "",
+        cfg->norm_eps, cfg->tied_embeddings ? "tied" : "separate output",
+        cfg->qkv_bias ? ", qkv bias" : "",
+        cfg->sliding_window > 0 ? fmt::format(", sliding window {} (1 global layer in {})",
+                                              cfg->sliding_window, cfg->sliding_window_pattern)
+                                : "");
     fmt::print("  weights streamed per decode token: {} (mostly {})\n",
                human_bytes(static_cast<uint64_t>(weights->matmul_bytes)),
                ops::type_name(weights->main_type));
@@ -297,9 +308,9 @@ void add_gguf_command(CLI::App& app) {
   synth->add_option("--vocab-from", so->vocab_from, "copy the tokenizer.* keys of this GGUF");
   synth->callback([so] {
     loader::SynthSpec spec = loader::synth_preset(so->arch);
-    spec.type = parse_type(so->type, {ops::WeightType::F32, ops::WeightType::F16,
-                                      ops::WeightType::BF16, ops::WeightType::Q8_0,
-                                      ops::WeightType::Q4_0});
+    spec.type =
+        parse_type(so->type, {ops::WeightType::F32, ops::WeightType::F16, ops::WeightType::BF16,
+                              ops::WeightType::Q8_0, ops::WeightType::Q4_0});
     spec.seed = so->seed;
     std::optional<GgufFile> vocab;
     if (!so->vocab_from.empty()) vocab = GgufFile::open(so->vocab_from);
@@ -324,9 +335,10 @@ void add_gguf_command(CLI::App& app) {
     const auto t0 = std::chrono::steady_clock::now();
     const loader::QuantizeStats st = loader::quantize_gguf(in, qo->out, t);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("wrote {}: {} tensors quantized to {}, {} copied; tensor data {} -> {} in {:.1f} s\n",
-               qo->out, st.tensors_quantized, ops::type_name(t), st.tensors_copied,
-               human_bytes(st.bytes_in), human_bytes(st.bytes_out), s);
+    fmt::print(
+        "wrote {}: {} tensors quantized to {}, {} copied; tensor data {} -> {} in {:.1f} s\n",
+        qo->out, st.tensors_quantized, ops::type_name(t), st.tensors_copied,
+        human_bytes(st.bytes_in), human_bytes(st.bytes_out), s);
   });
 
   auto io = std::make_shared<InspectOptions>();

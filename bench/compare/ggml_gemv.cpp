@@ -44,14 +44,16 @@ int main(int argc, char** argv) {
   }
   const size_t matrix_bytes = ggml_row_size(type, cols) * static_cast<size_t>(rows);
   const size_t cold_bytes = size_t{2} * 105 * (size_t{1} << 20);
-  const int copies = cold ? static_cast<int>(std::max<size_t>(1, (cold_bytes + matrix_bytes - 1) / matrix_bytes)) : 1;
+  const int copies =
+      cold ? static_cast<int>(std::max<size_t>(1, (cold_bytes + matrix_bytes - 1) / matrix_bytes))
+           : 1;
   const int nodes = copies;  // one single-node graph per weight copy
 
   ggml_backend_t backend = ggml_backend_cpu_init();
   ggml_backend_cpu_set_n_threads(backend, threads);
-  ggml_init_params params = {ggml_tensor_overhead() * (copies + nodes + 8) +
-                                 nodes * ggml_graph_overhead_custom(16, false),
-                             nullptr, true};
+  ggml_init_params params = {
+      ggml_tensor_overhead() * (copies + nodes + 8) + nodes * ggml_graph_overhead_custom(16, false),
+      nullptr, true};
   ggml_context* ctx = ggml_init(params);
   std::vector<ggml_tensor*> w(copies);
   for (int i = 0; i < copies; ++i) w[i] = ggml_new_tensor_2d(ctx, type, cols, rows);

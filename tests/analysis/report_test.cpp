@@ -337,6 +337,16 @@ TEST(Report, BottleneckOnSyntheticRuns) {
   EXPECT_EQ(b.verdict, BottleneckKind::FrequencyLimited);
   EXPECT_THAT(b.findings[0].evidence, HasSubstr("50%"));
   run.freq_mhz = 2900;
+  // A throttling episode: the middle fifth of decode at 60% clock. The run-wide mean stays above
+  // 85% of the reference, the slow steps do not.
+  run.n_decode = 40;
+  run.throttle = 0.6;
+  const Bottleneck episode = verdict(run);
+  EXPECT_EQ(episode.verdict, BottleneckKind::FrequencyLimited);
+  EXPECT_THAT(episode.findings[0].evidence, HasSubstr("8 of 40 decode steps ran below 85%"));
+  EXPECT_THAT(episode.findings[0].evidence, HasSubstr("at 1740 MHz"));
+  run.throttle = 1.0;
+  run.n_decode = 8;
   run.gap_ns = 1000;  // as long as an op: about half of every step is gaps
   EXPECT_EQ(verdict(run).verdict, BottleneckKind::OverheadBound);
   run.gap_ns = 100;

@@ -147,7 +147,8 @@ TEST_F(GgufCli, SynthInspectQuantizeEndToEnd) {
 TEST_F(GgufCli, SynthWithVocabFromAnotherFile) {
   const std::string donor = (dir_ / "donor.gguf").string();
   const std::string out = (dir_ / "out.gguf").string();
-  ASSERT_EQ(pacer("gguf synth --arch tiny-qwen2 --type q8_0 -o " + shell_quote(donor)).exit_code, 0);
+  ASSERT_EQ(pacer("gguf synth --arch tiny-qwen2 --type q8_0 -o " + shell_quote(donor)).exit_code,
+            0);
   const RunResult r = pacer("gguf synth --arch tiny --type f16 --vocab-from " + shell_quote(donor) +
                             " -o " + shell_quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;

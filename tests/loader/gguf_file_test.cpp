@@ -2,13 +2,13 @@
 // arrays, v2, alignment, streamed tensors, mmap views, and the reader's structural checks.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
-#include <unistd.h>
 
 #include "loader/gguf_file.h"
 #include "loader/gguf_writer.h"
@@ -17,8 +17,8 @@
 namespace pacer::loader {
 namespace {
 
-using testing::RawGguf;
 using ops::WeightType;
+using testing::RawGguf;
 
 std::vector<std::byte> f32_bytes(std::vector<float> v) {
   std::vector<std::byte> b(v.size() * 4);
@@ -27,8 +27,8 @@ std::vector<std::byte> f32_bytes(std::vector<float> v) {
 }
 
 std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() /
-           ("pacer_loader_test_" + std::to_string(::getpid()));
+  auto d =
+      std::filesystem::temp_directory_path() / ("pacer_loader_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(d);
   return d;
 }
@@ -263,12 +263,14 @@ std::vector<Defect> defects() {
   d.back().bytes.resize(10);
   d.back().field = "header.n_tensors";
   d.back().offset = 8;
-  d.push_back({"bad magic", RawGguf().u32(0x46554747 + 1).u32(3).u64(0).u64(0).bytes, "header.magic", 0});
+  d.push_back(
+      {"bad magic", RawGguf().u32(0x46554747 + 1).u32(3).u64(0).u64(0).bytes, "header.magic", 0});
   d.push_back({"version 1", RawGguf().header(1, 0, 0).bytes, "header.version", 4});
   d.push_back({"version 4", RawGguf().header(4, 0, 0).bytes, "header.version", 4});
   d.push_back({"huge kv count", RawGguf().header(3, 0, ~0ull >> 1).bytes, "header.n_kv", 16});
   d.push_back({"huge tensor count", RawGguf().header(3, ~0ull, 0).bytes, "header.n_tensors", 8});
-  d.push_back({"string past end", RawGguf().header(3, 0, 1).u64(1000).zeros(8).bytes, "kv[0].key", 24});
+  d.push_back(
+      {"string past end", RawGguf().header(3, 0, 1).u64(1000).zeros(8).bytes, "kv[0].key", 24});
   d.push_back({"bad value type", RawGguf().header(3, 0, 1).str("k").u32(13).bytes,
                "kv[0] 'k' value type", 33});
   d.push_back({"duplicate key",
@@ -304,7 +306,8 @@ std::vector<Defect> defects() {
   // Tensor info of "w" starts at 24; n_dims at 33, ne[0] at 37.
   d.push_back({"n_dims 5", one_tensor(5, {1, 1, 1, 1, 1}, 0, 0, 32), "tensor 'w' n_dims", 33});
   d.push_back({"ne 0", one_tensor(1, {0}, 0, 0, 32), "tensor 'w' ne[0]", 37});
-  d.push_back({"ne overflow", one_tensor(2, {1ll << 40, 1ll << 40}, 0, 0, 32), "tensor 'w' ne[1]", 45});
+  d.push_back(
+      {"ne overflow", one_tensor(2, {1ll << 40, 1ll << 40}, 0, 0, 32), "tensor 'w' ne[1]", 45});
   d.push_back({"unknown type", one_tensor(1, {8}, 3, 0, 32), "tensor 'w' type", 45});
   d.push_back({"row not block multiple", one_tensor(1, {16}, 8, 0, 64), "tensor 'w' ne[0]", 24});
   d.push_back({"misaligned offset", one_tensor(1, {4}, 0, 4, 64), "tensor 'w' offset", 49});
@@ -312,7 +315,8 @@ std::vector<Defect> defects() {
   d.push_back({"extent past end", one_tensor(1, {64}, 0, 0, 64), "tensor 'w' offset", 49});
   d.push_back({"offset overflow", one_tensor(1, {4}, 0, ~0ull - 31, 64), "tensor 'w' offset", 49});
   d.push_back({"alignment 48", one_tensor(1, {4}, 0, 0, 64, 48), "general.alignment", 24});
-  d.push_back({"alignment not a power of two", one_tensor(1, {4}, 0, 0, 64, 0x80000000u + 1), "general.alignment", 24});
+  d.push_back({"alignment not a power of two", one_tensor(1, {4}, 0, 0, 64, 0x80000000u + 1),
+               "general.alignment", 24});
   {
     RawGguf r;
     r.header(3, 2, 0);

@@ -15,10 +15,10 @@
 namespace pacer::loader::testing {
 
 struct MalformedCase {
-  std::string name;            // file stem
+  std::string name;  // file stem
   std::vector<std::byte> bytes;
-  std::string field;           // substring of the LoadError's field
-  int64_t offset;              // expected LoadError offset
+  std::string field;  // substring of the LoadError's field
+  int64_t offset;     // expected LoadError offset
 };
 
 namespace detail {
@@ -81,7 +81,8 @@ inline std::vector<MalformedCase> malformed_corpus() {
   add("truncated_header", std::vector<std::byte>(base.begin(), base.begin() + 12),
       "header.n_tensors", 8);
   add("bad_magic", patched([](auto& b) { b[3] = std::byte{'X'}; }), "header.magic", 0);
-  add("unsupported_version", patched([](auto& b) { poke<uint32_t>(b, 4, 4); }), "header.version", 4);
+  add("unsupported_version", patched([](auto& b) { poke<uint32_t>(b, 4, 4); }), "header.version",
+      4);
   add("version_1", patched([](auto& b) { poke<uint32_t>(b, 4, 1); }), "header.version", 4);
   add("huge_kv_count", patched([](auto& b) { poke<uint64_t>(b, 16, uint64_t{1} << 60); }),
       "header.n_kv", 16);
@@ -90,17 +91,16 @@ inline std::vector<MalformedCase> malformed_corpus() {
   add("string_length_past_end",
       patched([&](auto& b) { poke<uint64_t>(b, kvs[2].offset, uint64_t{1} << 40); }), "kv[2].key",
       static_cast<int64_t>(kvs[2].offset));
-  add("array_count_past_end",
-      patched([&](auto& b) {
+  add("array_count_past_end", patched([&](auto& b) {
         // tokenizer.ggml.tokens: key, u32 ARRAY, u32 STRING, then the count.
         poke<uint64_t>(b, kvs[4].offset + 8 + kvs[4].key.size() + 8, uint64_t{1} << 50);
       }),
-      "tokenizer.ggml.tokens' count", static_cast<int64_t>(kvs[4].offset + 8 + kvs[4].key.size() + 8));
+      "tokenizer.ggml.tokens' count",
+      static_cast<int64_t>(kvs[4].offset + 8 + kvs[4].key.size() + 8));
   add("unknown_value_type",
       patched([&](auto& b) { poke<uint32_t>(b, kvs[2].offset + 8 + kvs[2].key.size(), 13); }),
       "value type", static_cast<int64_t>(kvs[2].offset + 8 + kvs[2].key.size()));
-  add("duplicate_key",
-      patched([&](auto& b) {
+  add("duplicate_key", patched([&](auto& b) {
         // "general.tags" renamed to the equally long "general.name" (the key before it).
         std::memcpy(b.data() + kvs[3].offset + 8, "general.name", 12);
       }),
@@ -113,8 +113,7 @@ inline std::vector<MalformedCase> malformed_corpus() {
       "tensor 'tensor_a' n_dims", static_cast<int64_t>(ta.n_dims));
   add("ne_zero", patched([&](auto& b) { poke<int64_t>(b, ta.ne0, 0); }), "tensor 'tensor_a' ne[0]",
       static_cast<int64_t>(ta.ne0));
-  add("ne_overflow",
-      patched([&](auto& b) {
+  add("ne_overflow", patched([&](auto& b) {
         poke<int64_t>(b, tb.ne0, int64_t{1} << 40);
         poke<int64_t>(b, tb.ne0 + 8, int64_t{1} << 40);
       }),
@@ -123,9 +122,8 @@ inline std::vector<MalformedCase> malformed_corpus() {
       "tensor 'tensor_b' type", static_cast<int64_t>(tb.type));
   add("row_not_block_multiple", patched([&](auto& b) { poke<int64_t>(b, tb.ne0, 16); }),
       "tensor 'tensor_b' ne[0]", static_cast<int64_t>(f.tensors()[1].info_offset));
-  add("duplicate_tensor_names",
-      patched([&](auto& b) { b[tb.name + 7] = std::byte{'a'}; }), "tensor 'tensor_a'",
-      static_cast<int64_t>(f.tensors()[1].info_offset));
+  add("duplicate_tensor_names", patched([&](auto& b) { b[tb.name + 7] = std::byte{'a'}; }),
+      "tensor 'tensor_a'", static_cast<int64_t>(f.tensors()[1].info_offset));
   add("misaligned_data_offset", patched([&](auto& b) { poke<uint64_t>(b, tb.offset, 36); }),
       "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));
   add("tensor_offset_beyond_file",
@@ -136,8 +134,7 @@ inline std::vector<MalformedCase> malformed_corpus() {
       "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));
   add("tensor_data_truncated", std::vector<std::byte>(base.begin(), base.end() - 40),
       "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));
-  add("newline_in_tensor_name",
-      patched([&](auto& b) {
+  add("newline_in_tensor_name", patched([&](auto& b) {
         b[tb.name + 7] = std::byte{'\n'};
         poke<uint32_t>(b, tb.type, 99);
       }),

@@ -46,7 +46,8 @@ TEST(MalformedCorpus, CommittedFilesMatchTheGenerator) {
   EXPECT_GE(corpus.size(), 13u);
   for (const auto& c : corpus) {
     const auto path = kDir / (c.name + ".gguf");
-    ASSERT_TRUE(std::filesystem::exists(path)) << path << " (regenerate with PACER_REGENERATE_MALFORMED=1)";
+    ASSERT_TRUE(std::filesystem::exists(path))
+        << path << " (regenerate with PACER_REGENERATE_MALFORMED=1)";
     EXPECT_TRUE(read_all(path) == c.bytes) << path << " differs from the generator";
   }
 }

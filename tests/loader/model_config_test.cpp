@@ -147,8 +147,9 @@ std::unique_ptr<MemModel> with_tensor_changed(const MemModel& m, std::string_vie
     } else if (!ne.empty()) {
       int64_t n = 1;
       for (int64_t d : ne) n *= d;
-      w.add_tensor(t.name, type, ne,
-                   std::vector<std::byte>(static_cast<size_t>(ops::row_bytes(type, ne[0]) * (n / ne[0]))));
+      w.add_tensor(
+          t.name, type, ne,
+          std::vector<std::byte>(static_cast<size_t>(ops::row_bytes(type, ne[0]) * (n / ne[0]))));
     }
   }
   return std::make_unique<MemModel>(w.to_bytes());

@@ -92,7 +92,8 @@ TEST(QuantizeBlocks, RoundTripErrorWithinHalfAStep) {
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
       const float bound = error_bound(t, amax);
       for (int i = 0; i < 32; ++i) {
-        ASSERT_LE(std::fabs(back[b * 32 + i] - x[b * 32 + i]), bound) << "block " << b << " i " << i;
+        ASSERT_LE(std::fabs(back[b * 32 + i] - x[b * 32 + i]), bound)
+            << "block " << b << " i " << i;
       }
     }
   }
@@ -101,7 +102,8 @@ TEST(QuantizeBlocks, RoundTripErrorWithinHalfAStep) {
 class QuantizeFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("pacer_quantize_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("pacer_quantize_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     SynthSpec s = synth_preset("tiny-qwen2");
     s.type = WeightType::F16;

@@ -47,14 +47,13 @@ int64_t param_count(const GgufWriter& w) {
   return n;
 }
 
-// One test for the large presets: building their (streamed, unwritten) writers costs the
-// synthetic vocabulary, a second or two each.
 TEST(Synth, PresetsHaveThePublishedParameterCountsAndShapes) {
-  // Hugging Face model cards / safetensors totals (tied embeddings counted once).
+  // Hugging Face model cards / safetensors totals (tied embeddings counted once). Tensors only:
+  // the streamed fills never run, and the large vocabularies are not built.
   GgufWriter tl, qw, g;
-  add_synthetic_model(tl, synth_preset("tinyllama-1.1b"));
-  add_synthetic_model(qw, synth_preset("qwen2.5-0.5b"));
-  add_synthetic_model(g, synth_preset("gemma3-1b"));
+  add_synthetic_tensors(tl, synth_preset("tinyllama-1.1b"));
+  add_synthetic_tensors(qw, synth_preset("qwen2.5-0.5b"));
+  add_synthetic_tensors(g, synth_preset("gemma3-1b"));
   EXPECT_EQ(param_count(tl), 1100048384);
   EXPECT_EQ(param_count(qw), 494032768);
   EXPECT_EQ(param_count(g), 999885952);
@@ -71,8 +70,16 @@ TEST(Synth, PresetsHaveThePublishedParameterCountsAndShapes) {
   }
   EXPECT_TRUE(saw_q);
   EXPECT_EQ(g.tensor_infos().size(), 1u + 26 * 13 + 1);
-  // TinyLlama F16: 2.2 GB, as the real F16 GGUF.
+  // TinyLlama F16 tensor data: 2.2 GB, as the real F16 GGUF.
   EXPECT_NEAR(static_cast<double>(tl.file_size()), 2.2e9, 0.01e9);
+  // The full model adds metadata and the vocabulary, not tensors.
+  SynthSpec tiny = synth_preset("tiny");
+  GgufWriter full, bare;
+  add_synthetic_model(full, tiny);
+  add_synthetic_tensors(bare, tiny);
+  EXPECT_EQ(param_count(full), param_count(bare));
+  EXPECT_GT(full.n_kv(), 10u);
+  EXPECT_EQ(bare.n_kv(), 0u);
   EXPECT_THROW(synth_preset("llama-7b"), std::invalid_argument);
   EXPECT_EQ(synth_preset_names().size(), 6u);
 }

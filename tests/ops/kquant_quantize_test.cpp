@@ -18,8 +18,8 @@
 //      step |s| = max|x|/32); the int8 code moves the step by at most |d|/2, or ~1.06|d| for the
 //      one group clamped from +128 to 127 (d is fp16-rounded), times |level| <= 32.
 //    Both hold while d stays in fp16's normal range (as for ggml's quantizers).
-// 3. ggml's own limit on its test data (tests/test-quantize-fns.cpp), and sanity of the order
-//    Q6_K < Q4_K < Q4_0 in rms error on Gaussian data.
+// 3. ggml's own limit on its test data (tests/test-quantize-fns.cpp); rms on Gaussian weights
+//    within 5% of what ggml's reference quantizers achieve; and the order Q6_K < Q4_K < Q4_0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -178,6 +178,22 @@ TEST(KQuantQuantize, GgmlTotalErrorLimitOnItsTestData) {
     for (size_t i = 0; i < n; ++i) sum += (double(r.back[i]) - x[i]) * (double(r.back[i]) - x[i]);
     EXPECT_LT(std::sqrt(sum) / n, kGgmlMaxQuantizationTotalError) << type_name(t);
   }
+}
+
+// Round-trip rms / sigma on N(0, sigma^2) weights, measured for ggml's reference quantizers
+// (quantize_row_q4_K_ref / _q6_K_ref, llama.cpp Feb 2025) on 2^18 such values: 0.0716 and
+// 0.0178. Ours must be on par: at most 5% worse.
+constexpr double kGgmlQ4_KGaussianRms = 0.0716;
+constexpr double kGgmlQ6_KGaussianRms = 0.0178;
+constexpr double kGaussianRmsSlack = 1.05;
+
+TEST(KQuantQuantize, GaussianErrorOnParWithGgmlsQuantizers) {
+  const float sigma = 0.05f;
+  const std::vector<float> x = testing::normal_floats(256 * kQK_K, 8, sigma);
+  EXPECT_LT(rms_of(round_trip(WeightType::Q4_K, x), 0, x.size()) / sigma,
+            kGgmlQ4_KGaussianRms * kGaussianRmsSlack);
+  EXPECT_LT(rms_of(round_trip(WeightType::Q6_K, x), 0, x.size()) / sigma,
+            kGgmlQ6_KGaussianRms * kGaussianRmsSlack);
 }
 
 TEST(KQuantQuantize, MoreBitsGiveLessErrorOnGaussianWeights) {

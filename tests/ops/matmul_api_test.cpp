@@ -72,7 +72,8 @@ TEST_P(MatmulAccuracy, WithinDerivedBoundOfFp32Product) {
   const bool quantized = type == WeightType::Q8_0 || type == WeightType::Q4_0;
   for (int64_t r = 0; r < shape.rows; ++r) {
     double exact = 0;
-    for (int64_t j = 0; j < shape.cols; ++j) exact += double(w.dequantized[r * shape.cols + j]) * x[j];
+    for (int64_t j = 0; j < shape.cols; ++j)
+      exact += double(w.dequantized[r * shape.cols + j]) * x[j];
     EXPECT_NEAR(y[r], exact, derived_bound(w, r, x, quantized)) << "row " << r;
   }
 }
@@ -94,7 +95,8 @@ std::string param_name(const ::testing::TestParamInfo<ApiParam>& info) {
   return std::string(isa_name(isa)) + "_" + testing::shape_name(type, shape.rows, shape.cols);
 }
 
-INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulAccuracy, ::testing::ValuesIn(accuracy_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulAccuracy, ::testing::ValuesIn(accuracy_params()),
+                         param_name);
 
 using IsaType = std::tuple<Isa, WeightType>;
 class MatmulIsaType : public ::testing::TestWithParam<IsaType> {};

@@ -13,7 +13,7 @@ TEST(Bandwidth, SmallBufferGivesAPlausibleFigure) {
   for (int threads : {1, 2}) {
     const double gbs = measure_read_bandwidth_gbs(threads, 8u << 20, 2);
     EXPECT_TRUE(std::isfinite(gbs));
-    EXPECT_GT(gbs, 0.1) << threads;    // even a loaded VM streams 8 MiB faster than this
+    EXPECT_GT(gbs, 0.1) << threads;      // even a loaded VM streams 8 MiB faster than this
     EXPECT_LT(gbs, 10000.0) << threads;  // 10 TB/s: no CPU reads this fast
   }
 }

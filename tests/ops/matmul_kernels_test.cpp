@@ -39,7 +39,7 @@ struct Shape {
 // Row counts: 1, odd, not a multiple of the 4-row unroll, and one more than a full unroll; row
 // lengths: one block, two, and the real ones (Qwen2.5-0.5B 896/4864, TinyLlama 2048/5632,
 // Llama-3-8B's FFN 14336).
-const Shape kShapes[] = {{1, 32}, {3, 64}, {5, 896}, {4, 2048}, {7, 4864},
+const Shape kShapes[] = {{1, 32},   {3, 64},    {5, 896}, {4, 2048}, {7, 4864},
                          {6, 5632}, {2, 14336}, {9, 896}, {2, 40}};
 
 using KernelParam = std::tuple<Isa, WeightType, Shape>;
@@ -101,7 +101,8 @@ std::string param_name(const ::testing::TestParamInfo<KernelParam>& info) {
   return std::string(isa_name(isa)) + "_" + testing::shape_name(type, shape.rows, shape.cols);
 }
 
-INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()),
+                         param_name);
 
 // The AVX-512 kernels without VNNI (Skylake-X/Cascade Lake run them) are only reachable through
 // the traits table on such CPUs; on a VNNI machine they are tested here directly, against the
@@ -117,8 +118,9 @@ class MatmulAvx512NoVnni : public ::testing::TestWithParam<Shape> {};
 TEST_P(MatmulAvx512NoVnni, MatchesReference) {
   if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   const Shape shape = GetParam();
-  for (const DirectKernel& k : {DirectKernel{"q8_0", WeightType::Q8_0, dot_rows_q8_0_q8_0_avx512},
-                                DirectKernel{"q4_0", WeightType::Q4_0, dot_rows_q4_0_q8_0_avx512}}) {
+  for (const DirectKernel& k :
+       {DirectKernel{"q8_0", WeightType::Q8_0, dot_rows_q8_0_q8_0_avx512},
+        DirectKernel{"q4_0", WeightType::Q4_0, dot_rows_q4_0_q8_0_avx512}}) {
     const testing::OwnedMatrix w = testing::make_matrix(k.type, shape.rows, shape.cols, 44);
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(shape.cols), 45);
     PackedActivations act;

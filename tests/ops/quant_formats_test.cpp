@@ -52,12 +52,14 @@ std::vector<float> dequantize(WeightType t, const std::vector<std::byte>& q, siz
   return out;
 }
 
-uint8_t byte_at(const std::vector<std::byte>& v, size_t i) { return static_cast<uint8_t>(v[i]); }
+uint8_t byte_at(const std::vector<std::byte>& v, size_t i) {
+  return static_cast<uint8_t>(v[i]);
+}
 
 TEST(QuantQ8_0, HandComputedBlockWithUnitScale) {
   // amax = 127 gives d = 1 exactly (fp16 0x3C00) and id = 1, so q = roundf(x), ties away from 0.
-  std::vector<float> x = {127, -127, 0.5f, -0.5f, 1.49f, 2.5f, -2.5f, 0.49999997f, 3.7f, -3.7f,
-                          126.5f, 0};
+  std::vector<float> x = {127,   -127,        0.5f, -0.5f, 1.49f,  2.5f,
+                          -2.5f, 0.49999997f, 3.7f, -3.7f, 126.5f, 0};
   std::vector<int> want = {127, -127, 1, -1, 1, 3, -3, 0, 4, -4, 127, 0};
   for (int j = 12; j < 32; ++j) {
     x.push_back(static_cast<float>(j - 20));
@@ -112,11 +114,11 @@ TEST(QuantQ4_0, HandComputedBlockWithNegativeMax) {
 TEST(QuantQ4_0, HandComputedBlockWithPositiveMax) {
   // max = +8 gives d = -1 (fp16 0xBC00), id = -1: nibble = min(15, trunc(8.5 - x)).
   std::vector<float> x(32, 0.0f);  // 0 -> 8
-  x[0] = 8;      // 0.5 -> 0
-  x[1] = -7;     // 15.5 -> 15
-  x[2] = -8;     // 16.5 -> clamped to 15
-  x[3] = 1;      // 7.5 -> 7
-  x[16] = 3.9f;  // 4.6 -> 4
+  x[0] = 8;                        // 0.5 -> 0
+  x[1] = -7;                       // 15.5 -> 15
+  x[2] = -8;                       // 16.5 -> clamped to 15
+  x[3] = 1;                        // 7.5 -> 7
+  x[16] = 3.9f;                    // 4.6 -> 4
   const std::vector<std::byte> q = quantize(WeightType::Q4_0, x);
   EXPECT_EQ(byte_at(q, 0), 0x00);
   EXPECT_EQ(byte_at(q, 1), 0xBC);
@@ -137,7 +139,8 @@ TEST(QuantRoundTrip, WithinGgmlTotalErrorLimit) {
     const std::vector<float> back = dequantize(t, quantize(t, x), x.size());
     EXPECT_LT(ggml_array_rmse(x, back), kGgmlMaxQuantizationTotalError) << type_name(t);
   }
-  const std::vector<float> back = dequantize(WeightType::F32, quantize(WeightType::F32, x), x.size());
+  const std::vector<float> back =
+      dequantize(WeightType::F32, quantize(WeightType::F32, x), x.size());
   EXPECT_EQ(back, x);
 }
 
@@ -149,8 +152,10 @@ TEST(QuantRoundTrip, WithinGgmlTotalErrorLimit) {
 //                                           => |x - d16*(nib-8)| <= |d|(1 + 16u) + 8|d - d16|
 TEST(QuantRoundTrip, PerElementErrorWithinDerivedBound) {
   const std::vector<float> x = testing::normal_floats(32 * 64, 7, 3.0f);
-  const std::vector<float> q8 = dequantize(WeightType::Q8_0, quantize(WeightType::Q8_0, x), x.size());
-  const std::vector<float> q4 = dequantize(WeightType::Q4_0, quantize(WeightType::Q4_0, x), x.size());
+  const std::vector<float> q8 =
+      dequantize(WeightType::Q8_0, quantize(WeightType::Q8_0, x), x.size());
+  const std::vector<float> q4 =
+      dequantize(WeightType::Q4_0, quantize(WeightType::Q4_0, x), x.size());
   for (size_t b = 0; b < x.size() / 32; ++b) {
     float amax = 0;
     for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
@@ -168,7 +173,9 @@ TEST(QuantRoundTrip, PerElementErrorWithinDerivedBound) {
 __attribute__((target("f16c"))) uint16_t f16c_from_fp32(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, 0));  // round to nearest even
 }
-__attribute__((target("f16c"))) float f16c_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float f16c_to_fp32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 TEST(QuantF16, MatchesTheCpusF16cConversion) {
   if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no F16C on this CPU";
@@ -190,8 +197,8 @@ TEST(QuantF16, MatchesTheCpusF16cConversion) {
 TEST(QuantBF16, HandComputedRoundToNearestEven) {
   // 1 + 2^-8 is a tie between 0x3F80 and 0x3F81: even wins; 1 + 3*2^-8 ties up to 0x3F82;
   // 1 + 2^-8 + 2^-20 is above the tie.
-  const std::vector<float> x = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f,
-                                -2.0f, std::nanf("")};
+  const std::vector<float> x = {
+      1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.0f, std::nanf("")};
   const uint16_t want[6] = {0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC000, 0x7FC0};
   std::vector<std::byte> q(2 * x.size());
   quantize_row(WeightType::BF16, x.data(), q.data(), static_cast<int64_t>(x.size()));
