@@ -55,12 +55,13 @@ struct Converter {
   TraceWriter& writer;
   std::map<int, std::map<int, int64_t>> worker_cpus;  // worker -> cpu -> chunks seen there
 
-  void counter(const std::string& name, int64_t ts_ns, double value) {
+  // Perfetto names a counter track "<name> <arg key>", so the key carries the unit.
+  void counter(const std::string& name, const char* unit, int64_t ts_ns, double value) {
     writer.emit({{"ph", "C"},
                  {"name", name},
                  {"pid", kPid},
                  {"ts", us(ts_ns)},
-                 {"args", {{"value", value}}}});
+                 {"args", {{unit, value}}}});
   }
 
   void op(const json& op) {
@@ -100,13 +101,13 @@ struct Converter {
       ++summary.slices;
       if (!opts.counters) continue;
       if (w.contains("freq_mhz") && w["freq_mhz"].is_number()) {
-        counter(fmt::format("freq MHz w{}", wid), t0, w["freq_mhz"].get<double>());
+        counter(fmt::format("freq w{}", wid), "MHz", t0, w["freq_mhz"].get<double>());
       }
       if (w.contains("runq_ns") && w["runq_ns"].is_number() && t1 > t0) {
         // Share of the chunk spent waiting for a CPU, held for the chunk, then back to 0.
         const double pct = 100.0 * w["runq_ns"].get<double>() / static_cast<double>(t1 - t0);
-        counter(fmt::format("runq % w{}", wid), t0, pct);
-        counter(fmt::format("runq % w{}", wid), t1, 0.0);
+        counter(fmt::format("runq w{}", wid), "%", t0, pct);
+        counter(fmt::format("runq w{}", wid), "%", t1, 0.0);
       }
     }
   }
@@ -130,13 +131,19 @@ struct Converter {
                  {"dur", us(t1 > t0 ? t1 - t0 : 0)},
                  {"args", args}});
     if (!opts.counters) return;
-    const std::pair<const char*, const char*> step_counters[] = {
-        {"tok_s", "tok/s"},
-        {"process_cpu_usage", "process CPUs busy"},
-        {"host_cpu_usage", "host CPUs busy"},
-        {"power_w", "power W"}};
-    for (const auto& [key, track] : step_counters) {
-      if (s.contains(key) && s[key].is_number()) counter(track, t1, s[key].get<double>());
+    struct StepCounter {
+      const char* key;
+      const char* track;
+      const char* unit;
+    };
+    const StepCounter step_counters[] = {{"tok_s", "decode", "tok/s"},
+                                         {"process_cpu_usage", "process", "CPUs busy"},
+                                         {"host_cpu_usage", "host", "CPUs busy"},
+                                         {"power_w", "power", "W"}};
+    for (const StepCounter& c : step_counters) {
+      if (s.contains(c.key) && s[c.key].is_number()) {
+        counter(c.track, c.unit, t1, s[c.key].get<double>());
+      }
     }
   }
 

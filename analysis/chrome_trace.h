@@ -4,8 +4,9 @@
 //
 // One process per run, one track per executor worker ("worker 1 (cpu 1)") carrying an "X" slice
 // for each op chunk, a "steps" track with one slice per prefill batch / decoded token, and counter
-// tracks ("C" events): per-worker frequency and run-queue share, and per-step tok/s, CPU usage and
-// power where the log has them. The log is read line by line; a truncated last line (a killed run)
+// tracks ("C" events, shown as "<name> <unit>"): per-worker frequency ("freq w0 MHz") and
+// run-queue share of each chunk ("runq w0 %"), and per step "decode tok/s", "process CPUs busy",
+// "host CPUs busy" and "power W" where the log has them. The log is read line by line; a truncated last line (a killed run)
 // and malformed lines are skipped and reported.
 #include <cstdint>
 #include <iosfwd>

@@ -158,8 +158,7 @@ std::string timeline_svg(const Comparison& c) {
                   fmt::format("{}: step time (ms), mean {:.3f}", c.label[i], c.cycles[i].ms.mean));
   auto [flo, fhi] = finite_range(c.step_freq_mhz[0], c.step_freq_mhz[1]);
   if (std::isfinite(flo)) {
-    const Scale sf{std::max(0.0, flo - (fhi - flo) * 0.1 - 50), fhi + (fhi - flo) * 0.1 + 50, h - b,
-                   t};
+    const Scale sf{0, fhi * 1.1, h - b, t};  // from 0: a flat clock should look flat
     o += axis_ticks_y(sf, w - r, true, "MHz", 0);
     for (int i = 0; i < 2; ++i)
       o += polyline(c.step_freq_mhz[i], sx, sf, kRunColor[i], "5,3",

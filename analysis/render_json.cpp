@@ -44,7 +44,9 @@ json cpu_json(const CpuMetrics& c) {
           {"gbs", opt(c.gbs)},
           {"roofline_pct", opt(c.roofline_pct)},
           {"offcpu_share", opt(c.offcpu_share)},
-          {"migrations", c.migrations}};
+          {"migrations", c.migrations},
+          {"wait_share", opt(c.wait_share)},
+          {"wait_ns", c.wait_ns}};
 }
 
 json steps_json(const Report& r) {

@@ -39,7 +39,11 @@ struct CpuMetrics {
   std::optional<double> gbs;            // weight_bytes / time of the ops that streamed them
   std::optional<double> roofline_pct;   // gbs / header bandwidth_gbs
   std::optional<double> offcpu_share;   // sum(runq) / sum(worker wall time)
-  int64_t migrations = 0;               // worker chunks that ended on another CPU
+  // Share of op time not covered by the op's longest worker slice: dispatch, join and workers
+  // that started late (a worker thread waiting for a CPU shows here, not in runq).
+  std::optional<double> wait_share;
+  int64_t wait_ns = 0;
+  int64_t migrations = 0;  // worker chunks that ended on another CPU
 };
 
 // Components ops are aggregated into (the reference's "aggregated by component").

@@ -1,5 +1,6 @@
 #pragma once
 // Accumulators of the streaming report pass (internal to analysis/report_*.cpp).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -44,6 +45,7 @@ struct CpuAccum {
   int64_t runq_ns = 0, runq_wall_ns = 0;
   bool has_runq = false;
   int64_t migrations = 0;
+  int64_t wait_ns = 0, wait_wall_ns = 0;
 
   void add_worker(const WorkerSample& w) {
     const double wall = static_cast<double>(std::max<int64_t>(w.duration_ns(), 1));
@@ -72,7 +74,15 @@ struct CpuAccum {
     if (w.cpu >= 0 && w.cpu_end >= 0 && w.cpu != w.cpu_end) ++migrations;
   }
   void add_op(const OpEvent& e) {
-    for (const WorkerSample& w : e.workers) add_worker(w);
+    int64_t longest = -1;
+    for (const WorkerSample& w : e.workers) {
+      add_worker(w);
+      longest = std::max(longest, w.duration_ns());
+    }
+    if (longest >= 0) {
+      wait_ns += std::max<int64_t>(e.duration_ns() - longest, 0);
+      wait_wall_ns += e.duration_ns();
+    }
     if (e.weight_bytes > 0) {
       weight_bytes += e.weight_bytes;
       weight_ns += e.duration_ns();
@@ -90,6 +100,8 @@ struct CpuAccum {
     runq_wall_ns += o.runq_wall_ns;
     has_runq = has_runq || o.has_runq;
     migrations += o.migrations;
+    wait_ns += o.wait_ns;
+    wait_wall_ns += o.wait_wall_ns;
   }
   CpuMetrics finish(std::optional<double> bandwidth_gbs) const {
     CpuMetrics m;
@@ -106,6 +118,9 @@ struct CpuAccum {
     if (has_runq && runq_wall_ns > 0)
       m.offcpu_share = static_cast<double>(runq_ns) / static_cast<double>(runq_wall_ns);
     m.migrations = migrations;
+    m.wait_ns = wait_ns;
+    if (wait_wall_ns > 0)
+      m.wait_share = static_cast<double>(wait_ns) / static_cast<double>(wait_wall_ns);
     return m;
   }
 };

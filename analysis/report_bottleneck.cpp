@@ -254,6 +254,7 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   }
 
   if (focus == Phase::Decode || focus == Phase::Prefill) {
+    // Overhead: step time between ops (gaps) plus op time no worker was busy (waits).
     int64_t step_ns = 0, gap_ns = 0, n = 0;
     for (const StepRow& s : r.steps)
       if (s.phase == focus) {
@@ -261,26 +262,50 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
         gap_ns += s.gap_ns();
         ++n;
       }
-    const double share = step_ns > 0 ? static_cast<double>(gap_ns) / step_ns : 0.0;
+    const int64_t wait_ns = cpu.wait_ns;
+    const double share =
+        step_ns > 0 ? static_cast<double>(gap_ns + wait_ns) / static_cast<double>(step_ns) : 0.0;
     if (n > 0 && share > t.overhead_share) {
       const int64_t ops_per_step = phase_row->dist.count / std::max<int64_t>(n, 1);
       Loss l;
-      l.lost_ns = gap_ns;
-      l.finding = {BottleneckKind::OverheadBound,
-                   focus_name,
-                   fmt::format("{} of {} step time is outside recorded ops (threshold {}): {:.1f} "
-                               "us per step over ~{} ops, {:.2f} us between ops",
-                               pct(share), focus_name, pct(t.overhead_share),
-                               static_cast<double>(gap_ns) / n / 1e3, ops_per_step,
-                               static_cast<double>(gap_ns) / n / 1e3 /
-                                   static_cast<double>(std::max<int64_t>(ops_per_step, 1))),
-                   {"fuse small ops (norm into the next matmul's activation quantization, gate+up "
-                    "in one pass) so a token has fewer parallel regions",
-                    "each parallel_for costs microseconds: partition statically and keep workers "
-                    "spinning between ops",
-                    fmt::format("recording itself costs time per op (recording={}): compare "
-                                "tok/s with recording off",
-                                h.run.recording.empty() ? "?" : h.run.recording)}};
+      l.lost_ns = gap_ns + wait_ns;
+      l.finding = {
+          BottleneckKind::OverheadBound,
+          focus_name,
+          fmt::format("{} of {} step time is overhead (threshold {}): {} between ops ({:.2f} us "
+                      "per gap over ~{} ops per step) and {} inside ops with no worker busy "
+                      "(dispatch, join, workers starting late)",
+                      pct(share), focus_name, pct(t.overhead_share), ms(gap_ns),
+                      static_cast<double>(gap_ns) / static_cast<double>(n) / 1e3 /
+                          static_cast<double>(std::max<int64_t>(ops_per_step, 1)),
+                      ops_per_step, ms(wait_ns)),
+          {}};
+      auto& sug = l.finding.suggestions;
+      if (wait_ns > gap_ns) {
+        // Workers that share one CPU wait for each other's time slices.
+        std::vector<int> cpus;
+        bool shared = false;
+        for (const WorkerRow& w : r.workers)
+          for (int c : w.cpus) {
+            if (std::find(cpus.begin(), cpus.end(), c) != cpus.end()) shared = true;
+            cpus.push_back(c);
+          }
+        sug.push_back(fmt::format(
+            "workers start late or wait at the join{}: pin one worker per CPU (--pin compact; "
+            "this run: pin={}) and use no more threads than idle CPUs",
+            shared ? " and several ran on the same CPU (see Workers)" : "",
+            h.run.pin.empty() ? "?" : h.run.pin));
+        sug.push_back(
+            "keep workers spinning briefly between ops instead of sleeping, so a "
+            "dispatch does not pay a wake-up");
+      }
+      sug.push_back(
+          "fuse small ops (norm into the next matmul's activation quantization, gate+up in one "
+          "pass) so a token has fewer parallel regions");
+      sug.push_back(
+          fmt::format("recording itself costs time per op (recording={}): compare "
+                      "tok/s with recording off",
+                      h.run.recording.empty() ? "?" : h.run.recording));
       losses.push_back(std::move(l));
     }
   }

@@ -49,11 +49,16 @@ const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",
                                            "GB/s",     "% roof",  "off-CPU"};
 
 std::vector<std::string> cpu_cells(const CpuMetrics& c) {
-  std::optional<double> off;
-  if (c.offcpu_share) off = 100 * *c.offcpu_share;
-  return {fmt_opt(c.freq_mean_mhz, "{:.0f}"), fmt_opt(c.freq_min_mhz, "{:.0f}"),
-          fmt_opt(c.ipc, "{:.2f}"),           fmt_opt(c.gbs, "{:.2f}"),
-          fmt_opt(c.roofline_pct, "{:.0f}"),  off ? fmt::format("{:.1f}%", *off) : "-"};
+  auto pct = [](const std::optional<double>& share) {
+    return share ? fmt::format("{:.1f}%", 100 * *share) : std::string("-");
+  };
+  return {fmt_opt(c.freq_mean_mhz, "{:.0f}"),
+          fmt_opt(c.freq_min_mhz, "{:.0f}"),
+          fmt_opt(c.ipc, "{:.2f}"),
+          fmt_opt(c.gbs, "{:.2f}"),
+          fmt_opt(c.roofline_pct, "{:.0f}"),
+          pct(c.offcpu_share),
+          pct(c.wait_share)};
 }
 
 Table make_table(std::vector<std::string> head, size_t n_text_cols) {
@@ -333,6 +338,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "IPC: instructions / cycles (only where both counters were live)",
       "GB/s: weight bytes streamed / op time; % roof: of the header's measured bandwidth_gbs",
       "off-CPU: run-queue time / worker wall time (runnable but not running)",
+      "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
+      "workers)",
       "block_N_total: a block's summed op time per step; component rows likewise per step",
       "phase breakdown: prefill/decode = their step times minus sampling ops inside the steps"};
   const BottleneckThresholds& th = r.thresholds;

@@ -311,8 +311,11 @@ GgufWriter::Tensor& GgufWriter::add_tensor_common(std::string_view name, ops::We
   t.name = std::string(name);
   t.type = type;
   t.rows = elements / ne[0];
-  t.row_bytes = static_cast<uint64_t>(ops::row_bytes(type, ne[0]));
-  t.bytes = t.row_bytes * static_cast<uint64_t>(t.rows);
+  if (__builtin_mul_overflow(static_cast<uint64_t>(ne[0] / ti.block_elems),
+                             static_cast<uint64_t>(ti.block_bytes), &t.row_bytes) ||
+      __builtin_mul_overflow(t.row_bytes, static_cast<uint64_t>(t.rows), &t.bytes)) {
+    throw std::invalid_argument(fmt::format("tensor '{}': byte size overflows 64 bits", name));
+  }
   t.ne = std::move(ne);
   tensors_.push_back(std::move(t));
   return tensors_.back();

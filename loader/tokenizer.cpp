@@ -19,9 +19,20 @@ using Impl = Tokenizer::Impl;
 namespace keys = tokenizer_keys;
 
 // Texts llama.cpp treats as end-of-generation whatever their declared type (they are then
-// forced to Control), in the order used to pick an EOT token when the file names none.
+// forced to Control).
 constexpr std::string_view kEogTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<|eom_id|>",
+};
+// Texts that name the end-of-turn token when the file gives no tokenizer.ggml.eot_token_id.
+constexpr std::string_view kEotTexts[] = {
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<EOT>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek's
 };
 constexpr std::string_view kFimEogTexts[] = {"<|fim_pad|>",  "<fim-pad>",     "<PAD>",
                                              "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
@@ -188,8 +199,7 @@ struct Builder {
     // End of generation, by id and by the well-known texts (forced to Control, as llama.cpp).
     auto force_control = [&](int32_t id) { t.type[id] = TokenType::Control; };
     if (t.eot < 0) {
-      for (std::string_view s : kEogTexts) {
-        if (s == "<|eom_id|>") continue;
+      for (std::string_view s : kEotTexts) {
         if (const int32_t id = lookup_stored(s); id >= 0) {
           t.eot = id;
           break;

@@ -69,8 +69,9 @@ class Tokenizer {
                               bool parse_special = false) const;
   // The text of a sequence: the concatenated pieces, control and unknown tokens rendered only
   // when render_special. For SPM the space the encoder prefixed is removed from the first
-  // rendered piece (after a leading BOS), so decode(encode(t)) == t for any text t without
-  // special-token syntax (SPM: for valid UTF-8; byte-level BPE: for any bytes).
+  // rendered piece (after a leading BOS). decode(encode(t)) == t for any bytes t, except where
+  // t holds special-token text that splits it (user-defined tokens; control tokens with
+  // parse_special) and, for SPM, where t holds U+2581 itself (it decodes as a space).
   // Throws std::out_of_range for an id outside [0, n_vocab).
   std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
   // The raw bytes of one token: byte tokens give their byte, SPM "▁" becomes ' ', byte-level BPE
@@ -97,7 +98,7 @@ class Tokenizer {
   std::string_view model() const noexcept;  // "llama" | "gpt2"
   std::string_view pre() const noexcept;    // pre-tokenizer name ("" for SPM)
 
-  struct Impl;
+  struct Impl;  // the tables (loader/tokenizer_internal.h)
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}

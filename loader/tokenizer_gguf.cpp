@@ -80,8 +80,8 @@ class VocabReader {
       if constexpr (std::is_integral_v<T>) {
         if (!(*x >= static_cast<double>(std::numeric_limits<T>::min()) &&
               *x <= static_cast<double>(std::numeric_limits<T>::max()))) {
-          fail(key, "element " + std::to_string(k) + " (" + std::to_string(*x) +
-                        ") is out of range");
+          fail(key,
+               "element " + std::to_string(k) + " (" + std::to_string(*x) + ") is out of range");
         }
       }
       out[k] = static_cast<T>(*x);

@@ -17,8 +17,8 @@ namespace {
 // of a 48 KiB L1d, so the tile plus one token's activations stay in L1. Tiles are multiples of
 // 8 rows, the kernels' row unroll.
 constexpr int64_t kGemmTileBytes = 24 * 1024;
-// Row partitions between workers start on multiples of this (whole dot_rows groups, and no two
-// workers writing the same 64-byte line of y for any row count).
+// Row partitions between workers start on multiples of this: whole kernel row tiles (8 rows),
+// and workers rarely write the same 64-byte line of y.
 constexpr int64_t kRowAlign = 16;
 
 std::string shape_of(const WeightMatrix& w) {

@@ -73,8 +73,9 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
                                _mm256_and_si256(qh, bits45));
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
-        // int16 scales 8h .. 8h+7 in both lanes.
-        const __m256i sc_half = _mm256_permute2x128_si256(sc16[r], sc16[r], h == 0 ? 0x00 : 0x11);
+        // int16 scales 8h .. 8h+7 in both lanes (the immediate must be a constant, even unrolled).
+        const __m256i sc_half = h == 0 ? _mm256_permute2x128_si256(sc16[r], sc16[r], 0x00)
+                                       : _mm256_permute2x128_si256(sc16[r], sc16[r], 0x11);
         for (int k = 0; k < 4; ++k) {
           const __m256i s = _mm256_shuffle_epi8(sc_half, run_scale_index(k));
           isum[r] =

@@ -13,7 +13,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pacer=${PACER:-$root/build/tools/pacer}
 out=""
-tokens=48
+tokens=16
+# Steps must last milliseconds: with ~0.2 ms steps (the "tiny" model) workers wake from their
+# futex with CFS sleeper credit and preempt the hogs, so there is no run-queue delay to see.
+arch=qwen2.5-0.5b
+wtype=q4_0
 threads=2
 hogs_per_cpu=1
 prompt="The quick brown fox jumps over the lazy dog"
@@ -64,7 +68,7 @@ pacer_run() {
 }
 
 echo "== model: $out/model.gguf" >&2
-if ! "$pacer" gguf synth --arch tiny --type q8_0 -o "$out/model.gguf" >"$out/synth.out" 2>"$out/synth.err"; then
+if ! "$pacer" gguf synth --arch "$arch" --type "$wtype" -o "$out/model.gguf" >"$out/synth.out" 2>"$out/synth.err"; then
   if grep -qi "not implemented" "$out/synth.err"; then
     echo "scenario-runq: skipped: $(head -n1 "$out/synth.err")" >&2
     exit 77

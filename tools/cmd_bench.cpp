@@ -133,7 +133,8 @@ void run(const BenchArgs& a) {
   if (a.model.empty() == a.synthetic.empty()) {
     throw std::invalid_argument("bench: give exactly one of -m MODEL or --synthetic ARCH:TYPE");
   }
-  const std::filesystem::path path = a.model.empty() ? synthetic_model(a.synthetic) : a.model;
+  const std::filesystem::path path =
+      a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
   const runtime::Model model = runtime::Model::load(path);
 
   runtime::BenchOptions o;

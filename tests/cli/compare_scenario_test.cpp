@@ -24,26 +24,52 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-TEST(CompareScenario, RunQueueContentionIsNamed) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("pacer_scenario_runq_" + std::to_string(getpid()));
+// One attempt of the scenario: the verdict and main cause from compare.json, or "" when the
+// scenario could not produce a report (the reason goes to *why).
+struct ScenarioResult {
+  int rc = -1;
+  std::string verdict, main_cause, log;
+};
+
+ScenarioResult run_scenario(const fs::path& dir) {
+  fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string cmd = std::string(PACER_SOURCE_DIR) + "/scripts/scenario-runq.sh --pacer " +
                           PACER_BINARY + " --out " + dir.string() + " -n 32 -t 2 >" +
                           (dir / "stdout.txt").string() + " 2>" + (dir / "stderr.txt").string();
   const int status = std::system(cmd.c_str());
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  const std::string out = slurp(dir / "stdout.txt"), err = slurp(dir / "stderr.txt");
-  if (rc == 77) {
-    fs::remove_all(dir);
-    GTEST_SKIP() << "pacer run/gguf synth not available in this build: " << err;
+  ScenarioResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.log = slurp(dir / "stdout.txt") + slurp(dir / "stderr.txt");
+  if (fs::exists(dir / "compare.json")) {
+    const auto j = nlohmann::json::parse(slurp(dir / "compare.json"));
+    r.verdict = j.value("verdict", "");
+    r.main_cause = j.value("main_cause", "");
   }
-  ASSERT_TRUE(fs::exists(dir / "compare.json")) << "rc " << rc << "\n" << out << err;
-  const auto j = nlohmann::json::parse(slurp(dir / "compare.json"));
-  const std::string verdict = j["verdict"];
-  EXPECT_EQ(j["main_cause"], "run queue") << verdict << "\n" << err;
-  EXPECT_NE(verdict.find("run-queue contention"), std::string::npos) << verdict;
-  EXPECT_EQ(rc, 0) << out << err;
+  return r;
+}
+
+// End to end on a real machine: the busy-loop co-runners must be named as the cause. Timing on a
+// shared machine can be disturbed by unrelated load (a disturbed *normal* run makes the abnormal
+// one look faster), so the scenario gets a second attempt; a real regression fails both.
+TEST(CompareScenario, RunQueueContentionIsNamed) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pacer_scenario_runq_" + std::to_string(getpid()));
+  ScenarioResult r;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    r = run_scenario(dir);
+    if (r.rc == 77) {
+      fs::remove_all(dir);
+      GTEST_SKIP() << "pacer run/gguf synth not available in this build: " << r.log;
+    }
+    if (r.rc == 0 && r.main_cause == "run queue" &&
+        r.verdict.find("run-queue contention") != std::string::npos) {
+      break;
+    }
+  }
+  EXPECT_EQ(r.rc, 0) << r.log;
+  EXPECT_EQ(r.main_cause, "run queue") << r.verdict << "\n" << r.log;
+  EXPECT_NE(r.verdict.find("run-queue contention"), std::string::npos) << r.verdict;
   fs::remove_all(dir);
 }
 
