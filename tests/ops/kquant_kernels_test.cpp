@@ -13,6 +13,8 @@
 
 #include "ops/isa.h"
 #include "ops/matmul.h"
+#include "ops/q4_k.h"
+#include "ops/q6_k.h"
 #include "ops/type_traits.h"
 #include "tests/ops/kquant_test_util.h"
 #include "tests/ops/matmul_test_util.h"
@@ -177,6 +179,45 @@ std::string kernel_name(const ::testing::TestParamInfo<KernelParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(IsaTypeDataShape, KQuantKernel, ::testing::ValuesIn(kernel_params()),
                          kernel_name);
+
+// The type table holds one AVX-512 variant per machine (VNNI where the CPU has it), so the
+// parameterised test above never runs the other one: both are checked here directly. They run
+// the same integer sums and the same float operations, so they must agree bit for bit.
+TEST(KQuantKernelVariants, Avx512WithAndWithoutVnniMatchReference) {
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this machine";
+  const bool vnni = detect_cpu_features().avx512_vnni;
+  struct Variants {
+    WeightType type;
+    DotFn plain, with_vnni;
+    DotRowsFn plain_rows, with_vnni_rows;
+  };
+  const Variants variants[] = {{WeightType::Q4_K, dot_q4_K_q8_K_avx512, dot_q4_K_q8_K_avx512vnni,
+                                dot_rows_q4_K_q8_K_avx512, dot_rows_q4_K_q8_K_avx512vnni},
+                               {WeightType::Q6_K, dot_q6_K_q8_K_avx512, dot_q6_K_q8_K_avx512vnni,
+                                dot_rows_q6_K_q8_K_avx512, dot_rows_q6_K_q8_K_avx512vnni}};
+  for (const Variants& v : variants) {
+    for (Data data : {Data::Quantized, Data::RandomBlocks, Data::Extreme}) {
+      const int64_t rows = 9, n = 2048;
+      const Inputs in = make_inputs(v.type, data, rows, n, 91);
+      const std::vector<double> xs = testing::q8_K_values(in.act);
+      std::vector<float> plain_rows(rows), vnni_rows(rows);
+      v.plain_rows(n, in.w.data(), in.stride, rows, in.act.data(), plain_rows.data());
+      if (vnni) v.with_vnni_rows(n, in.w.data(), in.stride, rows, in.act.data(), vnni_rows.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::byte* row = in.w.data() + r * in.stride;
+        const double tol = rigorous_tolerance(float_terms(n), abs_term_sum(v.type, row, n, xs));
+        const float plain = v.plain(n, row, in.act.data());
+        EXPECT_NEAR(plain, type_traits(v.type).dot[0](n, row, in.act.data()), tol)
+            << type_name(v.type) << " row " << r;
+        EXPECT_EQ(plain_rows[static_cast<size_t>(r)], plain) << type_name(v.type) << " row " << r;
+        if (vnni) {
+          EXPECT_EQ(v.with_vnni(n, row, in.act.data()), plain) << type_name(v.type) << " row " << r;
+          EXPECT_EQ(vnni_rows[static_cast<size_t>(r)], plain) << type_name(v.type) << " row " << r;
+        }
+      }
+    }
+  }
+}
 
 // The reference kernel against the exact dot of dequantize_row's weights with the Q8_K values.
 // dequantize_row rounds each weight once at most (Q4_K: d*sc*q and dmin*m are exact in float,
