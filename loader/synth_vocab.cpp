@@ -145,6 +145,22 @@ std::vector<std::string> characters(std::string_view s) {
   return out;
 }
 
+// The distinct characters of the corpus, most frequent (by weight) first, ties by text.
+std::vector<std::string> characters_by_frequency(
+    const std::vector<std::pair<std::string, int64_t>>& corpus) {
+  std::unordered_map<std::string, int64_t> weight;
+  for (const auto& [text, w] : corpus) {
+    for (const std::string& c : characters(text)) weight[c] += w;
+  }
+  std::vector<std::pair<std::string, int64_t>> sorted(weight.begin(), weight.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<std::string> out;
+  for (auto& [c, w] : sorted) out.push_back(std::move(c));
+  return out;
+}
+
 struct MergeRule {
   std::string left, right;
 };
@@ -330,15 +346,21 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
   }
   const size_t n_specials_at_end = spm ? 0 : 3;
 
-  // SentencePiece needs every character of a piece as a token of its own; byte-level BPE has
-  // them already as byte tokens.
+  // Single characters: byte-level BPE has them all as byte tokens. SentencePiece gets the most
+  // frequent characters of the word list, then the rest of printable ASCII, as tokens of their
+  // own (its merges do not need them: any adjacent pair whose concatenation is a token merges);
+  // a small vocabulary keeps at least half of its free ids for merged pieces, and characters
+  // left out fall back to byte tokens.
   const std::vector<std::pair<std::string, int64_t>> corpus = training_corpus(kind);
   BpeTrainer trainer(corpus);
   std::vector<std::string> chars = trainer.initial_symbols();
   if (spm) {
-    for (unsigned c = 0x21; c < 0x7F; ++c) chars.emplace_back(1, static_cast<char>(c));
-    std::sort(chars.begin(), chars.end());
-    chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+    chars = characters_by_frequency(corpus);
+    for (unsigned c = 0x21; c < 0x7F; ++c) {
+      const std::string ch(1, static_cast<char>(c));
+      if (std::find(chars.begin(), chars.end(), ch) == chars.end()) chars.push_back(ch);
+    }
+    chars.resize(std::min(chars.size(), (n - v.tokens.size()) / 2));
   }
   const size_t fixed = v.tokens.size() + (spm ? chars.size() : 0) + n_specials_at_end;
   if (fixed >= n) {

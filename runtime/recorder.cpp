@@ -2,8 +2,9 @@
 //
 // Hot path (per op, per worker): one pthread_self() lookup in a short array, two CLOCK_MONOTONIC
 // reads, two sched_getcpu() (vDSO/rseq), and the counter sources' reads at each chunk boundary
-// (rdpmc or one read() per group, one schedstat pread). Nothing allocates: op records and worker
-// slices live in per-step buffers that reach their size in the first step and are reused.
+// (rdpmc or one read() per group; the schedstat pread only after the thread was switched out).
+// Nothing allocates: op records and worker slices live in per-step buffers that reach their size
+// in the first step and are reused. ~1.4 us of CPU per op on the 2-vCPU KVM dev machine.
 #include "runtime/recorder.h"
 
 #include <pthread.h>

@@ -140,6 +140,18 @@ TEST(SyntheticVocab, IsDeterministicPerSeed) {
   EXPECT_THROW(make_synthetic_vocab(VocabKind::SentencePiece, 100, 0), std::invalid_argument);
 }
 
+TEST(SyntheticVocab, SmallestSizeWorksForBothKinds) {
+  for (VocabKind kind : {VocabKind::SentencePiece, VocabKind::Gpt2Qwen2}) {
+    for (int64_t n = kMinSyntheticVocab; n < kMinSyntheticVocab + 70; n += 7) {
+      const Vocab v = make_synthetic_vocab(kind, n, 2);
+      ASSERT_EQ(v.tokens.size(), static_cast<size_t>(n));
+      const Tokenizer tok = Tokenizer::from_vocab(v);
+      EXPECT_EQ(tok.decode(tok.encode(kMixed, true)), kMixed) << n;
+      EXPECT_LT(tok.encode(kEnglish, false).size(), kEnglish.size()) << n;
+    }
+  }
+}
+
 TEST(SyntheticVocab, RealShapesHaveExactSizes) {
   // The 262144-token Gemma 3 shape (SPM) in memory; the others are loaded in SyntheticVocab.
   const Vocab v = make_synthetic_vocab(VocabKind::SentencePiece, 262144, 3);
