@@ -154,7 +154,9 @@ class Builder : public LogVisitor {
 
     if (e.phase == Phase::Sample && e.step == prefill_last_step_)
       ttft_end_ns_ = std::max(ttft_end_ns_, e.t1_ns);
-    if (e.phase == Phase::Tokenize || e.phase == Phase::Detokenize) return;  // outside steps
+    // Tokenization runs before the first step; sampling and detokenization run inside their
+    // step's window and count as its op time (not as a gap between ops).
+    if (e.phase == Phase::Tokenize) return;
     if (pending_active_ && e.step != pending_step_) flush_orphan();
     pending_active_ = true;
     pending_step_ = e.step;
