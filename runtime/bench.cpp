@@ -176,7 +176,19 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           row.cpus = session->executor().cpus();
 
           double rate = 0;
-          if (!test.tg) {
+          if (!test.tg && recorded) {
+            // The recorded pp rep goes through generate() with the same kind of random prompt so
+            // its log has a header, the prefill step and a footer; tok/s is its prefill rate.
+            TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
+            GenerateOptions go;
+            go.prompt_tokens.resize(static_cast<size_t>(test.n));
+            for (auto& t : go.prompt_tokens) t = toks.next();
+            go.n_predict = 1;
+            go.ignore_eos = true;
+            go.header = {{"command", "bench"}, {"bench_test", row.test}};
+            Generation g = session->generate("", go);
+            rate = g.timings.prefill_tok_s();
+          } else if (!test.tg) {
             TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
             std::vector<int32_t> prompt(static_cast<size_t>(test.n));
             for (auto& t : prompt) t = toks.next();

@@ -159,7 +159,9 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
   {
     const auto t0 = Clock::now();
     auto op = rec_->op({.name = "tokenize", .kind = OpKind::Other});
-    g.prompt_tokens = tok.encode(prompt, opts.add_special, opts.parse_special);
+    g.prompt_tokens = opts.prompt_tokens.empty()
+                          ? tok.encode(prompt, opts.add_special, opts.parse_special)
+                          : opts.prompt_tokens;
     tm.tokenize_ms = ms_since(t0);
   }
   const int64_t n_prompt = static_cast<int64_t>(g.prompt_tokens.size());

@@ -39,6 +39,9 @@ struct GenerateOptions {
   bool parse_special = false;          // "<|im_start|>" in the prompt becomes a control token
   bool ignore_eos = false;             // keep going past end-of-generation tokens
   nlohmann::json header;               // extra event-log header fields (command, argv, ...)
+  // When not empty: the prompt as token ids (the text argument is ignored and not tokenized).
+  // `pacer bench` feeds random ids this way, as llama-bench does.
+  std::vector<int32_t> prompt_tokens;
 };
 
 struct Timings {

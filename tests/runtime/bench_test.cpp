@@ -120,28 +120,38 @@ TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
   const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events";
   std::filesystem::remove_all(dir);
   BenchOptions o;
-  o.n_prompt = {0};
+  o.n_prompt = {5};
   o.n_gen = {6};
   o.threads = {1};
   o.reps = 2;
   o.roofline = false;
   o.events_dir = dir.string();
   const BenchResult r = run_bench(model, o);
-  ASSERT_EQ(r.rows.size(), 1u);
-  ASSERT_TRUE(std::filesystem::exists(r.rows[0].events_path)) << r.rows[0].events_path;
-  std::ifstream in(r.rows[0].events_path);
-  std::string line, first, last;
-  int decode_steps = 0;
-  while (std::getline(in, line)) {
-    if (first.empty()) first = line;
-    last = line;
-    auto j = nlohmann::json::parse(line);
-    if (j["type"] == "step" && j["phase"] == "decode") ++decode_steps;
+  ASSERT_EQ(r.rows.size(), 2u);  // pp5, then tg6
+  for (const BenchRow& row : r.rows) {
+    ASSERT_TRUE(std::filesystem::exists(row.events_path)) << row.events_path;
+    std::ifstream in(row.events_path);
+    std::string line, first, last;
+    int decode_steps = 0, prefill_tokens = 0;
+    while (std::getline(in, line)) {
+      if (first.empty()) first = line;
+      last = line;
+      auto j = nlohmann::json::parse(line);
+      if (j["type"] == "step" && j["phase"] == "decode") ++decode_steps;
+      if (j["type"] == "step" && j["phase"] == "prefill") prefill_tokens += j["n_tokens"].get<int>();
+    }
+    ASSERT_FALSE(first.empty()) << row.events_path << " is empty";
+    EXPECT_EQ(nlohmann::json::parse(first)["type"], "header");
+    EXPECT_EQ(nlohmann::json::parse(first)["command"], "bench");
+    EXPECT_EQ(nlohmann::json::parse(first)["bench_test"], row.test);
+    EXPECT_EQ(nlohmann::json::parse(last)["type"], "footer");
+    if (row.test == "pp5") {
+      EXPECT_EQ(prefill_tokens, 5);  // the random prompt, not a tokenized text
+      EXPECT_EQ(decode_steps, 0);
+    } else {
+      EXPECT_EQ(decode_steps, 6);
+    }
   }
-  EXPECT_EQ(nlohmann::json::parse(first)["type"], "header");
-  EXPECT_EQ(nlohmann::json::parse(first)["command"], "bench");
-  EXPECT_EQ(nlohmann::json::parse(last)["type"], "footer");
-  EXPECT_EQ(decode_steps, 6);
 }
 
 TEST(BenchRun, RejectsAnEmptyTestList) {
