@@ -203,7 +203,16 @@ void BM_gemm(benchmark::State& state, WeightType type, Isa isa) {
 
 void gemm_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "tokens", "threads"});
-  b->ArgsProduct({{2048, 5632}, {2048}, {16, 128}, {1, 2}});
+  // TinyLlama's ffn_up and a square attention matrix at 16 and 128 tokens, and Qwen2.5-0.5B's
+  // fused ffn_gate_up (9728 x 896) and ffn_down (896 x 4864) at pp64.
+  for (int64_t threads : {1, 2}) {
+    for (int64_t tokens : {16, 128}) {
+      b->Args({2048, 2048, tokens, threads});
+      b->Args({5632, 2048, tokens, threads});
+    }
+    b->Args({9728, 896, 64, threads});
+    b->Args({896, 4864, 64, threads});
+  }
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

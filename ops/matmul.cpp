@@ -15,7 +15,7 @@ namespace {
 
 // Weight bytes one row tile of the GEMM keeps hot while every token passes over it: about half
 // of a 48 KiB L1d, so the tile plus one token's activations stay in L1. Tiles are multiples of
-// 16 rows, the largest kernel row tile (the quantized VNNI GEMM repacks 16 rows at a time).
+// 8 rows, the kernels' row unroll. (GEMMs that tile themselves get the whole range.)
 constexpr int64_t kGemmTileBytes = 24 * 1024;
 // Row partitions between workers start on multiples of this: whole kernel row tiles (8 rows),
 // and workers rarely write the same 64-byte line of y.
@@ -111,10 +111,12 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
   // GEMM: a tile of rows stays in L1 while every token passes over it, so each weight byte comes
   // from memory once per call (a GemmFn kernel also reuses each unpacked block across a few
   // tokens from registers). GEMV (one token) runs the whole range in one dot_rows call, so the
-  // kernel's row tiles (and their next-tile prefetch) run back to back.
-  const int64_t tile_rows = x.tokens() == 1
-                                ? std::max<int64_t>(1, row_end - row_begin)
-                                : std::max<int64_t>(16, kGemmTileBytes / stride / 16 * 16);
+  // kernel's row tiles (and their next-tile prefetch) run back to back; so does a GEMM that
+  // tiles itself (it repacks and regroups once per call).
+  const bool whole_range =
+      x.tokens() == 1 || (gemm != nullptr && resolve_gemm_whole_range(w.type, isa));
+  const int64_t tile_rows = whole_range ? std::max<int64_t>(1, row_end - row_begin)
+                                        : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const int64_t r1 = std::min(row_end, r0 + tile_rows);
     if (gemm != nullptr) {

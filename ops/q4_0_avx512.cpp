@@ -16,7 +16,7 @@
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
-#include "ops/quad_gemm_avx512.h"
+#include "ops/repacked_gemm_avx512.h"
 
 #include <type_traits>
 
@@ -186,15 +186,20 @@ void q4_0_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const 
   }
 }
 
-// Prefill GEMM repacking (quad_gemm_avx512.h): the nibbles themselves, w + 8.
-struct Q4_0Quads {
+// Prefill GEMM repacking (repacked_gemm_avx512.h): the nibbles themselves, w + 8.
+struct Q4_0Unsigned {
   using Block = BlockQ4_0;
   static constexpr int32_t kOffset = 8;
-  static void unpack(const Block& b, uint8_t* lo16, uint8_t* hi16) {
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    _mm_store_si128(reinterpret_cast<__m128i*>(lo16), _mm_and_si128(qs, mask));
-    _mm_store_si128(reinterpret_cast<__m128i*>(hi16), _mm_and_si128(_mm_srli_epi16(qs, 4), mask));
+  static __m512i load_two(const Block& a, const Block& b) {
+    // a's 16 bytes in lane 0, b's in lane 2; low nibbles (elements 0-15) and high nibbles
+    // (16-31) then interleave by lane: [a lo, a hi, b lo, b hi].
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_inserti32x4(
+        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), 2);
+    const __m512i lo = _mm512_and_si512(v, mask);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+    return _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi);
   }
 };
 
@@ -226,7 +231,7 @@ float dot_q4_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
 void gemm_q4_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                int64_t out_stride) {
-  avx512::quad_gemm<Q4_0Quads>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+  avx512::repacked_gemm<Q4_0Unsigned>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

@@ -12,8 +12,8 @@
 // vpmaddubsw never saturates), then vpmaddwd with ones.
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q8_0.h"
-#include "ops/quad_gemm_avx512.h"
 #include "ops/quant_rows_avx512.h"
+#include "ops/repacked_gemm_avx512.h"
 
 namespace pacer::ops {
 namespace {
@@ -50,16 +50,13 @@ struct Q8_0Pair {
   }
 };
 
-// Prefill GEMM repacking (quad_gemm_avx512.h): w ^ 0x80 = w + 128 as an unsigned byte.
-struct Q8_0Quads {
+// Prefill GEMM repacking (repacked_gemm_avx512.h): w ^ 0x80 = w + 128 as an unsigned byte.
+struct Q8_0Unsigned {
   using Block = BlockQ8_0;
   static constexpr int32_t kOffset = 128;
-  static void unpack(const Block& b, uint8_t* lo16, uint8_t* hi16) {
-    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16));
-    _mm_store_si128(reinterpret_cast<__m128i*>(lo16), _mm_xor_si128(lo, flip));
-    _mm_store_si128(reinterpret_cast<__m128i*>(hi16), _mm_xor_si128(hi, flip));
+  static __m512i load_two(const Block& a, const Block& b) {
+    return _mm512_xor_si512(avx512::load_pair_256(a.qs, b.qs),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
 
@@ -111,7 +108,7 @@ float dot_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
 void gemm_q8_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                int64_t out_stride) {
-  avx512::quad_gemm<Q8_0Quads>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+  avx512::repacked_gemm<Q8_0Unsigned>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

@@ -70,6 +70,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q8_0.dot[kAvx512] = vnni ? dot_q8_0_q8_0_avx512vnni : dot_q8_0_q8_0_avx512;
   t.q8_0.dot_rows[kAvx512] = vnni ? dot_rows_q8_0_q8_0_avx512vnni : dot_rows_q8_0_q8_0_avx512;
   t.q8_0.gemm[kAvx512] = vnni ? gemm_q8_0_q8_0_avx512vnni : gemm_q8_0_q8_0_avx512;
+  t.q8_0.gemm_whole_range[kAvx512] = vnni;  // repacked_gemm_avx512.h
 
   t.q4_0.type = WeightType::Q4_0;
   t.q4_0.act_type = WeightType::Q8_0;
@@ -80,6 +81,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
   t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
   t.q4_0.gemm[kAvx512] = vnni ? gemm_q4_0_q8_0_avx512vnni : gemm_q4_0_q8_0_avx512;
+  t.q4_0.gemm_whole_range[kAvx512] = vnni;
 
   // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
   // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply
@@ -186,6 +188,15 @@ GemmFn resolve_gemm(WeightType t, Isa isa) {
     if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.gemm[static_cast<size_t>(i)];
   }
   return nullptr;
+}
+
+bool resolve_gemm_whole_range(WeightType t, Isa isa) {
+  const TypeTraits& tt = type_traits(t);
+  for (int i = clamp_isa(isa); i >= 0; --i) {
+    if (tt.dot[static_cast<size_t>(i)] != nullptr)
+      return tt.gemm_whole_range[static_cast<size_t>(i)];
+  }
+  return false;
 }
 
 }  // namespace pacer::ops

@@ -40,6 +40,9 @@ struct TypeTraits {
   std::array<DotFn, kIsaCount> dot{};                   // indexed by Isa; null = not on that Isa
   std::array<DotRowsFn, kIsaCount> dot_rows{};          // optional
   std::array<GemmFn, kIsaCount> gemm{};                 // optional; needs dot_rows of that Isa
+  // The GEMM tiles rows itself (it repacks weights and regroups activations once per call), so
+  // the caller passes a worker's whole row range in one call instead of L1-sized row tiles.
+  std::array<bool, kIsaCount> gemm_whole_range{};
 };
 
 // The traits of t; for an Isa whose entry is null, callers fall back to the best lower Isa.
@@ -47,7 +50,8 @@ const TypeTraits& type_traits(WeightType t);
 // The kernel actually used for (t, isa) after fallback (never null).
 DotFn resolve_dot(WeightType t, Isa isa);
 QuantizeActFn resolve_quantize_act(WeightType t, Isa isa);
-DotRowsFn resolve_dot_rows(WeightType t, Isa isa);  // may be null
-GemmFn resolve_gemm(WeightType t, Isa isa);         // may be null; the resolved dot's Isa only
+DotRowsFn resolve_dot_rows(WeightType t, Isa isa);     // may be null
+GemmFn resolve_gemm(WeightType t, Isa isa);            // may be null; the resolved dot's Isa only
+bool resolve_gemm_whole_range(WeightType t, Isa isa);  // the resolved GEMM's gemm_whole_range
 
 }  // namespace pacer::ops
