@@ -233,7 +233,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         if (test.tg && opts.roofline) {
           row.bandwidth_gbs = bandwidth_for(row.threads);
           if (res.matmul_bytes_per_token > 0) {
-            row.ceiling_tok_s = row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
+            row.ceiling_tok_s =
+                row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
           }
         }
@@ -287,23 +288,23 @@ std::string render_bench_markdown(const BenchResult& r) {
       "|:--|--:|--:|:--|--:|:--|:--|--:|--:|--:|--:|:--|\n";
   for (const BenchRow& row : r.rows) {
     const std::string roof =
-        row.ceiling_tok_s > 0
-            ? fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
-                          row.ceiling_tok_s, row.bandwidth_gbs)
-            : "-";
+        row.ceiling_tok_s > 0 ? fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
+                                            row.ceiling_tok_s, row.bandwidth_gbs)
+                              : "-";
     std::string flags;
     for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {:.1f}% | {} | {} | {} |\n",
-                       r.arch, size_text(r.model_bytes), params_text(r.params), r.type,
-                       row.threads, row.pin, row.test, row.mean, row.sd, 100 * row.cv,
-                       freq_text(row), roof, flags.empty() ? "ok" : flags);
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {:.1f}% | {} | {} | {} |\n", r.arch,
+        size_text(r.model_bytes), params_text(r.params), r.type, row.threads, row.pin, row.test,
+        row.mean, row.sd, 100 * row.cv, freq_text(row), roof, flags.empty() ? "ok" : flags);
   }
   bool any_flag = false;
   for (const BenchRow& row : r.rows) any_flag = any_flag || !row.flags.empty();
   out += any_flag ? "\nflagged rows: do not trust them before the reason is gone.\n" : "";
-  out += "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
-         "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
-         "matmul weight bytes per token.\n";
+  out +=
+      "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
+      "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
+      "matmul weight bytes per token.\n";
   return out;
 }
 
@@ -317,12 +318,13 @@ std::string render_bench_csv(const BenchResult& r) {
     std::string quoted = "\"";
     for (char c : flags) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
     quoted += "\"";
-    out += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.1f},"
-                       "{:.3f},{:.3f},{:.2f},{}\n",
-                       r.model_path, r.arch, r.type, r.model_bytes, r.params, row.threads, row.pin,
-                       row.test, row.n_prompt, row.n_gen, row.tok_s.size(), row.mean, row.sd,
-                       row.cv, row.freq_mean_mhz, row.freq_min_mhz, row.freq_max_mhz,
-                       row.bandwidth_gbs, row.ceiling_tok_s, row.roofline_pct, quoted);
+    out += fmt::format(
+        "\"{}\",{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.1f},"
+        "{:.3f},{:.3f},{:.2f},{}\n",
+        r.model_path, r.arch, r.type, r.model_bytes, r.params, row.threads, row.pin, row.test,
+        row.n_prompt, row.n_gen, row.tok_s.size(), row.mean, row.sd, row.cv, row.freq_mean_mhz,
+        row.freq_min_mhz, row.freq_max_mhz, row.bandwidth_gbs, row.ceiling_tok_s, row.roofline_pct,
+        quoted);
   }
   return out;
 }
@@ -383,6 +385,90 @@ std::string render_bench_jsonl(const BenchResult& r) {
     out += j.dump() + "\n";
   }
   return out;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<OverheadRow> measure_recording_overhead(const Model& model, const BenchOptions& opts,
+                                                    int pairs, const std::string& events_path) {
+  if (pairs < 1) throw std::invalid_argument("bench: --recording-overhead needs at least 1 pair");
+  if (events_path.empty())
+    throw std::invalid_argument("bench: recording overhead needs a log path");
+  std::vector<OverheadRow> out;
+  for (const PinSpec& pin : opts.pins) {
+    for (int threads_req : opts.threads) {
+      for (int64_t n_gen : opts.n_gen) {
+        if (n_gen <= 0) continue;
+        OverheadRow row;
+        row.test = fmt::format("tg{}", n_gen);
+        row.pin = pin.to_string();
+        SessionOptions so;
+        so.ctx = n_gen + 8;
+        so.threads = threads_req;
+        so.pin = pin;
+        so.kv_type = opts.kv_type;
+        so.sampler.temperature = 0;
+        GenerateOptions go;
+        go.n_predict = n_gen + 1;  // the first token comes from the prefill
+        go.ignore_eos = true;
+        go.header = {{"command", "bench"}, {"bench_test", row.test}, {"overhead_run", true}};
+        auto one = [&](bool recorded) {
+          std::unique_ptr<Recorder> rec;
+          if (recorded) {
+            RecorderOptions ro;
+            ro.events_path = events_path;
+            ro.workers = resolve_threads(Topology::detect(), pin, threads_req);
+            rec = std::make_unique<Recorder>(ro);
+          }
+          so.recorder = rec.get();
+          Session session(model, so);
+          row.threads = session.executor().workers();
+          const double rate = session.generate("The", go).timings.decode_tok_s();
+          (recorded ? row.on : row.off).push_back(rate);
+        };
+        if (opts.warmup) {
+          one(false);
+          row.off.clear();
+        }
+        for (int i = 0; i < pairs; ++i) {
+          one(i % 2 == 1);
+          one(i % 2 == 0);
+        }
+        row.off_median = median_of(row.off);
+        row.on_median = median_of(row.on);
+        row.ratio = row.off_median > 0 ? row.on_median / row.off_median : 0;
+        out.push_back(std::move(row));
+      }
+    }
+  }
+  return out;
+}
+
+std::string render_overhead_markdown(const std::vector<OverheadRow>& rows) {
+  std::string s =
+      "\nRecording overhead (decode tok/s, fresh session per run, off/on alternating):\n\n"
+      "| test | threads | pin | runs | off median | on median | on/off | off runs | on runs |\n"
+      "| ---- | ------: | --- | ---: | ---------: | --------: | -----: | -------- | ------- |\n";
+  auto list = [](const std::vector<double>& v) {
+    std::string o;
+    for (double x : v) o += fmt::format("{}{:.2f}", o.empty() ? "" : " ", x);
+    return o;
+  };
+  for (const OverheadRow& r : rows) {
+    s += fmt::format("| {} | {} | {} | {}+{} | {:.2f} | {:.2f} | {:.1f}% | {} | {} |\n", r.test,
+                     r.threads, r.pin, r.off.size(), r.on.size(), r.off_median, r.on_median,
+                     100 * r.ratio, list(r.off), list(r.on));
+  }
+  return s;
 }
 
 }  // namespace pacer::runtime

@@ -23,30 +23,30 @@ struct BenchOptions {
   std::vector<int> threads = {-1};        // -1: one per allowed physical core
   std::vector<PinSpec> pins = {PinSpec{}};
   int reps = 5;
-  bool warmup = true;                // one untimed run of each test first
-  double cv_flag = 0.05;             // flag rows whose CV exceeds this
-  double freq_drift_flag = 0.05;     // flag rows whose frequency range / mean exceeds this
-  std::string events_dir;            // non-empty: record the last rep of every row there
+  bool warmup = true;             // one untimed run of each test first
+  double cv_flag = 0.05;          // flag rows whose CV exceeds this
+  double freq_drift_flag = 0.05;  // flag rows whose frequency range / mean exceeds this
+  std::string events_dir;         // non-empty: record the last rep of every row there
   ops::WeightType kv_type = ops::WeightType::F16;
-  uint64_t seed = 1234;              // random tokens for pp/tg (llama-bench feeds random tokens)
-  bool roofline = true;              // measure read bandwidth per thread count
+  uint64_t seed = 1234;  // random tokens for pp/tg (llama-bench feeds random tokens)
+  bool roofline = true;  // measure read bandwidth per thread count
   size_t bandwidth_bytes = size_t{1} << 30;
   // Progress: (rows done, rows total, current row label); called on the calling thread.
   std::function<void(int, int, const std::string&)> progress;
 };
 
 struct BenchRow {
-  std::string test;          // "pp512" | "tg128"
+  std::string test;  // "pp512" | "tg128"
   int64_t n_prompt = 0, n_gen = 0;
   int threads = 0;
-  std::string pin;           // PinSpec::to_string()
-  std::vector<int> cpus;     // pinned CPUs (empty when not pinned)
+  std::string pin;            // PinSpec::to_string()
+  std::vector<int> cpus;      // pinned CPUs (empty when not pinned)
   std::vector<double> tok_s;  // one per rep
   double mean = 0, sd = 0, cv = 0;
   double freq_mean_mhz = 0, freq_min_mhz = 0, freq_max_mhz = 0;  // over reps and workers
-  double bandwidth_gbs = 0;  // measured read bandwidth at this thread count (0: not measured)
-  double ceiling_tok_s = 0;  // tg: bandwidth / matmul bytes per token
-  double roofline_pct = 0;   // tg: mean / ceiling
+  double bandwidth_gbs = 0;        // measured read bandwidth at this thread count (0: not measured)
+  double ceiling_tok_s = 0;        // tg: bandwidth / matmul bytes per token
+  double roofline_pct = 0;         // tg: mean / ceiling
   std::vector<std::string> flags;  // reasons not to trust the row
   std::string events_path;
 };
@@ -60,12 +60,28 @@ struct BenchResult {
 
 BenchResult run_bench(const Model& model, const BenchOptions& opts);
 
+// Cost of full recording on decode: for every tg test, thread count and pin policy, `pairs`
+// pairs of generate() runs with recording off and on (fresh session each, order alternating
+// off-on / on-off so a drift of the machine cancels), decode tok/s of each. The recorded runs
+// write their logs to `events_path` (overwritten by each run; the caller removes it).
+struct OverheadRow {
+  std::string test;  // "tg64"
+  int threads = 0;
+  std::string pin;
+  std::vector<double> off, on;  // decode tok/s per run
+  double off_median = 0, on_median = 0;
+  double ratio = 0;  // on_median / off_median
+};
+std::vector<OverheadRow> measure_recording_overhead(const Model& model, const BenchOptions& opts,
+                                                    int pairs, const std::string& events_path);
+std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
+
 // mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
 void summarize_rates(BenchRow& row);
 
 std::string render_bench_markdown(const BenchResult& r);
 std::string render_bench_csv(const BenchResult& r);
-nlohmann::json bench_json(const BenchResult& r);  // {"model":{...},"rows":[...]}
+nlohmann::json bench_json(const BenchResult& r);       // {"model":{...},"rows":[...]}
 std::string render_bench_jsonl(const BenchResult& r);  // one `bench` event per row
 
 }  // namespace pacer::runtime

@@ -40,6 +40,7 @@ struct BenchArgs {
   double cv_flag = 5.0;
   double drift_flag = 5.0;
   int64_t bandwidth_mb = 1024;
+  int overhead_pairs = 0;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -78,7 +79,8 @@ std::vector<runtime::PinSpec> parse_pins(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     std::vector<std::string> items;
     for (const std::string& tok : split(arg, ',')) {
-      const bool numeric = !tok.empty() && tok.find_first_not_of("0123456789-") == std::string::npos;
+      const bool numeric =
+          !tok.empty() && tok.find_first_not_of("0123456789-") == std::string::npos;
       if (numeric && !items.empty() && items.back().rfind("list:", 0) == 0) {
         items.back() += "," + tok;
       } else {
@@ -93,8 +95,10 @@ std::vector<runtime::PinSpec> parse_pins(const std::vector<std::string>& args) {
 
 std::filesystem::path cache_dir() {
   if (const char* d = std::getenv("PACER_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::filesystem::path(d) / "pacer";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "pacer";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d)
+    return std::filesystem::path(d) / "pacer";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::filesystem::path(h) / ".cache" / "pacer";
   return std::filesystem::temp_directory_path() / "pacer-cache";
 }
 
@@ -102,7 +106,8 @@ std::filesystem::path cache_dir() {
 std::filesystem::path synthetic_model(const std::string& spec_text) {
   const auto colon = spec_text.find(':');
   if (colon == std::string::npos) {
-    throw std::invalid_argument(fmt::format("--synthetic '{}': expected ARCH:TYPE, e.g. qwen2.5-0.5b:q8_0", spec_text));
+    throw std::invalid_argument(
+        fmt::format("--synthetic '{}': expected ARCH:TYPE, e.g. qwen2.5-0.5b:q8_0", spec_text));
   }
   const std::string arch = spec_text.substr(0, colon), type = spec_text.substr(colon + 1);
   loader::SynthSpec spec = loader::synth_preset(arch);
@@ -123,8 +128,8 @@ std::filesystem::path synthetic_model(const std::string& spec_text) {
 void progress_bar(int done, int total, const std::string& label) {
   const int width = 30;
   const int filled = total > 0 ? done * width / total : width;
-  std::fprintf(stderr, "\r[%.*s%*s] %d/%d %-40s", filled, "==============================",
-               width - filled, "", done, total, label.c_str());
+  std::fprintf(stderr, "\r[%.*s%*s] %d/%d %-40s", filled,
+               "==============================", width - filled, "", done, total, label.c_str());
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -168,6 +173,16 @@ void run(const BenchArgs& a) {
     std::cout << runtime::render_bench_jsonl(r);
   }
   std::cout.flush();
+  if (a.overhead_pairs > 0) {
+    const std::filesystem::path log =
+        a.events_dir.empty() ? std::filesystem::temp_directory_path() /
+                                   fmt::format("pacer-overhead-{}.jsonl", getpid())
+                             : std::filesystem::path(a.events_dir) / "recording-overhead.jsonl";
+    const auto rows = runtime::measure_recording_overhead(model, o, a.overhead_pairs, log.string());
+    if (a.events_dir.empty()) std::filesystem::remove(log);
+    std::cout << runtime::render_overhead_markdown(rows);
+    std::cout.flush();
+  }
 }
 
 }  // namespace
@@ -184,7 +199,8 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "thread counts, comma list (-1: physical cores)")
       ->capture_default_str();
-  cmd->add_option("--pin", args->pins, "pin policies, comma list: none,compact,scatter,cores,list:0,2");
+  cmd->add_option("--pin", args->pins,
+                  "pin policies, comma list: none,compact,scatter,cores,list:0,2");
   cmd->add_option("-r,--reps", args->reps, "repetitions per row")->capture_default_str();
   cmd->add_option("-o,--output", args->output, "md | csv | json | jsonl")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
@@ -196,10 +212,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");
   cmd->add_option("--cv-flag", args->cv_flag, "flag rows whose CV exceeds this %")
       ->capture_default_str();
-  cmd->add_option("--drift-flag", args->drift_flag, "flag rows whose frequency range exceeds this % of the mean")
+  cmd->add_option("--drift-flag", args->drift_flag,
+                  "flag rows whose frequency range exceeds this % of the mean")
       ->capture_default_str();
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
       ->capture_default_str();
+  cmd->add_option("--recording-overhead", args->overhead_pairs,
+                  "after the table: N off/on pairs per tg row, decode tok/s with full recording vs "
+                  "without (medians and ratio)")
+      ->check(CLI::Range(0, 1000));
   cmd->callback([args] { run(*args); });
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "loader/synth.h"
@@ -138,7 +140,8 @@ TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
       last = line;
       auto j = nlohmann::json::parse(line);
       if (j["type"] == "step" && j["phase"] == "decode") ++decode_steps;
-      if (j["type"] == "step" && j["phase"] == "prefill") prefill_tokens += j["n_tokens"].get<int>();
+      if (j["type"] == "step" && j["phase"] == "prefill")
+        prefill_tokens += j["n_tokens"].get<int>();
     }
     ASSERT_FALSE(first.empty()) << row.events_path << " is empty";
     EXPECT_EQ(nlohmann::json::parse(first)["type"], "header");
@@ -152,6 +155,47 @@ TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
       EXPECT_EQ(decode_steps, 6);
     }
   }
+}
+
+TEST(BenchRun, RecordingOverheadAlternatesOffAndOnRuns) {
+  const Model model = Model::load(tiny_model());
+  const auto log = std::filesystem::temp_directory_path() / "pacer-bench-overhead.jsonl";
+  std::filesystem::remove(log);
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {0, 5};  // the 0 is skipped
+  o.threads = {1};
+  o.warmup = false;
+  const std::vector<OverheadRow> rows = measure_recording_overhead(model, o, 3, log.string());
+  ASSERT_EQ(rows.size(), 1u);
+  const OverheadRow& r = rows[0];
+  EXPECT_EQ(r.test, "tg5");
+  EXPECT_EQ(r.threads, 1);
+  ASSERT_EQ(r.off.size(), 3u);
+  ASSERT_EQ(r.on.size(), 3u);
+  std::vector<double> on = r.on, off = r.off;
+  std::sort(on.begin(), on.end());
+  std::sort(off.begin(), off.end());
+  EXPECT_EQ(r.on_median, on[1]);
+  EXPECT_EQ(r.off_median, off[1]);
+  EXPECT_DOUBLE_EQ(r.ratio, on[1] / off[1]);
+  // The recorded runs really recorded: the log holds the last one, complete, with 5 decode steps.
+  std::ifstream in(log);
+  std::string line, first, last;
+  int decode_steps = 0;
+  while (std::getline(in, line)) {
+    if (first.empty()) first = line;
+    last = line;
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step" && j["phase"] == "decode") ++decode_steps;
+  }
+  std::filesystem::remove(log);
+  EXPECT_EQ(nlohmann::json::parse(first)["overhead_run"], true);
+  EXPECT_EQ(nlohmann::json::parse(last)["type"], "footer");
+  EXPECT_EQ(decode_steps, 5);
+  const std::string md = render_overhead_markdown(rows);
+  EXPECT_NE(md.find("| tg5 | 1 | none | 3+3 |"), std::string::npos) << md;
+  EXPECT_THROW(measure_recording_overhead(model, o, 0, log.string()), std::invalid_argument);
 }
 
 TEST(BenchRun, RejectsAnEmptyTestList) {
