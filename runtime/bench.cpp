@@ -446,6 +446,10 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
         row.off_median = median_of(row.off);
         row.on_median = median_of(row.on);
         row.ratio = row.off_median > 0 ? row.on_median / row.off_median : 0;
+        for (size_t i = 0; i < row.on.size() && i < row.off.size(); ++i) {
+          if (row.off[i] > 0) row.pair_ratios.push_back(row.on[i] / row.off[i]);
+        }
+        row.pair_ratio_median = median_of(row.pair_ratios);
         out.push_back(std::move(row));
       }
     }
@@ -456,17 +460,19 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
 std::string render_overhead_markdown(const std::vector<OverheadRow>& rows) {
   std::string s =
       "\nRecording overhead (decode tok/s, fresh session per run, off/on alternating):\n\n"
-      "| test | threads | pin | runs | off median | on median | on/off | off runs | on runs |\n"
-      "| ---- | ------: | --- | ---: | ---------: | --------: | -----: | -------- | ------- |\n";
+      "| test | threads | pin | runs | off median | on median | on/off | median of pair on/off | "
+      "off runs | on runs |\n"
+      "| ---- | ------: | --- | ---: | ---------: | --------: | -----: | ---: | -------- | ------- "
+      "|\n";
   auto list = [](const std::vector<double>& v) {
     std::string o;
     for (double x : v) o += fmt::format("{}{:.2f}", o.empty() ? "" : " ", x);
     return o;
   };
   for (const OverheadRow& r : rows) {
-    s += fmt::format("| {} | {} | {} | {}+{} | {:.2f} | {:.2f} | {:.1f}% | {} | {} |\n", r.test,
-                     r.threads, r.pin, r.off.size(), r.on.size(), r.off_median, r.on_median,
-                     100 * r.ratio, list(r.off), list(r.on));
+    s += fmt::format("| {} | {} | {} | {}+{} | {:.2f} | {:.2f} | {:.1f}% | {:.1f}% | {} | {} |\n",
+                     r.test, r.threads, r.pin, r.off.size(), r.on.size(), r.off_median, r.on_median,
+                     100 * r.ratio, 100 * r.pair_ratio_median, list(r.off), list(r.on));
   }
   return s;
 }

@@ -71,6 +71,10 @@ struct OverheadRow {
   std::vector<double> off, on;  // decode tok/s per run
   double off_median = 0, on_median = 0;
   double ratio = 0;  // on_median / off_median
+  // on/off of each adjacent pair, and their median: robust to a machine whose speed drifts
+  // during the measurement (a shared VM), which moves both runs of a pair together.
+  std::vector<double> pair_ratios;
+  double pair_ratio_median = 0;
 };
 std::vector<OverheadRow> measure_recording_overhead(const Model& model, const BenchOptions& opts,
                                                     int pairs, const std::string& events_path);

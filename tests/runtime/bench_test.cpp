@@ -179,6 +179,10 @@ TEST(BenchRun, RecordingOverheadAlternatesOffAndOnRuns) {
   EXPECT_EQ(r.on_median, on[1]);
   EXPECT_EQ(r.off_median, off[1]);
   EXPECT_DOUBLE_EQ(r.ratio, on[1] / off[1]);
+  ASSERT_EQ(r.pair_ratios.size(), 3u);
+  std::vector<double> pairs = {r.on[0] / r.off[0], r.on[1] / r.off[1], r.on[2] / r.off[2]};
+  std::sort(pairs.begin(), pairs.end());
+  EXPECT_DOUBLE_EQ(r.pair_ratio_median, pairs[1]);
   // The recorded runs really recorded: the log holds the last one, complete, with 5 decode steps.
   std::ifstream in(log);
   std::string line, first, last;
