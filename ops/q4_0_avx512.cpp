@@ -156,7 +156,22 @@ void q4_0_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const 
   const std::byte* acts[kTokensPerTile];
   float* outs[kTokensPerTile * kRows];
   float spare[kTokensPerTile * kRows];
-  for (int64_t r = 0; r < nr; r += kRows) {
+  int64_t r0 = 0;
+  if (nt == 1 && nr >= avx512::kGemvStreamMinRows * kRows) {
+    // GEMV: kRows sequential streams in different pages (see quant_gemm in quant_rows_avx512.h).
+    const int64_t per_stream = nr / kRows;
+    acts[0] = act;
+    for (int64_t j = 0; j < per_stream; ++j) {
+      for (int i = 0; i < kRows; ++i) {
+        rows[i] = w + (i * per_stream + j) * stride;
+        outs[i] = out + i * per_stream + j;
+      }
+      q4_0_tile<kVnni, kQuadsPerTile, 1>(n, rows, acts, outs,
+                                         avx512::kGemvStreamPrefetchRows * stride);
+    }
+    r0 = kRows * per_stream;
+  }
+  for (int64_t r = r0; r < nr; r += kRows) {
     const bool full = r + kRows <= nr;
     const int quads = full ? kQuadsPerTile : 1;
     const int tile_rows = 4 * quads;
