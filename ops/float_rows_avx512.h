@@ -24,9 +24,15 @@ constexpr int kFloatTokensPerTile = 2;
 // token) pair goes through the same operations whatever R and T are, so the GEMM is
 // bit-identical to the GEMV. Every cache line also prefetches the same line of the next tile's
 // rows (R * stride further on; see q4_0_avx512.cpp).
+//
+// Row r is at w + r * row_step and its output at out[t * out_stride + r * out_row_step]: the GEMM
+// passes neighbouring rows (row_step = stride, out_row_step = 1), the GEMV rows from far-apart
+// streams (see float_dot_rows). Each weight line also prefetches the line `prefetch_offset`
+// bytes further on.
 template <class Widen, int R, int T>
-void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x,
-                     int64_t x_stride, float* out, int64_t out_stride) {
+void float_rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch_offset,
+                     const float* x, int64_t x_stride, float* out, int64_t out_stride,
+                     int64_t out_row_step) {
   __m512 acc0[R][T], acc1[R][T];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm512_setzero_ps();
@@ -39,9 +45,9 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
       x1[t] = _mm512_loadu_ps(x + t * x_stride + j + 16);
     }
     for (int r = 0; r < R; ++r) {
-      const std::byte* wr = w + r * stride;
+      const std::byte* wr = w + r * row_step;
       for (int64_t line = 0; line < 32 * Widen::kBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes + line) + R * stride,
+        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes + line) + prefetch_offset,
                      _MM_HINT_T0);
       }
       const __m512 w0 = Widen::load16(wr, j), w1 = Widen::load16(wr, j + 16);
@@ -54,7 +60,7 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
   for (; j < n; j += 16) {  // tail of 1..31 elements, masked (masked-off lanes never fault)
     const __mmask16 m = first_lanes16(n - j);
     for (int r = 0; r < R; ++r) {
-      const __m512 w0 = Widen::load16_masked(w + r * stride, j, m);
+      const __m512 w0 = Widen::load16_masked(w + r * row_step, j, m);
       for (int t = 0; t < T; ++t) {
         acc0[r][t] =
             _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x + t * x_stride + j), acc0[r][t]);
@@ -63,7 +69,8 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
-      out[t * out_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][t], acc1[r][t]));
+      out[t * out_stride + r * out_row_step] =
+          _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][t], acc1[r][t]));
     }
   }
 }
@@ -77,13 +84,13 @@ void float_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
     constexpr int kR = decltype(rows_tag)::value;
     int64_t t = 0;
     for (; t + kFloatTokensPerTile <= nt; t += kFloatTokensPerTile) {
-      float_rows_tile<Widen, kR, kFloatTokensPerTile>(n, w + r * stride, stride, x + t * x_stride,
-                                                      x_stride, out + t * out_stride + r,
-                                                      out_stride);
+      float_rows_tile<Widen, kR, kFloatTokensPerTile>(n, w + r * stride, stride, kR * stride,
+                                                      x + t * x_stride, x_stride,
+                                                      out + t * out_stride + r, out_stride, 1);
     }
     for (; t < nt; ++t) {
-      float_rows_tile<Widen, kR, 1>(n, w + r * stride, stride, x + t * x_stride, x_stride,
-                                    out + t * out_stride + r, out_stride);
+      float_rows_tile<Widen, kR, 1>(n, w + r * stride, stride, kR * stride, x + t * x_stride,
+                                    x_stride, out + t * out_stride + r, out_stride, 1);
     }
   };
   int64_t r = 0;
@@ -107,7 +114,19 @@ void float_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
 template <class Widen>
 void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                     float* out) {
-  float_gemm<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(act), 0, 1, out, 0);
+  const auto* x = reinterpret_cast<const float*>(act);
+  int64_t r = 0;
+  if (nr >= 4 * kGemvStreamMinRows) {
+    // Four far-apart sequential streams, one row of each per tile (see quant_gemm in
+    // quant_rows_avx512.h); same arithmetic per row, so results do not change.
+    const int64_t per_stream = nr / 4;
+    for (int64_t j = 0; j < per_stream; ++j) {
+      float_rows_tile<Widen, 4, 1>(n, w + j * stride, per_stream * stride,
+                                   kGemvStreamPrefetchRows * stride, x, 0, out + j, 0, per_stream);
+    }
+    r = 4 * per_stream;
+  }
+  if (r < nr) float_gemm<Widen>(n, w + r * stride, stride, nr - r, x, 0, 1, out + r, 0);
 }
 
 // The GemmFn entry: act_stride is in bytes (a multiple of 64, see PackedActivations).
