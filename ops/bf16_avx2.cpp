@@ -33,7 +33,7 @@ void dot_rows_bf16_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int
 
 float dot_bf16_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx2::float_rows_tile<WidenBF16, 1>(n, w_row, 0, reinterpret_cast<const float*>(act), &out);
+  avx2::float_rows_tile<WidenBF16, 1>(n, w_row, 0, 0, reinterpret_cast<const float*>(act), &out, 1);
   return out;
 }
 

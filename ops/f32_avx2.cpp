@@ -28,7 +28,7 @@ void dot_rows_f32_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int6
 
 float dot_f32_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx2::float_rows_tile<WidenF32, 1>(n, w_row, 0, reinterpret_cast<const float*>(act), &out);
+  avx2::float_rows_tile<WidenF32, 1>(n, w_row, 0, 0, reinterpret_cast<const float*>(act), &out, 1);
   return out;
 }
 

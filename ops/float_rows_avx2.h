@@ -18,8 +18,12 @@ namespace {
 // out[r] = dot(row r, x) for R rows at w + r*stride; x loaded once per R rows, two accumulators
 // per row. The tail (n % 16) is summed in scalar, after the vector part. Each step prefetches
 // the same bytes of the next tile's rows (R * stride further on; see q4_0_avx512.cpp).
+// Row r is at w + r * row_step and its result goes to out[r * out_row_step]; each cache line
+// also prefetches `prefetch_offset` bytes further on.
 template <class Widen, int R>
-void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float* x, float* out) {
+void float_rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch_offset,
+                     const float* x, float* out, int64_t out_row_step) {
+  const int64_t stride = row_step;
   __m256 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t j = 0;
@@ -29,7 +33,7 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
     for (int r = 0; r < R; ++r) {
       const std::byte* wr = w + r * stride;
       if ((j * Widen::kBytes) % 64 == 0) {  // once per cache line (16 weights are 32-64 bytes)
-        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes) + R * stride,
+        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes) + prefetch_offset,
                      _MM_HINT_T0);
       }
       acc0[r] = _mm256_fmadd_ps(Widen::load8(wr, j), x0, acc0[r]);
@@ -39,7 +43,7 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t stride, const float*
   for (int r = 0; r < R; ++r) {
     float s = hsum8(_mm256_add_ps(acc0[r], acc1[r]));
     for (int64_t k = j; k < n; ++k) s += Widen::load1(w + r * stride, k) * x[k];
-    out[r] = s;
+    out[r * out_row_step] = s;
   }
 }
 
@@ -49,16 +53,26 @@ void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, c
                     float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
   int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) float_rows_tile<Widen, 4>(n, w + r * stride, stride, x, out + r);
+  if (nr >= 4 * kGemvStreamMinRows) {  // four far-apart sequential streams, one row each per tile
+    const int64_t per_stream = nr / 4;
+    for (int64_t j = 0; j < per_stream; ++j) {
+      float_rows_tile<Widen, 4>(n, w + j * stride, per_stream * stride,
+                                kGemvStreamPrefetchRows * stride, x, out + j, per_stream);
+    }
+    r = 4 * per_stream;
+  }
+  for (; r + 4 <= nr; r += 4) {
+    float_rows_tile<Widen, 4>(n, w + r * stride, stride, 4 * stride, x, out + r, 1);
+  }
   switch (nr - r) {
     case 3:
-      float_rows_tile<Widen, 3>(n, w + r * stride, stride, x, out + r);
+      float_rows_tile<Widen, 3>(n, w + r * stride, stride, 3 * stride, x, out + r, 1);
       break;
     case 2:
-      float_rows_tile<Widen, 2>(n, w + r * stride, stride, x, out + r);
+      float_rows_tile<Widen, 2>(n, w + r * stride, stride, 2 * stride, x, out + r, 1);
       break;
     case 1:
-      float_rows_tile<Widen, 1>(n, w + r * stride, stride, x, out + r);
+      float_rows_tile<Widen, 1>(n, w + r * stride, stride, stride, x, out + r, 1);
       break;
     default:
       break;

@@ -41,7 +41,7 @@ void dot_rows_q4_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, in
 
 float dot_q4_0_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
-  avx2::quant_rows_tile<Q4_0Block, 1>(n, w_row, 0, act, &out);
+  avx2::quant_rows_tile<Q4_0Block, 1>(n, w_row, 0, 0, act, &out, 1);
   return out;
 }
 

@@ -21,9 +21,12 @@ namespace {
 
 // R rows; each row-block also prefetches the same block of the next tile's rows (R * stride
 // further on; see q4_0_avx512.cpp for why a whole-tile lookahead).
+// Row r is at w + r * row_step and its result goes to out[r * out_row_step]; each block also
+// prefetches `prefetch_offset` bytes further on.
 template <class Kernel, int R>
-void quant_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                     float* out) {
+void quant_rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch_offset,
+                     const std::byte* act, float* out, int64_t out_row_step) {
+  const int64_t stride = row_step;
   using Block = typename Kernel::Block;
   const ActQ8Row a = act_q8_row(act, n);
   const int64_t nb = n / 32;
@@ -47,13 +50,13 @@ void quant_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::b
       const __m256i bias = _mm256_zextsi128_si256(_mm_cvtsi32_si128(Kernel::kSumFactor * a.sum[b]));
       for (int r = 0; r < R; ++r) {
         const Block* blk = reinterpret_cast<const Block*>(w + r * stride) + b;
-        _mm_prefetch(reinterpret_cast<const char*>(blk) + R * stride, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + prefetch_offset, _MM_HINT_T0);
         const __m256 dot = _mm256_cvtepi32_ps(Kernel::block_dot(blk, x, bias));
         acc[r] = _mm256_fmadd_ps(dot, _mm256_broadcast_ss(&scales[r][k]), acc[r]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) out[r * out_row_step] = hsum8(acc[r]);
 }
 
 // out[0..nr) for nr rows at w + r*stride, four at a time.
@@ -61,16 +64,26 @@ template <class Kernel>
 void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                     float* out) {
   int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) quant_rows_tile<Kernel, 4>(n, w + r * stride, stride, act, out + r);
+  if (nr >= 4 * kGemvStreamMinRows) {  // four far-apart sequential streams, one row each per tile
+    const int64_t per_stream = nr / 4;
+    for (int64_t j = 0; j < per_stream; ++j) {
+      quant_rows_tile<Kernel, 4>(n, w + j * stride, per_stream * stride,
+                                 kGemvStreamPrefetchRows * stride, act, out + j, per_stream);
+    }
+    r = 4 * per_stream;
+  }
+  for (; r + 4 <= nr; r += 4) {
+    quant_rows_tile<Kernel, 4>(n, w + r * stride, stride, 4 * stride, act, out + r, 1);
+  }
   switch (nr - r) {
     case 3:
-      quant_rows_tile<Kernel, 3>(n, w + r * stride, stride, act, out + r);
+      quant_rows_tile<Kernel, 3>(n, w + r * stride, stride, 3 * stride, act, out + r, 1);
       break;
     case 2:
-      quant_rows_tile<Kernel, 2>(n, w + r * stride, stride, act, out + r);
+      quant_rows_tile<Kernel, 2>(n, w + r * stride, stride, 2 * stride, act, out + r, 1);
       break;
     case 1:
-      quant_rows_tile<Kernel, 1>(n, w + r * stride, stride, act, out + r);
+      quant_rows_tile<Kernel, 1>(n, w + r * stride, stride, stride, act, out + r, 1);
       break;
     default:
       break;
