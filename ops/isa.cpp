@@ -1,6 +1,8 @@
 #include "ops/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -28,8 +30,8 @@ CpuFeatures read_cpu_features() noexcept {
   const bool avx = (c >> 28) & 1u;
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = xgetbv0();
-  const bool os_ymm = (xcr0 & 0x6u) == 0x6u;                // SSE + AVX state
-  const bool os_zmm = (xcr0 & 0xe6u) == 0xe6u;              // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_ymm = (xcr0 & 0x6u) == 0x6u;    // SSE + AVX state
+  const bool os_zmm = (xcr0 & 0xe6u) == 0xe6u;  // + opmask, ZMM_Hi256, Hi16_ZMM
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   const bool avx2 = (b >> 5) & 1u;
@@ -43,6 +45,15 @@ CpuFeatures read_cpu_features() noexcept {
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u);
   f.avx_vnni = f.avx2 && ((a1 >> 4) & 1u);
+  const bool amx_tile = (d >> 24) & 1u, amx_int8 = (d >> 25) & 1u;
+  const bool os_tiles = (xcr0 & (3ull << 17)) == (3ull << 17);  // XTILECFG + XTILEDATA
+  const char* env = std::getenv("PACER_AMX");
+  const bool allowed = env == nullptr || std::strcmp(env, "0") != 0;
+  if (f.avx512 && amx_tile && amx_int8 && os_tiles && allowed) {
+    // Linux hands out the 8 KiB tile state only on request (once per process, all threads).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    f.amx_int8 = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }
   return f;
 }
 
@@ -70,9 +81,12 @@ CpuFeatures detect_cpu_features() noexcept {
 bool isa_supported(Isa isa) noexcept {
   const CpuFeatures f = detect_cpu_features();
   switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return f.avx2;
-    case Isa::Avx512: return f.avx512;
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return f.avx2;
+    case Isa::Avx512:
+      return f.avx512;
   }
   return false;
 }
@@ -92,9 +106,12 @@ std::vector<Isa> supported_isas() {
 
 std::string_view isa_name(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Scalar:
+      return "scalar";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "?";
 }

@@ -13,11 +13,14 @@ enum class Isa {
 };
 
 struct CpuFeatures {
-  bool avx2 = false;  // avx2 + fma + f16c, OS saves ymm
+  bool avx2 = false;    // avx2 + fma + f16c, OS saves ymm
   bool avx512 = false;  // avx512f + bw + vl + dq, OS saves zmm/opmask
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx_vnni = false;
+  // AMX-TILE + AMX-INT8, tile state enabled by the OS (XCR0) and granted to this process
+  // (arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection). PACER_AMX=0 turns it off.
+  bool amx_int8 = false;
 };
 
 // Reads CPUID/XGETBV once per process (CPUID traps in a VM) and returns the cached answer.

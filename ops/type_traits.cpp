@@ -69,8 +69,12 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q8_0.dot_rows[kAvx2] = dot_rows_q8_0_q8_0_avx2;
   t.q8_0.dot[kAvx512] = vnni ? dot_q8_0_q8_0_avx512vnni : dot_q8_0_q8_0_avx512;
   t.q8_0.dot_rows[kAvx512] = vnni ? dot_rows_q8_0_q8_0_avx512vnni : dot_rows_q8_0_q8_0_avx512;
-  t.q8_0.gemm[kAvx512] = vnni ? gemm_q8_0_q8_0_avx512vnni : gemm_q8_0_q8_0_avx512;
-  t.q8_0.gemm_whole_range[kAvx512] = vnni;  // repacked_gemm_avx512.h
+  // Prefill: AMX tiles where granted, else the repacked VNNI GEMM (both tile rows themselves).
+  const bool amx = cpu.amx_int8;
+  t.q8_0.gemm[kAvx512] = amx    ? gemm_q8_0_q8_0_amx
+                         : vnni ? gemm_q8_0_q8_0_avx512vnni
+                                : gemm_q8_0_q8_0_avx512;
+  t.q8_0.gemm_whole_range[kAvx512] = amx || vnni;
 
   t.q4_0.type = WeightType::Q4_0;
   t.q4_0.act_type = WeightType::Q8_0;
@@ -80,8 +84,10 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_0.dot_rows[kAvx2] = dot_rows_q4_0_q8_0_avx2;
   t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
   t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
-  t.q4_0.gemm[kAvx512] = vnni ? gemm_q4_0_q8_0_avx512vnni : gemm_q4_0_q8_0_avx512;
-  t.q4_0.gemm_whole_range[kAvx512] = vnni;
+  t.q4_0.gemm[kAvx512] = amx    ? gemm_q4_0_q8_0_amx
+                         : vnni ? gemm_q4_0_q8_0_avx512vnni
+                                : gemm_q4_0_q8_0_avx512;
+  t.q4_0.gemm_whole_range[kAvx512] = amx || vnni;
 
   // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
   // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply

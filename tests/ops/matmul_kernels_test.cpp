@@ -150,5 +150,49 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulAvx512NoVnni,
                                   std::to_string(info.param.cols);
                          });
 
+// The two AVX-512 prefill GEMMs of Q8_0/Q4_0, called directly (the dispatcher picks one per CPU):
+// the repacked VNNI GEMM and the AMX-INT8 one, against the scalar reference dot of every (row,
+// token) on the same packed activations. Both only reorder the float sum of exact per-block
+// integer dots, so each result is within 2 (blocks + 8) u sum_j |w_j x_j| of the reference.
+// 67 blocks = two 32-block chunks and a partial one; 37 rows = two 16-row tiles and a partial
+// one; 19 tokens = full and partial groups of 8 (VNNI) and 16 (AMX).
+TEST(QuantPrefillGemm, VnniAndAmxMatchTheReferenceDot) {
+  using GemmKernel = void (*)(int64_t, const std::byte*, int64_t, int64_t, const std::byte*,
+                              int64_t, int64_t, float*, int64_t);
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!cpu.avx512_vnni) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const int64_t rows = 37, cols = 67 * 32, tokens = 19;
+  for (WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
+    const bool q8 = type == WeightType::Q8_0;
+    std::vector<std::pair<std::string, GemmKernel>> kernels = {
+        {"vnni", q8 ? gemm_q8_0_q8_0_avx512vnni : gemm_q4_0_q8_0_avx512vnni}};
+    if (cpu.amx_int8) kernels.push_back({"amx", q8 ? gemm_q8_0_q8_0_amx : gemm_q4_0_q8_0_amx});
+    const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 21);
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 22);
+    PackedActivations act;
+    act.pack(type, x, cols, tokens, Isa::Scalar);
+    const int64_t act_stride = act.token(1) - act.token(0);
+    for (const auto& [name, gemm] : kernels) {
+      std::vector<float> y(static_cast<size_t>(tokens * rows), NAN);
+      gemm(cols, w.view.data, row_bytes(type, cols), rows, act.token(0), act_stride, tokens,
+           y.data(), rows);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const ActQ8Row a = act_q8_row(act.token(t), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float ref = q8 ? dot_q8_0_q8_0_ref(cols, w.view.row(r), act.token(t))
+                               : dot_q4_0_q8_0_ref(cols, w.view.row(r), act.token(t));
+          double abs_sum = 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            abs_sum += std::fabs(double(w.dequantized[r * cols + j]) * a.d[j / 32] * a.q[j]);
+          }
+          const double bound = 2.0 * (cols / 32 + 8) * kUnitRoundoff * abs_sum;
+          ASSERT_NEAR(y[t * rows + r], ref, bound)
+              << name << " " << type_name(type) << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pacer::ops
