@@ -4,6 +4,7 @@
 // _mm512_undefined_ps() they pass through, GCC bug 105593); silence it for that header only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
