@@ -83,6 +83,10 @@ struct RecorderOptions {
   // Machine probes done once: RAPL energy (20 ms) and the per-CPU frequency before/after the run.
   bool probe_energy = true;
   bool measure_freq_before_after = true;
+  // A bracket that begins within this many ns of the same thread's previous bracket end reuses
+  // that end reading instead of reading the counters again (0: always read). The time in
+  // between (the recorder's own bookkeeping, or a worker's wait) counts to the later op.
+  int64_t reuse_reading_ns = 2000;
   // Tests: replace the counter sources / the per-step frequency source (nullptr: the best one).
   CounterSourceFactory counter_factory;
   std::shared_ptr<hwcounters::FrequencySource> frequency_source;

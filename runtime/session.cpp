@@ -32,14 +32,19 @@ size_t incomplete_utf8_tail(std::string_view s) {
   for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
     const auto b = static_cast<unsigned char>(s[n - back]);
     if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-    const size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3
-                                    : (b & 0xF8) == 0xF0 ? 4 : 1;
+    const size_t len = b < 0x80             ? 1
+                       : (b & 0xE0) == 0xC0 ? 2
+                       : (b & 0xF0) == 0xE0 ? 3
+                       : (b & 0xF8) == 0xF0 ? 4
+                                            : 1;
     return len > back ? back : 0;
   }
   return 0;
 }
 
-double round1(double v) { return static_cast<double>(static_cast<int64_t>(v * 10 + 0.5)) / 10; }
+double round1(double v) {
+  return static_cast<double>(static_cast<int64_t>(v * 10 + 0.5)) / 10;
+}
 
 }  // namespace
 
@@ -106,10 +111,10 @@ Session::Session(const Model& model, SessionOptions opts)
       executor_(std::make_unique<Executor>(
           ExecutorSettings{}.set_threads(opts_.threads).set_pin(opts_.pin))),
       kv_(model.config(), opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()), opts_.kv_type,
-          RunState::bytes(model.config(),
-                          std::clamp<int64_t>(opts_.max_batch, 1,
-                                              opts_.ctx > 0 ? opts_.ctx
-                                                            : default_ctx(model.config()))),
+          RunState::bytes(
+              model.config(),
+              std::clamp<int64_t>(opts_.max_batch, 1,
+                                  opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()))),
           opts_.mem_available),
       state_(model.config(), std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity())),
       sampler_(opts_.sampler),
@@ -117,15 +122,17 @@ Session::Session(const Model& model, SessionOptions opts)
   if (rec_->enabled()) executor_->set_observer(rec_);
 }
 
-Session::~Session() { executor_->set_observer(nullptr); }
+Session::~Session() {
+  executor_->set_observer(nullptr);
+}
 
 std::span<const float> Session::run(std::span<const int32_t> tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) throw std::invalid_argument("no tokens to run");
   if (n_past_ + n > kv_.capacity()) {
-    throw std::length_error(fmt::format(
-        "{} tokens at position {} exceed the context of {} positions (-c)", n, n_past_,
-        kv_.capacity()));
+    throw std::length_error(
+        fmt::format("{} tokens at position {} exceed the context of {} positions (-c)", n, n_past_,
+                    kv_.capacity()));
   }
   for (int64_t off = 0; off < n; off += state_.max_batch) {
     const int64_t len = std::min(state_.max_batch, n - off);
@@ -210,6 +217,7 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
                      {"min_p", sp.min_p},
                      {"repeat_penalty", sp.repeat_penalty},
                      {"isa", ops::isa_name(state_.isa)},
+                     {"amx", state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
                      {"kv_type", ops::type_name(kv_.type())},
                      {"recording", "full"}};
     fields["host"]["topology"] = {{"packages", topo.packages},
@@ -251,8 +259,8 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
     rec_->begin_step(Phase::Prefill, step_);
     const auto t0 = Clock::now();
     forward(model_, kv_, state_,
-            std::span<const int32_t>(g.prompt_tokens).subspan(static_cast<size_t>(off),
-                                                              static_cast<size_t>(len)),
+            std::span<const int32_t>(g.prompt_tokens)
+                .subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
             n_past_, last && want_token, *executor_, *rec_);
     n_past_ += len;
     tm.prefill_ms += ms_since(t0);

@@ -201,7 +201,9 @@ TEST(Recorder, RunQueueIsReadOnlyAfterAContextSwitch) {
       return v;
     };
     {
-      Recorder rec(fake_options(path, 1, f));
+      RecorderOptions o = fake_options(path, 1, f);
+      o.reuse_reading_ns = 0;  // every bracket reads (reuse has its own test below)
+      Recorder rec(o);
       rec.begin_step(Phase::Decode, 0);
       for (int k = 0; k < 10; ++k) {
         auto s = rec.op({.name = "residual", .layer = k});
@@ -220,6 +222,40 @@ TEST(Recorder, RunQueueIsReadOnlyAfterAContextSwitch) {
       EXPECT_EQ(op["workers"][0]["counters"]["context_switches"], switches_per_read);
     }
     EXPECT_EQ(of_type(log, "footer").at(0)["recorder"]["runq_reads"], switches_per_read ? 20 : 1);
+  }
+}
+
+// Back-to-back serial ops reuse the previous op's end reading as their begin reading: 10 ops cost
+// 11 counter reads instead of 20, and every op still gets its own delta (the fake source advances
+// by 1000 ns of task clock per read, so each op sees exactly one read's worth).
+TEST(Recorder, BackToBackOpsReuseThePreviousEndReading) {
+  for (const int64_t window : {int64_t{0}, int64_t{1'000'000'000}}) {
+    const std::string path = temp_log_path("reuse" + std::to_string(window));
+    FakeCounterSource* source = nullptr;
+    CounterSourceFactory f = [&](int) {
+      std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+      auto s = std::make_unique<FakeCounterSource>(std::vector<std::string>{"task_clock_ns"},
+                                                   std::vector<uint64_t>{1000});
+      source = s.get();
+      v.push_back(std::move(s));
+      return v;
+    };
+    {
+      RecorderOptions o = fake_options(path, 1, f);
+      o.reuse_reading_ns = window;
+      Recorder rec(o);
+      rec.begin_step(Phase::Decode, 0);
+      for (int k = 0; k < 10; ++k) {
+        auto s = rec.op({.name = "residual", .layer = k});
+      }
+      rec.end_step({.phase = Phase::Decode, .step = 0});
+      ASSERT_NE(source, nullptr);
+      EXPECT_EQ(source->reads(), window > 0 ? 11 : 20);
+      rec.write_footer(json::object());
+    }
+    const auto ops = of_type(read_log(path), "op");
+    ASSERT_EQ(ops.size(), 10u);
+    for (const json& op : ops) EXPECT_EQ(op["workers"][0]["counters"]["task_clock_ns"], 1000);
   }
 }
 
@@ -249,9 +285,7 @@ TEST(Recorder, AnOpStillOpenAtStepEndIsWrittenWhenItCloses) {
   {
     Recorder rec(fake_options(path, 1, per_worker_fakes()));
     rec.begin_step(Phase::Decode, 0);
-    {
-      auto done = rec.op({.name = "embed", .kind = OpKind::Embed});
-    }
+    { auto done = rec.op({.name = "embed", .kind = OpKind::Embed}); }
     {
       auto spanning = rec.op({.name = "output", .kind = OpKind::Matmul});
       rec.end_step({.phase = Phase::Decode, .step = 0});
