@@ -159,6 +159,15 @@ void gemv_args(benchmark::internal::Benchmark* b) {
       "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
+// K-quants (Q4_K_M files) need cols % 256 == 0: TinyLlama's four GEMV shapes only.
+void gemv_kquant_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads", "cold"});
+  for (const auto& s : kShapes) {
+    if (s[1] % 256 == 0) b->ArgsProduct({{s[0]}, {s[1]}, {1, 2}, {0, 1}});
+  }
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 #define PACER_GEMV(tname, TYPE)                                                                \
   BENCHMARK_CAPTURE(BM_gemv, tname##_scalar, WeightType::TYPE, Isa::Scalar)->Apply(gemv_args); \
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(gemv_args);     \
@@ -169,6 +178,10 @@ PACER_GEMV(q8_0, Q8_0);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);
 PACER_GEMV(f32, F32);
+BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q6_k_avx2, WeightType::Q6_K, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
 
 // GEMM (prefill): `tokens` activations against one weight copy (cache-resident when it fits:
 // prefill reuses each weight tile across the tokens, so it is compute-bound). FLOP/s is the

@@ -16,7 +16,7 @@ struct AttentionParams {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  float scale = 0.0f;         // usually 1/sqrt(head_dim); gemma3 uses query_pre_attn_scalar
+  float scale = 0.0f;          // usually 1/sqrt(head_dim); gemma3 uses query_pre_attn_scalar
   int64_t sliding_window = 0;  // 0 = full causal; else key p visible to query q iff q - p < window
   float softcap = 0.0f;        // 0 = none; else s = softcap * tanh(s / softcap)
   WeightType kv_type = WeightType::F16;  // F16 or F32

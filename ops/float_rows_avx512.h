@@ -116,16 +116,10 @@ void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, c
                     float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
   int64_t r = 0;
-  if (nr >= 4 * kGemvStreamMinRows) {
-    // Four far-apart sequential streams, one row of each per tile (see quant_gemm in
-    // quant_rows_avx512.h); same arithmetic per row, so results do not change.
-    const int64_t per_stream = nr / 4;
-    for (int64_t j = 0; j < per_stream; ++j) {
-      float_rows_tile<Widen, 4, 1>(n, w + j * stride, per_stream * stride,
-                                   kGemvStreamPrefetchRows * stride, x, 0, out + j, 0, per_stream);
-    }
-    r = 4 * per_stream;
-  }
+  r = gemv_stream_tiles(nr, 4, [&](int64_t j, int64_t per_stream) {
+    float_rows_tile<Widen, 4, 1>(n, w + j * stride, per_stream * stride,
+                                 kGemvStreamPrefetchRows * stride, x, 0, out + j, 0, per_stream);
+  });
   if (r < nr) float_gemm<Widen>(n, w + r * stride, stride, nr - r, x, 0, 1, out + r, 0);
 }
 

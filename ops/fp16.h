@@ -18,7 +18,7 @@ inline float fp16_to_fp32(fp16_t h) noexcept {
   if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else {  // subnormal half: normalise
+    } else {             // subnormal half: normalise
       uint32_t e = 113;  // 127 - 15 + 1
       uint32_t m = mant;
       while ((m & 0x400u) == 0) {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/gemv_streams.h"
+
 namespace pacer::ops::avx2 {
 namespace {
 
@@ -39,13 +41,6 @@ inline __m256 broadcast_fp16_times(const void* p, __m256 scale) {
 
 // Blocks per scale strip of the quantized kernels (see strip_scales).
 constexpr int64_t kScaleStrip = 16;
-
-// A GEMV with at least this many rows per stream reads its row tiles as separate sequential
-// streams (rows far apart, each stream walked row after row, so the L2 streamer follows each;
-// neighbouring rows share pages and defeat it); each row prefetches the same bytes this many
-// rows further on in its stream.
-constexpr int64_t kGemvStreamMinRows = 4;
-constexpr int64_t kGemvStreamPrefetchRows = 2;
 
 // d16[k] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs whose
 // first member is the fp16 scale. Plain 16-bit moves; the caller reads d16 back as a vector one

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/gemv_streams.h"
+
 namespace pacer::ops::avx512 {
 namespace {
 
@@ -51,12 +53,6 @@ inline void hsum_halves(__m512 v, float* low, float* high) {
 // Blocks per scale strip of the quantized kernels: the fp16 scales of a strip are converted
 // and multiplied by the activation scales once, 16 at a time, before the strip's dot products.
 constexpr int64_t kScaleStrip = 16;
-
-// A GEMV with at least this many rows per stream reads its row tiles as separate sequential
-// streams (rows far apart, each stream walked row after row; see quant_gemm); each row
-// prefetches the same block this many rows further on in its stream.
-constexpr int64_t kGemvStreamMinRows = 4;
-constexpr int64_t kGemvStreamPrefetchRows = 2;
 
 // d16[k * step] = block(b0 + k).d (raw fp16) for k < count, for one weight row of Block structs
 // whose first member is the fp16 scale. Plain 16-bit moves on the load/store ports; the caller

@@ -157,19 +157,15 @@ void q4_0_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const 
   float* outs[kTokensPerTile * kRows];
   float spare[kTokensPerTile * kRows];
   int64_t r0 = 0;
-  if (nt == 1 && nr >= avx512::kGemvStreamMinRows * kRows) {
-    // GEMV: kRows sequential streams in different pages (see quant_gemm in quant_rows_avx512.h).
-    const int64_t per_stream = nr / kRows;
+  if (nt == 1) {  // GEMV: rows in far-apart sequential streams (ops/gemv_streams.h)
     acts[0] = act;
-    for (int64_t j = 0; j < per_stream; ++j) {
+    r0 = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
       for (int i = 0; i < kRows; ++i) {
         rows[i] = w + (i * per_stream + j) * stride;
         outs[i] = out + i * per_stream + j;
       }
-      q4_0_tile<kVnni, kQuadsPerTile, 1>(n, rows, acts, outs,
-                                         avx512::kGemvStreamPrefetchRows * stride);
-    }
-    r0 = kRows * per_stream;
+      q4_0_tile<kVnni, kQuadsPerTile, 1>(n, rows, acts, outs, kGemvStreamPrefetchRows * stride);
+    });
   }
   for (int64_t r = r0; r < nr; r += kRows) {
     const bool full = r + kRows <= nr;
@@ -205,17 +201,7 @@ void q4_0_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const 
 struct Q4_0Unsigned {
   using Block = BlockQ4_0;
   static constexpr int32_t kOffset = 8;
-  static __m512i load_two(const Block& a, const Block& b) {
-    // a's 16 bytes in lane 0, b's in lane 2; low nibbles (elements 0-15) and high nibbles
-    // (16-31) then interleave by lane: [a lo, a hi, b lo, b hi].
-    const __m512i mask = _mm512_set1_epi8(0x0F);
-    const __m512i v = _mm512_inserti32x4(
-        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), 2);
-    const __m512i lo = _mm512_and_si512(v, mask);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-    return _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi);
-  }
+  static __m512i load_two(const Block& a, const Block& b) { return avx512::q4_0_nibbles_two(a, b); }
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 // super-blocks ahead (kquant_simd.h).
 #include <immintrin.h>
 
+#include "ops/gemv_streams.h"
 #include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx2.h"
 #include "ops/q4_k.h"
@@ -36,10 +37,10 @@ inline void unpack_scales(const BlockQ4_K* blk, Q4KScales* out) {
   out->mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc_m, 8));
 }
 
-// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[r * out_step].
 template <int R>
-void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
+void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act, float* out,
+                    int64_t out_step = 1) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   __m256 acc[R];      // the scale part, 8 lanes per row
@@ -83,7 +84,7 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     }
   }
   for (int r = 0; r < R; ++r) {
-    out[r] = avx2::hsum8(_mm256_add_ps(acc[r], _mm256_zextps128_ps256(acc_min[r])));
+    out[r * out_step] = avx2::hsum8(_mm256_add_ps(acc[r], _mm256_zextps128_ps256(acc_min[r])));
   }
 }
 
@@ -92,7 +93,9 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
 void dot_rows_q4_K_q8_K_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out) {
   constexpr int kRows = 2;
-  int64_t r = 0;
+  int64_t r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
+    q4_K_rows_tile<kRows>(n, w + j * w_stride, per_stream * w_stride, act, out + j, per_stream);
+  });
   for (; r + kRows <= nr; r += kRows) {
     q4_K_rows_tile<kRows>(n, w + r * w_stride, w_stride, act, out + r);
   }

@@ -12,6 +12,7 @@
 // kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
+#include "ops/gemv_streams.h"
 #include "ops/kquant_simd.h"
 #include "ops/q4_k.h"
 
@@ -89,10 +90,10 @@ inline __m512i madd_accumulate(__m512i acc, __m512i p, __m512i s) {
   }
 }
 
-// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[r * out_step].
 template <bool kVnni, int R>
-void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
+void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act, float* out,
+                    int64_t out_step = 1) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   const Q4KScaleIndex idx = scale_index();
@@ -126,7 +127,8 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     }
   }
   for (int r = 0; r < R; ++r) {
-    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(acc_min[r])));
+    out[r * out_step] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(acc_min[r])));
   }
 }
 
@@ -134,7 +136,9 @@ template <bool kVnni>
 void q4_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                    float* out) {
   constexpr int kRows = 4;
-  int64_t r = 0;
+  int64_t r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
+    q4_K_rows_tile<kVnni, kRows>(n, w + j * stride, per_stream * stride, act, out + j, per_stream);
+  });
   for (; r + kRows <= nr; r += kRows)
     q4_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
   for (; r < nr; ++r) q4_K_rows_tile<kVnni, 1>(n, w + r * stride, stride, act, out + r);

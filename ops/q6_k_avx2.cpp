@@ -15,6 +15,7 @@
 // kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include <immintrin.h>
 
+#include "ops/gemv_streams.h"
 #include "ops/kquant_simd.h"
 #include "ops/matmul_simd_avx2.h"
 #include "ops/q6_k.h"
@@ -31,10 +32,10 @@ inline __m256i run_scale_index(int k) {
                           b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
 }
 
-// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[r * out_step].
 template <int R>
-void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
+void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act, float* out,
+                    int64_t out_step = 1) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
   __m256 acc[R];
@@ -88,7 +89,7 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = avx2::hsum8(acc[r]);
+  for (int r = 0; r < R; ++r) out[r * out_step] = avx2::hsum8(acc[r]);
 }
 
 }  // namespace
@@ -96,7 +97,9 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
 void dot_rows_q6_K_q8_K_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out) {
   constexpr int kRows = 2;
-  int64_t r = 0;
+  int64_t r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
+    q6_K_rows_tile<kRows>(n, w + j * w_stride, per_stream * w_stride, act, out + j, per_stream);
+  });
   for (; r + kRows <= nr; r += kRows) {
     q6_K_rows_tile<kRows>(n, w + r * w_stride, w_stride, act, out + r);
   }

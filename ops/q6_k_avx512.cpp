@@ -14,6 +14,7 @@
 // its own stream kPrefetchBlocks super-blocks ahead (kquant_simd.h).
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
+#include "ops/gemv_streams.h"
 #include "ops/kquant_simd.h"
 #include "ops/q6_k.h"
 
@@ -44,10 +45,10 @@ inline __m512i lane_scale_index(int first) {
                            0x0001000100010001LL * (first + 3), 0x0001000100010001LL * (first + 3));
 }
 
-// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[0..R).
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[r * out_step].
 template <bool kVnni, int R>
-void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act,
-                    float* out) {
+void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act, float* out,
+                    int64_t out_step = 1) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   // Shift counts per 16-bit word: 256-bit half 0 / half 1.
@@ -91,14 +92,16 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) out[r * out_step] = _mm512_reduce_add_ps(acc[r]);
 }
 
 template <bool kVnni>
 void q6_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                    float* out) {
   constexpr int kRows = 4;
-  int64_t r = 0;
+  int64_t r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
+    q6_K_rows_tile<kVnni, kRows>(n, w + j * stride, per_stream * stride, act, out + j, per_stream);
+  });
   for (; r + kRows <= nr; r += kRows)
     q6_K_rows_tile<kVnni, kRows>(n, w + r * stride, stride, act, out + r);
   for (; r < nr; ++r) q6_K_rows_tile<kVnni, 1>(n, w + r * stride, stride, act, out + r);

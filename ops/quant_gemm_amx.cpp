@@ -38,15 +38,7 @@ struct Q8_0Signed {
 struct Q4_0Signed {
   using Block = BlockQ4_0;
   static __m512i load_two(const Block& a, const Block& b) {
-    const __m512i mask = _mm512_set1_epi8(0x0F);
-    const __m512i v = _mm512_inserti32x4(
-        _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), 2);
-    const __m512i lo = _mm512_and_si512(v, mask);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-    const __m512i u =
-        _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi);
-    return _mm512_sub_epi8(u, _mm512_set1_epi8(8));
+    return _mm512_sub_epi8(avx512::q4_0_nibbles_two(a, b), _mm512_set1_epi8(8));
   }
 };
 

@@ -64,14 +64,10 @@ template <class Kernel>
 void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                     float* out) {
   int64_t r = 0;
-  if (nr >= 4 * kGemvStreamMinRows) {  // four far-apart sequential streams, one row each per tile
-    const int64_t per_stream = nr / 4;
-    for (int64_t j = 0; j < per_stream; ++j) {
-      quant_rows_tile<Kernel, 4>(n, w + j * stride, per_stream * stride,
-                                 kGemvStreamPrefetchRows * stride, act, out + j, per_stream);
-    }
-    r = 4 * per_stream;
-  }
+  r = gemv_stream_tiles(nr, 4, [&](int64_t j, int64_t per_stream) {
+    quant_rows_tile<Kernel, 4>(n, w + j * stride, per_stream * stride,
+                               kGemvStreamPrefetchRows * stride, act, out + j, per_stream);
+  });
   for (; r + 4 <= nr; r += 4) {
     quant_rows_tile<Kernel, 4>(n, w + r * stride, stride, 4 * stride, act, out + r, 1);
   }

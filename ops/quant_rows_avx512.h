@@ -101,21 +101,15 @@ void quant_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
   float* outs[kTokensPerTile * kRows];
   float spare[kTokensPerTile * kRows];
   int64_t r = 0;
-  if (nt == 1 && nr >= kGemvStreamMinRows * kRows) {
-    // GEMV: the tile's rows come from kRows far-apart stretches of the range, each walked row
-    // after row, so the tile reads kRows sequential streams in different pages (which the L2
-    // streamer follows) instead of kRows neighbouring rows of the same page or two (which it
-    // does not). Each row still gets exactly the same arithmetic; only the order changes.
-    const int64_t per_stream = nr / kRows;
+  if (nt == 1) {  // GEMV: rows in far-apart sequential streams (ops/gemv_streams.h)
     acts[0] = act;
-    for (int64_t j = 0; j < per_stream; ++j) {
+    r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
       for (int i = 0; i < kRows; ++i) {
         rows[i] = w + (i * per_stream + j) * stride;
         outs[i] = out + i * per_stream + j;
       }
       quant_pairs_tile<Kernel, kPairs, 1>(n, rows, acts, outs, kGemvStreamPrefetchRows * stride);
-    }
-    r = kRows * per_stream;  // the rest (fewer than kRows rows) as below
+    });
   }
   for (; r < nr;) {
     const bool full = r + kRows <= nr;

@@ -33,10 +33,24 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/q4_0.h"
 #include "ops/q8_0.h"
 
 namespace pacer::ops::avx512 {
 namespace {
+
+// Two Q4_0 blocks' 32 nibbles each as bytes 0..15 (w + 8): a's in bytes 0-31 (low nibbles =
+// elements 0-15, then high nibbles = 16-31), b's in bytes 32-63. a's 16 bytes go to lane 0 and
+// b's to lane 2; the nibble halves then interleave by lane: [a lo, a hi, b lo, b hi].
+inline __m512i q4_0_nibbles_two(const BlockQ4_0& a, const BlockQ4_0& b) {
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  const __m512i v = _mm512_inserti32x4(
+      _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), 2);
+  const __m512i lo = _mm512_and_si512(v, mask);
+  const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+  return _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi);
+}
 
 constexpr int kHexRows = 16;
 constexpr int64_t kGemmChunkBlocks = 32;  // blocks per repacked tile: 16 x 1024 cols, 18 KiB

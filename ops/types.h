@@ -31,7 +31,9 @@ struct TypeInfo {
 // the tensor).
 std::optional<WeightType> weight_type_from_id(uint32_t id) noexcept;
 const TypeInfo& type_info(WeightType t) noexcept;
-inline std::string_view type_name(WeightType t) noexcept { return type_info(t).name; }
+inline std::string_view type_name(WeightType t) noexcept {
+  return type_info(t).name;
+}
 // Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" (case-insensitive).
 std::optional<WeightType> weight_type_from_name(std::string_view name) noexcept;
 

@@ -1,0 +1,32 @@
+#pragma once
+// Row order of the GEMV kernels (internal to ops/, no ISA code).
+//
+// A GEMV kernel dots a tile of R rows at a time (sharing the activation loads). If those are R
+// neighbouring rows, a tile of ~1 KiB rows reads R interleaved streams inside one or two 4 KiB
+// pages, which the L2 streamer does not follow, and one core then pulls ~60 % of a plain read
+// stream from DRAM. So the tile takes its rows from R far-apart stretches of the matrix instead,
+// row j of each stretch in tile j: R sequential streams, each in its own pages. Each row gets
+// exactly the same arithmetic, only the order changes (151936x896 Q8_0 on one Sapphire Rapids
+// core: ~14 -> ~9 ms).
+#include <cstdint>
+
+namespace pacer::ops {
+
+// A stretch must hold at least this many rows for the stream order to be used.
+constexpr int64_t kGemvStreamMinRows = 4;
+// Kernels that prefetch by row prefetch the same bytes this many rows further on in a stream.
+constexpr int64_t kGemvStreamPrefetchRows = 2;
+
+// For GEMVs of nr rows in tiles of `rows_per_tile`: calls tile(j, per_stream) for j in
+// [0, per_stream), where the tile's rows are j, j + per_stream, j + 2 per_stream, ... (row step
+// per_stream, outputs likewise). Returns the first row it did not cover (0 when nr is too small
+// for streams); the caller runs rows [returned, nr) in its usual neighbouring-row order.
+template <class Tile>
+int64_t gemv_stream_tiles(int64_t nr, int64_t rows_per_tile, Tile&& tile) {
+  if (nr < kGemvStreamMinRows * rows_per_tile) return 0;
+  const int64_t per_stream = nr / rows_per_tile;
+  for (int64_t j = 0; j < per_stream; ++j) tile(j, per_stream);
+  return rows_per_tile * per_stream;
+}
+
+}  // namespace pacer::ops
