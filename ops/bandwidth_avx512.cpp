@@ -23,7 +23,13 @@ uint64_t sum_words_avx512(const std::byte* p, size_t bytes) {
     a0 = _mm512_add_epi64(a0, _mm512_load_si512(rest + i));
   }
   const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(s));
+  // Lane by lane in unsigned arithmetic: the sum wraps by design, and GCC's
+  // _mm512_reduce_add_epi64 adds as signed long long (undefined on overflow; UBSan flags it).
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, s);
+  uint64_t total = 0;
+  for (uint64_t v : lanes) total += v;
+  return total;
 }
 
 }  // namespace pacer::ops
