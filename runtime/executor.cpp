@@ -24,6 +24,27 @@
 namespace pacer::runtime {
 namespace {
 
+// ThreadSanitizer sees our atomics but not the synchronisation inside libtbb (not built with
+// TSan): the hand-over of the executor to TBB's worker threads (enqueue -> worker entry) and
+// back (group.wait) would otherwise read as races on every field the constructor wrote. These
+// two calls state those happens-before edges; outside TSan builds they are nothing.
+// One process-wide sync object: it over-orders (any hand-over orders after any earlier one),
+// which TSan accepts, and needs no read of the object being handed over to find it.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+inline char tbb_handoff_tag;
+inline void tbb_handoff_release() noexcept {
+  __tsan_release(&tbb_handoff_tag);
+}
+inline void tbb_handoff_acquire() noexcept {
+  __tsan_acquire(&tbb_handoff_tag);
+}
+#else
+inline void tbb_handoff_release() noexcept {}
+inline void tbb_handoff_acquire() noexcept {}
+#endif
+
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kThreadLimit = 4096;  // TBB worker limit while an executor lives (see Impl)
@@ -88,10 +109,12 @@ struct Executor::Impl {
    public:
     PinningObserver(tbb::task_arena& arena, Impl& impl)
         : tbb::task_scheduler_observer(arena), impl_(impl) {
+      tbb_handoff_release();  // TBB may call the observer from its threads from here on
       observe(true);
     }
     ~PinningObserver() override { observe(false); }
     void on_scheduler_entry(bool is_worker) noexcept override {
+      tbb_handoff_acquire();
       if (!is_worker || impl_.cpus.empty()) return;  // slot 0 is pinned by the executor itself
       const int slot = tbb::this_task_arena::current_thread_index();
       if (slot <= 0 || slot >= impl_.workers) return;
@@ -99,6 +122,7 @@ struct Executor::Impl {
       impl_.stats[slot].pin_errno.store(rc, std::memory_order_relaxed);
     }
     void on_scheduler_exit(bool is_worker) noexcept override {
+      tbb_handoff_acquire();
       if (!is_worker || impl_.cpus.empty()) return;
       set_thread_affinity(impl_.caller_mask);
     }
@@ -135,14 +159,18 @@ struct Executor::Impl {
     }
     if (!cpus.empty()) {
       if (int rc = set_thread_affinity({cpus[0]}); rc != 0) {
-        throw TopologyError(fmt::format("cannot pin the calling thread to CPU {}: {}", cpus[0],
-                                        std::strerror(rc)));
+        throw TopologyError(
+            fmt::format("cannot pin the calling thread to CPU {}: {}", cpus[0], std::strerror(rc)));
       }
       caller_pinned = true;
     }
     if (workers == 1) return;
     pinning = std::make_unique<PinningObserver>(arena, *this);
-    for (int i = 1; i < workers; ++i) arena.enqueue(group.defer([this] { worker_loop(); }));
+    for (int i = 1; i < workers; ++i) {
+      auto task = group.defer([this] { worker_loop(); });
+      tbb_handoff_release();  // after the task (and its capture) is built, before TBB runs it
+      arena.enqueue(std::move(task));
+    }
     // Wait (bounded) for the workers to arrive so pinning is done before the first op. If TBB
     // cannot supply them all, the executor still works: the caller claims their chunks.
     const auto deadline = Clock::now() + std::chrono::seconds(2);
@@ -157,6 +185,7 @@ struct Executor::Impl {
       generation.fetch_add(1, std::memory_order_seq_cst);
       futex_wake_all(&generation);
       arena.execute([this] { group.wait(); });
+      tbb_handoff_acquire();
       pinning.reset();
     }
     if (caller_pinned) set_thread_affinity(caller_mask);
@@ -230,14 +259,19 @@ struct Executor::Impl {
   }
 
   void worker_loop() noexcept {
+    tbb_handoff_acquire();
     const int slot = tbb::this_task_arena::current_thread_index();
-    if (slot <= 0 || slot >= workers) return;  // not one of our slots: leave the work to others
+    if (slot <= 0 || slot >= workers) {  // not one of our slots: leave the work to others
+      tbb_handoff_release();
+      return;
+    }
     joined.fetch_add(1, std::memory_order_acq_rel);
     uint32_t seen = generation.load(std::memory_order_acquire);
     while (!stop.load(std::memory_order_acquire)) {
       run_claimable(slot, seen);  // a job already in flight when we joined, if any
       seen = wait_for_job(seen);
     }
+    tbb_handoff_release();  // the destructor's group.wait() returns after this
   }
 
   void run_inline(int64_t n, int64_t align, const ops::ChunkFn& body, bool observe) const {
@@ -316,7 +350,9 @@ Executor::Executor(const Topology& topo, ExecutorSettings settings)
 
 Executor::~Executor() = default;
 
-int Executor::workers() const noexcept { return impl_->workers; }
+int Executor::workers() const noexcept {
+  return impl_->workers;
+}
 
 void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const {
   Impl& im = *impl_;
@@ -346,13 +382,21 @@ void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) co
   }
 }
 
-void Executor::set_observer(ChunkObserver* observer) noexcept { impl_->observer = observer; }
+void Executor::set_observer(ChunkObserver* observer) noexcept {
+  impl_->observer = observer;
+}
 
-const PinSpec& Executor::pin() const noexcept { return impl_->pin; }
+const PinSpec& Executor::pin() const noexcept {
+  return impl_->pin;
+}
 
-const Topology& Executor::topology() const noexcept { return impl_->topo; }
+const Topology& Executor::topology() const noexcept {
+  return impl_->topo;
+}
 
-const std::vector<int>& Executor::cpus() const noexcept { return impl_->cpus; }
+const std::vector<int>& Executor::cpus() const noexcept {
+  return impl_->cpus;
+}
 
 int Executor::joined_workers() const noexcept {
   return impl_->joined.load(std::memory_order_acquire);
@@ -362,11 +406,10 @@ std::vector<WorkerPlacement> Executor::placements() const {
   std::vector<WorkerPlacement> out;
   for (int s = 0; s < impl_->workers; ++s) {
     const SlotStats& st = impl_->stats[s];
-    out.push_back({s, impl_->cpus.empty() ? -1 : impl_->cpus[static_cast<size_t>(s)],
-                   st.first_cpu.load(std::memory_order_relaxed),
-                   st.last_cpu.load(std::memory_order_relaxed),
-                   st.chunks.load(std::memory_order_relaxed),
-                   st.off_target.load(std::memory_order_relaxed)});
+    out.push_back(
+        {s, impl_->cpus.empty() ? -1 : impl_->cpus[static_cast<size_t>(s)],
+         st.first_cpu.load(std::memory_order_relaxed), st.last_cpu.load(std::memory_order_relaxed),
+         st.chunks.load(std::memory_order_relaxed), st.off_target.load(std::memory_order_relaxed)});
   }
   return out;
 }
