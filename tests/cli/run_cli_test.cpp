@@ -20,40 +20,16 @@
 #include "loader/synth.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
+#include "tests/cli/cli_test_util.h"
 
 namespace pacer {
 namespace {
 
+using cli_test::slurp;
 using ::testing::HasSubstr;
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-Result run(const std::string& cmd) {
-  const std::string err_path = ::testing::TempDir() + "run_cli_err_" + std::to_string(getpid());
-  Result r;
-  FILE* p = popen((cmd + " 2>" + err_path).c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+using Result = cli_test::CommandResult;
+inline Result run(const std::string& cmd) {
+  return cli_test::run_command(cmd);
 }
 
 class RunCli : public ::testing::Test {
@@ -105,11 +81,14 @@ TEST_F(RunCli, StopStringPromptFileAndPinning) {
   const runtime::Generation full = library_generation("Once upon", 16);
   ASSERT_GE(full.text.size(), 6u);
   const std::string stop = full.text.substr(full.text.size() / 2, 2);
-  const std::string prompt_file = ::testing::TempDir() + "run_cli_prompt_" + std::to_string(getpid());
+  const std::string prompt_file =
+      ::testing::TempDir() + "run_cli_prompt_" + std::to_string(getpid());
   std::ofstream(prompt_file) << "Once upon";
   // Single quotes protect the stop string from the shell (the vocabulary has no quotes).
-  const Result r = run(pacer_run("-f " + prompt_file + " -n 16 --temp 0 --ignore-eos --pin cores "
-                                 "-t 1 --stop '" + stop + "'"));
+  const Result r = run(pacer_run("-f " + prompt_file +
+                                 " -n 16 --temp 0 --ignore-eos --pin cores "
+                                 "-t 1 --stop '" +
+                                 stop + "'"));
   std::remove(prompt_file.c_str());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, full.text.substr(0, full.text.find(stop)) + "\n");
@@ -118,8 +97,7 @@ TEST_F(RunCli, StopStringPromptFileAndPinning) {
 
 TEST_F(RunCli, EventLogHasHeaderStepsAndFooterWithPlacements) {
   const std::string log = ::testing::TempDir() + "run_cli_events_" + std::to_string(getpid());
-  const Result r =
-      run(pacer_run("-p hi -n 4 --temp 0 -t 2 --ignore-eos --events-out " + log));
+  const Result r = run(pacer_run("-p hi -n 4 --temp 0 -t 2 --ignore-eos --events-out " + log));
   ASSERT_EQ(r.rc, 0) << r.err;
   std::istringstream lines(slurp(log));
   std::remove(log.c_str());
@@ -140,8 +118,8 @@ TEST_F(RunCli, EventLogHasHeaderStepsAndFooterWithPlacements) {
     if (e["type"] == "step") ++steps;
     if (e["type"] == "op" && e["name"] == "attn_qkv") ++qkv_ops;
   }
-  EXPECT_EQ(steps, 4);             // one prefill step (the prompt) + 3 decode steps
-  EXPECT_EQ(qkv_ops, 4 * 2);       // per step, per layer
+  EXPECT_EQ(steps, 4);        // one prefill step (the prompt) + 3 decode steps
+  EXPECT_EQ(qkv_ops, 4 * 2);  // per step, per layer
 }
 
 TEST_F(RunCli, ErrorsAreOneLineWithExitCode1) {

@@ -19,17 +19,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+namespace cli_test = pacer::cli_test;
+using cli_test::slurp;
 using nlohmann::json;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 class RunReportConsistency : public ::testing::Test {
  protected:
@@ -41,15 +38,12 @@ class RunReportConsistency : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  // Runs `pacer ARGS`, returns stdout; stderr goes to a file kept for the failure message.
+  // Runs `pacer ARGS`, returns stdout; stderr is kept for the failure message.
   std::string pacer(const std::string& args, int* rc) {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd =
-        std::string(PACER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-    const int status = std::system(cmd.c_str());
-    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    last_err_ = slurp(err);
-    return slurp(out);
+    const cli_test::CommandResult r = cli_test::run_command(std::string(PACER_BINARY) + " " + args);
+    *rc = r.rc;
+    last_err_ = r.err;
+    return r.out;
   }
   fs::path dir_;
   std::string last_err_;

@@ -14,32 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/cli_test_util.h"
+
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-// Runs a shell command line; stdout and stderr captured separately.
+using Result = pacer::cli_test::CommandResult;
 Result run(const std::string& cmd) {
-  const std::string err_path = ::testing::TempDir() + "topo_cli_err_" + std::to_string(getpid());
-  Result r;
-  FILE* p = popen((cmd + " 2>" + err_path).c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
+  return pacer::cli_test::run_command(cmd);
 }
 
 const std::string kPacer = PACER_BINARY;
