@@ -103,11 +103,7 @@ void quant_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const
   int64_t r = 0;
   if (nt == 1) {  // GEMV: rows in far-apart sequential streams (ops/gemv_streams.h)
     acts[0] = act;
-    r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
-      for (int i = 0; i < kRows; ++i) {
-        rows[i] = w + (i * per_stream + j) * stride;
-        outs[i] = out + i * per_stream + j;
-      }
+    r = gemv_stream_row_tables<kRows>(w, stride, nr, out, rows, outs, [&] {
       quant_pairs_tile<Kernel, kPairs, 1>(n, rows, acts, outs, kGemvStreamPrefetchRows * stride);
     });
   }
