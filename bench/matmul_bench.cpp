@@ -45,13 +45,22 @@ struct WeightCopies {
   WeightType type = WeightType::F32;
   int64_t rows = 0, cols = 0, count = 0;
   std::vector<std::byte> bytes;  // count * matrix bytes
+  // The same copies repacked 16 rows interleaved (Q4_0 only, built on first use).
+  std::vector<ops::InterleavedMatrix> interleaved;
   ops::WeightMatrix copy(int64_t i) const {
     const int64_t matrix_bytes = rows * ops::row_bytes(type, cols);
     return ops::WeightMatrix{type, bytes.data() + i * matrix_bytes, rows, cols};
   }
+  ops::WeightMatrix interleaved_copy(int64_t i) {
+    if (interleaved.empty()) {
+      for (int64_t c = 0; c < count; ++c)
+        interleaved.push_back(ops::InterleavedMatrix::repack(copy(c)));
+    }
+    return interleaved[static_cast<size_t>(i)].view();
+  }
 };
 
-const WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool cold) {
+WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool cold) {
   static WeightCopies cache;  // benchmark-process scratch, single-threaded registration/run
   const int64_t row_bytes = ops::row_bytes(type, cols);
   const int64_t matrix_bytes = rows * row_bytes;
@@ -90,7 +99,8 @@ double read_bandwidth_gbs(int threads) {
   return it->second;
 }
 
-void BM_gemv(benchmark::State& state, WeightType type, Isa isa) {
+// `interleaved`: the weights repacked as a model load does for Q4_0 (ops::InterleavedMatrix).
+void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved = false) {
   if (!ops::isa_supported(isa)) {
     state.SkipWithError((std::string(ops::isa_name(isa)) + " not supported by this CPU").c_str());
     return;
@@ -98,7 +108,8 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa) {
   const int64_t rows = state.range(0), cols = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   const bool cold = state.range(3) != 0;
-  const WeightCopies& w = weight_copies(type, rows, cols, cold);
+  WeightCopies& w = weight_copies(type, rows, cols, cold);
+  if (interleaved) w.interleaved_copy(0);  // built before timing
   std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -114,7 +125,8 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa) {
   arena.execute([&] {
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
-      ops::matmul(w.copy(next), x, 1, y, scratch, par, isa);
+      ops::matmul(interleaved ? w.interleaved_copy(next) : w.copy(next), x, 1, y, scratch, par,
+                  isa);
       benchmark::DoNotOptimize(y.data());
       benchmark::ClobberMemory();
       const auto t1 = std::chrono::steady_clock::now();
@@ -174,6 +186,8 @@ void gemv_kquant_args(benchmark::internal::Benchmark* b) {
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(gemv_args)
 
 PACER_GEMV(q4_0, Q4_0);
+// Q4_0 as pacer runs it on AVX-512 VNNI: repacked at load (ops/q4_0_x16.h).
+BENCHMARK_CAPTURE(BM_gemv, q4_0x16_avx512, WeightType::Q4_0, Isa::Avx512, true)->Apply(gemv_args);
 PACER_GEMV(q8_0, Q8_0);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);

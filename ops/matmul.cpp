@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "ops/q4_0_x16.h"
 #include "ops/q8_0.h"
 #include "ops/type_traits.h"
 
@@ -40,6 +41,55 @@ int64_t packed_row_bytes(WeightType act_type, int64_t cols) {
 
 WeightType act_type_of(WeightType t) {
   return type_traits(t).act_type;
+}
+
+// matmul_rows for a q4_0x16 matrix (q4_0_x16.h): whole 16-row groups, a group cut by the range
+// computed into a scratch and copied. Isas below AVX-512 VNNI run the scalar reference (models
+// repack only where the VNNI kernel runs: InterleavedMatrix::pays).
+void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
+                     int64_t row_begin, int64_t row_end, Isa isa) {
+  const bool vnni =
+      isa == Isa::Avx512 && isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+  const bool amx = vnni && detect_cpu_features().amx_int8;
+  const int64_t group_bytes = x16_group_bytes(w.cols);
+  const int64_t nt = x.tokens();
+  const int64_t act_stride = nt > 1 ? x.token(1) - x.token(0) : 0;
+  // Rows [16 g0, 16 g1) into out (row 16 g0 at out[0], token stride out_stride).
+  auto run = [&](int64_t g0, int64_t g1, float* out, int64_t out_stride) {
+    const std::byte* groups = w.data + g0 * group_bytes;
+    if (nt == 1) {
+      (vnni ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q4_0x16_q8_0_ref)(w.cols, groups, g1 - g0,
+                                                                    x.token(0), out);
+    } else if (vnni) {
+      (amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni)(
+          w.cols, groups, g1 - g0, x.token(0), act_stride, nt, out, out_stride);
+    } else {
+      for (int64_t t = 0; t < nt; ++t) {
+        gemv_q4_0x16_q8_0_ref(w.cols, groups, g1 - g0, x.token(t), out + t * out_stride);
+      }
+    }
+  };
+  const int64_t full_begin = (row_begin + kX16Rows - 1) / kX16Rows;
+  const int64_t full_end = row_end / kX16Rows;
+  if (full_begin < full_end) {
+    run(full_begin, full_end, y.data() + full_begin * kX16Rows, w.rows);
+  }
+  // Groups the range cuts (at most the first and the last): all 16 rows into a scratch, the
+  // wanted ones copied out.
+  std::vector<float> scratch;
+  const int64_t first = row_begin / kX16Rows, last = (row_end - 1) / kX16Rows;
+  for (int64_t g : {first, last}) {
+    if ((g >= full_begin && g < full_end) || row_begin >= row_end) continue;
+    const int64_t lo = std::max(row_begin, g * kX16Rows),
+                  hi = std::min(row_end, (g + 1) * kX16Rows);
+    scratch.assign(static_cast<size_t>(kX16Rows * nt), 0.0f);
+    run(g, g + 1, scratch.data(), kX16Rows);
+    for (int64_t t = 0; t < nt; ++t) {
+      std::copy(scratch.begin() + t * kX16Rows + (lo - g * kX16Rows),
+                scratch.begin() + t * kX16Rows + (hi - g * kX16Rows), y.begin() + t * w.rows + lo);
+    }
+    if (last == first) break;
+  }
 }
 
 }  // namespace
@@ -103,6 +153,10 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
                       std::to_string(row_end) + ") or output of " + std::to_string(y.size()) +
                       " floats do not fit weight " + shape_of(w) + " x " +
                       std::to_string(x.tokens()) + " tokens");
+  }
+  if (w.layout == WeightLayout::Q4_0x16) {
+    matmul_rows_x16(w, x, y, row_begin, row_end, isa);
+    return;
   }
   const DotFn dot = resolve_dot(w.type, isa);
   const DotRowsFn dot_rows = resolve_dot_rows(w.type, isa);

@@ -11,11 +11,13 @@
 // tiles alternate). Signed x signed, so no offset or bias is needed.
 //
 // Weight tiles are repacked into L1 16 rows x 32 blocks at a time by the same shuffle transpose
-// as the VNNI GEMM (repacked_gemm_avx512.h), here with signed quants; the activation quants are
+// as the VNNI GEMM (repacked_gemm_avx512.h), here with signed quants (q4_0x16 weights, already
+// interleaved at load, are only unpacked); the activation quants are
 // copied once per call into rows padded to a multiple of 16 tokens (zeros), so every A tile load
 // stays in bounds.
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q4_0.h"
+#include "ops/q4_0_x16.h"
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
 
@@ -74,9 +76,10 @@ inline void scale_block(const int32_t* c, __m512 dw, const float* dx, int64_t dx
   }
 }
 
-template <class Kernel>
-void amx_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
-              int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+// Rows [0, nr) x tokens [0, nt), 16-row tiles from `src` (repacked_gemm_avx512.h), signed quants.
+template <class Source>
+void amx_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t act_stride,
+              int64_t nt, float* out, int64_t out_stride) {
   const int64_t nb = n / 32;
   const int64_t n_groups = (nt + kTokens - 1) / kTokens;
   const int64_t padded = n_groups * kTokens;
@@ -95,12 +98,11 @@ void amx_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const s
   const TileConfig cfg = tile_config();
   _tile_loadconfig(&cfg);
   for (int64_t r = 0; r < nr; r += 16) {
-    const std::byte* rows[16];
-    for (int i = 0; i < 16; ++i) rows[i] = w + std::min<int64_t>(r + i, nr - 1) * stride;
+    src.bind(r);
     for (auto& a : acc_mem) _mm512_store_ps(a.rows, _mm512_setzero_ps());
     for (int64_t b0 = 0; b0 < nb; b0 += avx512::kGemmChunkBlocks) {
       const int64_t count = std::min(avx512::kGemmChunkBlocks, nb - b0);
-      avx512::repack_hex<Kernel>(rows, b0, count, tile.data());
+      src.fill(b0, count, tile.data());
       for (int64_t g = 0; g < n_groups; ++g) {
         const int8_t* xg = xq.data() + g * kTokens * n;
         const float* dg = xd.data() + g * kTokens * nb;
@@ -147,13 +149,22 @@ void amx_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const s
 void gemm_q8_0_q8_0_amx(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                         int64_t out_stride) {
-  amx_gemm<Q8_0Signed>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+  avx512::RowMajorTiles<Q8_0Signed> src{w, w_stride, nr};
+  amx_gemm(n, src, nr, act, act_stride, nt, out, out_stride);
 }
 
 void gemm_q4_0_q8_0_amx(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                         int64_t out_stride) {
-  amx_gemm<Q4_0Signed>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+  avx512::RowMajorTiles<Q4_0Signed> src{w, w_stride, nr};
+  amx_gemm(n, src, nr, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q4_0x16_q8_0_amx(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  avx512::X16Tiles<true> src{groups, x16_group_bytes(n)};
+  amx_gemm(n, src, n_groups * kX16Rows, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

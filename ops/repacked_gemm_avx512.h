@@ -148,15 +148,78 @@ inline void hex_tile(const HexBlock* tile, int64_t count, const ActGroupBlock* g
   for (int t = 0; t < T; ++t) _mm512_store_ps(acc_mem[t].rows, acc[t]);
 }
 
-// Rows [r, r + 16) (clamped to nr: the last row repeats, its outputs are dropped) x tokens
-// [0, nt), repacked chunk by chunk and run over every token while the chunk sits in L1.
+// Where a GEMM's 16-row tiles come from: row-major weights (16 row pointers, repacked by the
+// shuffle transpose above) ...
 template <class Kernel>
-void hex_gemm_rows(int64_t n, const std::byte* w, int64_t stride, int64_t r, int64_t nr,
-                   const ActGroupBlock* groups, int64_t nt, float* out, int64_t out_stride,
-                   HexBlock* tile, HexAcc* acc) {
+struct RowMajorTiles {
   using Block = typename Kernel::Block;
-  const std::byte* rows[kHexRows];
-  for (int i = 0; i < kHexRows; ++i) rows[i] = w + std::min<int64_t>(r + i, nr - 1) * stride;
+  const std::byte* w;
+  int64_t stride, nr;
+  const std::byte* rows[kHexRows] = {};
+  // Rows [r, r + 16), clamped to nr (the last row repeats; its outputs are dropped).
+  void bind(int64_t r) {
+    for (int i = 0; i < kHexRows; ++i) rows[i] = w + std::min<int64_t>(r + i, nr - 1) * stride;
+  }
+  void fill(int64_t b0, int64_t count, HexBlock* tile) const {
+    repack_hex<Kernel>(rows, b0, count, tile);
+  }
+  // Into L2 while the current chunk is multiplied: the repack reads 16 rows at once, too many
+  // streams for the hardware prefetcher.
+  void prefetch(int64_t r, int64_t b0, int64_t count) const {
+    const int64_t bytes = count * static_cast<int64_t>(sizeof(Block));
+    for (int i = 0; i < kHexRows && r + i < nr; ++i) {
+      const char* p = reinterpret_cast<const char*>(w + (r + i) * stride) +
+                      b0 * static_cast<int64_t>(sizeof(Block));
+      for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
+    }
+  }
+};
+
+// ... or Q4_0 already interleaved by 16 rows at load (q4_0_x16.h): a tile is unpacked, not
+// transposed (and, shift, and per 64 quant bytes), quants unsigned (nibble, offset 8) or signed
+// (nibble - 8, for AMX).
+template <bool kSigned>
+struct X16Tiles {
+  const std::byte* groups;
+  int64_t group_bytes;
+  const std::byte* group = nullptr;
+  void bind(int64_t r) { group = groups + r / kHexRows * group_bytes; }
+  void fill(int64_t b0, int64_t count, HexBlock* tile) const {
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t b = b0 + k;
+      const std::byte* pair = group + b / 2 * 576;
+      const std::byte* qs = pair + 64 + 256 * (b % 2);
+      for (int m = 0; m < 4; ++m) {
+        const __m512i q = _mm512_load_si512(qs + 64 * m);
+        __m512i lo = _mm512_and_si512(q, mask);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+        if constexpr (kSigned) {
+          lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+          hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+        }
+        _mm512_store_si512(tile[k].q[m], lo);
+        _mm512_store_si512(tile[k].q[m + 4], hi);
+      }
+      _mm512_store_ps(tile[k].dw, _mm512_cvtph_ps(_mm256_load_si256(
+                                      reinterpret_cast<const __m256i*>(pair + 32 * (b % 2)))));
+    }
+  }
+  void prefetch(int64_t r, int64_t b0, int64_t count) const {
+    const char* p =
+        reinterpret_cast<const char*>(groups + r / kHexRows * group_bytes) + b0 / 2 * 576;
+    for (int64_t off = 0; off < (count + 1) / 2 * 576; off += 64) {
+      _mm_prefetch(p + off, _MM_HINT_T1);
+    }
+  }
+};
+
+// Rows [r, r + 16) (outputs past nr dropped) x tokens [0, nt), filled chunk by chunk from `src`
+// and run over every token while the chunk sits in L1.
+template <class Source>
+void hex_gemm_rows(int64_t n, Source& src, int64_t r, int64_t nr, const ActGroupBlock* groups,
+                   int64_t nt, float* out, int64_t out_stride, HexBlock* tile, HexAcc* acc) {
+  src.bind(r);
   const int64_t nb = n / 32;
   const int64_t n_groups = (nt + kGroupTokens - 1) / kGroupTokens;
   for (int64_t t = 0; t < n_groups * kGroupTokens; ++t) {
@@ -164,18 +227,11 @@ void hex_gemm_rows(int64_t n, const std::byte* w, int64_t stride, int64_t r, int
   }
   for (int64_t b0 = 0; b0 < nb; b0 += kGemmChunkBlocks) {
     const int64_t count = std::min(kGemmChunkBlocks, nb - b0);
-    repack_hex<Kernel>(rows, b0, count, tile);
-    // While this chunk is multiplied (tens of microseconds), bring the next one into L2: the
-    // repack reads 16 rows at once, too many streams for the hardware prefetcher.
+    src.fill(b0, count, tile);
+    // While this chunk is multiplied (tens of microseconds), bring the next one into L2.
     const int64_t next_b0 = b0 + count < nb ? b0 + count : 0;
     const int64_t next_r = b0 + count < nb ? r : r + kHexRows;
-    const int64_t next_bytes =
-        std::min(kGemmChunkBlocks, nb - next_b0) * static_cast<int64_t>(sizeof(Block));
-    for (int i = 0; i < kHexRows && next_r + i < nr; ++i) {
-      const char* p = reinterpret_cast<const char*>(w + (next_r + i) * stride) +
-                      next_b0 * static_cast<int64_t>(sizeof(Block));
-      for (int64_t off = 0; off < next_bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T1);
-    }
+    if (next_r < nr) src.prefetch(next_r, next_b0, std::min(kGemmChunkBlocks, nb - next_b0));
     for (int64_t grp = 0; grp < n_groups; ++grp) {
       hex_tile(tile, count, groups + grp * nb + b0, acc + grp * kGroupTokens);
     }
@@ -186,10 +242,10 @@ void hex_gemm_rows(int64_t n, const std::byte* w, int64_t stride, int64_t r, int
   }
 }
 
-// The GemmFn: rows [0, nr) x tokens [0, nt).
-template <class Kernel>
-void repacked_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
-                   int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+// Rows [0, nr) x tokens [0, nt) from `src`; the act quants are unsigned quants minus kOffset.
+template <int32_t kOffset, class Source>
+void hex_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t act_stride,
+              int64_t nt, float* out, int64_t out_stride) {
   // Scratch for one call (a worker's row range): the activations regrouped by 8 tokens (a
   // last partial group padded with zeros, whose sums are dropped), one repacked tile (18 KiB)
   // and the running sums of every token for one row tile (64 bytes per token).
@@ -203,15 +259,22 @@ void repacked_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, co
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(g[b].q[slot], a.q + 32 * b, 32);
       g[b].d[slot] = a.d[b];
-      g[b].bias[slot] = -Kernel::kOffset * a.sum[b];
+      g[b].bias[slot] = -kOffset * a.sum[b];
     }
   }
   std::vector<HexBlock> tile(static_cast<size_t>(kGemmChunkBlocks));
   std::vector<HexAcc> acc(static_cast<size_t>(n_groups * kGroupTokens));
   for (int64_t r = 0; r < nr; r += kHexRows) {
-    hex_gemm_rows<Kernel>(n, w, stride, r, nr, groups.data(), nt, out, out_stride, tile.data(),
-                          acc.data());
+    hex_gemm_rows(n, src, r, nr, groups.data(), nt, out, out_stride, tile.data(), acc.data());
   }
+}
+
+// The GemmFn of a row-major type: rows [0, nr) x tokens [0, nt).
+template <class Kernel>
+void repacked_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                   int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  RowMajorTiles<Kernel> src{w, stride, nr};
+  hex_gemm<Kernel::kOffset>(n, src, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace

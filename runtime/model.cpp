@@ -1,25 +1,47 @@
 #include "runtime/model.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
 namespace pacer::runtime {
 
-Model Model::load(const std::filesystem::path& path) {
+bool LoadOptions::default_repack_q4_0() noexcept {
+  const char* env = std::getenv("PACER_REPACK");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   Model m;
   m.file_ = std::make_unique<loader::GgufFile>(loader::GgufFile::open(path));
   m.config_ = loader::ModelConfig::from_gguf(*m.file_);
   if (m.config_.rope_scaling == loader::RopeScaling::Yarn) {
-    throw loader::LoadError(path.string(), std::string(m.file_->get_string("general.architecture")) +
-                                               ".rope.scaling.type",
-                            -1, "YaRN RoPE scaling is not supported by pacer's forward pass");
+    throw loader::LoadError(
+        path.string(),
+        std::string(m.file_->get_string("general.architecture")) + ".rope.scaling.type", -1,
+        "YaRN RoPE scaling is not supported by pacer's forward pass");
   }
   m.weights_ = loader::Weights::bind(*m.file_, m.config_);
+  if (opts.repack_q4_0) {
+    std::vector<ops::WeightMatrix*> matmuls{&m.weights_.output};
+    for (loader::LayerWeights& l : m.weights_.layers) {
+      for (ops::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        matmuls.push_back(w);
+      }
+    }
+    m.repacked_.reserve(matmuls.size());
+    for (ops::WeightMatrix* w : matmuls) {
+      if (!ops::InterleavedMatrix::pays(*w)) continue;
+      m.repacked_.push_back(ops::InterleavedMatrix::repack(*w));
+      *w = m.repacked_.back().view();
+    }
+  }
   m.tokenizer_ = std::make_unique<loader::Tokenizer>(loader::Tokenizer::from_gguf(*m.file_));
-  m.load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count();
+  m.load_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 

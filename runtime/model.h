@@ -1,9 +1,15 @@
 #pragma once
-// A loaded model: the mapped GGUF file, its configuration, non-owning views of every weight (into
-// the mapping: nothing is copied) and the tokenizer. Immutable after load; sessions share it.
+// A loaded model: the mapped GGUF file, its configuration, views of every weight and the
+// tokenizer. Immutable after load; sessions share it.
+//
+// Weights are views into the mapping (nothing copied), except Q4_0 matmul weights on AVX-512
+// VNNI machines: those are repacked at load into the 16-row interleaved layout the decode GEMV
+// needs to keep up with memory (ops::InterleavedMatrix, ops/q4_0_x16.h), and the views point at
+// the copies. The embedding table keeps the mapping (read one row per token).
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "loader/gguf_file.h"
 #include "loader/model_config.h"
@@ -12,10 +18,17 @@
 
 namespace pacer::runtime {
 
+struct LoadOptions {
+  // Repack Q4_0 matmul weights where it pays (see above). Default: on, unless the environment
+  // has PACER_REPACK=0.
+  bool repack_q4_0 = default_repack_q4_0();
+  static bool default_repack_q4_0() noexcept;
+};
+
 class Model {
  public:
   // Maps and validates `path`. Throws loader::LoadError naming the file, field and offset.
-  static Model load(const std::filesystem::path& path);
+  static Model load(const std::filesystem::path& path, const LoadOptions& opts = {});
 
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
@@ -25,6 +38,8 @@ class Model {
   const loader::Weights& weights() const noexcept { return weights_; }
   const loader::Tokenizer& tokenizer() const noexcept { return *tokenizer_; }
   double load_ms() const noexcept { return load_ms_; }
+  // Matmul weights repacked at load (0: every weight is a view into the file).
+  int64_t repacked_matrices() const noexcept { return static_cast<int64_t>(repacked_.size()); }
 
  private:
   Model() = default;
@@ -33,6 +48,7 @@ class Model {
   loader::ModelConfig config_;
   loader::Weights weights_;
   std::unique_ptr<loader::Tokenizer> tokenizer_;
+  std::vector<ops::InterleavedMatrix> repacked_;  // owners of the repacked views in weights_
   double load_ms_ = 0;
 };
 

@@ -218,6 +218,7 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
                      {"repeat_penalty", sp.repeat_penalty},
                      {"isa", ops::isa_name(state_.isa)},
                      {"amx", state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
+                     {"repacked_matrices", model_.repacked_matrices()},
                      {"kv_type", ops::type_name(kv_.type())},
                      {"recording", "full"}};
     fields["host"]["topology"] = {{"packages", topo.packages},

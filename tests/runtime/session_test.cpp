@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,51 @@ TEST(Model, WeightsAreViewsIntoTheMapping) {
   EXPECT_EQ(w.output.data, w.token_embd.data);  // tied: the same bytes, not a copy
   EXPECT_EQ(m.config().arch, loader::Arch::Qwen2);
   EXPECT_GT(m.load_ms(), 0.0);
+}
+
+// Q4_0 matmul weights are repacked at load where the interleaved kernels run (ops/q4_0_x16.h);
+// the embedding table stays in the mapping, and the logits match the file-layout model's within
+// float reassociation.
+TEST(Model, Q4_0WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
+  const test::SynthModel synth("tiny-qwen2", ops::WeightType::Q4_0);
+  const Model plain = Model::load(synth.path(), LoadOptions{.repack_q4_0 = false});
+  const Model packed = Model::load(synth.path(), LoadOptions{.repack_q4_0 = true});
+  EXPECT_EQ(plain.repacked_matrices(), 0);
+  EXPECT_EQ(plain.weights().output.layout, ops::WeightLayout::RowMajor);
+  const loader::Weights& w = packed.weights();
+  if (!ops::InterleavedMatrix::pays(plain.weights().output)) {
+    EXPECT_EQ(packed.repacked_matrices(), 0);
+    GTEST_SKIP() << "no AVX-512 VNNI here: Q4_0 stays in the file layout";
+  }
+  EXPECT_EQ(packed.repacked_matrices(), 7 * packed.config().n_layers + 1);
+  EXPECT_EQ(w.output.layout, ops::WeightLayout::Q4_0x16);
+  EXPECT_EQ(w.layers[1].w_down.layout, ops::WeightLayout::Q4_0x16);
+  EXPECT_NE(w.output.data, w.token_embd.data);  // tied: the output is a repacked copy...
+  EXPECT_EQ(w.token_embd.data, packed.file().require_tensor("token_embd.weight").data.data());
+  EXPECT_EQ(w.matmul_bytes, plain.weights().matmul_bytes);  // ...streaming the same bytes
+  const std::vector<int32_t> prompt = plain.tokenizer().encode("hello world", true);
+  Session a(plain, greedy(2)), b(packed, greedy(2));
+  auto close = [](std::span<const float> x, std::span<const float> y, const std::string& what) {
+    ASSERT_EQ(x.size(), y.size());
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      scale = std::max(scale, std::fabs(x[i]));
+      diff = std::max(diff, std::fabs(x[i] - y[i]));
+    }
+    EXPECT_LE(diff, 1e-4f * scale) << what;
+    EXPECT_EQ(ops::argmax(x), ops::argmax(y)) << what;
+  };
+  int32_t tok = 0;
+  {
+    const std::span<const float> la = a.prefill(prompt);
+    close(la, b.prefill(prompt), "prefill");
+    tok = ops::argmax(la);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::span<const float> la = a.decode(tok);
+    close(la, b.decode(tok), "decode " + std::to_string(i));
+    tok = ops::argmax(la);
+  }
 }
 
 TEST(Model, MissingFileIsALoadError) {

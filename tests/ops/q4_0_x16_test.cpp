@@ -1,0 +1,186 @@
+// q4_0x16 (16-row interleaved Q4_0, ops/q4_0_x16.h): the repack, its scalar reference, the
+// AVX-512 VNNI GEMV and the VNNI/AMX GEMMs, and matmul() over an InterleavedMatrix, all held to
+// the row-major Q4_0 reference dot (dot_q4_0_q8_0_ref) on the original rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/matmul.h"
+#include "ops/q4_0.h"
+#include "ops/q4_0_x16.h"
+#include "ops/q8_0.h"
+#include "tests/ops/matmul_test_util.h"
+
+namespace pacer::ops {
+namespace {
+
+using testing::kUnitRoundoff;
+
+struct Case {
+  int64_t rows, cols;
+};
+// Rows around the group of 16 (one row, a partial group, exact groups, a partial last group)
+// and cols with an odd block count (the last block pair is padded) and a large k.
+const Case kCases[] = {{1, 32},   {15, 96},   {16, 64},       {17, 96},  {40, 288},
+                       {64, 896}, {33, 2048}, {48, 32 * 151}, {256, 128}};
+
+// The row-major reference dot of row r with act, and its error bound for a kernel that
+// reassociates: each block term d_w * d_x * isum is exact up to 2 roundings, and the block sum
+// adds one per block.
+struct Ref {
+  float value;
+  double bound;
+};
+Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
+  const int64_t cols = w.view.cols;
+  const ActQ8Row a = act_q8_row(act, cols);
+  double abs_sum = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    abs_sum += std::fabs(double(w.dequantized[r * cols + j]) * a.d[j / 32] * a.q[j]);
+  }
+  return {dot_q4_0_q8_0_ref(cols, w.view.row(r), act),
+          2.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
+}
+
+TEST(Q4_0x16, RepackKeepsTheBytesAndTheScalarReferenceMatchesBitForBit) {
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_0, c.rows, c.cols, 31);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    EXPECT_EQ(m.view().layout, WeightLayout::Q4_0x16);
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are Q4_0's";
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(c.cols));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
+    // The layout, read straight from q4_0_x16.h's description: d of block b of row r, and the
+    // byte holding elements e and e + 16.
+    const int64_t nb = c.cols / 32;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ4_0*>(w.view.row(r));
+      const std::byte* group = m.view().data + r / 16 * x16_group_bytes(c.cols);
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* pair = group + b / 2 * 576;
+        fp16_t d;
+        std::memcpy(&d, pair + 32 * (b % 2) + 2 * (r % 16), 2);
+        ASSERT_EQ(d, src[b].d) << "row " << r << " block " << b;
+        for (int e = 0; e < 16; ++e) {
+          const auto byte =
+              static_cast<uint8_t>(pair[64 + 256 * (b % 2) + 64 * (e / 4) + 4 * (r % 16) + e % 4]);
+          ASSERT_EQ(byte, src[b].qs[e]) << "row " << r << " block " << b << " byte " << e;
+        }
+      }
+    }
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(c.cols), 32);
+    PackedActivations act;
+    act.pack(WeightType::Q4_0, x, c.cols, 1, Isa::Scalar);
+    std::vector<float> y(static_cast<size_t>(x16_groups(c.rows) * 16), NAN);
+    gemv_q4_0x16_q8_0_ref(c.cols, m.view().data, x16_groups(c.rows), act.token(0), y.data());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      // Same integer block dots and the same float operations in the same order.
+      ASSERT_EQ(y[r], dot_q4_0_q8_0_ref(c.cols, w.view.row(r), act.token(0)))
+          << c.rows << "x" << c.cols << " row " << r;
+    }
+    for (int64_t r = c.rows; r < x16_groups(c.rows) * 16; ++r) {
+      EXPECT_EQ(y[r], 0.0f) << "padding row " << r;
+    }
+  }
+}
+
+TEST(Q4_0x16, RepackRejectsOtherTypesAndLayouts) {
+  const testing::OwnedMatrix q8 = testing::make_matrix(WeightType::Q8_0, 16, 64, 1);
+  EXPECT_THROW(InterleavedMatrix::repack(q8.view), MatmulError);
+  const testing::OwnedMatrix q4 = testing::make_matrix(WeightType::Q4_0, 16, 64, 1);
+  const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
+  EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
+  EXPECT_FALSE(InterleavedMatrix::pays(q8.view, Isa::Avx512));
+  EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Avx2));
+  EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));
+  EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512),
+            isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
+}
+
+TEST(Q4_0x16, VnniGemvAndGemmsMatchTheReferenceDot) {
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!isa_supported(Isa::Avx512) || !cpu.avx512_vnni) GTEST_SKIP() << "no AVX-512 VNNI here";
+  using Gemm = void (*)(int64_t, const std::byte*, int64_t, const std::byte*, int64_t, int64_t,
+                        float*, int64_t);
+  std::vector<std::pair<std::string, Gemm>> gemms = {{"vnni", gemm_q4_0x16_q8_0_avx512vnni}};
+  if (cpu.amx_int8) gemms.push_back({"amx", gemm_q4_0x16_q8_0_amx});
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_0, c.rows, c.cols, 41);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16, tokens = 19;
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 42);
+    PackedActivations act;
+    act.pack(WeightType::Q4_0, x, c.cols, tokens, Isa::Scalar);
+    const int64_t act_stride = act.token(1) - act.token(0);
+    std::vector<float> y(static_cast<size_t>(padded), NAN);
+    gemv_q4_0x16_q8_0_avx512vnni(c.cols, m.view().data, groups, act.token(0), y.data());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const Ref ref = reference(w, r, act.token(0));
+      ASSERT_NEAR(y[r], ref.value, ref.bound) << "gemv " << c.rows << "x" << c.cols << " row " << r;
+    }
+    for (const auto& [name, gemm] : gemms) {
+      std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+      gemm(c.cols, m.view().data, groups, act.token(0), act_stride, tokens, yt.data(), padded);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < c.rows; ++r) {
+          const Ref ref = reference(w, r, act.token(t));
+          ASSERT_NEAR(yt[t * padded + r], ref.value, ref.bound)
+              << name << " " << c.rows << "x" << c.cols << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul() and matmul_rows() over the repacked view: whole groups, groups cut by a worker's
+// range (SerialParallel chunks and hand-picked ranges), fused outputs, GEMV and GEMM, on every
+// Isa (below AVX-512 VNNI the view runs the scalar reference).
+TEST(Q4_0x16, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
+  for (Isa isa : supported_isas()) {
+    for (int64_t tokens : {1, 5}) {
+      const testing::OwnedMatrix a = testing::make_matrix(WeightType::Q4_0, 40, 96, 51);
+      const testing::OwnedMatrix b = testing::make_matrix(WeightType::Q4_0, 24, 96, 52);
+      const InterleavedMatrix ma = InterleavedMatrix::repack(a.view);
+      const InterleavedMatrix mb = InterleavedMatrix::repack(b.view);
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * 96), 53);
+      std::vector<float> ya(static_cast<size_t>(tokens * 40), NAN), yb(tokens * 24, NAN);
+      PackedActivations scratch;
+      const MatmulOutput outs[] = {{ma.view(), ya}, {mb.view(), yb}};
+      matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+      auto check = [&](const testing::OwnedMatrix& w, const std::vector<float>& y,
+                       const std::string& what) {
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t r = 0; r < w.view.rows; ++r) {
+            const Ref ref = reference(w, r, scratch.token(t));
+            ASSERT_NEAR(y[t * w.view.rows + r], ref.value, ref.bound)
+                << what << " " << isa_name(isa) << " tokens " << tokens << " t " << t << " r " << r;
+          }
+        }
+      };
+      check(a, ya, "fused a");
+      check(b, yb, "fused b");
+      for (auto [lo, hi] :
+           {std::pair<int64_t, int64_t>{5, 37}, {3, 9}, {16, 32}, {33, 40}, {0, 0}}) {
+        std::vector<float> y(static_cast<size_t>(tokens * 40), -7.0f);
+        matmul_rows(ma.view(), scratch, y, lo, hi, isa);
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t r = 0; r < 40; ++r) {
+            if (r < lo || r >= hi) {
+              ASSERT_EQ(y[t * 40 + r], -7.0f)
+                  << "row " << r << " outside [" << lo << ", " << hi << ") was written";
+            } else {
+              const Ref ref = reference(a, r, scratch.token(t));
+              ASSERT_NEAR(y[t * 40 + r], ref.value, ref.bound)
+                  << "range [" << lo << ", " << hi << ") " << isa_name(isa) << " r " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pacer::ops
