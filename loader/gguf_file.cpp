@@ -581,6 +581,17 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
   return GgufFile(std::move(impl));
 }
 
+void GgufFile::drop_pages(std::span<const std::byte> bytes) const noexcept {
+  if (impl_->map == nullptr || bytes.empty()) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const auto end = begin + bytes.size();
+  const auto map_begin = reinterpret_cast<uintptr_t>(impl_->map);
+  if (begin < map_begin || end > map_begin + impl_->map_len) return;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {
   auto impl = std::make_unique<Impl>();
   impl->path = name;

@@ -25,8 +25,19 @@
 namespace pacer::loader {
 
 enum class GgufValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 std::string_view value_type_name(GgufValueType t) noexcept;
 
@@ -34,9 +45,9 @@ std::string_view value_type_name(GgufValueType t) noexcept;
 struct GgufValue {
   GgufValueType type = GgufValueType::U8;
   // scalars
-  uint64_t u = 0;  // U8/U16/U32/U64/BOOL
-  int64_t i = 0;   // I8/I16/I32/I64
-  double f = 0;    // F32/F64
+  uint64_t u = 0;        // U8/U16/U32/U64/BOOL
+  int64_t i = 0;         // I8/I16/I32/I64
+  double f = 0;          // F32/F64
   std::string_view str;  // STRING
   // ARRAY: element type, count, and for arrays of scalars the raw little-endian elements; arrays
   // of strings or of arrays are decoded into `items` (nested to any depth).
@@ -63,12 +74,12 @@ struct GgufKv {
 struct GgufTensor {
   std::string_view name;
   ops::WeightType type = ops::WeightType::F32;
-  std::vector<int64_t> ne;        // GGUF order: ne[0] is the contiguous (row) dimension
-  uint64_t offset = 0;            // relative to the data section, as stored
-  uint64_t file_offset = 0;       // absolute
+  std::vector<int64_t> ne;   // GGUF order: ne[0] is the contiguous (row) dimension
+  uint64_t offset = 0;       // relative to the data section, as stored
+  uint64_t file_offset = 0;  // absolute
   uint64_t bytes = 0;
   std::span<const std::byte> data;  // view into the mapping
-  uint64_t info_offset = 0;       // where this tensor's info record starts (errors)
+  uint64_t info_offset = 0;         // where this tensor's info record starts (errors)
 
   int64_t elements() const noexcept;
   // As a matrix: rows = product of ne[1..], cols = ne[0].
@@ -107,6 +118,12 @@ class GgufFile {
   const GgufTensor* tensor(std::string_view name) const noexcept;
   // Throws LoadError naming the tensor when absent.
   const GgufTensor& require_tensor(std::string_view name) const;
+
+  // Hints that `bytes` (inside the mapping) will not be read again soon: the whole pages inside
+  // it leave this process's resident set (MADV_DONTNEED; a later read maps them back from the
+  // page cache or the file, the data is never lost: the mapping is read-only). For weights that
+  // were copied at load (repacked), so the copy does not count twice. No-op for parsed buffers.
+  void drop_pages(std::span<const std::byte> bytes) const noexcept;
 
  private:
   struct Impl;

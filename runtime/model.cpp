@@ -36,6 +36,11 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
     for (ops::WeightMatrix* w : matmuls) {
       if (!ops::InterleavedMatrix::pays(*w)) continue;
       m.repacked_.push_back(ops::InterleavedMatrix::repack(*w));
+      // The file's copy is not read again (the embedding table, which a tied output shares,
+      // is: one row per token), so it leaves the resident set instead of counting twice.
+      if (w->data != m.weights_.token_embd.data) {
+        m.file_->drop_pages({w->data, static_cast<size_t>(w->bytes())});
+      }
       *w = m.repacked_.back().view();
     }
   }
