@@ -45,7 +45,7 @@ struct WeightCopies {
   WeightType type = WeightType::F32;
   int64_t rows = 0, cols = 0, count = 0;
   std::vector<std::byte> bytes;  // count * matrix bytes
-  // The same copies repacked 16 rows interleaved (Q4_0 only, built on first use).
+  // The same copies repacked 16 rows interleaved (Q4_0/Q8_0, built on first use).
   std::vector<ops::InterleavedMatrix> interleaved;
   ops::WeightMatrix copy(int64_t i) const {
     const int64_t matrix_bytes = rows * ops::row_bytes(type, cols);
@@ -69,7 +69,7 @@ WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool co
   if (cache.type == type && cache.rows == rows && cache.cols == cols && cache.count == count) {
     return cache;
   }
-  cache = WeightCopies{type, rows, cols, count, {}};
+  cache = WeightCopies{type, rows, cols, count, {}, {}};
   cache.bytes.resize(static_cast<size_t>(count * matrix_bytes));
   // 64 distinct random rows, tiled: realistic scales and quants without quantizing 500 MiB.
   std::mt19937 rng(1);
@@ -99,7 +99,7 @@ double read_bandwidth_gbs(int threads) {
   return it->second;
 }
 
-// `interleaved`: the weights repacked as a model load does for Q4_0 (ops::InterleavedMatrix).
+// `interleaved`: the weights repacked as a model load does (ops::InterleavedMatrix).
 void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved = false) {
   if (!ops::isa_supported(isa)) {
     state.SkipWithError((std::string(ops::isa_name(isa)) + " not supported by this CPU").c_str());
@@ -186,8 +186,9 @@ void gemv_kquant_args(benchmark::internal::Benchmark* b) {
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(gemv_args)
 
 PACER_GEMV(q4_0, Q4_0);
-// Q4_0 as pacer runs it on AVX-512 VNNI: repacked at load (ops/q4_0_x16.h).
+// Q4_0 and Q8_0 as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, q4_0x16_avx512, WeightType::Q4_0, Isa::Avx512, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, q8_0x16_avx512, WeightType::Q8_0, Isa::Avx512, true)->Apply(gemv_args);
 PACER_GEMV(q8_0, Q8_0);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);

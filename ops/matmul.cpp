@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "ops/q4_0_x16.h"
+#include "ops/interleaved.h"
 #include "ops/q8_0.h"
 #include "ops/type_traits.h"
 
@@ -43,29 +43,36 @@ WeightType act_type_of(WeightType t) {
   return type_traits(t).act_type;
 }
 
-// matmul_rows for a q4_0x16 matrix (q4_0_x16.h): whole 16-row groups, a group cut by the range
-// computed into a scratch and copied. Isas below AVX-512 VNNI run the scalar reference (models
-// repack only where the VNNI kernel runs: InterleavedMatrix::pays).
+// matmul_rows for an interleaved matrix (interleaved.h): whole 16-row groups, a group cut by
+// the range computed into a scratch and copied. Isas below AVX-512 VNNI run the scalar reference
+// (models repack only where the VNNI kernels run: InterleavedMatrix::pays).
 void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
                      int64_t row_begin, int64_t row_end, Isa isa) {
   const bool vnni =
       isa == Isa::Avx512 && isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
   const bool amx = vnni && detect_cpu_features().amx_int8;
-  const int64_t group_bytes = x16_group_bytes(w.cols);
+  const bool q4 = w.type == WeightType::Q4_0;
+  using GemvFn = void (*)(int64_t, const std::byte*, int64_t, const std::byte*, float*);
+  const GemvFn gemv_ref = q4 ? gemv_q4_0x16_q8_0_ref : gemv_q8_0x16_q8_0_ref;
+  const GemvFn gemv = !vnni ? gemv_ref
+                      : q4  ? gemv_q4_0x16_q8_0_avx512vnni
+                            : gemv_q8_0x16_q8_0_avx512vnni;
+  const X16GemmFn gemm = !vnni ? nullptr
+                         : amx ? (q4 ? gemm_q4_0x16_q8_0_amx : gemm_q8_0x16_q8_0_amx)
+                               : (q4 ? gemm_q4_0x16_q8_0_avx512vnni : gemm_q8_0x16_q8_0_avx512vnni);
+  const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t nt = x.tokens();
   const int64_t act_stride = nt > 1 ? x.token(1) - x.token(0) : 0;
   // Rows [16 g0, 16 g1) into out (row 16 g0 at out[0], token stride out_stride).
   auto run = [&](int64_t g0, int64_t g1, float* out, int64_t out_stride) {
     const std::byte* groups = w.data + g0 * group_bytes;
     if (nt == 1) {
-      (vnni ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q4_0x16_q8_0_ref)(w.cols, groups, g1 - g0,
-                                                                    x.token(0), out);
-    } else if (vnni) {
-      (amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni)(
-          w.cols, groups, g1 - g0, x.token(0), act_stride, nt, out, out_stride);
+      gemv(w.cols, groups, g1 - g0, x.token(0), out);
+    } else if (gemm != nullptr) {
+      gemm(w.cols, groups, g1 - g0, x.token(0), act_stride, nt, out, out_stride);
     } else {
       for (int64_t t = 0; t < nt; ++t) {
-        gemv_q4_0x16_q8_0_ref(w.cols, groups, g1 - g0, x.token(t), out + t * out_stride);
+        gemv_ref(w.cols, groups, g1 - g0, x.token(t), out + t * out_stride);
       }
     }
   };
@@ -154,7 +161,7 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
                       " floats do not fit weight " + shape_of(w) + " x " +
                       std::to_string(x.tokens()) + " tokens");
   }
-  if (w.layout == WeightLayout::Q4_0x16) {
+  if (w.layout == WeightLayout::Interleaved16) {
     matmul_rows_x16(w, x, y, row_begin, row_end, isa);
     return;
   }

@@ -26,12 +26,12 @@ class MatmulError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// How a matrix's bytes are laid out: as in the file (rows one after another), or Q4_0 repacked
-// at load with 16 rows interleaved for decode (q4_0_x16.h; see InterleavedMatrix).
-enum class WeightLayout : uint8_t { RowMajor, Q4_0x16 };
+// How a matrix's bytes are laid out: as in the file (rows one after another), or Q4_0/Q8_0
+// repacked at load with 16 rows interleaved for decode (see InterleavedMatrix).
+enum class WeightLayout : uint8_t { RowMajor, Interleaved16 };
 
 // Non-owning view of a weight matrix: as stored in the file (typically the mmap), or a repacked
-// copy (layout Q4_0x16, data owned by an InterleavedMatrix).
+// copy (layout Interleaved16, data owned by an InterleavedMatrix).
 struct WeightMatrix {
   WeightType type = WeightType::F32;
   const std::byte* data = nullptr;  // RowMajor: rows * row_bytes(type, cols) bytes
@@ -44,15 +44,16 @@ struct WeightMatrix {
   const std::byte* row(int64_t r) const noexcept { return data + r * row_bytes(type, cols); }
 };
 
-// An owned copy of a row-major Q4_0 matrix in the q4_0x16 layout (q4_0_x16.h): decode GEMVs on
-// it run about twice as fast per byte on AVX-512 VNNI, where the row-major Q4_0 GEMV cannot keep
-// up with memory. Prefill GEMMs (VNNI and AMX) read it as well. Built once at model load.
+// An owned copy of a row-major Q4_0 or Q8_0 matrix with 16 rows interleaved (ops/interleaved.h):
+// decode GEMVs on it do 2-3x less work per byte on AVX-512 VNNI, where the row-major GEMVs
+// cannot quite keep up with memory. Prefill GEMMs (VNNI and AMX) read it as well, without their
+// per-call transpose. Built once at model load.
 class InterleavedMatrix {
  public:
-  // Whether repacking w pays on `isa`: Q4_0, row-major, and an AVX-512 VNNI machine (elsewhere
-  // the interleaved matrix would run the scalar reference).
+  // Whether repacking w pays on `isa`: Q4_0 or Q8_0, row-major, and an AVX-512 VNNI machine
+  // (elsewhere the interleaved matrix would run the scalar reference).
   static bool pays(const WeightMatrix& w, Isa isa = detect_isa());
-  // Repacks w (Q4_0, RowMajor; MatmulError otherwise), in parallel over row groups.
+  // Repacks w (Q4_0 or Q8_0, RowMajor; MatmulError otherwise), in parallel over row groups.
   static InterleavedMatrix repack(const WeightMatrix& w);
 
   const WeightMatrix& view() const noexcept { return view_; }

@@ -11,13 +11,13 @@
 // tiles alternate). Signed x signed, so no offset or bias is needed.
 //
 // Weight tiles are repacked into L1 16 rows x 32 blocks at a time by the same shuffle transpose
-// as the VNNI GEMM (repacked_gemm_avx512.h), here with signed quants (q4_0x16 weights, already
+// as the VNNI GEMM (repacked_gemm_avx512.h), here with signed quants (x16 weights, already
 // interleaved at load, are only unpacked); the activation quants are
 // copied once per call into rows padded to a multiple of 16 tokens (zeros), so every A tile load
 // stays in bounds.
+#include "ops/interleaved.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q4_0.h"
-#include "ops/q4_0_x16.h"
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
 
@@ -163,7 +163,14 @@ void gemm_q4_0_q8_0_amx(int64_t n, const std::byte* w, int64_t w_stride, int64_t
 void gemm_q4_0x16_q8_0_amx(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                            int64_t out_stride) {
-  avx512::X16Tiles<true> src{groups, x16_group_bytes(n)};
+  avx512::X16Tiles<WeightType::Q4_0, true> src{groups, x16_group_bytes(WeightType::Q4_0, n)};
+  amx_gemm(n, src, n_groups * kX16Rows, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q8_0x16_q8_0_amx(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  avx512::X16Tiles<WeightType::Q8_0, true> src{groups, x16_group_bytes(WeightType::Q8_0, n)};
   amx_gemm(n, src, n_groups * kX16Rows, act, act_stride, nt, out, out_stride);
 }
 

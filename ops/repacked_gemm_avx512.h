@@ -175,31 +175,37 @@ struct RowMajorTiles {
   }
 };
 
-// ... or Q4_0 already interleaved by 16 rows at load (q4_0_x16.h): a tile is unpacked, not
-// transposed (and, shift, and per 64 quant bytes), quants unsigned (nibble, offset 8) or signed
-// (nibble - 8, for AMX).
-template <bool kSigned>
+// ... or Q4_0/Q8_0 already interleaved by 16 rows at load (interleaved.h): a tile is unpacked,
+// not transposed (Q4_0: and, shift, and per 64 quant bytes; Q8_0: a copy), its quants unsigned
+// (the stored nibble or q + 128, for VNNI) or signed (for AMX).
+template <WeightType kType, bool kSigned>
 struct X16Tiles {
+  static constexpr int64_t kQsBytes = kType == WeightType::Q4_0 ? 256 : 512;
+  static constexpr int64_t kPairBytes = 64 + 2 * kQsBytes;
   const std::byte* groups;
   int64_t group_bytes;
   const std::byte* group = nullptr;
   void bind(int64_t r) { group = groups + r / kHexRows * group_bytes; }
   void fill(int64_t b0, int64_t count, HexBlock* tile) const {
-    const __m512i mask = _mm512_set1_epi8(0x0F);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t b = b0 + k;
-      const std::byte* pair = group + b / 2 * 576;
-      const std::byte* qs = pair + 64 + 256 * (b % 2);
-      for (int m = 0; m < 4; ++m) {
-        const __m512i q = _mm512_load_si512(qs + 64 * m);
-        __m512i lo = _mm512_and_si512(q, mask);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
-        if constexpr (kSigned) {
-          lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
-          hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+      const std::byte* pair = group + b / 2 * kPairBytes;
+      const std::byte* qs = pair + 64 + kQsBytes * (b % 2);
+      if constexpr (kType == WeightType::Q4_0) {
+        const __m512i mask = _mm512_set1_epi8(0x0F);
+        const __m512i offset = _mm512_set1_epi8(kSigned ? 8 : 0);
+        for (int m = 0; m < 4; ++m) {
+          const __m512i q = _mm512_load_si512(qs + 64 * m);
+          const __m512i lo = _mm512_and_si512(q, mask);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+          _mm512_store_si512(tile[k].q[m], _mm512_sub_epi8(lo, offset));
+          _mm512_store_si512(tile[k].q[m + 4], _mm512_sub_epi8(hi, offset));
         }
-        _mm512_store_si512(tile[k].q[m], lo);
-        _mm512_store_si512(tile[k].q[m + 4], hi);
+      } else {
+        const __m512i flip = _mm512_set1_epi8(kSigned ? static_cast<char>(0x80) : 0);
+        for (int j = 0; j < 8; ++j) {
+          _mm512_store_si512(tile[k].q[j], _mm512_xor_si512(_mm512_load_si512(qs + 64 * j), flip));
+        }
       }
       _mm512_store_ps(tile[k].dw, _mm512_cvtph_ps(_mm256_load_si256(
                                       reinterpret_cast<const __m256i*>(pair + 32 * (b % 2)))));
@@ -207,8 +213,8 @@ struct X16Tiles {
   }
   void prefetch(int64_t r, int64_t b0, int64_t count) const {
     const char* p =
-        reinterpret_cast<const char*>(groups + r / kHexRows * group_bytes) + b0 / 2 * 576;
-    for (int64_t off = 0; off < (count + 1) / 2 * 576; off += 64) {
+        reinterpret_cast<const char*>(groups + r / kHexRows * group_bytes) + b0 / 2 * kPairBytes;
+    for (int64_t off = 0; off < (count + 1) / 2 * kPairBytes; off += 64) {
       _mm_prefetch(p + off, _MM_HINT_T1);
     }
   }

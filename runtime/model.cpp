@@ -8,7 +8,7 @@
 
 namespace pacer::runtime {
 
-bool LoadOptions::default_repack_q4_0() noexcept {
+bool LoadOptions::default_repack() noexcept {
   const char* env = std::getenv("PACER_REPACK");
   return env == nullptr || std::string_view(env) != "0";
 }
@@ -25,7 +25,7 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
         "YaRN RoPE scaling is not supported by pacer's forward pass");
   }
   m.weights_ = loader::Weights::bind(*m.file_, m.config_);
-  if (opts.repack_q4_0) {
+  if (opts.repack) {
     std::vector<ops::WeightMatrix*> matmuls{&m.weights_.output};
     for (loader::LayerWeights& l : m.weights_.layers) {
       for (ops::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {

@@ -2,10 +2,11 @@
 // A loaded model: the mapped GGUF file, its configuration, views of every weight and the
 // tokenizer. Immutable after load; sessions share it.
 //
-// Weights are views into the mapping (nothing copied), except Q4_0 matmul weights on AVX-512
-// VNNI machines: those are repacked at load into the 16-row interleaved layout the decode GEMV
-// needs to keep up with memory (ops::InterleavedMatrix, ops/q4_0_x16.h), and the views point at
-// the copies. The embedding table keeps the mapping (read one row per token).
+// Weights are views into the mapping (nothing copied), except Q4_0 and Q8_0 matmul weights on
+// AVX-512 VNNI machines: those are repacked at load into the 16-row interleaved layout with
+// which the decode GEMVs keep up with memory (ops::InterleavedMatrix), and the views point at
+// the copies; the file's pages of those weights leave the resident set. The embedding table
+// keeps the mapping (read one row per token).
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -19,10 +20,10 @@
 namespace pacer::runtime {
 
 struct LoadOptions {
-  // Repack Q4_0 matmul weights where it pays (see above). Default: on, unless the environment
-  // has PACER_REPACK=0.
-  bool repack_q4_0 = default_repack_q4_0();
-  static bool default_repack_q4_0() noexcept;
+  // Repack Q4_0/Q8_0 matmul weights where it pays (see above). Default: on, unless the
+  // environment has PACER_REPACK=0.
+  bool repack = default_repack();
+  static bool default_repack() noexcept;
 };
 
 class Model {

@@ -27,7 +27,7 @@ SessionOptions greedy(int threads = 2, int64_t ctx = 128) {
 }
 
 TEST(Model, WeightsAreViewsIntoTheMapping) {
-  const test::SynthModel synth("tiny-qwen2", ops::WeightType::Q8_0);
+  const test::SynthModel synth("tiny-qwen2", ops::WeightType::F16);
   const Model& m = synth.model();
   const loader::GgufFile& f = m.file();
   const loader::Weights& w = m.weights();
@@ -40,23 +40,25 @@ TEST(Model, WeightsAreViewsIntoTheMapping) {
   EXPECT_GT(m.load_ms(), 0.0);
 }
 
-// Q4_0 matmul weights are repacked at load where the interleaved kernels run (ops/q4_0_x16.h);
-// the embedding table stays in the mapping, and the logits match the file-layout model's within
-// float reassociation.
-TEST(Model, Q4_0WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
-  const test::SynthModel synth("tiny-qwen2", ops::WeightType::Q4_0);
-  const Model plain = Model::load(synth.path(), LoadOptions{.repack_q4_0 = false});
-  const Model packed = Model::load(synth.path(), LoadOptions{.repack_q4_0 = true});
+// Q4_0 and Q8_0 matmul weights are repacked at load where the interleaved kernels run
+// (ops/interleaved.h); the embedding table stays in the mapping, and the logits match the
+// file-layout model's within float reassociation.
+class RepackedModel : public ::testing::TestWithParam<ops::WeightType> {};
+
+TEST_P(RepackedModel, WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
+  const test::SynthModel synth("tiny-qwen2", GetParam());
+  const Model plain = Model::load(synth.path(), LoadOptions{.repack = false});
+  const Model packed = Model::load(synth.path(), LoadOptions{.repack = true});
   EXPECT_EQ(plain.repacked_matrices(), 0);
   EXPECT_EQ(plain.weights().output.layout, ops::WeightLayout::RowMajor);
   const loader::Weights& w = packed.weights();
   if (!ops::InterleavedMatrix::pays(plain.weights().output)) {
     EXPECT_EQ(packed.repacked_matrices(), 0);
-    GTEST_SKIP() << "no AVX-512 VNNI here: Q4_0 stays in the file layout";
+    GTEST_SKIP() << "no AVX-512 VNNI here: the weights stay in the file layout";
   }
   EXPECT_EQ(packed.repacked_matrices(), 7 * packed.config().n_layers + 1);
-  EXPECT_EQ(w.output.layout, ops::WeightLayout::Q4_0x16);
-  EXPECT_EQ(w.layers[1].w_down.layout, ops::WeightLayout::Q4_0x16);
+  EXPECT_EQ(w.output.layout, ops::WeightLayout::Interleaved16);
+  EXPECT_EQ(w.layers[1].w_down.layout, ops::WeightLayout::Interleaved16);
   EXPECT_NE(w.output.data, w.token_embd.data);  // tied: the output is a repacked copy...
   EXPECT_EQ(w.token_embd.data, packed.file().require_tensor("token_embd.weight").data.data());
   EXPECT_EQ(w.matmul_bytes, plain.weights().matmul_bytes);  // ...streaming the same bytes
@@ -84,6 +86,10 @@ TEST(Model, Q4_0WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
     tok = ops::argmax(la);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, RepackedModel,
+                         ::testing::Values(ops::WeightType::Q4_0, ops::WeightType::Q8_0),
+                         [](const auto& info) { return std::string(ops::type_name(info.param)); });
 
 TEST(Model, MissingFileIsALoadError) {
   EXPECT_THROW(Model::load("/nonexistent/model.gguf"), loader::LoadError);

@@ -1,15 +1,17 @@
-// q4_0x16 (16-row interleaved Q4_0, ops/q4_0_x16.h): the repack, its scalar reference, the
-// AVX-512 VNNI GEMV and the VNNI/AMX GEMMs, and matmul() over an InterleavedMatrix, all held to
-// the row-major Q4_0 reference dot (dot_q4_0_q8_0_ref) on the original rows.
+// The x16 layouts (16-row interleaved Q4_0 and Q8_0, ops/interleaved.h): the repack, the scalar
+// references, the AVX-512 VNNI GEMVs and the VNNI/AMX GEMMs, and matmul() over an
+// InterleavedMatrix, all held to the row-major reference dots (dot_q4_0_q8_0_ref,
+// dot_q8_0_q8_0_ref) on the original rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "ops/interleaved.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
-#include "ops/q4_0_x16.h"
 #include "ops/q8_0.h"
 #include "tests/ops/matmul_test_util.h"
 
@@ -33,6 +35,10 @@ struct Ref {
   float value;
   double bound;
 };
+float row_major_dot(const WeightMatrix& w, int64_t r, const std::byte* act) {
+  return w.type == WeightType::Q4_0 ? dot_q4_0_q8_0_ref(w.cols, w.row(r), act)
+                                    : dot_q8_0_q8_0_ref(w.cols, w.row(r), act);
+}
 Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
   const int64_t cols = w.view.cols;
   const ActQ8Row a = act_q8_row(act, cols);
@@ -40,44 +46,57 @@ Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
   for (int64_t j = 0; j < cols; ++j) {
     abs_sum += std::fabs(double(w.dequantized[r * cols + j]) * a.d[j / 32] * a.q[j]);
   }
-  return {dot_q4_0_q8_0_ref(cols, w.view.row(r), act),
-          2.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
+  return {row_major_dot(w.view, r, act), 2.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
 }
 
-TEST(Q4_0x16, RepackKeepsTheBytesAndTheScalarReferenceMatchesBitForBit) {
+class Interleaved : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(Interleaved, RepackKeepsTheQuantsAndTheScalarReferenceMatchesBitForBit) {
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_0;
   for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_0, c.rows, c.cols, 31);
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
-    EXPECT_EQ(m.view().layout, WeightLayout::Q4_0x16);
-    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are Q4_0's";
-    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(c.cols));
+    EXPECT_EQ(m.view().layout, WeightLayout::Interleaved16);
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(type, c.cols));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
-    // The layout, read straight from q4_0_x16.h's description: d of block b of row r, and the
-    // byte holding elements e and e + 16.
-    const int64_t nb = c.cols / 32;
+    // The layout, read straight from interleaved.h's description: d of block b of row r, and
+    // the quant bytes (Q4_0: the byte holding elements e and e + 16; Q8_0: element e, + 128).
+    const int64_t nb = c.cols / 32, pair_bytes = q4 ? 576 : 1088, qs_bytes = q4 ? 256 : 512;
     for (int64_t r = 0; r < c.rows; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ4_0*>(w.view.row(r));
-      const std::byte* group = m.view().data + r / 16 * x16_group_bytes(c.cols);
+      const std::byte* group = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
       for (int64_t b = 0; b < nb; ++b) {
-        const std::byte* pair = group + b / 2 * 576;
+        const std::byte* pair = group + b / 2 * pair_bytes;
+        const std::byte* qs = pair + 64 + qs_bytes * (b % 2);
         fp16_t d;
         std::memcpy(&d, pair + 32 * (b % 2) + 2 * (r % 16), 2);
-        ASSERT_EQ(d, src[b].d) << "row " << r << " block " << b;
-        for (int e = 0; e < 16; ++e) {
-          const auto byte =
-              static_cast<uint8_t>(pair[64 + 256 * (b % 2) + 64 * (e / 4) + 4 * (r % 16) + e % 4]);
-          ASSERT_EQ(byte, src[b].qs[e]) << "row " << r << " block " << b << " byte " << e;
+        if (q4) {
+          const auto& src = reinterpret_cast<const BlockQ4_0*>(w.view.row(r))[b];
+          ASSERT_EQ(d, src.d) << "row " << r << " block " << b;
+          for (int e = 0; e < 16; ++e) {
+            const auto byte = static_cast<uint8_t>(qs[64 * (e / 4) + 4 * (r % 16) + e % 4]);
+            ASSERT_EQ(byte, src.qs[e]) << "row " << r << " block " << b << " byte " << e;
+          }
+        } else {
+          const auto& src = reinterpret_cast<const BlockQ8_0*>(w.view.row(r))[b];
+          ASSERT_EQ(d, src.d) << "row " << r << " block " << b;
+          for (int e = 0; e < 32; ++e) {
+            const auto byte = static_cast<uint8_t>(qs[64 * (e / 4) + 4 * (r % 16) + e % 4]);
+            ASSERT_EQ(byte, src.qs[e] + 128) << "row " << r << " block " << b << " quant " << e;
+          }
         }
       }
     }
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(c.cols), 32);
     PackedActivations act;
-    act.pack(WeightType::Q4_0, x, c.cols, 1, Isa::Scalar);
+    act.pack(type, x, c.cols, 1, Isa::Scalar);
     std::vector<float> y(static_cast<size_t>(x16_groups(c.rows) * 16), NAN);
-    gemv_q4_0x16_q8_0_ref(c.cols, m.view().data, x16_groups(c.rows), act.token(0), y.data());
+    (q4 ? gemv_q4_0x16_q8_0_ref : gemv_q8_0x16_q8_0_ref)(c.cols, m.view().data, x16_groups(c.rows),
+                                                         act.token(0), y.data());
     for (int64_t r = 0; r < c.rows; ++r) {
       // Same integer block dots and the same float operations in the same order.
-      ASSERT_EQ(y[r], dot_q4_0_q8_0_ref(c.cols, w.view.row(r), act.token(0)))
+      ASSERT_EQ(y[r], row_major_dot(w.view, r, act.token(0)))
           << c.rows << "x" << c.cols << " row " << r;
     }
     for (int64_t r = c.rows; r < x16_groups(c.rows) * 16; ++r) {
@@ -86,36 +105,40 @@ TEST(Q4_0x16, RepackKeepsTheBytesAndTheScalarReferenceMatchesBitForBit) {
   }
 }
 
-TEST(Q4_0x16, RepackRejectsOtherTypesAndLayouts) {
-  const testing::OwnedMatrix q8 = testing::make_matrix(WeightType::Q8_0, 16, 64, 1);
-  EXPECT_THROW(InterleavedMatrix::repack(q8.view), MatmulError);
+TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
+  const testing::OwnedMatrix f16 = testing::make_matrix(WeightType::F16, 16, 64, 1);
+  EXPECT_THROW(InterleavedMatrix::repack(f16.view), MatmulError);
   const testing::OwnedMatrix q4 = testing::make_matrix(WeightType::Q4_0, 16, 64, 1);
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
-  EXPECT_FALSE(InterleavedMatrix::pays(q8.view, Isa::Avx512));
+  EXPECT_FALSE(InterleavedMatrix::pays(f16.view, Isa::Avx512));
   EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));
   EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512),
             isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
 }
 
-TEST(Q4_0x16, VnniGemvAndGemmsMatchTheReferenceDot) {
+TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_0;
   const CpuFeatures cpu = detect_cpu_features();
   if (!isa_supported(Isa::Avx512) || !cpu.avx512_vnni) GTEST_SKIP() << "no AVX-512 VNNI here";
   using Gemm = void (*)(int64_t, const std::byte*, int64_t, const std::byte*, int64_t, int64_t,
                         float*, int64_t);
-  std::vector<std::pair<std::string, Gemm>> gemms = {{"vnni", gemm_q4_0x16_q8_0_avx512vnni}};
-  if (cpu.amx_int8) gemms.push_back({"amx", gemm_q4_0x16_q8_0_amx});
+  std::vector<std::pair<std::string, Gemm>> gemms = {
+      {"vnni", q4 ? gemm_q4_0x16_q8_0_avx512vnni : gemm_q8_0x16_q8_0_avx512vnni}};
+  if (cpu.amx_int8) gemms.push_back({"amx", q4 ? gemm_q4_0x16_q8_0_amx : gemm_q8_0x16_q8_0_amx});
   for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_0, c.rows, c.cols, 41);
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 41);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t groups = x16_groups(c.rows), padded = groups * 16, tokens = 19;
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 42);
     PackedActivations act;
-    act.pack(WeightType::Q4_0, x, c.cols, tokens, Isa::Scalar);
+    act.pack(type, x, c.cols, tokens, Isa::Scalar);
     const int64_t act_stride = act.token(1) - act.token(0);
     std::vector<float> y(static_cast<size_t>(padded), NAN);
-    gemv_q4_0x16_q8_0_avx512vnni(c.cols, m.view().data, groups, act.token(0), y.data());
+    (q4 ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_avx512vnni)(
+        c.cols, m.view().data, groups, act.token(0), y.data());
     for (int64_t r = 0; r < c.rows; ++r) {
       const Ref ref = reference(w, r, act.token(0));
       ASSERT_NEAR(y[r], ref.value, ref.bound) << "gemv " << c.rows << "x" << c.cols << " row " << r;
@@ -137,11 +160,12 @@ TEST(Q4_0x16, VnniGemvAndGemmsMatchTheReferenceDot) {
 // matmul() and matmul_rows() over the repacked view: whole groups, groups cut by a worker's
 // range (SerialParallel chunks and hand-picked ranges), fused outputs, GEMV and GEMM, on every
 // Isa (below AVX-512 VNNI the view runs the scalar reference).
-TEST(Q4_0x16, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
+TEST_P(Interleaved, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
+  const WeightType type = GetParam();
   for (Isa isa : supported_isas()) {
     for (int64_t tokens : {1, 5}) {
-      const testing::OwnedMatrix a = testing::make_matrix(WeightType::Q4_0, 40, 96, 51);
-      const testing::OwnedMatrix b = testing::make_matrix(WeightType::Q4_0, 24, 96, 52);
+      const testing::OwnedMatrix a = testing::make_matrix(type, 40, 96, 51);
+      const testing::OwnedMatrix b = testing::make_matrix(type, 24, 96, 52);
       const InterleavedMatrix ma = InterleavedMatrix::repack(a.view);
       const InterleavedMatrix mb = InterleavedMatrix::repack(b.view);
       const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * 96), 53);
@@ -181,6 +205,9 @@ TEST(Q4_0x16, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, Interleaved, ::testing::Values(WeightType::Q4_0, WeightType::Q8_0),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace
 }  // namespace pacer::ops

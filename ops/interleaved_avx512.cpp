@@ -1,0 +1,150 @@
+// The x16 layouts (interleaved.h) x act-Q8 on AVX-512 VNNI: the decode GEMVs, and the prefill
+// GEMMs through the hex tiles of repacked_gemm_avx512.h.
+//
+// GEMV, per group of 16 rows and block b: 8 vectors of unsigned quants, vector j holding quants
+// 4j..4j+3 of the 16 rows (Q8_0: the chunks as stored, q + 128; Q4_0: chunk m's low nibbles are
+// vector m and its high nibbles vector m + 4, split by AND and shift-AND), each dotted with dword
+// j of the activation block broadcast (vpdpbusd; 4 products per dword, exact). The accumulator
+// starts at -offset * sum_b(x) (offset 128 or 8), which removes the offset exactly, so its 16
+// dwords end as the 16 rows' integer block dots; one conversion, one multiply (d_w of the 16
+// rows times d_x) and one FMA then serve all 16 rows. Per row: sum_b d_w * d_x * isum_b in block
+// order, as the scalar references compute it (the FMA rounds once where they round twice).
+#include "ops/gemv_streams.h"
+#include "ops/interleaved.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+#include "ops/q8_0.h"
+#include "ops/repacked_gemm_avx512.h"
+
+#include <cstring>
+
+namespace pacer::ops {
+namespace {
+
+// Groups the GEMV runs at once, each from its own far-apart stretch of the matrix: one
+// sequential stream per core leaves DRAM bandwidth unused on Sapphire Rapids (Q4_0 5632x2048
+// cold, one core: 2 streams ~1.05x, 4 streams ~1.2x the row-major kernel; 8 no better than 4).
+constexpr int kStreams = 4;
+// Block pairs each stream prefetches ahead (Q4_0: 2.3 KiB; 8 pairs was no better).
+constexpr int64_t kPrefetchPairs = 4;
+
+struct Q4_0x16 {
+  static constexpr int64_t kQsBytes = 256;
+  static constexpr int32_t kOffset = 8;
+  // The 8 unsigned quant vectors of one block of 16 rows.
+  static void load(const std::byte* qs, __m512i* v) {
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    for (int m = 0; m < 4; ++m) {
+      const __m512i q = _mm512_load_si512(qs + 64 * m);
+      v[m] = _mm512_and_si512(q, mask);
+      v[m + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+    }
+  }
+};
+
+struct Q8_0x16 {
+  static constexpr int64_t kQsBytes = 512;
+  static constexpr int32_t kOffset = 128;
+  static void load(const std::byte* qs, __m512i* v) {
+    for (int j = 0; j < 8; ++j) v[j] = _mm512_load_si512(qs + 64 * j);
+  }
+};
+
+inline int32_t act_dword(const int8_t* q, int j) {
+  int32_t v;
+  std::memcpy(&v, q + 4 * j, 4);
+  return v;
+}
+
+// S groups (16 rows each) at once, block by block: the activation block is broadcast once for
+// all S, and the S groups are S sequential streams.
+template <class Layout, int S>
+void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out) {
+  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  __m512 acc[S];
+  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t pair_off = b / 2 * kPairBytes;
+    if (b % 2 == 0) {
+      for (int s = 0; s < S; ++s) {
+        const char* ahead =
+            reinterpret_cast<const char*>(group[s]) + pair_off + kPrefetchPairs * kPairBytes;
+        for (int64_t line = 0; line < kPairBytes; line += 64) {
+          _mm_prefetch(ahead + line, _MM_HINT_T0);
+        }
+      }
+    }
+    __m512i xb[8];
+    for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x.q + 32 * b, j));
+    const __m512 dx = _mm512_set1_ps(x.d[b]);
+    const __m512i bias = _mm512_set1_epi32(-Layout::kOffset * x.sum[b]);
+    for (int s = 0; s < S; ++s) {
+      const std::byte* pair = group[s] + pair_off;
+      __m512i w[8];
+      Layout::load(pair + 64 + Layout::kQsBytes * (b % 2), w);
+      // Two chains (vpdpbusd latency ~5), joined at the end.
+      __m512i even = bias, odd = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {
+        even = _mm512_dpbusd_epi32(even, w[j], xb[j]);
+        odd = _mm512_dpbusd_epi32(odd, w[j + 1], xb[j + 1]);
+      }
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
+      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                               _mm512_mul_ps(dw, dx), acc[s]);
+    }
+  }
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
+}
+
+template <class Layout>
+void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              float* out) {
+  const int64_t nb = n / 32;
+  const int64_t group_bytes = (nb + 1) / 2 * (64 + 2 * Layout::kQsBytes);
+  const ActQ8Row x = act_q8_row(act, n);
+  // Groups from kStreams far-apart stretches at a time (ops/gemv_streams.h).
+  const std::byte* group[kStreams];
+  float* outs[kStreams];
+  const int64_t g0 = gemv_stream_tiles(n_groups, kStreams, [&](int64_t j, int64_t per_stream) {
+    for (int s = 0; s < kStreams; ++s) {
+      group[s] = groups + (s * per_stream + j) * group_bytes;
+      outs[s] = out + (s * per_stream + j) * kX16Rows;
+    }
+    gemv_groups<Layout, kStreams>(nb, group, x, outs);
+  });
+  for (int64_t g = g0; g < n_groups; ++g) {
+    group[0] = groups + g * group_bytes;
+    outs[0] = out + g * kX16Rows;
+    gemv_groups<Layout, 1>(nb, group, x, outs);
+  }
+}
+
+}  // namespace
+
+void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<Q4_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<Q8_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  avx512::X16Tiles<WeightType::Q4_0, false> src{groups, x16_group_bytes(WeightType::Q4_0, n)};
+  avx512::hex_gemm<Q4_0x16::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
+                                     out_stride);
+}
+
+void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  avx512::X16Tiles<WeightType::Q8_0, false> src{groups, x16_group_bytes(WeightType::Q8_0, n)};
+  avx512::hex_gemm<Q8_0x16::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
+                                     out_stride);
+}
+
+}  // namespace pacer::ops
