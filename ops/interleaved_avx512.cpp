@@ -119,6 +119,15 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   }
 }
 
+// The prefill GEMM: hex tiles unpacked from the groups (unsigned quants, VNNI).
+template <class Layout, WeightType kType>
+void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  avx512::X16Tiles<kType, false> src{groups, x16_group_bytes(kType, n)};
+  avx512::hex_gemm<Layout::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
+                                    out_stride);
+}
+
 }  // namespace
 
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -134,17 +143,13 @@ void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  avx512::X16Tiles<WeightType::Q4_0, false> src{groups, x16_group_bytes(WeightType::Q4_0, n)};
-  avx512::hex_gemm<Q4_0x16::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
-                                     out_stride);
+  gemm_x16<Q4_0x16, WeightType::Q4_0>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  avx512::X16Tiles<WeightType::Q8_0, false> src{groups, x16_group_bytes(WeightType::Q8_0, n)};
-  avx512::hex_gemm<Q8_0x16::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
-                                     out_stride);
+  gemm_x16<Q8_0x16, WeightType::Q8_0>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops
