@@ -96,6 +96,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.model_bytes = static_cast<int64_t>(model.file().file_size());
   res.params = cfg.n_params;
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
+  res.repacked_matrices = model.repacked_matrices();
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
   res.frequency_source = std::string(freq.source->name());
@@ -305,6 +306,12 @@ std::string render_bench_markdown(const BenchResult& r) {
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
       "matmul weight bytes per token.\n";
+  if (r.repacked_matrices > 0) {
+    out += fmt::format(
+        "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
+        "(PACER_REPACK=0 keeps the file layout).\n",
+        r.repacked_matrices);
+  }
   return out;
 }
 
@@ -368,7 +375,8 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"type", r.type},
             {"bytes", r.model_bytes},
             {"params", r.params},
-            {"matmul_bytes_per_token", r.matmul_bytes_per_token}}},
+            {"matmul_bytes_per_token", r.matmul_bytes_per_token},
+            {"repacked_matrices", r.repacked_matrices}}},
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
           {"rows", rows}};

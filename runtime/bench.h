@@ -54,6 +54,7 @@ struct BenchRow {
 struct BenchResult {
   std::string model_path, model_name, arch, type;
   int64_t model_bytes = 0, params = 0, matmul_bytes_per_token = 0;
+  int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   std::string cpu_model, frequency_source;
   std::vector<BenchRow> rows;
 };

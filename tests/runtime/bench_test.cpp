@@ -87,6 +87,10 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   // Renderers: one markdown table line and one CSV line per row; JSONL parses as bench events.
   const std::string md = render_bench_markdown(r);
   EXPECT_NE(md.find("| tg8 |"), std::string::npos);
+  // The Q8_0 weights' layout is said: repacked where the interleaved kernels run.
+  EXPECT_EQ(r.repacked_matrices, model.repacked_matrices());
+  EXPECT_EQ(md.find("matmul matrices repacked") != std::string::npos, r.repacked_matrices > 0);
+  EXPECT_EQ(bench_json(r)["model"]["repacked_matrices"], r.repacked_matrices);
   const std::string csv = render_bench_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   std::istringstream jl(render_bench_jsonl(r));
