@@ -5,9 +5,11 @@
 // Widen must provide kBytes (bytes per weight) and, for a weight row `w` and element index j:
 //   static __m512 load16(const std::byte* w, int64_t j);                  // w[j..j+16) as fp32
 //   static __m512 load16_masked(const std::byte* w, int64_t j, __mmask16); // masked-off lanes 0
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops/matmul_simd_avx512.h"
 
@@ -22,8 +24,9 @@ constexpr int kFloatTokensPerTile = 2;
 // x + t*x_stride. Each x vector is loaded once for all R rows and each widened weight vector
 // once for all T tokens; two accumulators per (row, token) hide the FMA latency. Each (row,
 // token) pair goes through the same operations whatever R and T are, so the GEMM is
-// bit-identical to the GEMV. Every cache line also prefetches the same line of the next tile's
-// rows (R * stride further on; see q4_0_avx512.cpp).
+// bit-identical to the GEMV (the GEMM of 8 tokens or more uses float_gemm_lanes below). Every cache
+// line also prefetches the same line of the next tile's rows (R * stride further on; see
+// q4_0_avx512.cpp).
 //
 // Row r is at w + r * row_step and its output at out[t * out_stride + r * out_row_step]: the GEMM
 // passes neighbouring rows (row_step = stride, out_row_step = 1), the GEMV rows from far-apart
@@ -123,13 +126,114 @@ void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, c
   if (r < nr) float_gemm<Widen>(n, w + r * stride, stride, nr - r, x, 0, 1, out + r, 0);
 }
 
+// Prefill GEMM with the tokens in the vector lanes: acc(row i, tokens 16v..16v+15) +=
+// w[i][k] (broadcast) * xT[k][16v..16v+15], for R rows x TV vectors of 16 tokens (R * TV = 24
+// accumulators, independent FMA chains). Per k: TV loads of transposed activations, R
+// broadcasts of the widened weights, R * TV FMAs, and nothing else on the FMA ports, where the
+// dot-product tiles above widen every weight vector for 2 tokens and reduce at the end (F16 at
+// ~1/3 of the FMA peak). The weights of R rows are widened to fp32 once per tile (panel); the
+// activations of up to 64 tokens are transposed once per call (xT, padded with zero tokens).
+// Each (row, token) sums its products in k order in chunks of kLanesChunk, then the chunk sums:
+// results agree with the GEMV within float reassociation, not bit for bit.
+constexpr int64_t kLanesMinTokens = 8;
+constexpr int64_t kLanesChunk = 128;
+
+template <class Widen, int R, int TV>
+void lanes_tile(int64_t n, const float* panel, const float* xt, float* acc_out) {
+  for (int i = 0; i < R * TV; ++i) _mm512_store_ps(acc_out + 16 * i, _mm512_setzero_ps());
+  // Chunks of kLanesChunk k: one sequential chain over all of k would round ~n times in a row
+  // (the GEMV's 32 partial sums round ~n/32 times); chunk sums added to a running total keep
+  // it near kLanesChunk + n / kLanesChunk.
+  for (int64_t k0 = 0; k0 < n; k0 += kLanesChunk) {
+    const int64_t k1 = std::min(n, k0 + kLanesChunk);
+    __m512 acc[R][TV];
+    for (int i = 0; i < R; ++i) {
+      for (int v = 0; v < TV; ++v) acc[i][v] = _mm512_setzero_ps();
+    }
+    for (int64_t k = k0; k < k1; ++k) {
+      __m512 xv[TV];
+      for (int v = 0; v < TV; ++v) xv[v] = _mm512_load_ps(xt + (k * TV + v) * 16);
+      for (int i = 0; i < R; ++i) {
+        const __m512 wk = _mm512_set1_ps(panel[i * n + k]);
+        for (int v = 0; v < TV; ++v) acc[i][v] = _mm512_fmadd_ps(wk, xv[v], acc[i][v]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {  // the running totals live in memory: registers are full
+      for (int v = 0; v < TV; ++v) {
+        float* o = acc_out + (i * TV + v) * 16;
+        _mm512_store_ps(o, _mm512_add_ps(_mm512_load_ps(o), acc[i][v]));
+      }
+    }
+  }
+}
+
+template <class Widen, int TV>
+void lanes_gemm_block(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* xt,
+                      int64_t tokens, float* out, int64_t out_stride, std::vector<float>& panel) {
+  constexpr int R = TV == 1 ? 12 : 24 / TV;
+  panel.resize(static_cast<size_t>(R * n));
+  alignas(64) float acc[R * TV * 16];
+  for (int64_t r0 = 0; r0 < nr; r0 += R) {
+    const int64_t rows = std::min<int64_t>(R, nr - r0);
+    for (int i = 0; i < R; ++i) {  // rows past nr repeat the last one (outputs dropped)
+      const std::byte* wr = w + std::min<int64_t>(r0 + i, nr - 1) * stride;
+      int64_t j = 0;
+      for (; j + 16 <= n; j += 16) _mm512_storeu_ps(&panel[i * n + j], Widen::load16(wr, j));
+      if (j < n) {
+        const __mmask16 m = first_lanes16(n - j);
+        _mm512_mask_storeu_ps(&panel[i * n + j], m, Widen::load16_masked(wr, j, m));
+      }
+    }
+    lanes_tile<Widen, R, TV>(n, panel.data(), xt, acc);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t t = 0; t < tokens; ++t) out[t * out_stride + r0 + i] = acc[(i * TV) * 16 + t];
+    }
+  }
+}
+
+template <class Widen>
+void float_gemm_lanes(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
+                      int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
+  std::vector<float> xt_buf, panel;
+  for (int64_t t0 = 0; t0 < nt; t0 += 64) {
+    const int64_t tokens = std::min<int64_t>(64, nt - t0);
+    const int tv = static_cast<int>((tokens + 15) / 16);
+    xt_buf.assign(static_cast<size_t>(n * tv * 16 + 16), 0.0f);
+    float* xt = xt_buf.data() + (16 - reinterpret_cast<uintptr_t>(xt_buf.data()) % 64 / 4) % 16;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* xr = x + (t0 + t) * x_stride;
+      for (int64_t k = 0; k < n; ++k) xt[k * tv * 16 + t] = xr[k];
+    }
+    float* o = out + t0 * out_stride;
+    switch (tv) {
+      case 1:
+        lanes_gemm_block<Widen, 1>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        break;
+      case 2:
+        lanes_gemm_block<Widen, 2>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        break;
+      case 3:
+        lanes_gemm_block<Widen, 3>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        break;
+      default:
+        lanes_gemm_block<Widen, 4>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        break;
+    }
+  }
+}
+
 // The GemmFn entry: act_stride is in bytes (a multiple of 64, see PackedActivations).
 template <class Widen>
 void float_gemm_packed(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
                        const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                        int64_t out_stride) {
-  float_gemm<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(act),
-                    act_stride / static_cast<int64_t>(sizeof(float)), nt, out, out_stride);
+  const auto* x = reinterpret_cast<const float*>(act);
+  const int64_t x_stride = act_stride / static_cast<int64_t>(sizeof(float));
+  if (nt >= kLanesMinTokens) {
+    float_gemm_lanes<Widen>(n, w, stride, nr, x, x_stride, nt, out, out_stride);
+  } else {
+    float_gemm<Widen>(n, w, stride, nr, x, x_stride, nt, out, out_stride);
+  }
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot[kAvx512] = dot_f32_f32_avx512;
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
   t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
+  t.f32.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
 
   t.f16.type = WeightType::F16;
   t.f16.act_type = WeightType::F32;
@@ -47,6 +48,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot[kAvx512] = dot_f16_f32_avx512;
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
   t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
+  t.f16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
 
   t.bf16.type = WeightType::BF16;
   t.bf16.act_type = WeightType::F32;
@@ -56,6 +58,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot[kAvx512] = dot_bf16_f32_avx512;
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
   t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;
+  t.bf16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
 
   // Q8_0 / Q4_0 dot with act-Q8 rows (q8_0.h). AVX-512 uses VNNI vpdpbusd where the CPU has it.
   const bool vnni = cpu.avx512_vnni;

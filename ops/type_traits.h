@@ -24,9 +24,10 @@ using DotRowsFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int6
                            const std::byte* act, float* out);
 
 // Optional GEMM (prefill): out[t * out_stride + r] = dot of row r with token t, for nr rows and
-// nt tokens (token t's packed row at act + t * act_stride). Same per-(row, token) arithmetic as
-// the same Isa's dot_rows, so results are bit-identical to nt GEMV calls; it only reorders the
-// work so each weight block, once loaded and unpacked, serves several tokens from registers.
+// nt tokens (token t's packed row at act + t * act_stride). The same products as the same Isa's
+// dot_rows (the same quantized activations, exact integer block dots), but the float sums may
+// run in another order, so results equal nt GEMV calls within float reassociation; it reorders
+// the work so each weight block, once loaded and unpacked, serves several tokens.
 using GemmFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                         int64_t out_stride);

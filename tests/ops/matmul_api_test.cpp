@@ -137,28 +137,32 @@ TEST_P(MatmulIsaType, GgmlDotProductErrorLimit) {
 
 // The GEMM (prefill) against the fp32 product of each token and against the GEMV of that token.
 // Kernels may sum in a different order than the GEMV (the VNNI GEMM keeps 4 partial sums per row
-// across 32-block chunks), so each result is held to the derived bound, and GEMM and GEMV to
-// the float reassociation bound (both see the same quantized activations, and every per-block
-// integer dot is exact, so only the order of the float sums may differ). 67 blocks = two full
-// 32-block chunks and a partial one; 37 rows = two 16-row tiles, a quad and a lone row; 7 tokens =
-// a 4-token tile and 3 single tokens.
+// across 32-block chunks; the float GEMM puts tokens in the lanes and sums each one in k order),
+// so each result is held to the derived bound, and GEMM and GEMV to the float reassociation
+// bound (both see the same quantized activations, and every per-block integer dot is exact, so
+// only the order of the float sums may differ). 67 blocks = two full 32-block chunks and a
+// partial one (float types: 5 more columns, a masked tail); 37 rows = two 16-row tiles, a quad
+// and a lone row (float GEMM: 6, 8 or 12-row tiles and a partial one); 7 tokens = a 4-token tile
+// and 3 single tokens, 23 = two token vectors, 70 = a block of 64 tokens and one of 6.
 TEST_P(MatmulIsaType, GemmMatchesFp32ProductAndRepeatedGemv) {
   const auto [isa, type] = GetParam();
-  const int64_t rows = 37, cols = 67 * 32, tokens = 7;
-  const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 8);
-  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 9);
-  const std::vector<float> gemm = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
   const bool quantized = type == WeightType::Q8_0 || type == WeightType::Q4_0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
-    const std::vector<float> gemv = run_matmul(w.view, xt, 1, SerialParallel(1), isa);
-    for (int64_t r = 0; r < rows; ++r) {
-      double exact = 0;
-      for (int64_t j = 0; j < cols; ++j) exact += double(w.dequantized[r * cols + j]) * xt[j];
-      ASSERT_NEAR(gemm[t * rows + r], exact, derived_bound(w, r, xt, quantized))
-          << "token " << t << " row " << r;
-      ASSERT_NEAR(gemm[t * rows + r], gemv[r], 2 * reorder_bound(w, r, xt, quantized))
-          << "token " << t << " row " << r;
+  const int64_t rows = 37, cols = 67 * 32 + (quantized ? 0 : 5);
+  const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 8);
+  for (int64_t tokens : {7, 23, 70}) {
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 9);
+    const std::vector<float> gemm = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+      const std::vector<float> gemv = run_matmul(w.view, xt, 1, SerialParallel(1), isa);
+      for (int64_t r = 0; r < rows; ++r) {
+        double exact = 0;
+        for (int64_t j = 0; j < cols; ++j) exact += double(w.dequantized[r * cols + j]) * xt[j];
+        ASSERT_NEAR(gemm[t * rows + r], exact, derived_bound(w, r, xt, quantized))
+            << tokens << " tokens: token " << t << " row " << r;
+        ASSERT_NEAR(gemm[t * rows + r], gemv[r], 2 * reorder_bound(w, r, xt, quantized))
+            << tokens << " tokens: token " << t << " row " << r;
+      }
     }
   }
 }

@@ -51,7 +51,9 @@ bool quantized(ops::WeightType t) {
 // to 1e-3 by the float-weight cases. (Emulating the input rounding in the reference does not
 // tighten this: rounding is discontinuous, so the first value that rounds differently - from
 // summation-order noise - decorrelates the rounding noise of everything downstream.)
-double tolerance(ops::WeightType t) { return quantized(t) ? 0.25 : 1e-3; }
+double tolerance(ops::WeightType t) {
+  return quantized(t) ? 0.25 : 1e-3;
+}
 
 double rms(const std::vector<float>& v) {
   double s = 0;
@@ -59,15 +61,17 @@ double rms(const std::vector<float>& v) {
   return std::sqrt(s / double(v.size()));
 }
 
-std::vector<float> copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+std::vector<float> copy(std::span<const float> s) {
+  return {s.begin(), s.end()};
+}
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 7, 250, 3, 64, 128};
 
 using Case = std::tuple<std::string, ops::WeightType>;
 
 struct Comparison {
-  double worst = 0;         // max over steps of max |diff| / rms
-  double min_gap = 1e9;     // smallest reference top-2 gap / rms
+  double worst = 0;      // max over steps of max |diff| / rms
+  double min_gap = 1e9;  // smallest reference top-2 gap / rms
   int differing_tokens = 0;
 };
 
@@ -92,7 +96,8 @@ Comparison compare(const Model& model, ops::WeightType kv_type, testref::RefOpti
   for (int step = 0; step < 32; ++step) {
     const double scale = std::max(1e-6, rms(want));
     double err = 0;
-    for (size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(double(got[i]) - want[i]));
+    for (size_t i = 0; i < want.size(); ++i)
+      err = std::max(err, std::fabs(double(got[i]) - want[i]));
     err /= scale;
     const int32_t token = ops::argmax(got), want_token = ops::argmax(want);
     std::vector<float> sorted = want;
@@ -124,18 +129,19 @@ TEST_P(ForwardVsReference, LogitsAndGreedyTokensFor32Steps) {
   const test::SynthModel synth(preset, type);
   // pacer's default f16 cache; the reference rounds its cache the same way for float weights
   // (the tight comparison) and stays ideal for quantized ones (where input rounding dominates).
-  const Comparison c = compare(synth.model(), ops::WeightType::F16,
-                               {.f16_kv = !quantized(type)}, tolerance(type));
+  const Comparison c =
+      compare(synth.model(), ops::WeightType::F16, {.f16_kv = !quantized(type)}, tolerance(type));
   // Float weights: every greedy token is the reference's (measured on every model here).
   if (!quantized(type)) {
     EXPECT_EQ(c.differing_tokens, 0);
   }
   RecordProperty("max_rel_logit_error", std::to_string(c.worst));
   RecordProperty("differing_tokens", c.differing_tokens);
-  std::printf("[ %s %s ] max |diff|/rms %.2e (limit %.2g); %d of 32 greedy tokens differ, at "
-              "near-ties; smallest reference top-2 gap %.4f\n",
-              preset.c_str(), std::string(ops::type_name(type)).c_str(), c.worst, tolerance(type),
-              c.differing_tokens, c.min_gap);
+  std::printf(
+      "[ %s %s ] max |diff|/rms %.2e (limit %.2g); %d of 32 greedy tokens differ, at "
+      "near-ties; smallest reference top-2 gap %.4f\n",
+      preset.c_str(), std::string(ops::type_name(type)).c_str(), c.worst, tolerance(type),
+      c.differing_tokens, c.min_gap);
 }
 
 TEST_P(ForwardVsReference, F32KvCacheMatchesTheIdealModel) {
@@ -153,7 +159,8 @@ TEST_P(ForwardVsReference, F32KvCacheMatchesTheIdealModel) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = std::get<0>(info.param) + "_" + std::string(ops::type_name(std::get<1>(info.param)));
+  std::string n =
+      std::get<0>(info.param) + "_" + std::string(ops::type_name(std::get<1>(info.param)));
   for (char& c : n) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -191,21 +198,26 @@ TEST_P(ThreadIndependence, SameLogitsForOneTwoAndThreeThreads) {
   // partition, so the results are bitwise equal.
   EXPECT_EQ(greedy_logits(synth.model(), 2, 512), one);
   EXPECT_EQ(greedy_logits(synth.model(), 3, 512), one);
-  // A prompt split into prefill steps of 4 tokens: same math, another batching.
+  // A prompt split into prefill steps of 4 tokens: the same products, another batching. The
+  // prefill GEMMs of more tokens (float types: tokens in the vector lanes; Q4_0/Q8_0: the
+  // VNNI/AMX tiles) sum in another order than the GEMV the 4-token steps use, and those float
+  // reassociation differences grow through the layers and the greedy steps (up to ~1.6e-4 on
+  // tiny F16 by step 8), so the bound is 1e-3 relative: a wrong product or mask would move the
+  // logits by O(1).
   const auto split = greedy_logits(synth.model(), 2, 4);
   ASSERT_EQ(split.size(), one.size());
   for (size_t s = 0; s < one.size(); ++s) {
     for (size_t i = 0; i < one[s].size(); ++i) {
-      ASSERT_NEAR(split[s][i], one[s][i], 1e-4 * (1 + std::fabs(one[s][i]))) << "step " << s;
+      ASSERT_NEAR(split[s][i], one[s][i], 1e-3 * (1 + std::fabs(one[s][i]))) << "step " << s;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Archs, ThreadIndependence,
-    ::testing::Combine(::testing::Values("tiny", "tiny-qwen2", "tiny-gemma3"),
-                       ::testing::Values(ops::WeightType::F16, ops::WeightType::Q4_0)),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Archs, ThreadIndependence,
+                         ::testing::Combine(::testing::Values("tiny", "tiny-qwen2", "tiny-gemma3"),
+                                            ::testing::Values(ops::WeightType::F16,
+                                                              ops::WeightType::Q4_0)),
+                         case_name);
 
 }  // namespace
 }  // namespace pacer::runtime
