@@ -7,6 +7,8 @@
 #include <new>
 #include <string>
 
+#include <sys/mman.h>
+
 #include <tbb/parallel_for.h>
 
 #include "ops/matmul.h"
@@ -35,10 +37,15 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
       } else {
         const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
         std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
-        for (int e = 0; e < 32; ++e) {
-          qs[64 * (e / 4) + 4 * i + e % 4] = static_cast<std::byte>(blk.qs[e] ^ 0x80);
-        }
+        for (int j = 0; j < 8; ++j) std::memcpy(qs + 64 * j + 4 * i, blk.qs + 4 * j, 4);
       }
+    }
+  }
+  if (t == WeightType::Q8_0) {  // q -> q + 128, one pass over the group's quants (vectorizes)
+    const int64_t pairs = (nb + 1) / 2;
+    for (int64_t p = 0; p < pairs; ++p) {
+      auto* q = reinterpret_cast<uint8_t*>(dst + p * x16_pair_bytes(t) + 64);
+      for (int64_t k = 0; k < 2 * qs_bytes; ++k) q[k] ^= 0x80;
     }
   }
 }
@@ -117,8 +124,15 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   const int64_t n_groups = x16_groups(w.rows);
   InterleavedMatrix m;
   m.storage_bytes_ = group_bytes * n_groups;
-  void* p = std::aligned_alloc(64, static_cast<size_t>(m.storage_bytes_));
+  // 2 MiB-aligned and asked for transparent huge pages: the repack writes the copy with ~500x
+  // fewer page faults, and the decode GEMVs stream it with fewer TLB misses. (Advice only: where
+  // THP is off, this is plain memory.)
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t alloc_bytes =
+      (static_cast<size_t>(m.storage_bytes_) + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, alloc_bytes);
   if (p == nullptr) throw std::bad_alloc();
+  ::madvise(p, alloc_bytes, MADV_HUGEPAGE);
   m.data_.reset(static_cast<std::byte*>(p));
   std::byte* dst = m.data_.get();
   tbb::parallel_for(int64_t{0}, n_groups, [&](int64_t g) {
