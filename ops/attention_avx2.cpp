@@ -145,28 +145,9 @@ void attend(const AttentionTask& t) {
   }
 }
 
-static_assert(kMaxGroup == 8, "attend_any instantiates G = 1..8");
-
 template <bool kF16>
 void attend_any(const AttentionTask& t) {
-  switch (t.n_q) {
-    case 1:
-      return attend<kF16, 1>(t);
-    case 2:
-      return attend<kF16, 2>(t);
-    case 3:
-      return attend<kF16, 3>(t);
-    case 4:
-      return attend<kF16, 4>(t);
-    case 5:
-      return attend<kF16, 5>(t);
-    case 6:
-      return attend<kF16, 6>(t);
-    case 7:
-      return attend<kF16, 7>(t);
-    default:
-      return attend<kF16, kMaxGroup>(t);
-  }
+  with_group_size(t.n_q, [&](auto g) { attend<kF16, decltype(g)::value>(t); });
 }
 
 void to_f16_avx2(const float* src, fp16_t* dst, int64_t n) {

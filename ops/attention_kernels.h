@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "ops/attention.h"
 #include "ops/fp16.h"
@@ -17,7 +18,32 @@ namespace pacer::ops {
 
 constexpr int kMaxHeadDim = 512;  // largest head_dim the kernels' stack buffers hold
 constexpr int kMaxGroup = 8;      // query heads processed per pass over the keys
-constexpr int kKeyTile = 64;      // keys scored per online-softmax step
+
+// Calls f(std::integral_constant<int, G>{}) for G = n_q (1..kMaxGroup; larger values get
+// kMaxGroup): the ISA kernels instantiate one attention loop per group size through it.
+template <class F>
+void with_group_size(int n_q, F&& f) {
+  static_assert(kMaxGroup == 8, "with_group_size instantiates G = 1..8");
+  switch (n_q) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 7:
+      return f(std::integral_constant<int, 7>{});
+    default:
+      return f(std::integral_constant<int, kMaxGroup>{});
+  }
+}
+constexpr int kKeyTile = 64;  // keys scored per online-softmax step
 
 struct AttentionTask {
   const float* q = nullptr;      // (n_q, head_dim): consecutive query heads of one token
