@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include <emmintrin.h>  // SSE2: baseline x86-64
+
 namespace pacer::ops {
 namespace {
 
@@ -80,16 +82,39 @@ Sampler::Sampler(SamplerParams p) : p_(p), rng_state_(p.seed) {
   splitmix64(rng_state_);  // decorrelate nearby seeds' first outputs
 }
 
+// Lowest id of the largest non-NaN logit; 0 when none is above -inf. Two passes of SSE2 (part of
+// x86-64, so no dispatch and the same answer everywhere: max and == are exact): the maximum over
+// 16 lanes, then the first element equal to it. A one-pass scalar loop with a data-dependent
+// branch ran at ~1.3 ns per logit (203 us for Qwen's 151936) on the dev VM; this runs ~10x faster,
+// and greedy decoding calls it once per token.
 int32_t argmax(std::span<const float> logits) noexcept {
-  int32_t best = 0;
-  float best_logit = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] > best_logit) {  // strict: the lowest id wins ties; NaN never wins
-      best_logit = logits[i];
-      best = static_cast<int32_t>(i);
-    }
+  const float* x = logits.data();
+  const size_t n = logits.size();
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // _mm_max_ps(v, m) returns m when v is NaN: NaN never becomes the maximum.
+  __m128 m0 = _mm_set1_ps(kNegInf), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm_max_ps(_mm_loadu_ps(x + i), m0);
+    m1 = _mm_max_ps(_mm_loadu_ps(x + i + 4), m1);
+    m2 = _mm_max_ps(_mm_loadu_ps(x + i + 8), m2);
+    m3 = _mm_max_ps(_mm_loadu_ps(x + i + 12), m3);
   }
-  return best;
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
+  float best = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (!(best > kNegInf)) return 0;  // empty, or every logit -inf or NaN
+  const __m128 target = _mm_set1_ps(best);
+  i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(x + i), target));
+    if (hit != 0) return static_cast<int32_t>(i) + std::countr_zero(static_cast<unsigned>(hit));
+  }
+  for (; i < n; ++i) {
+    if (x[i] == best) return static_cast<int32_t>(i);
+  }
+  return 0;  // unreachable: best is one of the logits
 }
 
 // Pipeline: repetition penalty -> (greedy) -> top-k -> softmax with temperature -> top-p -> min-p

@@ -75,6 +75,32 @@ std::set<int> all_ids(size_t n) {
   return s;
 }
 
+// argmax against the definition (first strictly larger non-NaN logit, 0 if none beats -inf) on
+// random vocabularies with ties, NaNs, infinities, and every length around the 16-wide loop.
+TEST(Sampling, ArgmaxMatchesTheDefinitionOnRandomLogits) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-3, 3), kind(0, 19);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{15}, size_t{16}, size_t{17},
+                   size_t{33}, size_t{1000}, size_t{151936}}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> v(n);
+      for (float& f : v) {
+        const int k = kind(rng);
+        f = k == 0 ? NAN : k == 1 ? -INFINITY : static_cast<float>(small(rng));  // many ties
+      }
+      if (trial == 1 && n > 0) v[n / 2] = INFINITY;
+      if (trial == 2) std::fill(v.begin(), v.end(), NAN);
+      if (trial == 3) std::fill(v.begin(), v.end(), -INFINITY);
+      int32_t want = 0;
+      float best = -INFINITY;
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] > best) best = v[i], want = static_cast<int32_t>(i);
+      }
+      ASSERT_EQ(argmax(v), want) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
 TEST(Sampling, ArgmaxLowestIdWinsTiesAndGreedyIgnoresRng) {
   EXPECT_EQ(argmax(std::vector<float>{1.0f, 3.0f, 3.0f, -2.0f}), 1);
   EXPECT_EQ(argmax(std::vector<float>{-INFINITY, -INFINITY}), 0);
