@@ -28,6 +28,7 @@ constexpr int kStreams = 4;
 constexpr int64_t kPrefetchPairs = 4;
 
 struct Q4_0x16 {
+  static constexpr WeightType kType = WeightType::Q4_0;
   static constexpr int64_t kQsBytes = 256;
   static constexpr int32_t kOffset = 8;
   // The 8 unsigned quant vectors of one block of 16 rows.
@@ -42,6 +43,7 @@ struct Q4_0x16 {
 };
 
 struct Q8_0x16 {
+  static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr int64_t kQsBytes = 512;
   static constexpr int32_t kOffset = 128;
   static void load(const std::byte* qs, __m512i* v) {
@@ -100,7 +102,7 @@ template <class Layout>
 void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
               float* out) {
   const int64_t nb = n / 32;
-  const int64_t group_bytes = (nb + 1) / 2 * (64 + 2 * Layout::kQsBytes);
+  const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
   const ActQ8Row x = act_q8_row(act, n);
   // Groups from kStreams far-apart stretches at a time (ops/gemv_streams.h).
   const std::byte* group[kStreams];
@@ -120,10 +122,10 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
 }
 
 // The prefill GEMM: hex tiles unpacked from the groups (unsigned quants, VNNI).
-template <class Layout, WeightType kType>
+template <class Layout>
 void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
               int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
-  avx512::X16Tiles<kType, false> src{groups, x16_group_bytes(kType, n)};
+  avx512::X16Tiles<Layout::kType, false> src{groups, x16_group_bytes(Layout::kType, n)};
   avx512::hex_gemm<Layout::kOffset>(n, src, n_groups * kX16Rows, act, act_stride, nt, out,
                                     out_stride);
 }
@@ -143,13 +145,13 @@ void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  gemm_x16<Q4_0x16, WeightType::Q4_0>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+  gemm_x16<Q4_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  gemm_x16<Q8_0x16, WeightType::Q8_0>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+  gemm_x16<Q8_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

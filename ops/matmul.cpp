@@ -76,6 +76,7 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
       }
     }
   };
+  if (row_begin >= row_end) return;
   const int64_t full_begin = (row_begin + kX16Rows - 1) / kX16Rows;
   const int64_t full_end = row_end / kX16Rows;
   if (full_begin < full_end) {
@@ -86,7 +87,7 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
   std::vector<float> scratch;
   const int64_t first = row_begin / kX16Rows, last = (row_end - 1) / kX16Rows;
   for (int64_t g : {first, last}) {
-    if ((g >= full_begin && g < full_end) || row_begin >= row_end) continue;
+    if (g >= full_begin && g < full_end) continue;
     const int64_t lo = std::max(row_begin, g * kX16Rows),
                   hi = std::min(row_end, (g + 1) * kX16Rows);
     scratch.assign(static_cast<size_t>(kX16Rows * nt), 0.0f);
