@@ -17,8 +17,12 @@ std::string_view arch_name(Arch a) noexcept {
       return "llama";
     case Arch::Qwen2:
       return "qwen2";
+    case Arch::Qwen3:
+      return "qwen3";
     case Arch::Gemma3:
       return "gemma3";
+    case Arch::Phi3:
+      return "phi3";
   }
   return "?";
 }
@@ -44,12 +48,20 @@ struct ArchTraits {
   ops::RopeLayout rope_layout;
   bool requires_qkv_bias;
   bool gemma_blocks;  // q/k norms, post norms, GeGLU, embedding scale, sliding window
+  bool qk_norm;       // per-head RMSNorm of q and k before RoPE (gemma3, qwen3)
+  bool fused;         // phi3: fused attn_qkv and gate/up tensors
 };
 
+// Sources: llama.cpp's per-architecture graph builders (src/models/*.cpp): llama rotates
+// adjacent pairs, the others the two halves of each head (NEOX); qwen3 normalises q and k per head
+// before RoPE and has no biases; phi3 fuses QKV and gate/up and disables its sliding window.
 std::optional<ArchTraits> arch_traits(std::string_view name) {
-  if (name == "llama") return ArchTraits{Arch::Llama, ops::RopeLayout::Normal, false, false};
-  if (name == "qwen2") return ArchTraits{Arch::Qwen2, ops::RopeLayout::Neox, true, false};
-  if (name == "gemma3") return ArchTraits{Arch::Gemma3, ops::RopeLayout::Neox, false, true};
+  using L = ops::RopeLayout;
+  if (name == "llama") return ArchTraits{Arch::Llama, L::Normal, false, false, false, false};
+  if (name == "qwen2") return ArchTraits{Arch::Qwen2, L::Neox, true, false, false, false};
+  if (name == "qwen3") return ArchTraits{Arch::Qwen3, L::Neox, false, false, true, false};
+  if (name == "gemma3") return ArchTraits{Arch::Gemma3, L::Neox, false, true, true, false};
+  if (name == "phi3") return ArchTraits{Arch::Phi3, L::Neox, false, false, false, true};
   return std::nullopt;
 }
 
@@ -140,7 +152,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     }
     throw LoadError(
         f.path().string(), "general.architecture", kv ? static_cast<int64_t>(kv->offset) : -1,
-        fmt::format("unsupported architecture '{}' (pacer runs llama, qwen2, gemma3)", arch));
+        fmt::format("unsupported architecture '{}' (pacer runs llama, qwen2, qwen3, gemma3, phi3)",
+                    arch));
   }
   const Reader r(f, arch);
   ModelConfig c;
@@ -205,6 +218,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.rope_scale = 1.0f;
   } else if (*scaling == "yarn") {
     c.rope_scaling = RopeScaling::Yarn;
+  } else if (*scaling == "longrope") {
+    // phi3 LongRoPE: the per-pair factors come from the rope_factors_* tensors (below).
+    c.rope_scaling = c.rope_scale != 1.0f ? RopeScaling::Linear : RopeScaling::None;
   } else {
     r.fail(r.key("rope.scaling.type"), fmt::format("unsupported RoPE scaling '{}'", *scaling));
   }
@@ -238,14 +254,40 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
         c.rope_base_local = static_cast<float>(*b);
       }
     }
-    c.qk_norm = true;
     c.post_norms = true;
     c.embed_scale = true;
     c.geglu = true;
   }
 
-  // Shapes of every tensor the forward pass uses.
+  c.qk_norm = traits->qk_norm;
+  // phi3 has a sliding_window key, but llama.cpp disables phi3's SWA (its converters do not
+  // write the window pattern), so pacer computes what llama.cpp computes: full attention.
+
+  // RoPE frequency factors: llama3's rope_freqs (one tensor for every layer), phi3's LongRoPE
+  // pair (long past the original context, short within it).
   namespace tn = tensor_names;
+  c.rope_freqs = f.tensor(tn::kRopeFreqs) != nullptr;
+  c.rope_long_short =
+      f.tensor(tn::kRopeFactorsLong) != nullptr || f.tensor(tn::kRopeFactorsShort) != nullptr;
+  if (c.rope_freqs && c.rope_long_short) {
+    r.fail("rope_freqs.weight", "a file with both rope_freqs and rope_factors_long/short");
+  }
+  for (auto name : {tn::kRopeFreqs, tn::kRopeFactorsLong, tn::kRopeFactorsShort}) {
+    if (f.tensor(name)) expect_shape(f, name, {c.head_dim / 2});
+  }
+  if (c.rope_long_short) {
+    expect_shape(f, tn::kRopeFactorsLong, {c.head_dim / 2});
+    expect_shape(f, tn::kRopeFactorsShort, {c.head_dim / 2});
+  }
+  c.rope_orig_ctx = r.find_positive("rope.scaling.original_context_length").value_or(c.n_ctx_train);
+  if (auto af = r.find_float("rope.scaling.attn_factor")) {
+    if (!(*af > 0 && std::isfinite(*af))) {
+      r.fail(r.key("rope.scaling.attn_factor"), fmt::format("value {} must be > 0", *af));
+    }
+    c.rope_attn_factor = static_cast<float>(*af);
+  }
+
+  // Shapes of every tensor the forward pass uses.
   const GgufTensor& embd = f.require_tensor(tn::kTokenEmbd);
   if (trimmed(embd.ne).size() != 2 || embd.ne[0] != c.n_embd) {
     throw LoadError(
@@ -271,11 +313,18 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.qkv_bias = traits->requires_qkv_bias || f.tensor(tn::blk(0, "attn_q.bias")) != nullptr;
   const int64_t q_dim = c.n_heads * c.head_dim;
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  // phi3 files carry fused tensors (llama.cpp also accepts split ones; so does pacer).
+  c.fused_qkv = traits->fused && f.tensor(tn::blk(0, "attn_qkv.weight")) != nullptr;
+  c.fused_gate_up = traits->fused;
   for (int64_t il = 0; il < c.n_layers; ++il) {
     expect_shape(f, tn::blk(il, "attn_norm.weight"), {c.n_embd});
-    expect_shape(f, tn::blk(il, "attn_q.weight"), {c.n_embd, q_dim});
-    expect_shape(f, tn::blk(il, "attn_k.weight"), {c.n_embd, kv_dim});
-    expect_shape(f, tn::blk(il, "attn_v.weight"), {c.n_embd, kv_dim});
+    if (c.fused_qkv) {
+      expect_shape(f, tn::blk(il, "attn_qkv.weight"), {c.n_embd, q_dim + 2 * kv_dim});
+    } else {
+      expect_shape(f, tn::blk(il, "attn_q.weight"), {c.n_embd, q_dim});
+      expect_shape(f, tn::blk(il, "attn_k.weight"), {c.n_embd, kv_dim});
+      expect_shape(f, tn::blk(il, "attn_v.weight"), {c.n_embd, kv_dim});
+    }
     expect_shape(f, tn::blk(il, "attn_output.weight"), {q_dim, c.n_embd});
     if (c.qkv_bias) {
       expect_shape(f, tn::blk(il, "attn_q.bias"), {q_dim});
@@ -291,8 +340,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       expect_shape(f, tn::blk(il, "post_ffw_norm.weight"), {c.n_embd});
     }
     expect_shape(f, tn::blk(il, "ffn_norm.weight"), {c.n_embd});
-    expect_shape(f, tn::blk(il, "ffn_gate.weight"), {c.n_embd, c.n_ff});
-    expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, c.n_ff});
+    if (c.fused_gate_up) {
+      expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, 2 * c.n_ff});
+    } else {
+      expect_shape(f, tn::blk(il, "ffn_gate.weight"), {c.n_embd, c.n_ff});
+      expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, c.n_ff});
+    }
     expect_shape(f, tn::blk(il, "ffn_down.weight"), {c.n_ff, c.n_embd});
   }
 

@@ -58,6 +58,28 @@ float scale_init(Init init, int64_t fan_in, float unit) noexcept {
 }
 }  // namespace
 
+std::vector<float> llama3_rope_factors(int64_t head_dim, float base, float factor,
+                                       int64_t orig_ctx) {
+  constexpr double kLowFreqFactor = 1.0, kHighFreqFactor = 4.0;  // Llama 3.1/3.2 config values
+  const double low_wavelen = static_cast<double>(orig_ctx) / kLowFreqFactor;
+  const double high_wavelen = static_cast<double>(orig_ctx) / kHighFreqFactor;
+  std::vector<float> f(static_cast<size_t>(head_dim / 2));
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(base), -2.0 * i / head_dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    double div = 1.0;
+    if (wavelen > low_wavelen) {
+      div = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (static_cast<double>(orig_ctx) / wavelen - kLowFreqFactor) /
+                            (kHighFreqFactor - kLowFreqFactor);
+      div = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    f[static_cast<size_t>(i)] = static_cast<float>(div);
+  }
+  return f;
+}
+
 float unit_value(uint64_t seed, std::string_view tensor_name, uint64_t k) noexcept {
   return unit_from_key(tensor_key(seed, tensor_name), k);
 }
@@ -95,6 +117,25 @@ SynthSpec synth_preset(std::string_view preset) {
     s.n_embd = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.n_ff = 5632;
     s.n_vocab = 32000, s.n_ctx = 2048, s.rope_base = 10000.0f, s.norm_eps = 1e-5f;
     s.tied_embeddings = false, s.vocab = VocabKind::SentencePiece;
+  } else if (preset == "llama3.2-1b") {
+    s.name = "Llama-3.2-1B (synthetic)";
+    s.arch = Arch::Llama;
+    s.n_embd = 2048, s.n_layers = 16, s.n_heads = 32, s.n_kv_heads = 8, s.head_dim = 64;
+    s.n_ff = 8192, s.n_vocab = 128256, s.n_ctx = 131072, s.rope_base = 500000.0f;
+    s.norm_eps = 1e-5f, s.tied_embeddings = true, s.vocab = VocabKind::Gpt2Qwen2;
+    s.rope_freqs = true, s.rope_scaling_factor = 32.0f, s.rope_orig_ctx = 8192;
+  } else if (preset == "qwen3-0.6b") {
+    s.name = "Qwen3-0.6B (synthetic)";
+    s.arch = Arch::Qwen3;
+    s.n_embd = 1024, s.n_layers = 28, s.n_heads = 16, s.n_kv_heads = 8, s.head_dim = 128;
+    s.n_ff = 3072, s.n_vocab = 151936, s.n_ctx = 40960, s.rope_base = 1000000.0f;
+    s.norm_eps = 1e-6f, s.tied_embeddings = true, s.vocab = VocabKind::Gpt2Qwen2;
+  } else if (preset == "phi3-mini") {
+    s.name = "Phi-3-mini-4k (synthetic)";
+    s.arch = Arch::Phi3;
+    s.n_embd = 3072, s.n_layers = 32, s.n_heads = 32, s.n_kv_heads = 32, s.n_ff = 8192;
+    s.n_vocab = 32064, s.n_ctx = 4096, s.rope_base = 10000.0f, s.norm_eps = 1e-5f;
+    s.tied_embeddings = false, s.vocab = VocabKind::SentencePiecePhi3;
   } else if (preset == "qwen2.5-0.5b") {
     s.name = "Qwen2.5-0.5B (synthetic)";
     s.arch = Arch::Qwen2;
@@ -110,6 +151,18 @@ SynthSpec synth_preset(std::string_view preset) {
     s.tied_embeddings = true, s.vocab = VocabKind::SentencePiece;
   } else if (preset == "tiny") {
     s = tiny_base("tiny llama (synthetic)", Arch::Llama);
+  } else if (preset == "tiny-llama3") {
+    // Original context 64, so the RoPE factors span all three regimes over 32 pairs.
+    s = tiny_base("tiny llama3 (synthetic)", Arch::Llama);
+    s.rope_base = 500000.0f, s.rope_freqs = true, s.rope_scaling_factor = 8.0f;
+    s.rope_orig_ctx = 64, s.tied_embeddings = true, s.vocab = VocabKind::Gpt2Qwen2;
+  } else if (preset == "tiny-qwen3") {
+    s = tiny_base("tiny qwen3 (synthetic)", Arch::Qwen3);
+    s.head_dim = 64, s.n_ff = 384, s.n_vocab = 1000, s.n_ctx = 1024, s.rope_base = 1000000.0f;
+    s.norm_eps = 1e-6f, s.tied_embeddings = true, s.vocab = VocabKind::Gpt2Qwen2;
+  } else if (preset == "tiny-phi3") {
+    s = tiny_base("tiny phi3 (synthetic)", Arch::Phi3);
+    s.n_kv_heads = 4, s.n_ff = 256, s.vocab = VocabKind::SentencePiecePhi3;
   } else if (preset == "tiny-qwen2") {
     s = tiny_base("tiny qwen2 (synthetic)", Arch::Qwen2);
     s.n_ff = 384, s.n_vocab = 1000, s.n_ctx = 1024, s.rope_base = 1000000.0f, s.norm_eps = 1e-6f;
@@ -129,7 +182,9 @@ SynthSpec synth_preset(std::string_view preset) {
 }
 
 std::vector<std::string_view> synth_preset_names() {
-  return {"tinyllama-1.1b", "qwen2.5-0.5b", "gemma3-1b", "tiny", "tiny-qwen2", "tiny-gemma3"};
+  return {"tinyllama-1.1b", "llama3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b",
+          "gemma3-1b",      "phi3-mini",   "tiny",         "tiny-llama3",
+          "tiny-qwen2",     "tiny-qwen3",  "tiny-gemma3",  "tiny-phi3"};
 }
 
 namespace {
@@ -241,7 +296,14 @@ void add_synthetic_model(GgufWriter& w, const SynthSpec& spec_in, const GgufFile
     w.set_u32(key("attention.key_length"), u32(head_dim));
     w.set_u32(key("attention.value_length"), u32(head_dim));
   }
-  if (s.arch == Arch::Llama) w.set_u32(key("rope.dimension_count"), u32(head_dim));
+  if (s.arch == Arch::Llama || s.arch == Arch::Phi3) {
+    w.set_u32(key("rope.dimension_count"), u32(head_dim));
+  }
+  if (s.arch == Arch::Phi3) {
+    // As llama.cpp's converter writes Phi-3-mini-4k (the window llama.cpp then disables).
+    w.set_u32(key("attention.sliding_window"), 2047);
+    w.set_u32(key("rope.scaling.original_context_length"), u32(s.n_ctx));
+  }
   if (s.arch == Arch::Gemma3) {
     w.set_u32(key("attention.sliding_window"), u32(s.sliding_window));
     w.set_f32(key("rope.freq_base_swa"), s.rope_base_local);
@@ -271,18 +333,32 @@ void add_synthetic_tensors(GgufWriter& w, const SynthSpec& spec) {
   const int64_t kv_dim = s.n_kv_heads * head_dim;
   add_generated(w, std::string(tn::kTokenEmbd), s.type, {s.n_embd, s.n_vocab}, Init::Matmul,
                 s.seed);
+  if (s.rope_freqs) {
+    const std::vector<float> f =
+        synth::llama3_rope_factors(head_dim, s.rope_base, s.rope_scaling_factor, s.rope_orig_ctx);
+    std::vector<std::byte> bytes(f.size() * sizeof(float));
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    w.add_tensor(std::string(tn::kRopeFreqs), f32, {head_dim / 2}, std::move(bytes));
+  }
+  const bool phi3 = s.arch == Arch::Phi3;
+  const bool qk_norm = s.arch == Arch::Gemma3 || s.arch == Arch::Qwen3;
   for (int64_t il = 0; il < s.n_layers; ++il) {
     auto blk = [&](std::string_view suffix) { return tn::blk(il, suffix); };
     add_generated(w, blk("attn_norm.weight"), f32, {s.n_embd}, Init::Norm, s.seed);
-    add_generated(w, blk("attn_q.weight"), s.type, {s.n_embd, q_dim}, Init::Matmul, s.seed);
-    add_generated(w, blk("attn_k.weight"), s.type, {s.n_embd, kv_dim}, Init::Matmul, s.seed);
-    add_generated(w, blk("attn_v.weight"), s.type, {s.n_embd, kv_dim}, Init::Matmul, s.seed);
+    if (phi3) {
+      add_generated(w, blk("attn_qkv.weight"), s.type, {s.n_embd, q_dim + 2 * kv_dim}, Init::Matmul,
+                    s.seed);
+    } else {
+      add_generated(w, blk("attn_q.weight"), s.type, {s.n_embd, q_dim}, Init::Matmul, s.seed);
+      add_generated(w, blk("attn_k.weight"), s.type, {s.n_embd, kv_dim}, Init::Matmul, s.seed);
+      add_generated(w, blk("attn_v.weight"), s.type, {s.n_embd, kv_dim}, Init::Matmul, s.seed);
+    }
     if (s.qkv_bias) {
       add_generated(w, blk("attn_q.bias"), f32, {q_dim}, Init::Bias, s.seed);
       add_generated(w, blk("attn_k.bias"), f32, {kv_dim}, Init::Bias, s.seed);
       add_generated(w, blk("attn_v.bias"), f32, {kv_dim}, Init::Bias, s.seed);
     }
-    if (s.arch == Arch::Gemma3) {
+    if (qk_norm) {
       add_generated(w, blk("attn_q_norm.weight"), f32, {head_dim}, Init::Norm, s.seed);
       add_generated(w, blk("attn_k_norm.weight"), f32, {head_dim}, Init::Norm, s.seed);
     }
@@ -291,8 +367,12 @@ void add_synthetic_tensors(GgufWriter& w, const SynthSpec& spec) {
       add_generated(w, blk("post_attention_norm.weight"), f32, {s.n_embd}, Init::Norm, s.seed);
     }
     add_generated(w, blk("ffn_norm.weight"), f32, {s.n_embd}, Init::Norm, s.seed);
-    add_generated(w, blk("ffn_gate.weight"), s.type, {s.n_embd, s.n_ff}, Init::Matmul, s.seed);
-    add_generated(w, blk("ffn_up.weight"), s.type, {s.n_embd, s.n_ff}, Init::Matmul, s.seed);
+    if (phi3) {
+      add_generated(w, blk("ffn_up.weight"), s.type, {s.n_embd, 2 * s.n_ff}, Init::Matmul, s.seed);
+    } else {
+      add_generated(w, blk("ffn_gate.weight"), s.type, {s.n_embd, s.n_ff}, Init::Matmul, s.seed);
+      add_generated(w, blk("ffn_up.weight"), s.type, {s.n_embd, s.n_ff}, Init::Matmul, s.seed);
+    }
     add_generated(w, blk("ffn_down.weight"), s.type, {s.n_ff, s.n_embd}, Init::Matmul, s.seed);
     if (s.arch == Arch::Gemma3) {
       add_generated(w, blk("post_ffw_norm.weight"), f32, {s.n_embd}, Init::Norm, s.seed);

@@ -37,6 +37,11 @@ struct SynthSpec {
   float norm_eps = 1e-5f;
   bool tied_embeddings = false;  // no output.weight
   bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2: always)
+  // llama3 RoPE scaling: a rope_freqs.weight tensor with the factors llama.cpp's converter
+  // computes from (factor, low/high frequency factors 1 and 4, original context).
+  bool rope_freqs = false;
+  float rope_scaling_factor = 32.0f;
+  int64_t rope_orig_ctx = 8192;
   // gemma3 only
   float rope_base_local = 10000.0f;    // written as <arch>.rope.freq_base_swa
   int64_t sliding_window = 0;          // <arch>.attention.sliding_window
@@ -49,8 +54,9 @@ struct SynthSpec {
   int64_t head_size() const noexcept { return head_dim > 0 ? head_dim : n_embd / n_heads; }
 };
 
-// Presets: tinyllama-1.1b, qwen2.5-0.5b, gemma3-1b (real shapes), tiny, tiny-qwen2, tiny-gemma3
-// (a few MB, same structure, for tests). Throws std::invalid_argument listing the names.
+// Presets: tinyllama-1.1b, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, gemma3-1b, phi3-mini (real
+// shapes), tiny, tiny-llama3, tiny-qwen2, tiny-qwen3, tiny-gemma3, tiny-phi3 (a few MB, same
+// structure, for tests). Throws std::invalid_argument listing the names.
 SynthSpec synth_preset(std::string_view preset);
 std::vector<std::string_view> synth_preset_names();
 
@@ -69,6 +75,10 @@ void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& p
 // The generator's building blocks, public so tests can recompute expected values independently.
 namespace synth {
 uint64_t splitmix64(uint64_t x) noexcept;
+// llama3's per-pair RoPE divisors (what the converter writes as rope_freqs.weight): 1 for
+// wavelengths below orig_ctx/4, `factor` above orig_ctx, a smooth blend between.
+std::vector<float> llama3_rope_factors(int64_t head_dim, float base, float factor,
+                                       int64_t orig_ctx);
 // 64-bit FNV-1a of a tensor name.
 uint64_t name_hash(std::string_view name) noexcept;
 // Uniform in [-1, 1) for element k of the tensor keyed by (seed, name).

@@ -113,7 +113,7 @@ std::string capitalized(std::string_view w) {
 // The weighted training words: the way the tokenizer's splitter presents text to the merge step
 // (a leading space, or "▁" for SentencePiece, belongs to the word).
 std::vector<std::pair<std::string, int64_t>> training_corpus(VocabKind kind) {
-  const std::string space = kind == VocabKind::SentencePiece ? kSpmSpace : std::string(" ");
+  const std::string space = kind != VocabKind::Gpt2Qwen2 ? kSpmSpace : std::string(" ");
   std::vector<std::pair<std::string, int64_t>> corpus;
   const std::vector<std::string_view> words = split_words(kWords);
   for (size_t rank = 0; rank < words.size(); ++rank) {
@@ -310,7 +310,7 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
     throw std::invalid_argument("synthetic vocabulary: n_vocab " + std::to_string(n_vocab) +
                                 " outside [" + std::to_string(kMinSyntheticVocab) + ", 2^31-1]");
   }
-  const bool spm = kind == VocabKind::SentencePiece;
+  const bool spm = kind != VocabKind::Gpt2Qwen2;
   const std::string space = spm ? kSpmSpace : std::string(" ");
   Vocab v;
   v.model = spm ? "llama" : "gpt2";
@@ -344,7 +344,8 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
     for (unsigned b : order)
       add(gpt2_map(std::string(1, static_cast<char>(b))), 0, TokenType::Normal);
   }
-  const size_t n_specials_at_end = spm ? 0 : 3;
+  const bool phi3 = kind == VocabKind::SentencePiecePhi3;
+  const size_t n_specials_at_end = spm ? (phi3 ? 2 : 0) : 3;
 
   // Single characters: byte-level BPE has them all as byte tokens. SentencePiece gets the most
   // frequent characters of the word list, then the rest of printable ASCII, as tokens of their
@@ -412,6 +413,10 @@ Vocab make_synthetic_vocab(VocabKind kind, int64_t n_vocab, uint64_t seed) {
   if (spm) {
     v.bos_id = 1, v.eos_id = 2, v.unk_id = 0;
     v.add_bos = true, v.add_eos = false;
+    if (phi3) {
+      add("<|endoftext|>", 0, TokenType::Control);
+      add("<|end|>", 0, TokenType::Control);
+    }
   } else {
     const auto first_special = static_cast<int64_t>(v.tokens.size());
     add("<|endoftext|>", 0, TokenType::Control);

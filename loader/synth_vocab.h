@@ -22,7 +22,9 @@ class GgufWriter;
 class GgufFile;
 struct Vocab;
 
-enum class VocabKind { SentencePiece, Gpt2Qwen2 };
+// SentencePiecePhi3: SentencePiece plus Phi-3's <|endoftext|> and <|end|> control tokens at the
+// end (llama.cpp's loader looks <|endoftext|> up by name in any model named phi-3).
+enum class VocabKind { SentencePiece, Gpt2Qwen2, SentencePiecePhi3 };
 
 // Smallest n_vocab a synthetic vocabulary can have (specials + 256 byte tokens + a few pieces).
 inline constexpr int64_t kMinSyntheticVocab = 300;

@@ -88,8 +88,9 @@ void check_rope(std::span<float> x, int n_heads, const RopeParams& p) {
 // theta_i = pos * freq_scale * base^(-2i/n_rot), in double: at positions ~1e5 a float theta
 // would already be off by ~1e-2 rad.
 double rope_theta(int64_t pos, int i, const RopeParams& p) {
-  return static_cast<double>(pos) * p.freq_scale *
-         std::pow(static_cast<double>(p.base), -2.0 * i / p.n_rot);
+  const double theta = static_cast<double>(pos) * p.freq_scale *
+                       std::pow(static_cast<double>(p.base), -2.0 * i / p.n_rot);
+  return p.freq_factors ? theta / p.freq_factors[i] : theta;
 }
 
 // The two elements pair i of a head rotates together, per layout.
@@ -135,8 +136,9 @@ void rope_ref(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p)
       const double theta = rope_theta(pos, i, p);
       const auto [a, b] = rope_pair(i, p);
       const double x0 = head[a], x1 = head[b];
-      head[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-      head[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+      const double c = std::cos(theta) * p.mscale, sn = std::sin(theta) * p.mscale;
+      head[a] = static_cast<float>(x0 * c - x1 * sn);
+      head[b] = static_cast<float>(x0 * sn + x1 * c);
     }
   }
 }
@@ -153,8 +155,8 @@ void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p) {
     const int i1 = std::min(half, i0 + kBlock);
     for (int i = i0; i < i1; ++i) {
       const double theta = rope_theta(pos, i, p);
-      cos_t[i - i0] = static_cast<float>(std::cos(theta));
-      sin_t[i - i0] = static_cast<float>(std::sin(theta));
+      cos_t[i - i0] = static_cast<float>(std::cos(theta) * p.mscale);
+      sin_t[i - i0] = static_cast<float>(std::sin(theta) * p.mscale);
     }
     for (int h = 0; h < n_heads; ++h) {
       float* head = x.data() + static_cast<size_t>(h) * p.head_dim;

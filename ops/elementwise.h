@@ -26,6 +26,10 @@ struct RopeParams {
   float base = 10000.0f;    // theta_i = pos * base^(-2i/n_rot) * freq_scale
   float freq_scale = 1.0f;  // 1/linear scaling factor
   RopeLayout layout = RopeLayout::Normal;
+  // Per-pair frequency divisors (n_rot/2 floats: llama3's rope_freqs.weight, phi3's LongRoPE
+  // rope_factors_*): theta_i is divided by freq_factors[i]. nullptr: all 1.
+  const float* freq_factors = nullptr;
+  float mscale = 1.0f;  // cos and sin are scaled by this (LongRoPE's attention factor)
 };
 
 // Rotates n_heads heads of head_dim floats each, in place, for position pos.

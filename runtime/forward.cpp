@@ -57,7 +57,7 @@ void add_bias(std::span<float> y, std::span<const float> bias, int64_t n) {
 }  // namespace
 
 void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32_t> tokens,
-             int64_t pos0, bool want_logits, const ops::Parallel& par, Recorder& rec) {
+             int64_t pos0, int64_t n_logits, const ops::Parallel& par, Recorder& rec) {
   const loader::ModelConfig& c = model.config();
   const loader::Weights& w = model.weights();
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -66,6 +66,11 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
                                 std::to_string(pos0) + " does not fit (max batch " +
                                 std::to_string(s.max_batch) + ", context " +
                                 std::to_string(kv.capacity()) + ")");
+  }
+  if (n_logits < 0 || n_logits > n || n_logits > s.max_logits) {
+    throw std::invalid_argument("forward: logits of " + std::to_string(n_logits) +
+                                " tokens asked of a batch of " + std::to_string(n) + " (at most " +
+                                std::to_string(s.max_logits) + " logit rows)");
   }
   for (int32_t id : tokens) {
     if (id < 0 || id >= c.n_vocab) {
@@ -90,6 +95,8 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
   const std::span<float> k = rows(s.k, kv_dim), v = rows(s.v, kv_dim);
   const std::span<float> gate = rows(s.gate, ff), up = rows(s.up, ff), hb = rows(s.hb, ff);
   const int li = -1;  // layer index of ops outside the blocks
+  // RoPE frequency factors (llama3 rope_freqs, phi3 LongRoPE for this context), or none.
+  const float* rope_factors = w.rope_factors(c, kv.capacity());
 
   // Embedding: x[t] = token_embd[tokens[t]]   (gemma3: times sqrt(n_embd))
   {
@@ -114,7 +121,9 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
                              .n_rot = static_cast<int>(head_dim),
                              .base = swa ? c.rope_base_local : c.rope_base,
                              .freq_scale = swa ? 1.0f : 1.0f / c.rope_scale,
-                             .layout = c.rope_layout};
+                             .layout = c.rope_layout,
+                             .freq_factors = swa ? nullptr : rope_factors,
+                             .mscale = c.rope_attn_factor};
 
     // attn_norm: xb = rmsnorm(x) * attn_norm
     {
@@ -134,7 +143,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
         add_bias(v, L.bv, n);
       }
     }
-    // qk_norm (gemma3): every head of q and k = rmsnorm(head) * q_norm / k_norm
+    // qk_norm (gemma3, qwen3): every head of q and k = rmsnorm(head) * q_norm / k_norm
     if (c.qk_norm) {
       auto op = rec.op({.name = "qk_norm", .layer = layer, .kind = OpKind::Norm});
       for_each_token(par, n, [&](int64_t t) {
@@ -228,21 +237,25 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     }
   }
 
-  if (!want_logits) return;
-  // output_norm: the last token only; xb row 0 is free scratch now
-  const std::span<float> last = row(xb, dim, 0);
+  if (n_logits == 0) return;
+  // output_norm: the last n_logits tokens, into xb rows [0, n_logits) (free scratch now)
+  const int64_t first = n - n_logits;
+  const std::span<float> last = xb.subspan(0, static_cast<size_t>(n_logits * dim));
   {
     auto op = rec.op({.name = "output_norm", .layer = li, .kind = OpKind::Norm});
-    ops::rmsnorm(row(x, dim, n - 1), w.output_norm, eps, last);
+    for (int64_t t = 0; t < n_logits; ++t) {
+      ops::rmsnorm(row(x, dim, first + t), w.output_norm, eps, row(last, dim, t));
+    }
   }
   // output: logits = last W_out^T   (tied models: W_out is token_embd)   [soft-capped if asked]
   {
-    const ops::MatmulOutput outs[] = {{w.output, std::span<float>(s.logits)}};
-    auto op = rec.op(matmul_info("output", li, outs, 1));
-    ops::matmul(outs, last, 1, s.packed, par, isa);
+    const std::span<float> logits(s.logits.data(), static_cast<size_t>(n_logits * c.n_vocab));
+    const ops::MatmulOutput outs[] = {{w.output, logits}};
+    auto op = rec.op(matmul_info("output", li, outs, n_logits));
+    ops::matmul(outs, last, n_logits, s.packed, par, isa);
     if (c.final_logit_softcap > 0.0f) {
       const float cap = c.final_logit_softcap;
-      for (float& l : s.logits) l = cap * std::tanh(l / cap);
+      for (float& l : logits) l = cap * std::tanh(l / cap);
     }
   }
 }

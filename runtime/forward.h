@@ -12,10 +12,12 @@
 namespace pacer::runtime {
 
 // Runs tokens at positions [pos0, pos0 + tokens.size()) through every layer, appending their K
-// and V to the cache. With want_logits, state.logits holds the last token's logits afterwards.
-// tokens.size() <= state.max_batch, pos0 + tokens.size() <= kv.capacity(), ids < n_vocab
-// (std::invalid_argument otherwise). Every op is bracketed by `rec` (inert when recording is off).
+// and V to the cache. Afterwards state.logits holds the logits of the batch's last n_logits
+// tokens, row by row (n_vocab floats each; 1: the last token only, as generation needs; 0: none).
+// tokens.size() <= state.max_batch, pos0 + tokens.size() <= kv.capacity(), ids < n_vocab,
+// n_logits <= min(tokens.size(), state.max_logits) (std::invalid_argument otherwise). Every op is
+// bracketed by `rec` (inert when recording is off).
 void forward(const Model& model, KvCache& kv, RunState& state, std::span<const int32_t> tokens,
-             int64_t pos0, bool want_logits, const ops::Parallel& par, Recorder& rec);
+             int64_t pos0, int64_t n_logits, const ops::Parallel& par, Recorder& rec);
 
 }  // namespace pacer::runtime

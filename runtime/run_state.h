@@ -1,6 +1,7 @@
 #pragma once
 // Activation buffers of the forward pass, sized once for the largest batch a session runs
 // (prefill tokens per step; decode uses row 0 only). Reused every step: decode allocates nothing.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -12,8 +13,11 @@
 namespace pacer::runtime {
 
 struct RunState {
-  RunState(const loader::ModelConfig& c, int64_t max_batch)
+  // max_logits: logit rows one forward pass can return (1 for generation; perplexity asks for
+  // every scored position of a batch).
+  RunState(const loader::ModelConfig& c, int64_t max_batch, int64_t max_logits = 1)
       : max_batch(max_batch),
+        max_logits(std::clamp<int64_t>(max_logits, 1, max_batch)),
         x(static_cast<size_t>(max_batch * c.n_embd)),
         xb(x.size()),
         q(static_cast<size_t>(max_batch * c.n_heads * c.head_dim)),
@@ -24,28 +28,30 @@ struct RunState {
         gate(static_cast<size_t>(max_batch * c.n_ff)),
         up(gate.size()),
         hb(gate.size()),
-        logits(static_cast<size_t>(c.n_vocab)) {}
+        logits(static_cast<size_t>(this->max_logits * c.n_vocab)) {}
 
   // Bytes these buffers take (for the session's memory check), before allocating them.
-  static int64_t bytes(const loader::ModelConfig& c, int64_t max_batch) {
+  static int64_t bytes(const loader::ModelConfig& c, int64_t max_batch, int64_t max_logits = 1) {
     const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
     return static_cast<int64_t>(sizeof(float)) *
-           (max_batch * (3 * c.n_embd + 2 * q_dim + 2 * kv_dim + 3 * c.n_ff) + c.n_vocab);
+           (max_batch * (3 * c.n_embd + 2 * q_dim + 2 * kv_dim + 3 * c.n_ff) +
+            std::clamp<int64_t>(max_logits, 1, max_batch) * c.n_vocab);
   }
 
   int64_t max_batch;
-  std::vector<float> x;       // (batch, n_embd) residual stream
-  std::vector<float> xb;      // (batch, n_embd) normed residual: input of QKV and gate/up
-  std::vector<float> q;       // (batch, n_heads*head_dim) queries
-  std::vector<float> k;       // (batch, n_kv_heads*head_dim) keys of this batch
-  std::vector<float> v;       // (batch, n_kv_heads*head_dim) values of this batch
-  std::vector<float> att;     // (batch, n_heads*head_dim) attention output, input of Wo
-  std::vector<float> proj;    // (batch, n_embd) Wo / W_down output, added to the residual
-  std::vector<float> gate;    // (batch, n_ff)
-  std::vector<float> up;      // (batch, n_ff)
-  std::vector<float> hb;      // (batch, n_ff) act(gate) * up, input of W_down
-  std::vector<float> logits;  // (n_vocab) of the batch's last token
-  ops::PackedActivations packed;  // quantized matmul input, reused by every matmul
+  int64_t max_logits;
+  std::vector<float> x;              // (batch, n_embd) residual stream
+  std::vector<float> xb;             // (batch, n_embd) normed residual: input of QKV and gate/up
+  std::vector<float> q;              // (batch, n_heads*head_dim) queries
+  std::vector<float> k;              // (batch, n_kv_heads*head_dim) keys of this batch
+  std::vector<float> v;              // (batch, n_kv_heads*head_dim) values of this batch
+  std::vector<float> att;            // (batch, n_heads*head_dim) attention output, input of Wo
+  std::vector<float> proj;           // (batch, n_embd) Wo / W_down output, added to the residual
+  std::vector<float> gate;           // (batch, n_ff)
+  std::vector<float> up;             // (batch, n_ff)
+  std::vector<float> hb;             // (batch, n_ff) act(gate) * up, input of W_down
+  std::vector<float> logits;         // (max_logits, n_vocab): the batch's last tokens' logits
+  ops::PackedActivations packed;     // quantized matmul input, reused by every matmul
   ops::Isa isa = ops::detect_isa();  // chosen once: CPUID traps to the hypervisor in a VM
 };
 

@@ -114,9 +114,11 @@ Session::Session(const Model& model, SessionOptions opts)
           RunState::bytes(
               model.config(),
               std::clamp<int64_t>(opts_.max_batch, 1,
-                                  opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()))),
+                                  opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
+              opts_.max_logits),
           opts_.mem_available),
-      state_(model.config(), std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity())),
+      state_(model.config(), std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()),
+             opts_.max_logits),
       sampler_(opts_.sampler),
       rec_(opts_.recorder ? opts_.recorder : &off_) {
   if (rec_->enabled()) executor_->set_observer(rec_);
@@ -140,7 +142,38 @@ std::span<const float> Session::run(std::span<const int32_t> tokens) {
             n_past_, off + len == n, *executor_, *rec_);
     n_past_ += len;
   }
-  return state_.logits;
+  return last_logits();
+}
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens, int64_t n_logits,
+                                     const LogitsConsumer& consume) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || n > state_.max_batch) {
+    throw std::invalid_argument(
+        fmt::format("eval: a batch of {} tokens (1 to {} per pass)", n, state_.max_batch));
+  }
+  if (n_past_ + n > kv_.capacity()) {
+    throw std::length_error(
+        fmt::format("{} tokens at position {} exceed the context of {} positions (-c)", n, n_past_,
+                    kv_.capacity()));
+  }
+  rec_->begin_step(Phase::Prefill, step_);
+  forward(model_, kv_, state_, tokens, n_past_, n_logits, *executor_, *rec_);
+  n_past_ += n;
+  const std::span<const float> logits(state_.logits.data(),
+                                      static_cast<size_t>(n_logits * model_.config().n_vocab));
+  if (consume) {
+    auto op = rec_->op({.name = "score", .kind = OpKind::Other});
+    consume(logits, *executor_);
+  }
+  StepInfo info;
+  info.phase = Phase::Prefill;
+  info.step = step_;
+  info.n_past = n_past_;
+  info.n_tokens = n;
+  rec_->end_step(info);
+  ++step_;
+  return logits;
 }
 
 std::span<const float> Session::prefill(std::span<const int32_t> tokens) {
@@ -151,36 +184,11 @@ std::span<const float> Session::decode(int32_t token) {
   return run(std::span<const int32_t>(&token, 1));
 }
 
-Generation Session::generate(std::string_view prompt, const GenerateOptions& opts,
-                             const TextCallback& on_text) {
-  const loader::Tokenizer& tok = model_.tokenizer();
+void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, int64_t n_predict) {
   const loader::ModelConfig& cfg = model_.config();
-  Generation g;
-  Timings& tm = g.timings;
-  tm.load_ms = model_.load_ms();
-  const auto t_start = Clock::now();
-  reset();
-  step_ = 0;
-
-  // Tokenize.
+  if (!rec_->enabled()) return;
   {
-    const auto t0 = Clock::now();
-    auto op = rec_->op({.name = "tokenize", .kind = OpKind::Other});
-    g.prompt_tokens = opts.prompt_tokens.empty()
-                          ? tok.encode(prompt, opts.add_special, opts.parse_special)
-                          : opts.prompt_tokens;
-    tm.tokenize_ms = ms_since(t0);
-  }
-  const int64_t n_prompt = static_cast<int64_t>(g.prompt_tokens.size());
-  tm.n_prompt = n_prompt;
-  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty (no tokens to prefill)");
-  if (n_prompt > kv_.capacity()) {
-    throw std::length_error(fmt::format("the prompt has {} tokens but the context holds {} (-c)",
-                                        n_prompt, kv_.capacity()));
-  }
-
-  if (rec_->enabled()) {
-    nlohmann::json fields = opts.header.is_object() ? opts.header : nlohmann::json::object();
+    nlohmann::json fields = extra.is_object() ? extra : nlohmann::json::object();
     const Topology& topo = executor_->topology();
     int64_t l3 = 0;
     for (const auto& c : topo.caches) {
@@ -209,7 +217,7 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
                      {"ctx", kv_.capacity()},
                      {"max_batch", state_.max_batch},
                      {"n_prompt", n_prompt},
-                     {"n_predict", opts.n_predict},
+                     {"n_predict", n_predict},
                      {"seed", sp.seed},
                      {"temperature", sp.temperature},
                      {"top_k", sp.top_k},
@@ -226,9 +234,43 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
                                   {"cores", topo.cores.size()},
                                   {"pus", topo.pu_count()},
                                   {"l3_bytes", l3}};
-    fields["load_ms"] = round1(tm.load_ms);
+    fields["load_ms"] = round1(model_.load_ms());
     rec_->write_header(fields);
   }
+}
+
+void Session::write_log_footer(const nlohmann::json& fields) {
+  if (rec_->enabled()) rec_->write_footer(fields);
+}
+
+Generation Session::generate(std::string_view prompt, const GenerateOptions& opts,
+                             const TextCallback& on_text) {
+  const loader::Tokenizer& tok = model_.tokenizer();
+  Generation g;
+  Timings& tm = g.timings;
+  tm.load_ms = model_.load_ms();
+  const auto t_start = Clock::now();
+  reset();
+  step_ = 0;
+
+  // Tokenize.
+  {
+    const auto t0 = Clock::now();
+    auto op = rec_->op({.name = "tokenize", .kind = OpKind::Other});
+    g.prompt_tokens = opts.prompt_tokens.empty()
+                          ? tok.encode(prompt, opts.add_special, opts.parse_special)
+                          : opts.prompt_tokens;
+    tm.tokenize_ms = ms_since(t0);
+  }
+  const int64_t n_prompt = static_cast<int64_t>(g.prompt_tokens.size());
+  tm.n_prompt = n_prompt;
+  if (n_prompt == 0) throw std::invalid_argument("the prompt is empty (no tokens to prefill)");
+  if (n_prompt > kv_.capacity()) {
+    throw std::length_error(fmt::format("the prompt has {} tokens but the context holds {} (-c)",
+                                        n_prompt, kv_.capacity()));
+  }
+
+  write_log_header(opts.header, n_prompt, opts.n_predict);
 
   std::vector<int32_t> history = g.prompt_tokens;
   TextStream stream(opts.stop);
@@ -246,7 +288,7 @@ Generation Session::generate(std::string_view prompt, const GenerateOptions& opt
     auto op = rec_->op({.name = "sample", .kind = OpKind::Sample});
     // The sampler edits the logits in place (penalties, temperature): they are scratch until the
     // next forward pass overwrites them.
-    return sampler_.sample(state_.logits, history);
+    return sampler_.sample(last_logits(), history);
   };
 
   // Prefill: the prompt in batches of max_batch tokens, one step each; the last batch's logits

@@ -22,34 +22,35 @@
 namespace pacer::runtime {
 
 struct SessionOptions {
-  int64_t ctx = -1;       // KV cache positions; -1: min(4096, the model's training context)
-  int threads = -1;       // -1: one per allowed physical core (or the pin list's length)
-  PinSpec pin;            // default none
+  int64_t ctx = -1;  // KV cache positions; -1: min(4096, the model's training context)
+  int threads = -1;  // -1: one per allowed physical core (or the pin list's length)
+  PinSpec pin;       // default none
   ops::SamplerParams sampler;
   ops::WeightType kv_type = ops::WeightType::F16;  // F16 or F32
   int64_t max_batch = 512;  // prompt tokens per prefill step (longer prompts take several steps)
+  int64_t max_logits = 1;   // logit rows eval() can return per batch (perplexity: the batch)
   Recorder* recorder = nullptr;  // nullptr: no recording
   int64_t mem_available = -1;    // memory check against this instead of MemAvailable (tests)
 };
 
 struct GenerateOptions {
-  int64_t n_predict = 128;             // tokens to generate at most (< 0: until EOS or ctx full)
-  std::vector<std::string> stop;       // stop strings (not printed)
-  bool add_special = true;             // BOS/EOS as the vocabulary asks
-  bool parse_special = false;          // "<|im_start|>" in the prompt becomes a control token
-  bool ignore_eos = false;             // keep going past end-of-generation tokens
-  nlohmann::json header;               // extra event-log header fields (command, argv, ...)
+  int64_t n_predict = 128;        // tokens to generate at most (< 0: until EOS or ctx full)
+  std::vector<std::string> stop;  // stop strings (not printed)
+  bool add_special = true;        // BOS/EOS as the vocabulary asks
+  bool parse_special = false;     // "<|im_start|>" in the prompt becomes a control token
+  bool ignore_eos = false;        // keep going past end-of-generation tokens
+  nlohmann::json header;          // extra event-log header fields (command, argv, ...)
   // When not empty: the prompt as token ids (the text argument is ignored and not tokenized).
   // `pacer bench` feeds random ids this way, as llama-bench does.
   std::vector<int32_t> prompt_tokens;
 };
 
 struct Timings {
-  double load_ms = 0;       // model load (mmap, parse, bind)
+  double load_ms = 0;  // model load (mmap, parse, bind)
   double tokenize_ms = 0;
-  double ttft_ms = 0;       // generate() start to first generated token (tokenize + prefill + sample)
-  double prefill_ms = 0;    // prompt forward passes
-  double decode_ms = 0;     // decode steps (forward + sample)
+  double ttft_ms = 0;     // generate() start to first generated token (tokenize + prefill + sample)
+  double prefill_ms = 0;  // prompt forward passes
+  double decode_ms = 0;   // decode steps (forward + sample)
   double detokenize_ms = 0;
   double wall_ms = 0;
   int64_t n_prompt = 0;
@@ -57,9 +58,7 @@ struct Timings {
   int64_t n_decode_steps = 0;
   int64_t peak_rss_kb = 0;  // getrusage ru_maxrss at the end
   double prefill_tok_s() const { return prefill_ms > 0 ? n_prompt * 1000.0 / prefill_ms : 0; }
-  double decode_tok_s() const {
-    return decode_ms > 0 ? n_decode_steps * 1000.0 / decode_ms : 0;
-  }
+  double decode_tok_s() const { return decode_ms > 0 ? n_decode_steps * 1000.0 / decode_ms : 0; }
 };
 
 struct Generation {
@@ -86,6 +85,18 @@ class Session {
   // a decode step) and return the last token's logits (valid until the next call).
   std::span<const float> prefill(std::span<const int32_t> tokens);
   std::span<const float> decode(int32_t token);
+  // One forward pass of a batch (<= max_batch tokens) at the current position, recorded as one
+  // prefill step: returns the logits of its last n_logits tokens (n_logits * n_vocab floats, row
+  // by row; n_logits <= max_logits), valid until the next call. `consume`, when given, runs on
+  // those logits inside the step as an op named "score" with the session's workers (so a
+  // perplexity run's scoring shows in its profile).
+  using LogitsConsumer = std::function<void(std::span<const float>, const ops::Parallel&)>;
+  std::span<const float> eval(std::span<const int32_t> tokens, int64_t n_logits,
+                              const LogitsConsumer& consume = nullptr);
+  // Event-log header (model, run, host facts) and footer for callers that drive eval() themselves
+  // (perplexity); generate() writes its own. No-ops when recording is off.
+  void write_log_header(const nlohmann::json& extra, int64_t n_prompt, int64_t n_predict);
+  void write_log_footer(const nlohmann::json& fields);
   void reset() noexcept { n_past_ = 0; }  // forget the cached positions
   int64_t n_past() const noexcept { return n_past_; }
   int64_t ctx() const noexcept { return kv_.capacity(); }
@@ -101,6 +112,9 @@ class Session {
 
  private:
   std::span<const float> run(std::span<const int32_t> tokens);
+  std::span<float> last_logits() noexcept {
+    return {state_.logits.data(), static_cast<size_t>(model_.config().n_vocab)};
+  }
 
   const Model& model_;
   SessionOptions opts_;
@@ -108,10 +122,10 @@ class Session {
   KvCache kv_;
   RunState state_;
   ops::Sampler sampler_;
-  Recorder off_;       // inert recorder used when none was given
+  Recorder off_;  // inert recorder used when none was given
   Recorder* rec_;
   int64_t n_past_ = 0;
-  int64_t step_ = 0;   // recorder step counter
+  int64_t step_ = 0;  // recorder step counter
 };
 
 // Default context for a model: min(4096, n_ctx_train).
@@ -125,8 +139,8 @@ class TextStream {
   // Appends a token's bytes; returns true when a stop string completed (text() is then cut
   // before it). ready() gives the bytes safe to print now.
   bool push(std::string_view piece);
-  std::string take_ready();            // printable bytes not yet taken
-  std::string flush();                 // at the end: everything not yet taken
+  std::string take_ready();  // printable bytes not yet taken
+  std::string flush();       // at the end: everything not yet taken
   const std::string& text() const noexcept { return text_; }
 
  private:

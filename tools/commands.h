@@ -13,5 +13,6 @@ void add_report_command(CLI::App& app);    // report
 void add_compare_command(CLI::App& app);   // compare
 void add_trace_command(CLI::App& app);     // trace
 void add_bench_command(CLI::App& app);     // bench
+void add_perplexity_command(CLI::App& app);  // perplexity
 
 }  // namespace pacer::tools

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   pacer::tools::add_compare_command(app);
   pacer::tools::add_trace_command(app);
   pacer::tools::add_bench_command(app);
+  pacer::tools::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

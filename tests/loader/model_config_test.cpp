@@ -198,7 +198,7 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
   expect_load_error(*with_kv("llama.block_count", GgufMetaValue::u32(3)), "blk.2.attn_norm.weight");
   expect_load_error(*with_kv("llama.embedding_length", GgufMetaValue::string("x")),
                     "llama.embedding_length");
-  expect_load_error(*with_kv("llama.rope.scaling.type", GgufMetaValue::string("longrope")),
+  expect_load_error(*with_kv("llama.rope.scaling.type", GgufMetaValue::string("dynamic")),
                     "llama.rope.scaling.type");
   expect_load_error(*with_kv("llama.rope.dimension_count", GgufMetaValue::u32(16)),
                     "llama.rope.dimension_count");
@@ -214,6 +214,79 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
   expect_load_error(*with_kv("llama.attention.head_count",
                              GgufMetaValue::array<int32_t>(std::vector<int32_t>{4, 8})),
                     "llama.attention.head_count");
+}
+
+TEST(ModelConfig, TinyQwen3NormalisesQkPerHeadWithoutBiases) {
+  auto m = make_model(synth_preset("tiny-qwen3"));
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.arch, Arch::Qwen3);
+  EXPECT_EQ(arch_name(c.arch), "qwen3");
+  EXPECT_EQ(c.rope_layout, ops::RopeLayout::Neox);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias || c.post_norms || c.geglu || c.embed_scale);
+  EXPECT_EQ(c.head_dim, 64);  // attention.key_length, not n_embd / n_heads = 32
+  const Weights w = Weights::bind(m->file, c);
+  EXPECT_EQ(w.layers[0].q_norm.size(), 64u);
+  EXPECT_EQ(w.layers[1].wq.rows, 4 * 64);
+}
+
+TEST(Weights, Phi3FusedTensorsAreBoundAsRowRangesOfTheFile) {
+  SynthSpec s = synth_preset("tiny-phi3");
+  s.type = WeightType::Q8_0;
+  auto m = make_model(s);
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  EXPECT_EQ(c.arch, Arch::Phi3);
+  EXPECT_TRUE(c.fused_qkv && c.fused_gate_up);
+  EXPECT_EQ(c.sliding_window, 0);  // llama.cpp disables phi3's window
+  const Weights w = Weights::bind(m->file, c);
+  const LayerWeights& l = w.layers[1];
+  const std::byte* qkv = m->file.require_tensor("blk.1.attn_qkv.weight").data.data();
+  const int64_t row = 128 / 32 * 34;  // Q8_0 bytes of a 128-wide row
+  EXPECT_EQ(l.wq.data, qkv);
+  EXPECT_EQ(l.wk.data, qkv + 128 * row);          // after q_dim = 4 heads x 32 rows
+  EXPECT_EQ(l.wv.data, qkv + (128 + 128) * row);  // kv_dim = 4 kv heads x 32
+  EXPECT_EQ(l.wq.rows, 128);
+  EXPECT_EQ(l.wk.rows, 128);
+  const std::byte* up = m->file.require_tensor("blk.1.ffn_up.weight").data.data();
+  EXPECT_EQ(l.w_gate.data, up);
+  EXPECT_EQ(l.w_up.data, up + 256 * row);  // gate is the first n_ff = 256 rows
+  EXPECT_EQ(l.w_up.rows, 256);
+  // Every byte of the fused tensors is streamed once per token, as with split ones.
+  const int64_t per_layer =
+      (128 + 2 * 128) * row + 128 * row + 2 * 256 * row + 128 * (256 / 32 * 34);  // qkv o gu d
+  EXPECT_EQ(w.matmul_bytes, 2 * per_layer + 512 * row);
+}
+
+TEST(Weights, Llama3RopeFreqsAreTheConvertersFactors) {
+  auto m = make_model(synth_preset("tiny-llama3"));
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  ASSERT_TRUE(c.rope_freqs);
+  const Weights w = Weights::bind(m->file, c);
+  ASSERT_EQ(w.rope_freqs.size(), 16u);
+  EXPECT_EQ(w.rope_factors(c, 512), w.rope_freqs.data());
+  // head_dim 32, base 5e5, factor 8, original context 64: wavelength 2 pi 5e5^(2i/32) is below
+  // 64/4 for i = 0, 1 (divisor 1), above 64 from i = 3 (divisor 8), and between for i = 2.
+  EXPECT_FLOAT_EQ(w.rope_freqs[0], 1.0f);
+  EXPECT_FLOAT_EQ(w.rope_freqs[1], 1.0f);
+  const double wavelen = 2 * M_PI * std::pow(5e5, 4.0 / 32);
+  const double smooth = (64 / wavelen - 1) / 3;
+  EXPECT_NEAR(w.rope_freqs[2], 1 / ((1 - smooth) / 8 + smooth), 1e-5);
+  for (size_t i = 3; i < 16; ++i) EXPECT_FLOAT_EQ(w.rope_freqs[i], 8.0f) << i;
+  // A zero factor would make every angle infinite: refused, naming the tensor.
+  expect_load_error(*with_tensor_changed(*m, "rope_freqs.weight", WeightType::F32, {16}),
+                    "rope_freqs.weight", true);
+}
+
+TEST(Weights, ATensorTheArchitectureDoesNotUseIsAnError) {
+  auto m = make_model(synth_preset("tiny"));
+  GgufWriter w;
+  w.copy_metadata(m->file);
+  for (const GgufTensor& t : m->file.tensors()) w.add_tensor_view(t.name, t.type, t.ne, t.data);
+  // llama.cpp loads an attn_output bias for llama files; pacer has no such add, so it refuses.
+  w.add_tensor("blk.1.attn_output.bias", WeightType::F32, {128},
+               std::vector<std::byte>(128 * sizeof(float)));
+  const MemModel extra(w.to_bytes());
+  expect_load_error(extra, "blk.1.attn_output.bias", true);
 }
 
 TEST(TensorNames, Blk) {

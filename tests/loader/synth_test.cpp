@@ -81,7 +81,31 @@ TEST(Synth, PresetsHaveThePublishedParameterCountsAndShapes) {
   EXPECT_GT(full.n_kv(), 10u);
   EXPECT_EQ(bare.n_kv(), 0u);
   EXPECT_THROW(synth_preset("llama-7b"), std::invalid_argument);
-  EXPECT_EQ(synth_preset_names().size(), 6u);
+  EXPECT_EQ(synth_preset_names().size(), 12u);
+}
+
+TEST(Synth, NewArchitecturePresetsHaveThePublishedParameterCounts) {
+  // Hugging Face safetensors totals; llama.cpp's converter adds only rope_freqs.weight
+  // (head_dim / 2 = 32 floats) to Llama 3.2.
+  GgufWriter l3, q3, phi;
+  add_synthetic_tensors(l3, synth_preset("llama3.2-1b"));
+  add_synthetic_tensors(q3, synth_preset("qwen3-0.6b"));
+  add_synthetic_tensors(phi, synth_preset("phi3-mini"));
+  EXPECT_EQ(param_count(l3), 1235814400 + 32);
+  EXPECT_EQ(param_count(q3), 596049920);
+  EXPECT_EQ(param_count(phi), 3821079552);
+  bool fused = false;
+  for (const auto& t : phi.tensor_infos()) {
+    if (t.name == "blk.0.attn_qkv.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{3072, 9216}));
+      fused = true;
+    }
+    if (t.name == "blk.0.ffn_up.weight") {
+      EXPECT_EQ(t.ne, (std::vector<int64_t>{3072, 16384}));
+    }
+    EXPECT_NE(t.name, "blk.0.ffn_gate.weight");
+  }
+  EXPECT_TRUE(fused);
 }
 
 struct Mem {

@@ -169,7 +169,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllArchsAllTypes, ForwardVsReference,
-    ::testing::Combine(::testing::Values("tiny", "tiny-qwen2", "tiny-gemma3"),
+    ::testing::Combine(::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3",
+                                         "tiny-gemma3", "tiny-phi3"),
                        ::testing::Values(ops::WeightType::F32, ops::WeightType::F16,
                                          ops::WeightType::BF16, ops::WeightType::Q8_0,
                                          ops::WeightType::Q4_0)),
@@ -213,11 +214,12 @@ TEST_P(ThreadIndependence, SameLogitsForOneTwoAndThreeThreads) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ThreadIndependence,
-                         ::testing::Combine(::testing::Values("tiny", "tiny-qwen2", "tiny-gemma3"),
-                                            ::testing::Values(ops::WeightType::F16,
-                                                              ops::WeightType::Q4_0)),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Archs, ThreadIndependence,
+    ::testing::Combine(::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3",
+                                         "tiny-gemma3", "tiny-phi3"),
+                       ::testing::Values(ops::WeightType::F16, ops::WeightType::Q4_0)),
+    case_name);
 
 }  // namespace
 }  // namespace pacer::runtime

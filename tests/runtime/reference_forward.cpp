@@ -37,12 +37,14 @@ void rmsnorm(std::vector<float>& x, int64_t off, int64_t n, const std::vector<fl
 
 // Rotates each head of x by angle pos * scale * base^(-2i/d) for pair i: the pairs are
 // (2i, 2i + 1) (llama) or (i, i + d/2) (neox: qwen2, gemma3).
+// llama3 divides pair i's angle by divisors[i] (rope_freqs.weight).
 void rope(std::vector<float>& x, int64_t n_heads, int64_t d, int64_t pos, float base, float scale,
-          bool neox) {
+          bool neox, const std::vector<float>& divisors) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* head = x.data() + h * d;
     for (int64_t i = 0; i < d / 2; ++i) {
-      const double theta = double(pos) * scale * std::pow(double(base), -2.0 * i / double(d));
+      double theta = double(pos) * scale * std::pow(double(base), -2.0 * i / double(d));
+      if (!divisors.empty()) theta /= divisors[size_t(i)];
       const double cs = std::cos(theta), sn = std::sin(theta);
       float& a = neox ? head[i] : head[2 * i];
       float& b = neox ? head[i + d / 2] : head[2 * i + 1];
@@ -66,6 +68,14 @@ std::vector<float> ReferenceModel::Matrix::operator*(const std::vector<float>& x
   return y;
 }
 
+ReferenceModel::Matrix ReferenceModel::Matrix::rows_range(int64_t r0, int64_t n) const {
+  Matrix m;
+  m.cols = cols;
+  m.rows = n;
+  m.w.assign(w.begin() + r0 * cols, w.begin() + (r0 + n) * cols);
+  return m;
+}
+
 ReferenceModel::Matrix ReferenceModel::matrix(const loader::GgufFile& f,
                                               const std::string& name) const {
   const loader::GgufTensor& t = f.require_tensor(name);
@@ -80,7 +90,7 @@ ReferenceModel::ReferenceModel(const loader::GgufFile& f, RefOptions opts) : opt
   c_.arch = std::string(f.get_string("general.architecture"));
   const std::string a = c_.arch + ".";
   c_.gemma = c_.arch == "gemma3";
-  c_.neox = c_.arch == "qwen2" || c_.gemma;
+  c_.neox = c_.arch != "llama";  // qwen2, qwen3, gemma3, phi3 rotate the two halves
   c_.n_layers = f.get_int(a + "block_count");
   c_.n_embd = f.get_int(a + "embedding_length");
   c_.n_heads = f.get_int(a + "attention.head_count");
@@ -92,8 +102,8 @@ ReferenceModel::ReferenceModel(const loader::GgufFile& f, RefOptions opts) : opt
   if (auto factor = f.find_float(a + "rope.scaling.factor"); factor && *factor > 0) {
     c_.rope_freq_scale = static_cast<float>(1.0 / *factor);
   }
-  c_.attn_scale = static_cast<float>(f.find_float(a + "attention.scale")
-                                         .value_or(1.0 / std::sqrt(double(c_.head_dim))));
+  c_.attn_scale = static_cast<float>(
+      f.find_float(a + "attention.scale").value_or(1.0 / std::sqrt(double(c_.head_dim))));
   c_.logit_softcap = static_cast<float>(f.find_float(a + "final_logit_softcapping").value_or(0));
   if (c_.gemma) {
     c_.window = f.get_int(a + "attention.sliding_window");
@@ -103,6 +113,7 @@ ReferenceModel::ReferenceModel(const loader::GgufFile& f, RefOptions opts) : opt
             .value_or(f.find_float(a + "rope.local.freq_base").value_or(10000.0)));
   }
 
+  c_.rope_divisors = optional_tensor(f, "rope_freqs.weight");
   token_embd_ = dequantized(f, "token_embd.weight");
   c_.n_vocab = static_cast<int64_t>(token_embd_.size()) / c_.n_embd;
   output_norm_ = dequantized(f, "output_norm.weight");
@@ -110,9 +121,18 @@ ReferenceModel::ReferenceModel(const loader::GgufFile& f, RefOptions opts) : opt
   for (int64_t il = 0; il < c_.n_layers; ++il) {
     Layer L;
     L.attn_norm = dequantized(f, blk(il, "attn_norm.weight"));
-    L.wq = matrix(f, blk(il, "attn_q.weight"));
-    L.wk = matrix(f, blk(il, "attn_k.weight"));
-    L.wv = matrix(f, blk(il, "attn_v.weight"));
+    if (f.tensor(blk(il, "attn_qkv.weight"))) {
+      // phi3: one (q_dim + 2 kv_dim, n_embd) matrix, rows q then k then v.
+      const Matrix qkv = matrix(f, blk(il, "attn_qkv.weight"));
+      const int64_t qd = c_.n_heads * c_.head_dim, kvd = c_.n_kv_heads * c_.head_dim;
+      L.wq = qkv.rows_range(0, qd);
+      L.wk = qkv.rows_range(qd, kvd);
+      L.wv = qkv.rows_range(qd + kvd, kvd);
+    } else {
+      L.wq = matrix(f, blk(il, "attn_q.weight"));
+      L.wk = matrix(f, blk(il, "attn_k.weight"));
+      L.wv = matrix(f, blk(il, "attn_v.weight"));
+    }
     L.bq = optional_tensor(f, blk(il, "attn_q.bias"));
     L.bk = optional_tensor(f, blk(il, "attn_k.bias"));
     L.bv = optional_tensor(f, blk(il, "attn_v.bias"));
@@ -121,8 +141,15 @@ ReferenceModel::ReferenceModel(const loader::GgufFile& f, RefOptions opts) : opt
     L.wo = matrix(f, blk(il, "attn_output.weight"));
     L.post_attn_norm = optional_tensor(f, blk(il, "post_attention_norm.weight"));
     L.ffn_norm = dequantized(f, blk(il, "ffn_norm.weight"));
-    L.w_gate = matrix(f, blk(il, "ffn_gate.weight"));
-    L.w_up = matrix(f, blk(il, "ffn_up.weight"));
+    if (f.tensor(blk(il, "ffn_gate.weight"))) {
+      L.w_gate = matrix(f, blk(il, "ffn_gate.weight"));
+      L.w_up = matrix(f, blk(il, "ffn_up.weight"));
+    } else {
+      // phi3: ffn_up holds gate (first n_ff rows) and up (the rest).
+      const Matrix gu = matrix(f, blk(il, "ffn_up.weight"));
+      L.w_gate = gu.rows_range(0, c_.n_ff);
+      L.w_up = gu.rows_range(c_.n_ff, c_.n_ff);
+    }
     L.w_down = matrix(f, blk(il, "ffn_down.weight"));
     L.post_ffn_norm = optional_tensor(f, blk(il, "post_ffw_norm.weight"));
     layers_.push_back(std::move(L));
@@ -168,8 +195,10 @@ std::vector<float> ReferenceModel::step(int32_t token, int64_t pos) {
     }
     const float base = swa ? c_.rope_base_local : c_.rope_base;
     const float fscale = swa ? 1.0f : c_.rope_freq_scale;
-    rope(q, nh, hd, pos, base, fscale, c_.neox);
-    rope(k, nkv, hd, pos, base, fscale, c_.neox);
+    const std::vector<float> none;
+    const std::vector<float>& div = swa ? none : c_.rope_divisors;
+    rope(q, nh, hd, pos, base, fscale, c_.neox, div);
+    rope(k, nkv, hd, pos, base, fscale, c_.neox, div);
     std::vector<float>& kc = k_cache_[size_t(il)];
     std::vector<float>& vc = v_cache_[size_t(il)];
     kc.resize(size_t((pos + 1) * kv_dim));
@@ -217,10 +246,10 @@ std::vector<float> ReferenceModel::step(int32_t token, int64_t pos) {
     std::vector<float> h(static_cast<size_t>(ff));
     for (int64_t i = 0; i < ff; ++i) {
       const double gi = g[size_t(i)];
-      const double act = c_.gemma ? 0.5 * gi *
-                                        (1.0 + std::tanh(std::sqrt(2.0 / M_PI) *
-                                                         (gi + 0.044715 * gi * gi * gi)))
-                                  : gi / (1.0 + std::exp(-gi));
+      const double act =
+          c_.gemma
+              ? 0.5 * gi * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (gi + 0.044715 * gi * gi * gi)))
+              : gi / (1.0 + std::exp(-gi));
       h[size_t(i)] = static_cast<float>(act * u[size_t(i)]);
     }
     std::vector<float> down = L.w_down * h;

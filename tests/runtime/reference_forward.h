@@ -14,12 +14,13 @@
 namespace pacer::testref {
 
 struct RefConfig {
-  std::string arch;  // "llama" | "qwen2" | "gemma3"
+  std::string arch;  // "llama" | "qwen2" | "qwen3" | "gemma3" | "phi3"
   int64_t n_layers = 0, n_embd = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, n_ff = 0;
   int64_t n_vocab = 0;
   float eps = 1e-5f;
   float rope_base = 10000.0f, rope_base_local = 10000.0f, rope_freq_scale = 1.0f;
-  bool neox = false;             // rotate (i, i + d/2) pairs instead of (2i, 2i + 1)
+  bool neox = false;                 // rotate (i, i + d/2) pairs instead of (2i, 2i + 1)
+  std::vector<float> rope_divisors;  // llama3 rope_freqs: theta_i / rope_divisors[i]; or empty
   float attn_scale = 0.0f;
   int64_t window = 0, window_pattern = 0;  // gemma3 sliding window
   float logit_softcap = 0.0f;
@@ -47,9 +48,10 @@ class ReferenceModel {
 
  private:
   struct Matrix {
-    std::vector<float> w;     // (rows, cols) row-major, dequantised
+    std::vector<float> w;  // (rows, cols) row-major, dequantised
     int64_t rows = 0, cols = 0;
     std::vector<float> operator*(const std::vector<float>& x) const;
+    Matrix rows_range(int64_t r0, int64_t n) const;  // rows [r0, r0 + n) as a matrix
   };
   struct Layer {
     std::vector<float> attn_norm, bq, bk, bv, q_norm, k_norm, post_attn_norm;
