@@ -415,7 +415,17 @@ void GgufWriter::emit(Sink& out) const {
 }
 
 void GgufWriter::write(const std::filesystem::path& path) const {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // A temporary beside the target, renamed over it once complete, so a failure leaves nothing
+  // half-written. Only a regular file (or nothing) is replaced that way: a device, FIFO or socket
+  // (/dev/null, /dev/full, a pipe) is written in place, never replaced by a regular file.
+  std::error_code st_ec;
+  const auto st = std::filesystem::status(path, st_ec);
+  if (std::filesystem::is_directory(st)) {
+    throw std::runtime_error(fmt::format("{}: is a directory", path.string()));
+  }
+  const bool in_place = std::filesystem::exists(st) && !std::filesystem::is_regular_file(st);
+  const std::filesystem::path tmp =
+      in_place ? path : std::filesystem::path(path.string() + ".tmp." + std::to_string(::getpid()));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) {
     throw std::runtime_error(
@@ -434,16 +444,20 @@ void GgufWriter::write(const std::filesystem::path& path) const {
       throw std::runtime_error(
           fmt::format("{}: close failed: {}", path.string(), std::strerror(errno)));
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      throw std::runtime_error(
-          fmt::format("{}: cannot rename from {}: {}", path.string(), tmp.string(), ec.message()));
+    if (!in_place) {
+      std::error_code ec;
+      std::filesystem::rename(tmp, path, ec);
+      if (ec) {
+        throw std::runtime_error(fmt::format("{}: cannot rename from {}: {}", path.string(),
+                                             tmp.string(), ec.message()));
+      }
     }
   } catch (...) {
     if (f) std::fclose(f);
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
+    if (!in_place) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+    }
     throw;
   }
 }

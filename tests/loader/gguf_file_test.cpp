@@ -1,6 +1,12 @@
 // GgufWriter and GgufFile: exact bytes against a hand-built file, every value type, nested
 // arrays, v2, alignment, streamed tensors, mmap views, and the reader's structural checks.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <unistd.h>
 #include <cmath>
@@ -279,6 +285,35 @@ TEST(GgufWriter, WriteFailureNamesPathAndLeavesNothing) {
         }
       },
       std::runtime_error);
+}
+
+// A device node is written in place, never replaced by a regular file (as root, -o /dev/null
+// must not destroy /dev/null). Uses a private copy of /dev/full (char 1:7) made with mknod.
+TEST(GgufWriter, ADeviceNodeIsWrittenInPlaceNotReplaced) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-dev-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path full = dir / "full", null = dir / "null";
+  if (::mknod(full.c_str(), S_IFCHR | 0666, ::makedev(1, 7)) != 0 ||
+      ::mknod(null.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) != 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "mknod needs root (CAP_MKNOD): " << std::strerror(errno);
+  }
+  GgufWriter w;
+  w.set_u32("x", 1);
+  try {
+    w.write(full);
+    ADD_FAILURE() << "writing to a full device succeeded";
+  } catch (const std::runtime_error& e) {
+    // The reason, not just "write failed".
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_character_file(full));
+  EXPECT_NO_THROW(w.write(null));
+  EXPECT_TRUE(std::filesystem::is_character_file(null));
+  // Nothing else was left in the folder (no temporary).
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GgufFile, OpenMissingFileIsLoadError) {
