@@ -172,11 +172,6 @@ void run_perplexity(const PerplexityCliOptions& o) {
   }
 
   const runtime::Model model = runtime::Model::load(o.model);
-  const loader::ModelConfig& cfg = model.config();
-  if (n_ctx > cfg.n_ctx_train) {
-    std::fprintf(stderr, "pacer: warning: -c %lld is above the model's training context %lld\n",
-                 static_cast<long long>(n_ctx), static_cast<long long>(cfg.n_ctx_train));
-  }
 
   runtime::SessionOptions so;
   so.threads = o.threads;
@@ -192,6 +187,7 @@ void run_perplexity(const PerplexityCliOptions& o) {
     so.recorder = recorder.get();
   }
   runtime::Session session(model, so);
+  warn_configuration(session.executor(), n_ctx, model.config().n_ctx_train);
 
   std::vector<int32_t> tokens;
   if (!base) {
@@ -297,11 +293,16 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("-f,--file", o->text_file, "Text file to score");
   cmd->add_option("-c,--ctx-size", o->ctx, "Tokens per chunk (the second half is scored)")
-      ->capture_default_str();
-  cmd->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{4}, int64_t{1} << 24));
+  cmd->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1: all)")
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: one per allowed physical core)");
+      ->capture_default_str()
+      ->check(at_least_or_auto(1, "all"));
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: one per allowed physical core)")
+      ->check(at_least_or_auto(1));
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
       ->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32")->capture_default_str();

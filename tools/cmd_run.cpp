@@ -2,6 +2,7 @@
 // line to stderr: load, TTFT, prefill and decode throughput, peak RSS. --events-out records every
 // op of every step to an event log.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -66,11 +67,16 @@ std::vector<std::string> split_commas(const std::string& s) {
 void run_generate(const RunOptions& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.prompt_file, ec)) {
+      throw std::runtime_error(o.prompt_file + ": is a directory, not a prompt file (-f)");
+    }
     std::ifstream in(o.prompt_file, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read prompt file " + o.prompt_file);
     std::stringstream ss;
     ss << in.rdbuf();
     prompt = ss.str();
+    if (prompt.empty()) throw std::runtime_error(o.prompt_file + ": the prompt file is empty (-f)");
   }
   const auto kv_type = ops::weight_type_from_name(o.kv_type);
   if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32)) {
@@ -105,6 +111,7 @@ void run_generate(const RunOptions& o) {
   }
 
   runtime::Session session(model, so);
+  warn_configuration(session.executor(), session.ctx(), model.config().n_ctx_train);
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
   go.stop = o.stop;
@@ -139,30 +146,45 @@ void run_generate(const RunOptions& o) {
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand("run", "Generate text, then print load/TTFT/prefill/decode "
-                                        "timings and peak RSS");
+  auto* cmd = app.add_subcommand("run",
+                                 "Generate text, then print load/TTFT/prefill/decode "
+                                 "timings and peak RSS");
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   auto* f = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(f);
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until EOS)")
-      ->capture_default_str();
-  cmd->add_option("--temp", o->temp, "Temperature (0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", o->min_p, "Min-p (0: off)")->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least_or_auto(0, "until EOS"));
+  cmd->add_option("--temp", o->temp, "Temperature (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "Top-p (1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", o->min_p, "Min-p (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--repeat-last-n", o->repeat_last_n, "History the penalty looks at")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "Sampler seed")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads,
-                  "Threads (default: one per allowed physical core)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: one per allowed physical core)")
+      ->check(at_least_or_auto(1));
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
       ->capture_default_str();
-  cmd->add_option("-c,--ctx", o->ctx, "Context size (KV cache positions; default min(4096, "
-                                      "the model's))");
-  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per prefill step")->capture_default_str();
+  cmd->add_option("-c,--ctx", o->ctx,
+                  "Context size (KV cache positions; default min(4096, the model's))")
+      ->check(at_least_or_auto(1));
+  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per prefill step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32")->capture_default_str();
   cmd->add_option("--stop", o->stop, "Stop string (repeatable; not printed)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");

@@ -1,8 +1,8 @@
 // `pacer topo`: the machine as the executor sees it (packages, NUMA nodes, cores, SMT siblings,
 // caches, the process's allowed CPUs) and which CPUs each pin policy would give N threads.
 #include <fstream>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,8 +63,8 @@ void print_text(const runtime::Topology& t) {
   std::cout << fmt::format("packages    {}\n", t.packages);
   std::cout << fmt::format("NUMA nodes  {}\n", t.numa_nodes.size());
   for (const auto& n : t.numa_nodes) {
-    std::cout << fmt::format("  node {:<3} {:>10}  CPUs {}\n", n.os_index, human_bytes(n.memory_bytes),
-                             runtime::format_cpu_list(n.cpus));
+    std::cout << fmt::format("  node {:<3} {:>10}  CPUs {}\n", n.os_index,
+                             human_bytes(n.memory_bytes), runtime::format_cpu_list(n.cpus));
   }
   std::cout << fmt::format("cores       {} ({} PUs, SMT {})\n", t.cores.size(), t.pu_count(),
                            t.smt() ? "on" : "off");
@@ -110,8 +110,9 @@ void run_topo(const TopoOptions& o) {
       return;
     }
     print_text(t);
-    std::cout << fmt::format("\npin {} with {} threads: {}\n", spec.to_string(), threads,
-                             cpus.empty() ? "unpinned (the OS places the threads)" : worker_map(cpus));
+    std::cout << fmt::format(
+        "\npin {} with {} threads: {}\n", spec.to_string(), threads,
+        cpus.empty() ? "unpinned (the OS places the threads)" : worker_map(cpus));
     return;
   }
 
@@ -134,9 +135,10 @@ void run_topo(const TopoOptions& o) {
     return;
   }
   print_text(t);
-  std::cout << fmt::format("\npin policies for {} threads (worker -> CPU; worker 0 is the calling "
-                           "thread):\n",
-                           threads);
+  std::cout << fmt::format(
+      "\npin policies for {} threads (worker -> CPU; worker 0 is the calling "
+      "thread):\n",
+      threads);
   for (const auto& l : lines) std::cout << l << "\n";
 }
 
@@ -145,8 +147,9 @@ void run_topo(const TopoOptions& o) {
 void add_topo_command(CLI::App& app) {
   auto opts = std::make_shared<TopoOptions>();
   auto* cmd = app.add_subcommand(
-      "topo", "Show packages, NUMA nodes, cores, SMT siblings, caches, allowed CPUs and what a "
-              "pin policy gives N threads");
+      "topo",
+      "Show packages, NUMA nodes, cores, SMT siblings, caches, allowed CPUs and what a "
+      "pin policy gives N threads");
   cmd->add_flag("--json", opts->json, "Print JSON instead of text");
   cmd->add_option("-t,--threads", opts->threads,
                   "Threads to place (default: one per allowed physical core)");

@@ -1,18 +1,40 @@
 #pragma once
 // Each subcommand lives in its own tools/cmd_<name>.cpp: it declares its options on the CLI11 app
 // and calls into the libraries. Errors are exceptions; main() catches them once.
+#include <cstdint>
+
 #include <CLI/CLI.hpp>
+
+#include "runtime/executor.h"
 
 namespace pacer::tools {
 
-void add_gguf_command(CLI::App& app);      // gguf synth | quantize | inspect
-void add_tokenize_command(CLI::App& app);  // tokenize
-void add_run_command(CLI::App& app);       // run
-void add_topo_command(CLI::App& app);      // topo
-void add_report_command(CLI::App& app);    // report
-void add_compare_command(CLI::App& app);   // compare
-void add_trace_command(CLI::App& app);     // trace
-void add_bench_command(CLI::App& app);     // bench
+// Option checks shared by the commands: a bad value is a usage error naming the flag and the
+// allowed range (CLI11 prefixes the flag).
+// An integer >= lo, or -1 meaning "automatic" (threads, context).
+inline CLI::Validator at_least_or_auto(long long lo, std::string minus_one = "automatic") {
+  return CLI::Validator(
+      [lo, minus_one](std::string& in) -> std::string {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return "'" + in + "' is not an integer";
+        if (v == -1 || v >= lo) return {};
+        return "value " + in + " out of range: -1 (" + minus_one + ") or >= " + std::to_string(lo);
+      },
+      "-1|>=" + std::to_string(lo));
+}
+
+// Warns (one line each, stderr) about more threads than allowed CPUs and a context above the
+// model's training length.
+void warn_configuration(const runtime::Executor& ex, int64_t ctx, int64_t n_ctx_train);
+
+void add_gguf_command(CLI::App& app);        // gguf synth | quantize | inspect
+void add_tokenize_command(CLI::App& app);    // tokenize
+void add_run_command(CLI::App& app);         // run
+void add_topo_command(CLI::App& app);        // topo
+void add_report_command(CLI::App& app);      // report
+void add_compare_command(CLI::App& app);     // compare
+void add_trace_command(CLI::App& app);       // trace
+void add_bench_command(CLI::App& app);       // bench
 void add_perplexity_command(CLI::App& app);  // perplexity
 
 }  // namespace pacer::tools
