@@ -50,5 +50,14 @@ void dot_rows_q5_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, 
 float dot_q5_0_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_q5_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                    const std::byte* act, float* out);
+// GEMM (several tokens per pass over a row tile: each unpacked weight block serves up to 4
+// tokens), bit-identical to the dot_rows of the same Isa; the contract is GemmFn's in
+// type_traits.h.
+void gemm_q5_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride);
+void gemm_q5_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride);
 
 }  // namespace pacer::ops

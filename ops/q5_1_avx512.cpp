@@ -49,4 +49,15 @@ float dot_q5_1_q8_0_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
   return out;
 }
 
+void gemm_q5_1_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  avx512::quad32_gemm<Kernel, false>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+void gemm_q5_1_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride) {
+  avx512::quad32_gemm<Kernel, true>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
 }  // namespace pacer::ops

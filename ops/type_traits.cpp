@@ -97,10 +97,12 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                                 : gemm_q4_0_q8_0_avx512;
   t.q4_0.gemm_whole_range[kAvx512] = amx || vnni;
 
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h);
-  // no prefill GEMM yet: matmul runs their dot_rows once per token.
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h).
+  // Prefill: on AVX-512 the same quad kernels serve 4 tokens per weight load (row tiles from
+  // matmul_rows); AVX2 runs dot_rows once per token.
   auto act_q8_type = [&](TypeTraits& tt, WeightType type, DotFn ref, DotFn avx2,
-                         DotRowsFn rows_avx2, DotFn avx512, DotRowsFn rows_avx512) {
+                         DotRowsFn rows_avx2, DotFn avx512, DotRowsFn rows_avx512,
+                         GemmFn gemm_avx512) {
     tt.type = type;
     tt.act_type = WeightType::Q8_0;
     tt.quantize_act = t.q8_0.quantize_act;
@@ -109,19 +111,24 @@ TraitsTable build_table(const CpuFeatures& cpu) {
     tt.dot_rows[kAvx2] = rows_avx2;
     tt.dot[kAvx512] = avx512;
     tt.dot_rows[kAvx512] = rows_avx512;
+    tt.gemm[kAvx512] = gemm_avx512;
   };
   act_q8_type(t.q4_1, WeightType::Q4_1, dot_q4_1_q8_0_ref, dot_q4_1_q8_0_avx2,
               dot_rows_q4_1_q8_0_avx2, vnni ? dot_q4_1_q8_0_avx512vnni : dot_q4_1_q8_0_avx512,
-              vnni ? dot_rows_q4_1_q8_0_avx512vnni : dot_rows_q4_1_q8_0_avx512);
+              vnni ? dot_rows_q4_1_q8_0_avx512vnni : dot_rows_q4_1_q8_0_avx512,
+              vnni ? gemm_q4_1_q8_0_avx512vnni : gemm_q4_1_q8_0_avx512);
   act_q8_type(t.q5_0, WeightType::Q5_0, dot_q5_0_q8_0_ref, dot_q5_0_q8_0_avx2,
               dot_rows_q5_0_q8_0_avx2, vnni ? dot_q5_0_q8_0_avx512vnni : dot_q5_0_q8_0_avx512,
-              vnni ? dot_rows_q5_0_q8_0_avx512vnni : dot_rows_q5_0_q8_0_avx512);
+              vnni ? dot_rows_q5_0_q8_0_avx512vnni : dot_rows_q5_0_q8_0_avx512,
+              vnni ? gemm_q5_0_q8_0_avx512vnni : gemm_q5_0_q8_0_avx512);
   act_q8_type(t.q5_1, WeightType::Q5_1, dot_q5_1_q8_0_ref, dot_q5_1_q8_0_avx2,
               dot_rows_q5_1_q8_0_avx2, vnni ? dot_q5_1_q8_0_avx512vnni : dot_q5_1_q8_0_avx512,
-              vnni ? dot_rows_q5_1_q8_0_avx512vnni : dot_rows_q5_1_q8_0_avx512);
+              vnni ? dot_rows_q5_1_q8_0_avx512vnni : dot_rows_q5_1_q8_0_avx512,
+              vnni ? gemm_q5_1_q8_0_avx512vnni : gemm_q5_1_q8_0_avx512);
   act_q8_type(t.iq4_nl, WeightType::IQ4_NL, dot_iq4_nl_q8_0_ref, dot_iq4_nl_q8_0_avx2,
               dot_rows_iq4_nl_q8_0_avx2, vnni ? dot_iq4_nl_q8_0_avx512vnni : dot_iq4_nl_q8_0_avx512,
-              vnni ? dot_rows_iq4_nl_q8_0_avx512vnni : dot_rows_iq4_nl_q8_0_avx512);
+              vnni ? dot_rows_iq4_nl_q8_0_avx512vnni : dot_rows_iq4_nl_q8_0_avx512,
+              vnni ? gemm_iq4_nl_q8_0_avx512vnni : gemm_iq4_nl_q8_0_avx512);
 
   // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
   // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply

@@ -1,8 +1,8 @@
 // Q4_1 / Q5_0 / Q5_1 / IQ4_NL kernels: every SIMD dot and dot_rows (each Isa this CPU runs, and
 // the AVX-512 kernels with and without VNNI called directly) against the scalar `_ref` on the
 // SAME packed inputs, over real Llama/Qwen row lengths and odd row counts; then matmul() against
-// the fp64 product of the dequantized matrix with a derived bound, the token loop (prefill
-// without a GEMM kernel) against single-token GEMVs bit for bit, worker-count independence, and
+// the fp64 product of the dequantized matrix with a derived bound, prefill (the AVX-512 GEMMs,
+// elsewhere the token loop) against single-token GEMVs bit for bit, worker-count independence, and
 // fusing with Q4_0 outputs, which share the act-Q8 packing.
 #include <gtest/gtest.h>
 
@@ -268,8 +268,10 @@ TEST_P(Quant32Matmul, WithinDerivedBoundOfFp64Product) {
   }
 }
 
-// No GEMM kernel yet: prefill runs the same dot_rows once per token over each row tile, so every
-// token's result is the single-token GEMV's bit for bit.
+// Prefill against single-token GEMVs, bit for bit: on AVX-512 the quad GEMM puts every (row,
+// token) pair through the same operations as the GEMV, only sharing each unpacked weight block
+// between 4 tokens (7 tokens = a group of 4 and 3 single ones); elsewhere the token loop runs
+// the same dot_rows once per token.
 TEST_P(Quant32Matmul, PrefillEqualsRepeatedGemvBitForBit) {
   const auto [isa, type] = GetParam();
   const int64_t rows = 37, cols = 67 * 32;
@@ -315,6 +317,53 @@ TEST_P(Quant32Matmul, FusedWithOtherTypesEqualsSeparateCalls) {
   EXPECT_EQ(yq, run_matmul(q.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yk, run_matmul(k.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
+}
+
+// Both AVX-512 GEMM variants called directly (the table reaches one per CPU): every token of a
+// 9-token GEMM (two groups of 4 and a single one) over 13 rows (a tile of 8, a quad and a
+// partial quad) equals dot_rows of the same variant on that token, bit for bit.
+TEST(Quant32Gemm, Avx512VariantsEqualTheirDotRowsBitForBit) {
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const bool vnni = detect_cpu_features().avx512_vnni;
+  struct Variant {
+    const char* name;
+    WeightType type;
+    GemmFn gemm;
+    DotRowsFn dot_rows;
+    bool needs_vnni;
+  };
+  const Variant variants[] = {
+      {"q4_1", WeightType::Q4_1, gemm_q4_1_q8_0_avx512, dot_rows_q4_1_q8_0_avx512, false},
+      {"q4_1 vnni", WeightType::Q4_1, gemm_q4_1_q8_0_avx512vnni, dot_rows_q4_1_q8_0_avx512vnni,
+       true},
+      {"q5_0", WeightType::Q5_0, gemm_q5_0_q8_0_avx512, dot_rows_q5_0_q8_0_avx512, false},
+      {"q5_0 vnni", WeightType::Q5_0, gemm_q5_0_q8_0_avx512vnni, dot_rows_q5_0_q8_0_avx512vnni,
+       true},
+      {"q5_1", WeightType::Q5_1, gemm_q5_1_q8_0_avx512, dot_rows_q5_1_q8_0_avx512, false},
+      {"q5_1 vnni", WeightType::Q5_1, gemm_q5_1_q8_0_avx512vnni, dot_rows_q5_1_q8_0_avx512vnni,
+       true},
+      {"iq4_nl", WeightType::IQ4_NL, gemm_iq4_nl_q8_0_avx512, dot_rows_iq4_nl_q8_0_avx512, false},
+      {"iq4_nl vnni", WeightType::IQ4_NL, gemm_iq4_nl_q8_0_avx512vnni,
+       dot_rows_iq4_nl_q8_0_avx512vnni, true},
+  };
+  const int64_t rows = 13, cols = 896, tokens = 9;
+  for (const Variant& v : variants) {
+    if (v.needs_vnni && !vnni) continue;
+    const testing::OwnedMatrix w = testing::make_matrix(v.type, rows, cols, 31);
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 32);
+    PackedActivations act;
+    act.pack(v.type, x, cols, tokens, Isa::Scalar);
+    const int64_t stride = row_bytes(v.type, cols);
+    std::vector<float> y(static_cast<size_t>(tokens * rows), NAN), one(rows);
+    v.gemm(cols, w.view.data, stride, rows, act.token(0), act.token(1) - act.token(0), tokens,
+           y.data(), rows);
+    for (int64_t t = 0; t < tokens; ++t) {
+      v.dot_rows(cols, w.view.data, stride, rows, act.token(t), one.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(y[t * rows + r], one[r]) << v.name << " token " << t << " row " << r;
+      }
+    }
+  }
 }
 
 std::vector<IsaType> isa_type_params() {
