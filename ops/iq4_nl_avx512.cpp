@@ -37,6 +37,7 @@ struct Kernel {
   using Block = BlockIQ4_NL;
   static constexpr bool kHasMin = false;
   static constexpr bool kHasHighBits = false;
+  static constexpr int kQhOffset = 0;  // no qh
   template <bool kVnni>
   static constexpr int32_t kSumFactor = kVnni ? -128 : 0;
   template <bool kVnni>

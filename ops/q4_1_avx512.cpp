@@ -19,6 +19,7 @@ struct Kernel {
   using Block = BlockQ4_1;
   static constexpr bool kHasMin = true;
   static constexpr bool kHasHighBits = false;
+  static constexpr int kQhOffset = 0;  // no qh
   template <bool kVnni>
   static constexpr int32_t kSumFactor = 0;
   template <bool kVnni>

@@ -20,6 +20,7 @@ struct Kernel {
   using Block = BlockQ5_0;
   static constexpr bool kHasMin = false;
   static constexpr bool kHasHighBits = true;
+  static constexpr int kQhOffset = 2;  // after d
   template <bool kVnni>
   static constexpr int32_t kSumFactor = -16;
   template <bool kVnni>

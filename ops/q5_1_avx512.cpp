@@ -20,6 +20,7 @@ struct Kernel {
   using Block = BlockQ5_1;
   static constexpr bool kHasMin = true;
   static constexpr bool kHasHighBits = true;
+  static constexpr int kQhOffset = 4;  // after d and m
   template <bool kVnni>
   static constexpr int32_t kSumFactor = 0;
   template <bool kVnni>

@@ -8,16 +8,17 @@
 // block b. AND 0x0F gives the low nibbles (elements 0..15 of each row), a 16-bit shift right by 4
 // and AND the high nibbles (elements 16..31); each is dotted with the activation half it
 // multiplies, broadcast to all four lanes. Types with fifth bits (Q5_0, Q5_1) add 16 to the
-// bytes selected by two 64-bit masks built from the four rows' qh words (one pshufb + two movq
-// per quad-block; the qh words are gathered a strip ahead like the scales). One int->float
-// conversion and one FMA then serve 4 rows, with d_w * d_x for the 4 rows expanded from one
-// 16-byte load of a per-strip scale table. Types with an offset (Q4_1, Q5_1) add
-// m_w * d_x * sum_b(x) per strip, 16 blocks x 4 rows in 4 FMAs, outside the integer loop.
+// bytes selected by two 64-bit masks built from the four rows' qh words (two vpmovqw + two movq
+// per quad-block; the block headers holding them are gathered a strip ahead like the scales). One
+// int->float conversion and one FMA then serve 4 rows, with d_w * d_x for the 4 rows expanded from
+// one 16-byte load of a per-strip scale table. Types with an offset (Q4_1, Q5_1) add m_w * d_x *
+// sum_b(x) per strip, 16 blocks x 4 rows in 4 FMAs, outside the integer loop.
 //
 // Kernel must provide:
 //   using Block = ...;                 // fp16 d first; then fp16 m if kHasMin; qh[4] if
 //                                      // kHasHighBits; qs[16] (ggml's nibble order)
 //   static constexpr bool kHasMin, kHasHighBits;
+//   static constexpr int kQhOffset;      // byte offset of qh in Block (any value without qh)
 //   template <bool kVnni> static constexpr int32_t kSumFactor;  // bias = kSumFactor * sum_b(x)
 //   template <bool kVnni>
 //   static __m512i quad_dot(__m512i lo, __m512i hi, __m512i x_lo, __m512i x_hi, __m512i bias);
@@ -57,35 +58,42 @@ inline __m512i load_quad_qs(const std::byte* const* rows, int64_t b) {
   return _mm512_mask_broadcast_i32x4(v, 0xF000, qs(3));
 }
 
-// m16[k * step] = block(b0 + k).m (raw fp16) for k < count; see gather_strip_d16.
+// hdr[k * step] = the first 8 bytes of block b0 + k (d, then m and/or qh, then quant bytes the
+// caller ignores), for k < count: one 8-byte load and store per block, where separate gathers
+// of d, m and qh would cost up to three stores, and stores are what this loop runs short of.
 template <class Block>
-inline void gather_strip_m16(const std::byte* row, int64_t b0, int64_t count, uint16_t* m16,
-                             int64_t step) {
-  const volatile Block* blk = reinterpret_cast<const volatile Block*>(row) + b0;
-  if (count == kScaleStrip) {
-    for (int64_t k = 0; k < kScaleStrip; ++k) m16[k * step] = blk[k].m;
-  } else {
-    for (int64_t k = 0; k < count; ++k) m16[k * step] = blk[k].m;
+inline void gather_strip_header(const std::byte* row, int64_t b0, int64_t count, uint64_t* hdr,
+                                int64_t step) {
+  static_assert(sizeof(Block) >= 8);
+  const Block* blk = reinterpret_cast<const Block*>(row) + b0;
+  for (int64_t k = 0; k < count; ++k) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(&hdr[k * step]),
+                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&blk[k])));
   }
 }
 
-// qh[k * step] = block(b0 + k).qh as a little-endian uint32, for k < count.
-template <class Block>
-inline void gather_strip_qh(const std::byte* row, int64_t b0, int64_t count, uint32_t* qh,
-                            int64_t step) {
-  const Block* blk = reinterpret_cast<const Block*>(row) + b0;
-  for (int64_t k = 0; k < count; ++k) std::memcpy(&qh[k * step], blk[k].qh, sizeof(uint32_t));
+// The 16-bit field at byte `offset` of each of 16 gathered headers (two zmm of 8), as fp32:
+// headers [k][g] for k = k4..k4+3 in, 16 floats in the same [k][g] order out.
+template <int kOffset>
+inline __m512 header_fp16_x16(const uint64_t* hdr) {
+  const __m512i h01 = _mm512_load_si512(hdr);
+  const __m512i h23 = _mm512_load_si512(hdr + 8);
+  const __m128i w01 = _mm512_cvtepi64_epi16(_mm512_srli_epi64(h01, 8 * kOffset));
+  const __m128i w23 = _mm512_cvtepi64_epi16(_mm512_srli_epi64(h23, 8 * kOffset));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(w01), w23, 1));
 }
 
-// From four rows' qh words (qh4[g] = row g's), the byte masks of the fifth bits: bit 16g + j of
-// *lo is element j's of row g (j < 16), bit 16g + j of *hi element 16 + j's, matching the byte
-// positions of the low and high nibbles in a quad.
-inline void fifth_bit_masks(const uint32_t* qh4, __mmask64* lo, __mmask64* hi) {
-  const __m128i words =
-      _mm_shuffle_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(qh4)),
-                       _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-  *lo = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(words)));
-  *hi = _cvtu64_mask64(static_cast<uint64_t>(_mm_extract_epi64(words, 1)));
+// From the headers of one block of a quad's four rows (hdr4[g] = row g's, qh at byte kOffset),
+// the byte masks of the fifth bits: bit 16g + j of *lo is element j's of row g (j < 16), bit
+// 16g + j of *hi element 16 + j's, matching the byte positions of the low and high nibbles in a
+// quad. vpmovqw packs the four rows' 16-bit halves side by side.
+template <int kOffset>
+inline void fifth_bit_masks(const uint64_t* hdr4, __mmask64* lo, __mmask64* hi) {
+  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(hdr4));
+  const __m128i lo_words = _mm256_cvtepi64_epi16(_mm256_srli_epi64(h, 8 * kOffset));
+  const __m128i hi_words = _mm256_cvtepi64_epi16(_mm256_srli_epi64(h, 8 * kOffset + 16));
+  *lo = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(lo_words)));
+  *hi = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(hi_words)));
 }
 
 // sum_j u_j * x_j into the int32 lanes of `bias`, for unsigned bytes u (lo: elements 0..15, hi:
@@ -115,6 +123,8 @@ void quad32_tile(int64_t n, const std::byte* const* rows, const std::byte* const
   constexpr bool kMin = Kernel::kHasMin;
   constexpr bool kHigh = Kernel::kHasHighBits;
   constexpr int32_t kFactor = Kernel::template kSumFactor<kVnni>;
+  constexpr int kMOffset = 2;  // m follows d in both offset types
+  constexpr int kQhOffset = Kernel::kQhOffset;
   ActQ8Row a[T];
   for (int t = 0; t < T; ++t) a[t] = act_q8_row(acts[t], n);
   const int64_t nb = n / 32;
@@ -123,19 +133,21 @@ void quad32_tile(int64_t n, const std::byte* const* rows, const std::byte* const
     for (int q = 0; q < Q; ++q) acc[t][q] = macc[t][q] = _mm512_setzero_ps();
   }
   // Per strip: scales[t][q][k][g] = d_w(row 4q+g, block b0+k) * d_x(token t, block b0+k); the
-  // raw fp16 scales (and offsets, and fifth-bit words) are gathered one strip ahead in [q][k][g]
+  // raw fp16 scales (or the block headers: d, m, qh) are gathered one strip ahead in [q][k][g]
   // order (double-buffered, see gather_strip_d16).
   alignas(64) float scales[T][Q][kScaleStrip][4];
-  alignas(64) uint16_t d16[2][Q][kScaleStrip][4] = {};
-  alignas(64) uint16_t m16[2][kMin ? Q : 1][kScaleStrip][4] = {};
-  alignas(64) uint32_t qh[2][kHigh ? Q : 1][kScaleStrip][4] = {};
+  // Types with only d gather the fp16 scales; types with m or qh gather 8-byte headers.
+  constexpr bool kHeaders = kMin || kHigh;
+  alignas(64) uint16_t d16[2][kHeaders ? 1 : Q][kScaleStrip][4] = {};
+  alignas(64) uint64_t hdr[2][kHeaders ? Q : 1][kScaleStrip][4] = {};
   auto gather = [&](int buf, int64_t b0, int64_t count) {
     for (int q = 0; q < Q; ++q) {
       for (int g = 0; g < 4; ++g) {
-        const std::byte* row = rows[4 * q + g];
-        gather_strip_d16<Block>(row, b0, count, &d16[buf][q][0][g], 4);
-        if constexpr (kMin) gather_strip_m16<Block>(row, b0, count, &m16[buf][q][0][g], 4);
-        if constexpr (kHigh) gather_strip_qh<Block>(row, b0, count, &qh[buf][q][0][g], 4);
+        if constexpr (kHeaders) {
+          gather_strip_header<Block>(rows[4 * q + g], b0, count, &hdr[buf][q][0][g], 4);
+        } else {
+          gather_strip_d16<Block>(rows[4 * q + g], b0, count, &d16[buf][q][0][g], 4);
+        }
       }
     }
   };
@@ -155,12 +167,16 @@ void quad32_tile(int64_t n, const std::byte* const* rows, const std::byte* const
         const __m512i expand = quad32_expand4_index(k4);
         const __m512 dx4 = _mm512_permutexvar_ps(expand, dx);
         for (int q = 0; q < Q; ++q) {
-          const __m512 dw = _mm512_cvtph_ps(
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(&d16[s][q][k4][0])));
+          __m512 dw;
+          if constexpr (kHeaders) {
+            dw = header_fp16_x16<0>(&hdr[s][q][k4][0]);
+          } else {
+            dw = _mm512_cvtph_ps(
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(&d16[s][q][k4][0])));
+          }
           _mm512_store_ps(&scales[t][q][k4][0], _mm512_mul_ps(dw, dx4));
           if constexpr (kMin) {
-            const __m512 mw = _mm512_cvtph_ps(
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(&m16[s][q][k4][0])));
+            const __m512 mw = header_fp16_x16<kMOffset>(&hdr[s][q][k4][0]);
             macc[t][q] = _mm512_fmadd_ps(mw, _mm512_permutexvar_ps(expand, dsx), macc[t][q]);
           }
         }
@@ -181,7 +197,7 @@ void quad32_tile(int64_t n, const std::byte* const* rows, const std::byte* const
         hi[q] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), nibble_mask);
         if constexpr (kHigh) {
           __mmask64 k_lo, k_hi;
-          fifth_bit_masks(&qh[s][q][k][0], &k_lo, &k_hi);
+          fifth_bit_masks<kQhOffset>(&hdr[s][q][k][0], &k_lo, &k_hi);
           const __m512i sixteen = _mm512_set1_epi8(16);
           lo[q] = _mm512_mask_add_epi8(lo[q], k_lo, lo[q], sixteen);
           hi[q] = _mm512_mask_add_epi8(hi[q], k_hi, hi[q], sixteen);
