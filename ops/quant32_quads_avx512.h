@@ -26,7 +26,6 @@
 //       // unsigned bytes; int32 lanes 4g..4g+3 sum to row g's block dot (bias included)
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "ops/q8_0.h"
