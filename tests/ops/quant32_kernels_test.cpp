@@ -268,6 +268,26 @@ TEST_P(Quant32Matmul, WithinDerivedBoundOfFp64Product) {
   }
 }
 
+// ggml tests/test-quantize-fns.cpp: |quantized dot - fp32 dot| / n on its cosine data (weights
+// 0.1 + 2 cos(i), activations 0.1 + 2 cos(i + 1), n = 4096) must stay below this.
+constexpr float kGgmlMaxDotProductError = 0.02f;
+
+TEST_P(Quant32Matmul, GgmlDotProductErrorLimit) {
+  const auto [isa, type] = GetParam();
+  const int64_t n = 32 * 128;
+  std::vector<float> wf(n), x(n);
+  for (int64_t i = 0; i < n; ++i) {
+    wf[i] = 0.1f + 2.0f * std::cos(static_cast<float>(i));
+    x[i] = 0.1f + 2.0f * std::cos(static_cast<float>(i) + 1.0f);
+  }
+  std::vector<std::byte> wq(static_cast<size_t>(row_bytes(type, n)));
+  quantize_row(type, wf.data(), wq.data(), n);
+  double exact = 0;
+  for (int64_t i = 0; i < n; ++i) exact += double(wf[i]) * x[i];
+  const float y = run_matmul(WeightMatrix{type, wq.data(), 1, n}, x, 1, SerialParallel(1), isa)[0];
+  EXPECT_LT(std::fabs(y - exact) / n, kGgmlMaxDotProductError);
+}
+
 // Prefill against single-token GEMVs, bit for bit: on AVX-512 the quad GEMM puts every (row,
 // token) pair through the same operations as the GEMV, only sharing each unpacked weight block
 // between 4 tokens (7 tokens = a group of 4 and 3 single ones); elsewhere the token loop runs
