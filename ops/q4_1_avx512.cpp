@@ -6,7 +6,7 @@
 //
 // The row/token loop is quant32_quads_avx512.h's: four rows per zmm, one per 128-bit lane, scales
 // (and offsets) prepared per strip of 16 blocks. The plain _avx512 kernels use no VNNI
-// instruction (they run on Skylake-X / Cascade Lake).
+// instruction (they run on Skylake-SP/X, which has no VNNI).
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q4_1.h"
 #include "ops/q8_0.h"
