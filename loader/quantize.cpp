@@ -20,8 +20,16 @@ uint32_t llama_file_type(ops::WeightType t) {
       return 1;  // LLAMA_FTYPE_MOSTLY_F16
     case ops::WeightType::Q4_0:
       return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case ops::WeightType::Q4_1:
+      return 3;  // LLAMA_FTYPE_MOSTLY_Q4_1
     case ops::WeightType::Q8_0:
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case ops::WeightType::Q5_0:
+      return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
+    case ops::WeightType::Q5_1:
+      return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
+    case ops::WeightType::IQ4_NL:
+      return 25;  // LLAMA_FTYPE_MOSTLY_IQ4_NL
     case ops::WeightType::Q4_K:
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
     case ops::WeightType::Q6_K:

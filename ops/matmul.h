@@ -2,9 +2,10 @@
 // GEMV (decode: one token) and GEMM (prefill: many tokens) over GGUF weight matrices.
 //
 // Decode streams every weight byte once per token, so these calls are where the time goes.
-// Quantized weights (Q8_0, Q4_0, Q4_K, Q6_K) are dotted in integers against activations
-// quantized once per call (Q8_0 blocks for Q8_0/Q4_0, Q8_K for the K-quants); F16/BF16 weights
-// convert in registers against fp32 activations; F32 is a plain fp32 dot.
+// Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q6_K) are dotted in integers
+// against activations quantized once per call (Q8_0 blocks for the 32-element types, Q8_K for the
+// K-quants); F16/BF16 weights convert in registers against fp32 activations; F32 is a plain fp32
+// dot.
 //
 // Shapes follow GGUF: a weight of ne = [cols, rows] is `rows` rows of `cols` elements each, and
 // y[r] = sum_c W[r][c] * x[c]. cols must be a multiple of the type's block size (MatmulError
@@ -119,8 +120,8 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
 // Scalar dequantization of n elements (n a multiple of the block) starting at `src`: the
 // embedding lookup, tests and the quantizer's round-trip use it.
 void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n);
-// Quantizes n floats into type t's blocks (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K), byte-identical to
-// ggml's reference quantizers for Q8_0 and Q4_0.
+// Quantizes n floats into type t's blocks (F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/
+// Q6_K), byte-identical to ggml's reference quantizers for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1.
 void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n);
 
 }  // namespace pacer::ops

@@ -1,6 +1,7 @@
 #pragma once
 // Q8_0: 32 weights per block, one fp16 scale, signed 8-bit quants. w[j] = d * qs[j].
-// Also the activation format every Q8_0/Q4_0 weight dots with ("act-Q8", below).
+// Also the activation format every 32-element weight type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL) dots with ("act-Q8", below).
 //
 // Internal to ops/: the matmul entry points reach these kernels through type_traits.
 #include <cstddef>
@@ -23,7 +24,7 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34, "block_q8_0 is 34 bytes in GGUF");
 static_assert(alignof(BlockQ8_0) == 2);
 
-// --- Activations packed for Q8_0 / Q4_0 weights ("act-Q8"), one token of n elements ---------
+// --- Activations packed for the 32-element weight types ("act-Q8"), one token of n elements --
 // Struct of arrays, so a kernel loads 32 quants with one aligned load and reads scales and sums
 // without striding:
 //   bytes [0, n)            int8  q[n]       q = round(x / d_b) of block b, in [-127, 127]

@@ -1,12 +1,17 @@
 // quantize_row / dequantize_row: scalar, byte-identical to ggml's reference quantizers for the
-// block types (the loader's `pacer gguf quantize` and the embedding lookup use these).
+// legacy 32-element block types (IQ4_NL and the K-quants have pacer's own quantizers). The
+// loader's `pacer gguf quantize` and the embedding lookup use these.
 #include <cstring>
 #include <string>
 
 #include "ops/fp16.h"
+#include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_1.h"
 #include "ops/q4_k.h"
+#include "ops/q5_0.h"
+#include "ops/q5_1.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -56,6 +61,18 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_0:
       dequantize_row_q4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, n);
       return;
+    case WeightType::Q4_1:
+      dequantize_row_q4_1(reinterpret_cast<const BlockQ4_1*>(src), dst, n);
+      return;
+    case WeightType::Q5_0:
+      dequantize_row_q5_0(reinterpret_cast<const BlockQ5_0*>(src), dst, n);
+      return;
+    case WeightType::Q5_1:
+      dequantize_row_q5_1(reinterpret_cast<const BlockQ5_1*>(src), dst, n);
+      return;
+    case WeightType::IQ4_NL:
+      dequantize_row_iq4_nl(reinterpret_cast<const BlockIQ4_NL*>(src), dst, n);
+      return;
     // K-quants (q4_k.h, q6_k.h, q8_k.h).
     case WeightType::Q4_K:
       dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
@@ -93,6 +110,19 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
       return;
     case WeightType::Q4_0:
       quantize_row_q4_0_ref(src, reinterpret_cast<BlockQ4_0*>(dst), n);
+      return;
+    // Q4_1 / Q5_0 / Q5_1 follow ggml's reference rules; IQ4_NL is pacer's own (iq4_nl.h).
+    case WeightType::Q4_1:
+      quantize_row_q4_1_ref(src, reinterpret_cast<BlockQ4_1*>(dst), n);
+      return;
+    case WeightType::Q5_0:
+      quantize_row_q5_0_ref(src, reinterpret_cast<BlockQ5_0*>(dst), n);
+      return;
+    case WeightType::Q5_1:
+      quantize_row_q5_1_ref(src, reinterpret_cast<BlockQ5_1*>(dst), n);
+      return;
+    case WeightType::IQ4_NL:
+      quantize_row_iq4_nl_ref(src, reinterpret_cast<BlockIQ4_NL*>(dst), n);
       return;
     // K-quants (q4_k.h, q6_k.h, q8_k.h): our own quantizers, not byte-identical to ggml's.
     case WeightType::Q4_K:

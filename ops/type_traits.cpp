@@ -7,9 +7,13 @@
 #include "ops/bf16.h"
 #include "ops/f16.h"
 #include "ops/f32.h"
+#include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_1.h"
 #include "ops/q4_k.h"
+#include "ops/q5_0.h"
+#include "ops/q5_1.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -24,6 +28,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
+  TypeTraits q4_1, q5_0, q5_1, iq4_nl;  // the other 32-element types, activations act-Q8 too
   TypeTraits q4_k, q6_k;  // K-quants (q4_k*.cpp, q6_k*.cpp), activations Q8_K (q8_k*.cpp)
 };
 
@@ -92,6 +97,39 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                                 : gemm_q4_0_q8_0_avx512;
   t.q4_0.gemm_whole_range[kAvx512] = amx || vnni;
 
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h).
+  // Prefill: on AVX-512 the same quad kernels serve 4 tokens per weight load (row tiles from
+  // matmul_rows); AVX2 runs dot_rows once per token.
+  auto act_q8_type = [&](TypeTraits& tt, WeightType type, DotFn ref, DotFn avx2,
+                         DotRowsFn rows_avx2, DotFn avx512, DotRowsFn rows_avx512,
+                         GemmFn gemm_avx512) {
+    tt.type = type;
+    tt.act_type = WeightType::Q8_0;
+    tt.quantize_act = t.q8_0.quantize_act;
+    tt.dot[kScalar] = ref;
+    tt.dot[kAvx2] = avx2;
+    tt.dot_rows[kAvx2] = rows_avx2;
+    tt.dot[kAvx512] = avx512;
+    tt.dot_rows[kAvx512] = rows_avx512;
+    tt.gemm[kAvx512] = gemm_avx512;
+  };
+  act_q8_type(t.q4_1, WeightType::Q4_1, dot_q4_1_q8_0_ref, dot_q4_1_q8_0_avx2,
+              dot_rows_q4_1_q8_0_avx2, vnni ? dot_q4_1_q8_0_avx512vnni : dot_q4_1_q8_0_avx512,
+              vnni ? dot_rows_q4_1_q8_0_avx512vnni : dot_rows_q4_1_q8_0_avx512,
+              vnni ? gemm_q4_1_q8_0_avx512vnni : gemm_q4_1_q8_0_avx512);
+  act_q8_type(t.q5_0, WeightType::Q5_0, dot_q5_0_q8_0_ref, dot_q5_0_q8_0_avx2,
+              dot_rows_q5_0_q8_0_avx2, vnni ? dot_q5_0_q8_0_avx512vnni : dot_q5_0_q8_0_avx512,
+              vnni ? dot_rows_q5_0_q8_0_avx512vnni : dot_rows_q5_0_q8_0_avx512,
+              vnni ? gemm_q5_0_q8_0_avx512vnni : gemm_q5_0_q8_0_avx512);
+  act_q8_type(t.q5_1, WeightType::Q5_1, dot_q5_1_q8_0_ref, dot_q5_1_q8_0_avx2,
+              dot_rows_q5_1_q8_0_avx2, vnni ? dot_q5_1_q8_0_avx512vnni : dot_q5_1_q8_0_avx512,
+              vnni ? dot_rows_q5_1_q8_0_avx512vnni : dot_rows_q5_1_q8_0_avx512,
+              vnni ? gemm_q5_1_q8_0_avx512vnni : gemm_q5_1_q8_0_avx512);
+  act_q8_type(t.iq4_nl, WeightType::IQ4_NL, dot_iq4_nl_q8_0_ref, dot_iq4_nl_q8_0_avx2,
+              dot_rows_iq4_nl_q8_0_avx2, vnni ? dot_iq4_nl_q8_0_avx512vnni : dot_iq4_nl_q8_0_avx512,
+              vnni ? dot_rows_iq4_nl_q8_0_avx512vnni : dot_rows_iq4_nl_q8_0_avx512,
+              vnni ? gemm_iq4_nl_q8_0_avx512vnni : gemm_iq4_nl_q8_0_avx512);
+
   // --- K-quants (kquant: q4_k*.cpp, q6_k*.cpp, q8_k*.cpp) ---------------------------------
   // Q4_K / Q6_K dot with Q8_K activation blocks (q8_k.h). AVX-512 VNNI fuses each scale multiply
   // and its accumulation (vpdpwssd).
@@ -154,6 +192,14 @@ const TypeTraits& type_traits(WeightType t) {
       return tab.q8_0;
     case WeightType::Q4_0:
       return tab.q4_0;
+    case WeightType::Q4_1:
+      return tab.q4_1;
+    case WeightType::Q5_0:
+      return tab.q5_0;
+    case WeightType::Q5_1:
+      return tab.q5_1;
+    case WeightType::IQ4_NL:
+      return tab.iq4_nl;
     case WeightType::Q4_K:
       return tab.q4_k;
     case WeightType::Q6_K:

@@ -12,12 +12,17 @@ constexpr TypeInfo kF16{"f16", 1, 2};
 constexpr TypeInfo kBF16{"bf16", 1, 2};
 constexpr TypeInfo kQ8_0{"q8_0", 32, 34};
 constexpr TypeInfo kQ4_0{"q4_0", 32, 18};
+constexpr TypeInfo kQ4_1{"q4_1", 32, 20};
+constexpr TypeInfo kQ5_0{"q5_0", 32, 22};
+constexpr TypeInfo kQ5_1{"q5_1", 32, 24};
+constexpr TypeInfo kIQ4_NL{"iq4_nl", 32, 18};
 constexpr TypeInfo kQ4_K{"q4_K", 256, 144};
 constexpr TypeInfo kQ6_K{"q6_K", 256, 210};
 constexpr TypeInfo kQ8_K{"q8_K", 256, 292};
-constexpr std::array<WeightType, 8> kAll = {WeightType::F32,  WeightType::F16,  WeightType::BF16,
-                                            WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K,
-                                            WeightType::Q6_K, WeightType::Q8_K};
+constexpr std::array<WeightType, 12> kAll = {
+    WeightType::F32,  WeightType::F16,  WeightType::BF16,   WeightType::Q8_0,
+    WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,   WeightType::Q5_1,
+    WeightType::Q4_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::Q8_K};
 }  // namespace
 
 const TypeInfo& type_info(WeightType t) noexcept {
@@ -27,6 +32,10 @@ const TypeInfo& type_info(WeightType t) noexcept {
     case WeightType::BF16: return kBF16;
     case WeightType::Q8_0: return kQ8_0;
     case WeightType::Q4_0: return kQ4_0;
+    case WeightType::Q4_1: return kQ4_1;
+    case WeightType::Q5_0: return kQ5_0;
+    case WeightType::Q5_1: return kQ5_1;
+    case WeightType::IQ4_NL: return kIQ4_NL;
     case WeightType::Q4_K: return kQ4_K;
     case WeightType::Q6_K: return kQ6_K;
     case WeightType::Q8_K: return kQ8_K;

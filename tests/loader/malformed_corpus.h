@@ -118,7 +118,8 @@ inline std::vector<MalformedCase> malformed_corpus() {
         poke<int64_t>(b, tb.ne0 + 8, int64_t{1} << 40);
       }),
       "tensor 'tensor_b' ne[1]", static_cast<int64_t>(tb.ne0 + 8));
-  add("unknown_type_id", patched([&](auto& b) { poke<uint32_t>(b, tb.type, 3); }),
+  // 4 was ggml's Q4_2, removed from the format: never a valid type (3 is Q4_1 now).
+  add("unknown_type_id", patched([&](auto& b) { poke<uint32_t>(b, tb.type, 4); }),
       "tensor 'tensor_b' type", static_cast<int64_t>(tb.type));
   add("row_not_block_multiple", patched([&](auto& b) { poke<int64_t>(b, tb.ne0, 16); }),
       "tensor 'tensor_b' ne[0]", static_cast<int64_t>(f.tensors()[1].info_offset));
