@@ -7,6 +7,7 @@
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -60,12 +61,19 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_K:
       dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
       return;
+    case WeightType::Q5_K:
+      dequantize_row_q5_K(reinterpret_cast<const BlockQ5_K*>(src), dst, n);
+      return;
     case WeightType::Q6_K:
       dequantize_row_q6_K(reinterpret_cast<const BlockQ6_K*>(src), dst, n);
       return;
     case WeightType::Q8_K:
       dequantize_row_q8_K(reinterpret_cast<const BlockQ8_K*>(src), dst, n);
       return;
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+    case WeightType::IQ4_XS:
+      break;
   }
   throw_unsupported("dequantize_row", t);
 }
@@ -98,12 +106,19 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q4_K:
       quantize_row_q4_K_ref(src, reinterpret_cast<BlockQ4_K*>(dst), n);
       return;
+    case WeightType::Q5_K:
+      quantize_row_q5_K_ref(src, reinterpret_cast<BlockQ5_K*>(dst), n);
+      return;
     case WeightType::Q6_K:
       quantize_row_q6_K_ref(src, reinterpret_cast<BlockQ6_K*>(dst), n);
       return;
     case WeightType::Q8_K:
       quantize_row_q8_K_ref(src, dst, n);
       return;
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+    case WeightType::IQ4_XS:
+      break;
   }
   throw_unsupported("quantize_row", t);
 }

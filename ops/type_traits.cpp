@@ -10,6 +10,7 @@
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -24,7 +25,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
-  TypeTraits q4_k, q6_k;  // K-quants (q4_k*.cpp, q6_k*.cpp), activations Q8_K (q8_k*.cpp)
+  TypeTraits q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -114,6 +115,15 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q6_k.dot_rows[kAvx2] = dot_rows_q6_K_q8_K_avx2;
   t.q6_k.dot[kAvx512] = vnni ? dot_q6_K_q8_K_avx512vnni : dot_q6_K_q8_K_avx512;
   t.q6_k.dot_rows[kAvx512] = vnni ? dot_rows_q6_K_q8_K_avx512vnni : dot_rows_q6_K_q8_K_avx512;
+  // Q5_K (q5_k*.cpp): no GEMM yet, so prefill runs dot_rows per token.
+  t.q5_k.type = WeightType::Q5_K;
+  t.q5_k.act_type = WeightType::Q8_K;
+  t.q5_k.quantize_act = t.q4_k.quantize_act;
+  t.q5_k.dot[kScalar] = dot_q5_K_q8_K_ref;
+  t.q5_k.dot[kAvx2] = dot_q5_K_q8_K_avx2;
+  t.q5_k.dot_rows[kAvx2] = dot_rows_q5_K_q8_K_avx2;
+  t.q5_k.dot[kAvx512] = vnni ? dot_q5_K_q8_K_avx512vnni : dot_q5_K_q8_K_avx512;
+  t.q5_k.dot_rows[kAvx512] = vnni ? dot_rows_q5_K_q8_K_avx512vnni : dot_rows_q5_K_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -156,8 +166,13 @@ const TypeTraits& type_traits(WeightType t) {
       return tab.q4_0;
     case WeightType::Q4_K:
       return tab.q4_k;
+    case WeightType::Q5_K:
+      return tab.q5_k;
     case WeightType::Q6_K:
       return tab.q6_k;
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+    case WeightType::IQ4_XS:
     case WeightType::Q8_K:
       break;
   }

@@ -1,0 +1,118 @@
+// Block formats of Q5_K, Q3_K, Q2_K and IQ4_XS: dequantize_row of hand-built blocks against
+// values worked out by hand from ggml's byte layout (and every element against the test's own
+// decoding, kquant2_test_util.h), sizes and names in the type table, and row lengths that are
+// not whole blocks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/matmul.h"
+#include "ops/q5_k.h"
+#include "tests/ops/kquant2_test_util.h"
+
+namespace pacer::ops {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> dequantize_block(WeightType t, const void* block) {
+  std::vector<float> out(kQK_K);
+  dequantize_row(t, static_cast<const std::byte*>(block), out.data(), kQK_K);
+  return out;
+}
+
+// Every element of a dequantized block against the test's own decoding (exact: all test
+// values are small multiples of powers of two).
+void expect_matches_decoding(WeightType t, const void* block, const std::vector<float>& y) {
+  for (int e = 0; e < kQK_K; ++e) {
+    ASSERT_EQ(y[e], testing::decode(t, static_cast<const std::byte*>(block), e).value)
+        << type_name(t) << " element " << e;
+  }
+}
+
+// d = 0.5, dmin = 0.25; scales sc = {1, 2, 3, 63, 17, 40, 5, 33}, mins m = {0, 7, 63, 1, 50,
+// 16, 9, 32}, packed by hand as Q4_K's (low 6 bits of bytes 0-3 / 4-7 for j < 4; for j >= 4 a
+// nibble of bytes 8-11 and the top 2 bits of bytes j-4 / j):
+//   bytes 0-3:  0x41 0x82 0x03 0xBF   bytes 4-7: 0xC0 0x47 0x3F 0x81   bytes 8-11: 0x21 0x08 0x95
+//   0x01
+// qh[l] = (37l + 5) mod 256, qs[i] = (7i + 3) mod 256.
+BlockQ5_K hand_q5_K() {
+  BlockQ5_K b;
+  b.d = 0x3800;     // 0.5
+  b.dmin = 0x3400;  // 0.25
+  const uint8_t scales[12] = {0x41, 0x82, 0x03, 0xBF, 0xC0, 0x47,
+                              0x3F, 0x81, 0x21, 0x08, 0x95, 0x01};
+  std::memcpy(b.scales, scales, sizeof scales);
+  for (int l = 0; l < 32; ++l) b.qh[l] = static_cast<uint8_t>(37 * l + 5);
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(7 * i + 3);
+  return b;
+}
+
+TEST(KQuant2Format, Q5_KHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockQ5_K b = hand_q5_K();
+  const std::vector<float> y = dequantize_block(WeightType::Q5_K, &b);
+  // element 0:   sub-block 0, qs[0] = 3 low nibble 3, qh[0] = 5 bit 0 = 1: q = 19
+  //              0.5*1*19 - 0.25*0 = 9.5
+  EXPECT_EQ(y[0], 9.5f);
+  // element 32:  sub-block 1, qs[0] high nibble 0, qh[0] = 5 bit 1 = 0: q = 0
+  //              0 - 0.25*7 = -1.75
+  EXPECT_EQ(y[32], -1.75f);
+  // element 100: sub-block 3 (l = 4), qs[36] = 255 high nibble 15, qh[4] = 153 bit 3 = 1: q = 31
+  //              0.5*63*31 - 0.25*1 = 976.25
+  EXPECT_EQ(y[100], 976.25f);
+  // element 130: sub-block 4 (l = 2), qs[66] = 0xD1 low nibble 1, qh[2] = 79 bit 4 = 0: q = 1
+  //              0.5*17*1 - 0.25*50 = -4
+  EXPECT_EQ(y[130], -4.0f);
+  // element 255: sub-block 7 (l = 31), qs[127] = 0x7C high nibble 7, qh[31] = 128 bit 7 = 1:
+  //              q = 23; 0.5*33*23 - 0.25*32 = 371.5
+  EXPECT_EQ(y[255], 371.5f);
+  const int want_sc[8] = {1, 2, 3, 63, 17, 40, 5, 33}, want_m[8] = {0, 7, 63, 1, 50, 16, 9, 32};
+  for (int j = 0; j < 8; ++j) {
+    const testing::Decoded v = testing::decode_q5_K(reinterpret_cast<const uint8_t*>(&b), 32 * j);
+    ASSERT_EQ(v.scale, want_sc[j]) << j;
+    ASSERT_EQ(v.min, want_m[j]) << j;
+  }
+  expect_matches_decoding(WeightType::Q5_K, &b, y);
+}
+
+TEST(KQuant2Format, TypeTableMatchesGgml) {
+  struct Want {
+    uint32_t id;
+    const char* name;
+    int64_t bytes;
+  };
+  const Want wants[] = {
+      {13, "q5_K", 176}, {11, "q3_K", 110}, {10, "q2_K", 84}, {23, "iq4_xs", 136}};
+  for (WeightType t : testing::kquant2_types()) {
+    const uint32_t id = static_cast<uint32_t>(t);
+    const Want* w = nullptr;
+    for (const Want& c : wants) w = c.id == id ? &c : w;
+    ASSERT_NE(w, nullptr) << id;
+    EXPECT_EQ(weight_type_from_id(id), t);
+    EXPECT_EQ(type_info(t).name, w->name);
+    EXPECT_EQ(type_info(t).block_elems, 256);
+    EXPECT_EQ(type_info(t).block_bytes, w->bytes);
+    EXPECT_EQ(weight_type_from_name(w->name), t);
+  }
+}
+
+TEST(KQuant2Format, RowLengthsNotWholeBlocksAreRejected) {
+  std::vector<std::byte> data(1024);
+  std::vector<float> y(288);
+  for (WeightType t : testing::kquant2_types()) {
+    try {
+      dequantize_row(t, data.data(), y.data(), 288);
+      FAIL() << "no exception for " << type_name(t);
+    } catch (const MatmulError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(type_name(t))));
+      EXPECT_THAT(e.what(), HasSubstr("256"));
+    }
+    EXPECT_THROW(quantize_row(t, y.data(), data.data(), 288), MatmulError);
+  }
+}
+
+}  // namespace
+}  // namespace pacer::ops
