@@ -30,8 +30,9 @@ uint32_t llama_file_type(ops::WeightType t) {
       return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case ops::WeightType::BF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
-    case ops::WeightType::Q2_K:
     case ops::WeightType::Q3_K:
+      return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    case ops::WeightType::Q2_K:
     case ops::WeightType::IQ4_XS:
     case ops::WeightType::Q8_K:
       break;

@@ -9,6 +9,7 @@
 #include "ops/f32.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
 #include "ops/q6_k.h"
@@ -25,7 +26,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
-  TypeTraits q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
+  TypeTraits q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -124,6 +125,15 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q5_k.dot_rows[kAvx2] = dot_rows_q5_K_q8_K_avx2;
   t.q5_k.dot[kAvx512] = vnni ? dot_q5_K_q8_K_avx512vnni : dot_q5_K_q8_K_avx512;
   t.q5_k.dot_rows[kAvx512] = vnni ? dot_rows_q5_K_q8_K_avx512vnni : dot_rows_q5_K_q8_K_avx512;
+  // Q3_K (q3_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.q3_k.type = WeightType::Q3_K;
+  t.q3_k.act_type = WeightType::Q8_K;
+  t.q3_k.quantize_act = t.q4_k.quantize_act;
+  t.q3_k.dot[kScalar] = dot_q3_K_q8_K_ref;
+  t.q3_k.dot[kAvx2] = dot_q3_K_q8_K_avx2;
+  t.q3_k.dot_rows[kAvx2] = dot_rows_q3_K_q8_K_avx2;
+  t.q3_k.dot[kAvx512] = dot_q3_K_q8_K_avx512;
+  t.q3_k.dot_rows[kAvx512] = dot_rows_q3_K_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -170,8 +180,9 @@ const TypeTraits& type_traits(WeightType t) {
       return tab.q5_k;
     case WeightType::Q6_K:
       return tab.q6_k;
-    case WeightType::Q2_K:
     case WeightType::Q3_K:
+      return tab.q3_k;
+    case WeightType::Q2_K:
     case WeightType::IQ4_XS:
     case WeightType::Q8_K:
       break;

@@ -21,7 +21,8 @@ constexpr TypeInfo kQ8_K{"q8_K", 256, 292};
 constexpr TypeInfo kIQ4_XS{"iq4_xs", 256, 136};
 constexpr std::array kAll = {WeightType::F32,  WeightType::F16,  WeightType::BF16,
                              WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_K,
-                             WeightType::Q5_K, WeightType::Q6_K, WeightType::Q8_K};
+                             WeightType::Q5_K, WeightType::Q6_K, WeightType::Q8_K,
+                             WeightType::Q3_K};
 }  // namespace
 
 const TypeInfo& type_info(WeightType t) noexcept {

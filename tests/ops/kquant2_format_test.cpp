@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/matmul.h"
+#include "ops/q3_k.h"
 #include "ops/q5_k.h"
 #include "tests/ops/kquant2_test_util.h"
 
@@ -76,6 +77,48 @@ TEST(KQuant2Format, Q5_KHandBuiltBlockDequantizesToHandComputedValues) {
     ASSERT_EQ(v.min, want_m[j]) << j;
   }
   expect_matches_decoding(WeightType::Q5_K, &b, y);
+}
+
+// d = 0.5; stored 6-bit scales u = {0, 63, 32, 33, 31, 1, 40, 20, 10, 50, 5, 60, 16, 48, 47, 17}
+// (sc = u - 32 = {-32, 31, 0, 1, -1, -31, 8, -12, -22, 18, -27, 28, -16, 16, 15, -15}), packed
+// by hand: byte g < 8 = (u_g & 15) | (u_{g+8} & 15) << 4; byte 8 + i = sum_k (u_{4k+i} >> 4) << 2k:
+//   bytes 0-7:  0xA0 0x2F 0x50 0xC1 0x0F 0x01 0xF8 0x14    bytes 8-11: 0x44 0xF3 0x8A 0x76
+// hmask[l] = (53l + 7) mod 256, qs[i] = (11i + 9) mod 256.
+BlockQ3_K hand_q3_K() {
+  BlockQ3_K b;
+  const uint8_t scales[12] = {0xA0, 0x2F, 0x50, 0xC1, 0x0F, 0x01,
+                              0xF8, 0x14, 0x44, 0xF3, 0x8A, 0x76};
+  std::memcpy(b.scales, scales, sizeof scales);
+  for (int l = 0; l < 32; ++l) b.hmask[l] = static_cast<uint8_t>(53 * l + 7);
+  for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(11 * i + 9);
+  b.d = 0x3800;  // 0.5
+  return b;
+}
+
+TEST(KQuant2Format, Q3_KHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockQ3_K b = hand_q3_K();
+  const std::vector<float> y = dequantize_block(WeightType::Q3_K, &b);
+  // element 0:   group 0 (sc -32), qs[0] = 9 bits 0-1 = 1, hmask[0] = 7 bit 0 = 1: q = 1 - 4 + 4
+  //              = 1; 0.5 * -32 * 1 = -16
+  EXPECT_EQ(y[0], -16.0f);
+  // element 17:  group 1 (sc 31), qs[17] = 196 bits 0-1 = 0, hmask[17] = 140 bit 0 = 0: q = -4;
+  //              0.5 * 31 * -4 = -62
+  EXPECT_EQ(y[17], -62.0f);
+  // element 130: group 8 (sc -22), half 1 run 0 l = 2: qs[34] = 127 bits 0-1 = 3, hmask[2] = 113
+  //              bit 4 = 1: q = 3; 0.5 * -22 * 3 = -33
+  EXPECT_EQ(y[130], -33.0f);
+  // element 200: group 12 (sc -16), half 1 run 2 l = 8: qs[40] = 193 bits 4-5 = 0, hmask[8] = 175
+  //              bit 6 = 0: q = -4; 0.5 * -16 * -4 = 32
+  EXPECT_EQ(y[200], 32.0f);
+  // element 255: group 15 (sc -15), half 1 run 3 l = 31: qs[63] = 190 bits 6-7 = 2, hmask[31] =
+  //              114 bit 7 = 0: q = -2; 0.5 * -15 * -2 = 15
+  EXPECT_EQ(y[255], 15.0f);
+  const int want_sc[16] = {-32, 31, 0, 1, -1, -31, 8, -12, -22, 18, -27, 28, -16, 16, 15, -15};
+  for (int g = 0; g < 16; ++g) {
+    ASSERT_EQ(testing::decode_q3_K(reinterpret_cast<const uint8_t*>(&b), 16 * g).scale, want_sc[g])
+        << g;
+  }
+  expect_matches_decoding(WeightType::Q3_K, &b, y);
 }
 
 TEST(KQuant2Format, TypeTableMatchesGgml) {
