@@ -32,10 +32,16 @@ uint32_t llama_file_type(ops::WeightType t) {
       return 25;  // LLAMA_FTYPE_MOSTLY_IQ4_NL
     case ops::WeightType::Q4_K:
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case ops::WeightType::Q5_K:
+      return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
     case ops::WeightType::Q6_K:
       return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case ops::WeightType::BF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case ops::WeightType::Q3_K:
+      return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    case ops::WeightType::Q2_K:
+    case ops::WeightType::IQ4_XS:
     case ops::WeightType::Q8_K:
       break;
   }

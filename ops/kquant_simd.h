@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the K-quant kernels (q4_k_avx2.cpp, q4_k_avx512.cpp, q6_k_avx2.cpp,
-// q6_k_avx512.cpp). Include ONLY from files built with AVX2 or AVX-512 flags; everything here has
-// internal linkage.
+// q6_k_avx512.cpp, and the q5_k / q3_k / q2_k / iq4_xs ones). Include ONLY from files built with
+// AVX2 or AVX-512 flags; everything here has internal linkage.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -36,9 +36,10 @@ inline void prefetch_ahead(const Block* blk) {
 //   sc_0..3 = u0 & 0x3f..          sc_4..7 = (u2 & 0x0f..)      | (u0 >> 2 & 0x30..)
 //   m_0..3  = u1 & 0x3f..          m_4..7  = (u2 >> 4 & 0x0f..) | (u1 >> 2 & 0x30..)
 // which is two dword shuffles, a variable shift, a shift and three logic ops on one xmm.
-inline __m128i unpack_q4_K_scales_mins(const BlockQ4_K* blk) {
-  // Loads the 12 scale bytes and the first 4 quant bytes (lane 3, unused): within the block.
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+// `scales` must have 16 readable bytes (the 12 scale bytes and 4 more of the same block); Q5_K
+// packs its scales and mins the same way (q5_k.h).
+inline __m128i unpack_6bit_scales_mins(const uint8_t* scales) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
   const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0, u2, u1, u2
   const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0, u0, u1, u1
   const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
@@ -48,12 +49,39 @@ inline __m128i unpack_q4_K_scales_mins(const BlockQ4_K* blk) {
   return _mm_or_si128(low, top);
 }
 
-// {fl(d * dx), fl(dmin * dx), 0, 0}: the block's two fp16 factors (adjacent, bytes 0-3) times
-// the activation scale, rounded once each as the reference rounds them.
-inline __m128 q4_K_factors(const BlockQ4_K* blk, __m128 dx) {
+inline __m128i unpack_q4_K_scales_mins(const BlockQ4_K* blk) {
+  // Loads the 12 scale bytes and the first 4 quant bytes (lane 3, unused): within the block.
+  return unpack_6bit_scales_mins(blk->scales);
+}
+
+// {fl(d * dx), fl(dmin * dx), 0, 0}: a block's two adjacent fp16 factors d, dmin (at
+// d_dmin_ptr: bytes 0-3 of Q4_K and Q5_K, bytes 80-83 of Q2_K) times the activation scale,
+// rounded once each as the reference rounds them.
+inline __m128 fp16_pair_times(const void* d_dmin_ptr, __m128 dx) {
   int32_t d_dmin;
-  std::memcpy(&d_dmin, blk, sizeof d_dmin);
+  std::memcpy(&d_dmin, d_dmin_ptr, sizeof d_dmin);
   return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin)), dx);
+}
+
+inline __m128 q4_K_factors(const BlockQ4_K* blk, __m128 dx) {
+  return fp16_pair_times(blk, dx);
+}
+
+// Q3_K's 16 group scales as int8 sc_0..sc_15 in [-32, 31] (q3_k.h): the low nibbles of scale
+// bytes 0-7 are groups 0-7's low 4 bits and their high nibbles groups 8-15's; byte 8 + g%4
+// holds the top 2 bits of group g at bits 2(g/4), +1. `scales_minus_4` points 4 bytes before
+// the 12 scale bytes (the last 4 qs bytes), so the 16-byte load stays inside the 110-byte block.
+inline __m128i unpack_q3_K_scales(const uint8_t* scales_minus_4) {
+  const __m128i v = _mm_srli_si128(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales_minus_4)), 4);  // bytes 0-11
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  const __m128i low4 =
+      _mm_unpacklo_epi64(_mm_and_si128(v, nib), _mm_and_si128(_mm_srli_epi16(v, 4), nib));
+  // Bytes 8-11 to every dword; dword k shifted by 2k leaves group 4k + i's top bits in byte i.
+  const __m128i top = _mm_shuffle_epi8(v, _mm_set1_epi32(0x0B0A0908));
+  const __m128i top2 =
+      _mm_and_si128(_mm_srlv_epi32(top, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(0x03));
+  return _mm_sub_epi8(_mm_or_si128(low4, _mm_slli_epi16(top2, 4)), _mm_set1_epi8(32));
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q3_k.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
 #include "ops/q5_0.h"
 #include "ops/q5_1.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -77,12 +79,21 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_K:
       dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
       return;
+    case WeightType::Q3_K:
+      dequantize_row_q3_K(reinterpret_cast<const BlockQ3_K*>(src), dst, n);
+      return;
+    case WeightType::Q5_K:
+      dequantize_row_q5_K(reinterpret_cast<const BlockQ5_K*>(src), dst, n);
+      return;
     case WeightType::Q6_K:
       dequantize_row_q6_K(reinterpret_cast<const BlockQ6_K*>(src), dst, n);
       return;
     case WeightType::Q8_K:
       dequantize_row_q8_K(reinterpret_cast<const BlockQ8_K*>(src), dst, n);
       return;
+    case WeightType::Q2_K:
+    case WeightType::IQ4_XS:
+      break;
   }
   throw_unsupported("dequantize_row", t);
 }
@@ -128,12 +139,21 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q4_K:
       quantize_row_q4_K_ref(src, reinterpret_cast<BlockQ4_K*>(dst), n);
       return;
+    case WeightType::Q3_K:
+      quantize_row_q3_K_ref(src, reinterpret_cast<BlockQ3_K*>(dst), n);
+      return;
+    case WeightType::Q5_K:
+      quantize_row_q5_K_ref(src, reinterpret_cast<BlockQ5_K*>(dst), n);
+      return;
     case WeightType::Q6_K:
       quantize_row_q6_K_ref(src, reinterpret_cast<BlockQ6_K*>(dst), n);
       return;
     case WeightType::Q8_K:
       quantize_row_q8_K_ref(src, dst, n);
       return;
+    case WeightType::Q2_K:
+    case WeightType::IQ4_XS:
+      break;
   }
   throw_unsupported("quantize_row", t);
 }

@@ -10,10 +10,12 @@
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q3_k.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
 #include "ops/q5_0.h"
 #include "ops/q5_1.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
@@ -29,7 +31,7 @@ struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
   TypeTraits q4_1, q5_0, q5_1, iq4_nl;  // the other 32-element types, activations act-Q8 too
-  TypeTraits q4_k, q6_k;  // K-quants (q4_k*.cpp, q6_k*.cpp), activations Q8_K (q8_k*.cpp)
+  TypeTraits q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -152,6 +154,24 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q6_k.dot_rows[kAvx2] = dot_rows_q6_K_q8_K_avx2;
   t.q6_k.dot[kAvx512] = vnni ? dot_q6_K_q8_K_avx512vnni : dot_q6_K_q8_K_avx512;
   t.q6_k.dot_rows[kAvx512] = vnni ? dot_rows_q6_K_q8_K_avx512vnni : dot_rows_q6_K_q8_K_avx512;
+  // Q5_K (q5_k*.cpp): no GEMM yet, so prefill runs dot_rows per token.
+  t.q5_k.type = WeightType::Q5_K;
+  t.q5_k.act_type = WeightType::Q8_K;
+  t.q5_k.quantize_act = t.q4_k.quantize_act;
+  t.q5_k.dot[kScalar] = dot_q5_K_q8_K_ref;
+  t.q5_k.dot[kAvx2] = dot_q5_K_q8_K_avx2;
+  t.q5_k.dot_rows[kAvx2] = dot_rows_q5_K_q8_K_avx2;
+  t.q5_k.dot[kAvx512] = vnni ? dot_q5_K_q8_K_avx512vnni : dot_q5_K_q8_K_avx512;
+  t.q5_k.dot_rows[kAvx512] = vnni ? dot_rows_q5_K_q8_K_avx512vnni : dot_rows_q5_K_q8_K_avx512;
+  // Q3_K (q3_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.q3_k.type = WeightType::Q3_K;
+  t.q3_k.act_type = WeightType::Q8_K;
+  t.q3_k.quantize_act = t.q4_k.quantize_act;
+  t.q3_k.dot[kScalar] = dot_q3_K_q8_K_ref;
+  t.q3_k.dot[kAvx2] = dot_q3_K_q8_K_avx2;
+  t.q3_k.dot_rows[kAvx2] = dot_rows_q3_K_q8_K_avx2;
+  t.q3_k.dot[kAvx512] = dot_q3_K_q8_K_avx512;
+  t.q3_k.dot_rows[kAvx512] = dot_rows_q3_K_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -202,8 +222,14 @@ const TypeTraits& type_traits(WeightType t) {
       return tab.iq4_nl;
     case WeightType::Q4_K:
       return tab.q4_k;
+    case WeightType::Q5_K:
+      return tab.q5_k;
     case WeightType::Q6_K:
       return tab.q6_k;
+    case WeightType::Q3_K:
+      return tab.q3_k;
+    case WeightType::Q2_K:
+    case WeightType::IQ4_XS:
     case WeightType::Q8_K:
       break;
   }

@@ -17,12 +17,17 @@ constexpr TypeInfo kQ5_0{"q5_0", 32, 22};
 constexpr TypeInfo kQ5_1{"q5_1", 32, 24};
 constexpr TypeInfo kIQ4_NL{"iq4_nl", 32, 18};
 constexpr TypeInfo kQ4_K{"q4_K", 256, 144};
+constexpr TypeInfo kQ2_K{"q2_K", 256, 84};
+constexpr TypeInfo kQ3_K{"q3_K", 256, 110};
+constexpr TypeInfo kQ5_K{"q5_K", 256, 176};
 constexpr TypeInfo kQ6_K{"q6_K", 256, 210};
 constexpr TypeInfo kQ8_K{"q8_K", 256, 292};
-constexpr std::array<WeightType, 12> kAll = {
+constexpr TypeInfo kIQ4_XS{"iq4_xs", 256, 136};
+constexpr std::array kAll = {
     WeightType::F32,  WeightType::F16,  WeightType::BF16,   WeightType::Q8_0,
     WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,   WeightType::Q5_1,
-    WeightType::Q4_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::Q8_K};
+    WeightType::Q4_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::Q8_K,
+    WeightType::Q5_K, WeightType::Q3_K};
 }  // namespace
 
 const TypeInfo& type_info(WeightType t) noexcept {
@@ -37,8 +42,12 @@ const TypeInfo& type_info(WeightType t) noexcept {
     case WeightType::Q5_1: return kQ5_1;
     case WeightType::IQ4_NL: return kIQ4_NL;
     case WeightType::Q4_K: return kQ4_K;
+    case WeightType::Q2_K: return kQ2_K;
+    case WeightType::Q3_K: return kQ3_K;
+    case WeightType::Q5_K: return kQ5_K;
     case WeightType::Q6_K: return kQ6_K;
     case WeightType::Q8_K: return kQ8_K;
+    case WeightType::IQ4_XS: return kIQ4_XS;
   }
   return kF32;  // unreachable for valid enumerators
 }

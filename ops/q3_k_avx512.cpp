@@ -1,0 +1,114 @@
+// Q3_K x Q8_K on AVX-512 (F/BW/VL/DQ only; no VNNI instruction).
+//
+// Per half t of a super-block (elements 128t .. 128t+127) and row, two zmm of 64 quants each:
+// zmm k holds runs 2k and 2k+1 (elements 128t + 64k + 0..63, in order, matching one plain
+// 64-byte activation load). The 32 qs bytes of the half, broadcast to both 256-bit halves, give
+// the low 2 bits through one per-half variable 16-bit shift (by 4k / 4k+2) and an AND with 3;
+// the 32 hmask bytes, broadcast likewise, give the high bit through one vptestmb against a
+// per-half bit selector (bit 4t+2k / 4t+2k+1) and a masked add of 4. Each 128-bit lane of zmm k
+// is one group (8t + 4k + lane), its int16 scale spread by one vpermw. Then
+//   vpmaddubsw(u, x): u in [0, 7], x in [-127, 127]: pair sums |.| <= 1778;
+//   vpmaddwd(p, sc):  |sc| <= 32: |lane| <= 113,792; 4 per lane and super-block;
+// and the offset of 4 comes off once per super-block through the activation group sums (one
+// vpmaddwd of the 16 scales with the 16 bsums): all exact in int32 and in float. Rows run 4 at a
+// time sharing the activation loads, each prefetching its own stream (kquant_simd.h).
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+
+#include "ops/gemv_streams.h"
+#include "ops/kquant_simd.h"
+#include "ops/q3_k.h"
+
+// GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers (bug 105593, fixed in
+// 13) at the call sites where they are inlined. No variable of this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace pacer::ops {
+namespace {
+
+// vpermw index putting int16 scale `first + i` in every word of 128-bit lane i (i = 0..3).
+inline __m512i lane_scale_index(int first) {
+  const auto rep = [](int v) { return static_cast<long long>(0x0001000100010001LL * v); };
+  return _mm512_setr_epi64(rep(first), rep(first), rep(first + 1), rep(first + 1), rep(first + 2),
+                           rep(first + 2), rep(first + 3), rep(first + 3));
+}
+
+// Word / byte constants that differ between the two 256-bit halves of a zmm.
+inline __m512i halves16(int first, int second) {
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(first)),
+                                 _mm512_set1_epi16(static_cast<short>(second)));
+}
+inline __m512i halves8(int first, int second) {
+  return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8(static_cast<char>(first)),
+                                 _mm512_set1_epi8(static_cast<char>(second)));
+}
+
+// R rows of n elements (row r at w + r*stride) dotted with one Q8_K row: out[r * out_step].
+template <int R>
+void q3_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::byte* act, float* out,
+                    int64_t out_step = 1) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  const __m512i two_bits = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(4);
+  const __m512i shift[2] = {halves16(0, 2), halves16(4, 6)};  // [k]: runs 2k, 2k+1
+  __m512i hbit[2][2], scale_index[2][2];                      // [t][k]
+  for (int t = 0; t < 2; ++t) {
+    for (int k = 0; k < 2; ++k) {
+      hbit[t][k] = halves8(1 << (4 * t + 2 * k), 1 << (4 * t + 2 * k + 1));
+      scale_index[t][k] = lane_scale_index(8 * t + 4 * k);
+    }
+  }
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+    __m512i xs[2][2];  // [t][k]
+    for (int t = 0; t < 2; ++t) {
+      for (int k = 0; k < 2; ++k) xs[t][k] = _mm512_loadu_si512(x[b].qs + 128 * t + 64 * k);
+    }
+    for (int r = 0; r < R; ++r) {
+      const BlockQ3_K* blk = reinterpret_cast<const BlockQ3_K*>(w + r * stride) + b;
+      prefetch_ahead(blk);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_q3_K_scales(blk->scales - 4));
+      const __m512i sc16z = _mm512_castsi256_si512(sc16);
+      // -4 * sum_g sc_g * bsums[g], in the low 8 lanes.
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2);
+      __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(offset));
+      const __m512i hm =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->hmask)));
+      for (int t = 0; t < 2; ++t) {
+        const __m512i qs = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * t)));
+        for (int k = 0; k < 2; ++k) {
+          __m512i u = _mm512_and_si512(_mm512_srlv_epi16(qs, shift[k]), two_bits);
+          u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(hm, hbit[t][k]), u, four);
+          const __m512i s = _mm512_permutexvar_epi16(scale_index[t][k], sc16z);
+          isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(u, xs[t][k]), s));
+        }
+      }
+      const float d = avx512::fp32_from_fp16(blk->d) * x[b].d;
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * out_step] = _mm512_reduce_add_ps(acc[r]);
+}
+
+}  // namespace
+
+void dot_rows_q3_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, float* out) {
+  constexpr int kRows = 4;
+  int64_t r = gemv_stream_tiles(nr, kRows, [&](int64_t j, int64_t per_stream) {
+    q3_K_rows_tile<kRows>(n, w + j * w_stride, per_stream * w_stride, act, out + j, per_stream);
+  });
+  for (; r + kRows <= nr; r += kRows)
+    q3_K_rows_tile<kRows>(n, w + r * w_stride, w_stride, act, out + r);
+  for (; r < nr; ++r) q3_K_rows_tile<1>(n, w + r * w_stride, w_stride, act, out + r);
+}
+
+float dot_q3_K_q8_K_avx512(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  q3_K_rows_tile<1>(n, w_row, 0, act, &out);
+  return out;
+}
+
+}  // namespace pacer::ops
