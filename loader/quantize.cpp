@@ -1,5 +1,7 @@
 #include "loader/quantize.h"
 
+#include <algorithm>
+#include <cctype>
 #include <stdexcept>
 #include <vector>
 
@@ -54,24 +56,148 @@ bool is_quantizable(const GgufTensor& t) noexcept {
   return t.ne.size() >= 2 && dims >= 2;
 }
 
-QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out,
-                            ops::WeightType type) {
-  if (type != ops::WeightType::Q8_0 && type != ops::WeightType::Q4_0) {
-    throw std::invalid_argument(
-        fmt::format("quantize: target type {} not supported (q8_0, q4_0)", ops::type_name(type)));
+namespace {
+
+// llama-quantize's use_more_bits: the first and last eighth of the layers, and every third layer
+// between, get the bigger type.
+bool use_more_bits(int64_t i_layer, int64_t n_layers) {
+  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+// The block index of "blk.<i>.<rest>", or -1.
+int64_t layer_of(std::string_view name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int64_t i = 0;
+  size_t k = 4;
+  if (k >= name.size() || name[k] < '0' || name[k] > '9') return -1;
+  for (; k < name.size() && name[k] >= '0' && name[k] <= '9'; ++k) i = i * 10 + (name[k] - '0');
+  return i;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+std::optional<QuantTarget> QuantTarget::parse(std::string_view name) {
+  std::string n(name);
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "q4_k_m") return QuantTarget{QuantMix::Q4_K_M, ops::WeightType::Q4_K};
+  if (n == "q5_k_m") return QuantTarget{QuantMix::Q5_K_M, ops::WeightType::Q5_K};
+  if (n == "q6_k") return QuantTarget{QuantMix::Q6_K, ops::WeightType::Q6_K};
+  const auto t = ops::weight_type_from_name(n);
+  if (!t || *t == ops::WeightType::F32 || *t == ops::WeightType::F16 ||
+      *t == ops::WeightType::BF16 || *t == ops::WeightType::Q8_K) {
+    return std::nullopt;
   }
+  return QuantTarget{QuantMix::Pure, *t};
+}
+
+std::string QuantTarget::name() const {
+  switch (mix) {
+    case QuantMix::Q4_K_M:
+      return "q4_k_m";
+    case QuantMix::Q5_K_M:
+      return "q5_k_m";
+    case QuantMix::Q6_K:
+      return "q6_k";
+    case QuantMix::Pure:
+      break;
+  }
+  return std::string(ops::type_name(type));
+}
+
+uint32_t QuantTarget::file_type() const {
+  switch (mix) {
+    case QuantMix::Q4_K_M:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case QuantMix::Q5_K_M:
+      return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+    case QuantMix::Q6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case QuantMix::Pure:
+      break;
+  }
+  return llama_file_type(type);
+}
+
+ops::WeightType mix_tensor_type(const QuantTarget& target, std::string_view name,
+                                const std::vector<int64_t>& ne, int64_t n_layers,
+                                bool tied_embeddings) {
+  using ops::WeightType;
+  if (target.mix == QuantMix::Pure) return target.type;
+  const bool output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
+  if (output) {
+    // The output (or a tied embedding) gets Q6_K, Q8_0 where its rows do not fit 256 blocks.
+    return ne[0] % 256 != 0 ? WeightType::Q8_0 : WeightType::Q6_K;
+  }
+  const bool k_m = target.mix == QuantMix::Q4_K_M || target.mix == QuantMix::Q5_K_M;
+  const int64_t il = layer_of(name);
+  if (k_m && il >= 0 &&
+      (ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight"))) {
+    if (use_more_bits(il, n_layers)) return WeightType::Q6_K;
+  }
+  if (ends_with(name, ".attn_qkv.weight")) {
+    if (target.mix == QuantMix::Q4_K_M) return WeightType::Q5_K;
+    if (target.mix == QuantMix::Q5_K_M) return WeightType::Q6_K;
+  }
+  return target.type;
+}
+
+ops::WeightType row_fallback(ops::WeightType t, int64_t row_length) {
+  using ops::WeightType;
+  if (row_length % ops::type_info(t).block_elems == 0) return t;
+  WeightType f = WeightType::F16;
+  switch (t) {
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+      f = WeightType::Q4_0;
+      break;
+    case WeightType::Q4_K:
+      f = WeightType::Q5_0;
+      break;
+    case WeightType::Q5_K:
+      f = WeightType::Q5_1;
+      break;
+    case WeightType::Q6_K:
+      f = WeightType::Q8_0;
+      break;
+    case WeightType::IQ4_XS:
+      f = WeightType::IQ4_NL;
+      break;
+    default:
+      break;
+  }
+  return row_length % ops::type_info(f).block_elems == 0 ? f : WeightType::F16;
+}
+
+QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out,
+                            const QuantTarget& target) {
   const std::string file = in.path().string();
   GgufWriter w(in.version());
   w.copy_metadata(in);
-  w.set_u32("general.file_type", llama_file_type(type));
+  w.set_u32("general.file_type", target.file_type());
   w.set_u32("general.quantization_version", 2);
 
+  // The mix rules need the layer count and whether the embedding doubles as the output.
+  int64_t n_layers = 0;
+  bool has_output = false;
+  for (const GgufTensor& t : in.tensors()) {
+    n_layers = std::max(n_layers, layer_of(t.name) + 1);
+    has_output = has_output || t.name == "output.weight";
+  }
+
   QuantizeStats stats;
-  const int64_t block = ops::type_info(type).block_elems;
   for (const GgufTensor& t : in.tensors()) {
     stats.bytes_in += t.bytes;
-    const bool convert = is_quantizable(t) && t.type != type;
-    if (!convert) {
+    ops::WeightType type = t.type;
+    if (is_quantizable(t)) {
+      const ops::WeightType wanted = mix_tensor_type(target, t.name, t.ne, n_layers, !has_output);
+      type = target.mix == QuantMix::Pure ? wanted : row_fallback(wanted, t.ne[0]);
+      if (type != wanted) ++stats.fallbacks;
+    }
+    if (type == t.type) {
       w.add_tensor_view(t.name, t.type, t.ne, t.data);
       stats.bytes_out += t.bytes;
       ++stats.tensors_copied;
@@ -84,6 +210,7 @@ QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out
                       fmt::format("is {}; only f32, f16 and bf16 tensors can be quantized",
                                   ops::type_name(t.type)));
     }
+    const int64_t block = ops::type_info(type).block_elems;
     if (t.ne[0] % block != 0) {
       throw LoadError(file, field, static_cast<int64_t>(t.info_offset),
                       fmt::format("row length {} is not a multiple of {}'s block size {}", t.ne[0],
@@ -106,9 +233,19 @@ QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out
                  });
     stats.bytes_out += static_cast<uint64_t>(out_row_bytes) * static_cast<uint64_t>(src.rows);
     ++stats.tensors_quantized;
+    ++stats.tensors_by_type[type];
   }
   w.write(out);
   return stats;
+}
+
+QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out,
+                            ops::WeightType type) {
+  if (!QuantTarget::parse(ops::type_name(type))) {
+    throw std::invalid_argument(
+        fmt::format("quantize: {} is not a quantized weight type", ops::type_name(type)));
+  }
+  return quantize_gguf(in, out, QuantTarget{QuantMix::Pure, type});
 }
 
 }  // namespace pacer::loader

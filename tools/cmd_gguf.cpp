@@ -325,20 +325,43 @@ void add_gguf_command(CLI::App& app) {
   });
 
   auto qo = std::make_shared<QuantizeOptions>();
-  auto* quant = gguf->add_subcommand("quantize", "Quantize an F32/F16/BF16 model to q8_0 or q4_0");
+  auto* quant = gguf->add_subcommand(
+      "quantize",
+      "Quantize an F32/F16/BF16 model: one type for every matmul, or a llama-quantize "
+      "K-quant mix with its per-tensor rules");
   quant->add_option("in", qo->in, "input .gguf")->required();
   quant->add_option("out", qo->out, "output .gguf")->required();
-  quant->add_option("--type", qo->type, "q8_0|q4_0")->required();
+  quant
+      ->add_option(
+          "--type", qo->type,
+          "q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs (every matmul), "
+          "or the mixes q4_k_m|q5_k_m|q6_k")
+      ->required();
   quant->callback([qo] {
-    const ops::WeightType t = parse_type(qo->type, {ops::WeightType::Q8_0, ops::WeightType::Q4_0});
+    const auto target = loader::QuantTarget::parse(qo->type);
+    if (!target) {
+      throw std::runtime_error(fmt::format(
+          "--type '{}': not a quantized type or mix (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
+          "q3_k, q4_k, q5_k, q6_k, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)",
+          qo->type));
+    }
     const GgufFile in = GgufFile::open(qo->in);
     const auto t0 = std::chrono::steady_clock::now();
-    const loader::QuantizeStats st = loader::quantize_gguf(in, qo->out, t);
+    const loader::QuantizeStats st = loader::quantize_gguf(in, qo->out, *target);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<std::string> per_type;
+    for (const auto& [t, n] : st.tensors_by_type) {
+      per_type.push_back(fmt::format("{} {}", n, ops::type_name(t)));
+    }
     fmt::print(
-        "wrote {}: {} tensors quantized to {}, {} copied; tensor data {} -> {} in {:.1f} s\n",
-        qo->out, st.tensors_quantized, ops::type_name(t), st.tensors_copied,
-        human_bytes(st.bytes_in), human_bytes(st.bytes_out), s);
+        "wrote {}: {} tensors quantized ({}{}), {} copied; tensor data {} -> {} in {:.1f} s\n",
+        qo->out, st.tensors_quantized, target->name(),
+        per_type.empty() ? "" : ": " + fmt::format("{}", fmt::join(per_type, ", ")),
+        st.tensors_copied, human_bytes(st.bytes_in), human_bytes(st.bytes_out), s);
+    if (st.fallbacks > 0) {
+      fmt::print("{} tensors took llama-quantize's fallback type (rows not a multiple of 256)\n",
+                 st.fallbacks);
+    }
   });
 
   auto io = std::make_shared<InspectOptions>();
