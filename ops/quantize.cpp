@@ -6,6 +6,7 @@
 #include "ops/fp16.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
@@ -62,6 +63,9 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_K:
       dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
       return;
+    case WeightType::Q2_K:
+      dequantize_row_q2_K(reinterpret_cast<const BlockQ2_K*>(src), dst, n);
+      return;
     case WeightType::Q3_K:
       dequantize_row_q3_K(reinterpret_cast<const BlockQ3_K*>(src), dst, n);
       return;
@@ -74,7 +78,6 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q8_K:
       dequantize_row_q8_K(reinterpret_cast<const BlockQ8_K*>(src), dst, n);
       return;
-    case WeightType::Q2_K:
     case WeightType::IQ4_XS:
       break;
   }
@@ -109,6 +112,9 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q4_K:
       quantize_row_q4_K_ref(src, reinterpret_cast<BlockQ4_K*>(dst), n);
       return;
+    case WeightType::Q2_K:
+      quantize_row_q2_K_ref(src, reinterpret_cast<BlockQ2_K*>(dst), n);
+      return;
     case WeightType::Q3_K:
       quantize_row_q3_K_ref(src, reinterpret_cast<BlockQ3_K*>(dst), n);
       return;
@@ -121,7 +127,6 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q8_K:
       quantize_row_q8_K_ref(src, dst, n);
       return;
-    case WeightType::Q2_K:
     case WeightType::IQ4_XS:
       break;
   }

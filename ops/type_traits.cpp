@@ -9,6 +9,7 @@
 #include "ops/f32.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
@@ -26,7 +27,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
-  TypeTraits q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
+  TypeTraits q2_k, q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -134,6 +135,15 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q3_k.dot_rows[kAvx2] = dot_rows_q3_K_q8_K_avx2;
   t.q3_k.dot[kAvx512] = dot_q3_K_q8_K_avx512;
   t.q3_k.dot_rows[kAvx512] = dot_rows_q3_K_q8_K_avx512;
+  // Q2_K (q2_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.q2_k.type = WeightType::Q2_K;
+  t.q2_k.act_type = WeightType::Q8_K;
+  t.q2_k.quantize_act = t.q4_k.quantize_act;
+  t.q2_k.dot[kScalar] = dot_q2_K_q8_K_ref;
+  t.q2_k.dot[kAvx2] = dot_q2_K_q8_K_avx2;
+  t.q2_k.dot_rows[kAvx2] = dot_rows_q2_K_q8_K_avx2;
+  t.q2_k.dot[kAvx512] = dot_q2_K_q8_K_avx512;
+  t.q2_k.dot_rows[kAvx512] = dot_rows_q2_K_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -183,6 +193,7 @@ const TypeTraits& type_traits(WeightType t) {
     case WeightType::Q3_K:
       return tab.q3_k;
     case WeightType::Q2_K:
+      return tab.q2_k;
     case WeightType::IQ4_XS:
     case WeightType::Q8_K:
       break;

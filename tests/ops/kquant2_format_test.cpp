@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/matmul.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q5_k.h"
 #include "tests/ops/kquant2_test_util.h"
@@ -119,6 +120,37 @@ TEST(KQuant2Format, Q3_KHandBuiltBlockDequantizesToHandComputedValues) {
         << g;
   }
   expect_matches_decoding(WeightType::Q3_K, &b, y);
+}
+
+// d = 0.5, dmin = 0.25; scales sc = {3, 0, 15, 7, 1, 9, 12, 5, 2, 14, 6, 11, 4, 8, 10, 13}, mins
+// m = {5, 15, 0, 2, 9, 1, 3, 12, 7, 4, 11, 6, 14, 10, 8, 13}, byte g = sc_g | m_g << 4:
+//   0x53 0xF0 0x0F 0x27 0x91 0x19 0x3C 0xC5 0x72 0x4E 0xB6 0x6B 0xE4 0xA8 0x8A 0xDD
+// qs[i] = (17i + 6) mod 256.
+BlockQ2_K hand_q2_K() {
+  BlockQ2_K b;
+  const uint8_t scales[16] = {0x53, 0xF0, 0x0F, 0x27, 0x91, 0x19, 0x3C, 0xC5,
+                              0x72, 0x4E, 0xB6, 0x6B, 0xE4, 0xA8, 0x8A, 0xDD};
+  std::memcpy(b.scales, scales, sizeof scales);
+  for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(17 * i + 6);
+  b.d = 0x3800;     // 0.5
+  b.dmin = 0x3400;  // 0.25
+  return b;
+}
+
+TEST(KQuant2Format, Q2_KHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockQ2_K b = hand_q2_K();
+  const std::vector<float> y = dequantize_block(WeightType::Q2_K, &b);
+  // element 0:   group 0 (sc 3, m 5), qs[0] = 6 bits 0-1 = 2: 0.5*3*2 - 0.25*5 = 1.75
+  EXPECT_EQ(y[0], 1.75f);
+  // element 20:  group 1 (sc 0, m 15), qs[20] = 90 bits 0-1 = 2: 0 - 0.25*15 = -3.75
+  EXPECT_EQ(y[20], -3.75f);
+  // element 77:  group 4 (sc 1, m 9), run 2 l = 13: qs[13] = 227 bits 4-5 = 2: 1 - 2.25 = -1.25
+  EXPECT_EQ(y[77], -1.25f);
+  // element 150: group 9 (sc 14, m 4), half 1 run 0 l = 22: qs[54] = 156 bits 0-1 = 0: -1
+  EXPECT_EQ(y[150], -1.0f);
+  // element 255: group 15 (sc 13, m 13), half 1 run 3 l = 31: qs[63] = 53 bits 6-7 = 0: -3.25
+  EXPECT_EQ(y[255], -3.25f);
+  expect_matches_decoding(WeightType::Q2_K, &b, y);
 }
 
 TEST(KQuant2Format, TypeTableMatchesGgml) {
