@@ -9,6 +9,7 @@
 #include "ops/f32.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/iq4_xs.h"
 #include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_k.h"
@@ -27,7 +28,7 @@ constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
-  TypeTraits q2_k, q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
+  TypeTraits q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -144,6 +145,16 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q2_k.dot_rows[kAvx2] = dot_rows_q2_K_q8_K_avx2;
   t.q2_k.dot[kAvx512] = dot_q2_K_q8_K_avx512;
   t.q2_k.dot_rows[kAvx512] = dot_rows_q2_K_q8_K_avx512;
+  // IQ4_XS (iq4_xs*.cpp): super-blocks of 256 like the K-quants, so it dots with Q8_K too; one
+  // AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.iq4_xs.type = WeightType::IQ4_XS;
+  t.iq4_xs.act_type = WeightType::Q8_K;
+  t.iq4_xs.quantize_act = t.q4_k.quantize_act;
+  t.iq4_xs.dot[kScalar] = dot_iq4_xs_q8_K_ref;
+  t.iq4_xs.dot[kAvx2] = dot_iq4_xs_q8_K_avx2;
+  t.iq4_xs.dot_rows[kAvx2] = dot_rows_iq4_xs_q8_K_avx2;
+  t.iq4_xs.dot[kAvx512] = dot_iq4_xs_q8_K_avx512;
+  t.iq4_xs.dot_rows[kAvx512] = dot_rows_iq4_xs_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -195,6 +206,7 @@ const TypeTraits& type_traits(WeightType t) {
     case WeightType::Q2_K:
       return tab.q2_k;
     case WeightType::IQ4_XS:
+      return tab.iq4_xs;
     case WeightType::Q8_K:
       break;
   }

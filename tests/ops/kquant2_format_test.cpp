@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/iq4_xs.h"
 #include "ops/matmul.h"
 #include "ops/q2_k.h"
 #include "ops/q3_k.h"
@@ -151,6 +152,43 @@ TEST(KQuant2Format, Q2_KHandBuiltBlockDequantizesToHandComputedValues) {
   // element 255: group 15 (sc 13, m 13), half 1 run 3 l = 31: qs[63] = 53 bits 6-7 = 0: -3.25
   EXPECT_EQ(y[255], -3.25f);
   expect_matches_decoding(WeightType::Q2_K, &b, y);
+}
+
+// d = 0.5; stored 6-bit scales u = {0, 63, 32, 40, 17, 50, 1, 31} (sc = u - 32 = {-32, 31, 0,
+// 8, -15, 18, -31, -1}), packed by hand: scales_l[j/2] nibble j%2 = u_j & 15 -> {0xF0, 0x80,
+// 0x21, 0xF1}; scales_h bits 2j, 2j+1 = u_j >> 4 = {0, 3, 2, 2, 1, 3, 0, 1} -> 0x4DAC.
+// qs[i] = (29i + 3) mod 256.
+BlockIQ4_XS hand_iq4_xs() {
+  BlockIQ4_XS b;
+  b.d = 0x3800;  // 0.5
+  b.scales_h = 0x4DAC;
+  const uint8_t scales_l[4] = {0xF0, 0x80, 0x21, 0xF1};
+  std::memcpy(b.scales_l, scales_l, sizeof scales_l);
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(29 * i + 3);
+  return b;
+}
+
+TEST(KQuant2Format, IQ4_XSHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockIQ4_XS b = hand_iq4_xs();
+  const std::vector<float> y = dequantize_block(WeightType::IQ4_XS, &b);
+  // element 0:   sub-block 0 (sc -32), qs[0] = 3 low nibble 3: level -65; 0.5*-32*-65 = 1040
+  EXPECT_EQ(y[0], 1040.0f);
+  // element 20:  sub-block 0, l = 20: qs[4] = 119 high nibble 7: level -10; 0.5*-32*-10 = 160
+  EXPECT_EQ(y[20], 160.0f);
+  // element 47:  sub-block 1 (sc 31), l = 15: qs[31] = 134 low nibble 6: level -22; -341
+  EXPECT_EQ(y[47], -341.0f);
+  // element 130: sub-block 4 (sc -15), l = 2: qs[66] = 125 low nibble 13: level 69; -517.5
+  EXPECT_EQ(y[130], -517.5f);
+  // element 255: sub-block 7 (sc -1), l = 31: qs[127] = 102 high nibble 6: level -22; 11
+  EXPECT_EQ(y[255], 11.0f);
+  const int want_sc[8] = {-32, 31, 0, 8, -15, 18, -31, -1};
+  for (int j = 0; j < 8; ++j) {
+    ASSERT_EQ(testing::decode_iq4_xs(reinterpret_cast<const uint8_t*>(&b), 32 * j).scale,
+              want_sc[j])
+        << j;
+  }
+  for (int k = 0; k < 16; ++k) ASSERT_EQ(kIq4NlLevels[k], testing::kIq4Levels[k]) << k;
+  expect_matches_decoding(WeightType::IQ4_XS, &b, y);
 }
 
 TEST(KQuant2Format, TypeTableMatchesGgml) {
