@@ -38,6 +38,7 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockIQ4_XS) == 136, "block_iq4_xs is 136 bytes in GGUF");
 static_assert(alignof(BlockIQ4_XS) == 2);
+static_assert(offsetof(BlockIQ4_XS, scales_l) == 4 && offsetof(BlockIQ4_XS, qs) == 8);
 
 // A quantizer of our own (not byte-identical to ggml's, and without its importance weights): per
 // sub-block the scale of kquant_fit.h's fit_scaled_levels over the 16 levels (largest |x| on

@@ -30,6 +30,7 @@ struct BlockQ2_K {
 };
 static_assert(sizeof(BlockQ2_K) == 84, "block_q2_K is 84 bytes in GGUF");
 static_assert(alignof(BlockQ2_K) == 2);
+static_assert(offsetof(BlockQ2_K, d) == 80 && offsetof(BlockQ2_K, dmin) == 82);
 
 // A quantizer of our own (not byte-identical to ggml's): per group of 16 the affine grid of
 // kquant_fit.h with 4 levels; then the 4-bit scale / min codes against d = max scale / 15 and
