@@ -43,7 +43,9 @@ uint32_t llama_file_type(ops::WeightType t) {
     case ops::WeightType::Q3_K:
       return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
     case ops::WeightType::Q2_K:
+      return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
     case ops::WeightType::IQ4_XS:
+      return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
     case ops::WeightType::Q8_K:
       break;
   }

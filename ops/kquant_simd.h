@@ -69,11 +69,13 @@ inline __m128 q4_K_factors(const BlockQ4_K* blk, __m128 dx) {
 
 // Q3_K's 16 group scales as int8 sc_0..sc_15 in [-32, 31] (q3_k.h): the low nibbles of scale
 // bytes 0-7 are groups 0-7's low 4 bits and their high nibbles groups 8-15's; byte 8 + g%4
-// holds the top 2 bits of group g at bits 2(g/4), +1. `scales_minus_4` points 4 bytes before
-// the 12 scale bytes (the last 4 qs bytes), so the 16-byte load stays inside the 110-byte block.
-inline __m128i unpack_q3_K_scales(const uint8_t* scales_minus_4) {
+// holds the top 2 bits of group g at bits 2(g/4), +1. `block` is the 110-byte block: the
+// 16-byte load takes bytes 92-107 (the last 4 qs bytes and the 12 scale bytes at 96-107), so it
+// stays inside the block.
+inline __m128i unpack_q3_K_scales(const void* block) {
   const __m128i v = _mm_srli_si128(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales_minus_4)), 4);  // bytes 0-11
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(block) + 92)),
+      4);  // bytes 0-11
   const __m128i nib = _mm_set1_epi8(0x0F);
   const __m128i low4 =
       _mm_unpacklo_epi64(_mm_and_si128(v, nib), _mm_and_si128(_mm_srli_epi16(v, 4), nib));

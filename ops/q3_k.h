@@ -35,6 +35,7 @@ struct BlockQ3_K {
 };
 static_assert(sizeof(BlockQ3_K) == 110, "block_q3_K is 110 bytes in GGUF");
 static_assert(alignof(BlockQ3_K) == 2);
+static_assert(offsetof(BlockQ3_K, scales) == 96 && offsetof(BlockQ3_K, d) == 108);
 
 // A quantizer of our own (not byte-identical to ggml's): per group of 16 the scale of
 // kquant_fit.h's fit_scaled_levels over the levels -4..3 (the largest |x| on level -4, steps

@@ -41,7 +41,7 @@ void q3_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     for (int r = 0; r < R; ++r) {
       blk[r] = reinterpret_cast<const BlockQ3_K*>(w + r * stride) + b;
       prefetch_ahead(blk[r]);
-      sc8[r] = unpack_q3_K_scales(blk[r]->scales - 4);
+      sc8[r] = unpack_q3_K_scales(blk[r]);
       hm[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r]->hmask));
       // -4 * sum_g sc_g * bsums[g], spread over 8 lanes.
       const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[r]), bsums);

@@ -68,7 +68,7 @@ void q3_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
     for (int r = 0; r < R; ++r) {
       const BlockQ3_K* blk = reinterpret_cast<const BlockQ3_K*>(w + r * stride) + b;
       prefetch_ahead(blk);
-      const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_q3_K_scales(blk->scales - 4));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_q3_K_scales(blk));
       const __m512i sc16z = _mm512_castsi256_si512(sc16);
       // -4 * sum_g sc_g * bsums[g], in the low 8 lanes.
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2);

@@ -34,6 +34,7 @@ struct BlockQ5_K {
 };
 static_assert(sizeof(BlockQ5_K) == 176, "block_q5_K is 176 bytes in GGUF");
 static_assert(alignof(BlockQ5_K) == 2);
+static_assert(offsetof(BlockQ5_K, qh) == 16 && offsetof(BlockQ5_K, qs) == 48);
 
 // A quantizer of our own (not byte-identical to ggml's; any valid block dots the same way), the
 // Q4_K one with 32 levels: per sub-block the affine grid of kquant_fit.h, the 6-bit scale / min

@@ -8,6 +8,8 @@
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/iq4_xs.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
@@ -79,6 +81,12 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q4_K:
       dequantize_row_q4_K(reinterpret_cast<const BlockQ4_K*>(src), dst, n);
       return;
+    case WeightType::IQ4_XS:
+      dequantize_row_iq4_xs(reinterpret_cast<const BlockIQ4_XS*>(src), dst, n);
+      return;
+    case WeightType::Q2_K:
+      dequantize_row_q2_K(reinterpret_cast<const BlockQ2_K*>(src), dst, n);
+      return;
     case WeightType::Q3_K:
       dequantize_row_q3_K(reinterpret_cast<const BlockQ3_K*>(src), dst, n);
       return;
@@ -91,9 +99,6 @@ void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n) {
     case WeightType::Q8_K:
       dequantize_row_q8_K(reinterpret_cast<const BlockQ8_K*>(src), dst, n);
       return;
-    case WeightType::Q2_K:
-    case WeightType::IQ4_XS:
-      break;
   }
   throw_unsupported("dequantize_row", t);
 }
@@ -139,6 +144,12 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q4_K:
       quantize_row_q4_K_ref(src, reinterpret_cast<BlockQ4_K*>(dst), n);
       return;
+    case WeightType::IQ4_XS:
+      quantize_row_iq4_xs_ref(src, reinterpret_cast<BlockIQ4_XS*>(dst), n);
+      return;
+    case WeightType::Q2_K:
+      quantize_row_q2_K_ref(src, reinterpret_cast<BlockQ2_K*>(dst), n);
+      return;
     case WeightType::Q3_K:
       quantize_row_q3_K_ref(src, reinterpret_cast<BlockQ3_K*>(dst), n);
       return;
@@ -151,9 +162,6 @@ void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n) {
     case WeightType::Q8_K:
       quantize_row_q8_K_ref(src, dst, n);
       return;
-    case WeightType::Q2_K:
-    case WeightType::IQ4_XS:
-      break;
   }
   throw_unsupported("quantize_row", t);
 }

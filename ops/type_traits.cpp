@@ -10,6 +10,8 @@
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/iq4_xs.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
@@ -31,7 +33,8 @@ struct TraitsTable {
   Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
   TypeTraits q4_1, q5_0, q5_1, iq4_nl;  // the other 32-element types, activations act-Q8 too
-  TypeTraits q3_k, q4_k, q5_k, q6_k;  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
+  // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
+  TypeTraits q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
 };
 
 TraitsTable build_table(const CpuFeatures& cpu) {
@@ -172,6 +175,25 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q3_k.dot_rows[kAvx2] = dot_rows_q3_K_q8_K_avx2;
   t.q3_k.dot[kAvx512] = dot_q3_K_q8_K_avx512;
   t.q3_k.dot_rows[kAvx512] = dot_rows_q3_K_q8_K_avx512;
+  // Q2_K (q2_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.q2_k.type = WeightType::Q2_K;
+  t.q2_k.act_type = WeightType::Q8_K;
+  t.q2_k.quantize_act = t.q4_k.quantize_act;
+  t.q2_k.dot[kScalar] = dot_q2_K_q8_K_ref;
+  t.q2_k.dot[kAvx2] = dot_q2_K_q8_K_avx2;
+  t.q2_k.dot_rows[kAvx2] = dot_rows_q2_K_q8_K_avx2;
+  t.q2_k.dot[kAvx512] = dot_q2_K_q8_K_avx512;
+  t.q2_k.dot_rows[kAvx512] = dot_rows_q2_K_q8_K_avx512;
+  // IQ4_XS (iq4_xs*.cpp): super-blocks of 256 like the K-quants, so it dots with Q8_K too; one
+  // AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.iq4_xs.type = WeightType::IQ4_XS;
+  t.iq4_xs.act_type = WeightType::Q8_K;
+  t.iq4_xs.quantize_act = t.q4_k.quantize_act;
+  t.iq4_xs.dot[kScalar] = dot_iq4_xs_q8_K_ref;
+  t.iq4_xs.dot[kAvx2] = dot_iq4_xs_q8_K_avx2;
+  t.iq4_xs.dot_rows[kAvx2] = dot_rows_iq4_xs_q8_K_avx2;
+  t.iq4_xs.dot[kAvx512] = dot_iq4_xs_q8_K_avx512;
+  t.iq4_xs.dot_rows[kAvx512] = dot_rows_iq4_xs_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }
@@ -229,7 +251,9 @@ const TypeTraits& type_traits(WeightType t) {
     case WeightType::Q3_K:
       return tab.q3_k;
     case WeightType::Q2_K:
+      return tab.q2_k;
     case WeightType::IQ4_XS:
+      return tab.iq4_xs;
     case WeightType::Q8_K:
       break;
   }

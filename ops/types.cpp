@@ -27,7 +27,7 @@ constexpr std::array kAll = {
     WeightType::F32,  WeightType::F16,  WeightType::BF16,   WeightType::Q8_0,
     WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,   WeightType::Q5_1,
     WeightType::Q4_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::Q8_K,
-    WeightType::Q5_K, WeightType::Q3_K};
+    WeightType::Q5_K, WeightType::Q3_K, WeightType::Q2_K,   WeightType::IQ4_XS};
 }  // namespace
 
 const TypeInfo& type_info(WeightType t) noexcept {

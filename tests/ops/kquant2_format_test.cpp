@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/iq4_xs.h"
 #include "ops/matmul.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q5_k.h"
 #include "tests/ops/kquant2_test_util.h"
@@ -119,6 +121,74 @@ TEST(KQuant2Format, Q3_KHandBuiltBlockDequantizesToHandComputedValues) {
         << g;
   }
   expect_matches_decoding(WeightType::Q3_K, &b, y);
+}
+
+// d = 0.5, dmin = 0.25; scales sc = {3, 0, 15, 7, 1, 9, 12, 5, 2, 14, 6, 11, 4, 8, 10, 13}, mins
+// m = {5, 15, 0, 2, 9, 1, 3, 12, 7, 4, 11, 6, 14, 10, 8, 13}, byte g = sc_g | m_g << 4:
+//   0x53 0xF0 0x0F 0x27 0x91 0x19 0x3C 0xC5 0x72 0x4E 0xB6 0x6B 0xE4 0xA8 0x8A 0xDD
+// qs[i] = (17i + 6) mod 256.
+BlockQ2_K hand_q2_K() {
+  BlockQ2_K b;
+  const uint8_t scales[16] = {0x53, 0xF0, 0x0F, 0x27, 0x91, 0x19, 0x3C, 0xC5,
+                              0x72, 0x4E, 0xB6, 0x6B, 0xE4, 0xA8, 0x8A, 0xDD};
+  std::memcpy(b.scales, scales, sizeof scales);
+  for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(17 * i + 6);
+  b.d = 0x3800;     // 0.5
+  b.dmin = 0x3400;  // 0.25
+  return b;
+}
+
+TEST(KQuant2Format, Q2_KHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockQ2_K b = hand_q2_K();
+  const std::vector<float> y = dequantize_block(WeightType::Q2_K, &b);
+  // element 0:   group 0 (sc 3, m 5), qs[0] = 6 bits 0-1 = 2: 0.5*3*2 - 0.25*5 = 1.75
+  EXPECT_EQ(y[0], 1.75f);
+  // element 20:  group 1 (sc 0, m 15), qs[20] = 90 bits 0-1 = 2: 0 - 0.25*15 = -3.75
+  EXPECT_EQ(y[20], -3.75f);
+  // element 77:  group 4 (sc 1, m 9), run 2 l = 13: qs[13] = 227 bits 4-5 = 2: 1 - 2.25 = -1.25
+  EXPECT_EQ(y[77], -1.25f);
+  // element 150: group 9 (sc 14, m 4), half 1 run 0 l = 22: qs[54] = 156 bits 0-1 = 0: -1
+  EXPECT_EQ(y[150], -1.0f);
+  // element 255: group 15 (sc 13, m 13), half 1 run 3 l = 31: qs[63] = 53 bits 6-7 = 0: -3.25
+  EXPECT_EQ(y[255], -3.25f);
+  expect_matches_decoding(WeightType::Q2_K, &b, y);
+}
+
+// d = 0.5; stored 6-bit scales u = {0, 63, 32, 40, 17, 50, 1, 31} (sc = u - 32 = {-32, 31, 0,
+// 8, -15, 18, -31, -1}), packed by hand: scales_l[j/2] nibble j%2 = u_j & 15 -> {0xF0, 0x80,
+// 0x21, 0xF1}; scales_h bits 2j, 2j+1 = u_j >> 4 = {0, 3, 2, 2, 1, 3, 0, 1} -> 0x4DAC.
+// qs[i] = (29i + 3) mod 256.
+BlockIQ4_XS hand_iq4_xs() {
+  BlockIQ4_XS b;
+  b.d = 0x3800;  // 0.5
+  b.scales_h = 0x4DAC;
+  const uint8_t scales_l[4] = {0xF0, 0x80, 0x21, 0xF1};
+  std::memcpy(b.scales_l, scales_l, sizeof scales_l);
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(29 * i + 3);
+  return b;
+}
+
+TEST(KQuant2Format, IQ4_XSHandBuiltBlockDequantizesToHandComputedValues) {
+  const BlockIQ4_XS b = hand_iq4_xs();
+  const std::vector<float> y = dequantize_block(WeightType::IQ4_XS, &b);
+  // element 0:   sub-block 0 (sc -32), qs[0] = 3 low nibble 3: level -65; 0.5*-32*-65 = 1040
+  EXPECT_EQ(y[0], 1040.0f);
+  // element 20:  sub-block 0, l = 20: qs[4] = 119 high nibble 7: level -10; 0.5*-32*-10 = 160
+  EXPECT_EQ(y[20], 160.0f);
+  // element 47:  sub-block 1 (sc 31), l = 15: qs[31] = 134 low nibble 6: level -22; -341
+  EXPECT_EQ(y[47], -341.0f);
+  // element 130: sub-block 4 (sc -15), l = 2: qs[66] = 125 low nibble 13: level 69; -517.5
+  EXPECT_EQ(y[130], -517.5f);
+  // element 255: sub-block 7 (sc -1), l = 31: qs[127] = 102 high nibble 6: level -22; 11
+  EXPECT_EQ(y[255], 11.0f);
+  const int want_sc[8] = {-32, 31, 0, 8, -15, 18, -31, -1};
+  for (int j = 0; j < 8; ++j) {
+    ASSERT_EQ(testing::decode_iq4_xs(reinterpret_cast<const uint8_t*>(&b), 32 * j).scale,
+              want_sc[j])
+        << j;
+  }
+  for (int k = 0; k < 16; ++k) ASSERT_EQ(kIq4NlLevels[k], testing::kIq4Levels[k]) << k;
+  expect_matches_decoding(WeightType::IQ4_XS, &b, y);
 }
 
 TEST(KQuant2Format, TypeTableMatchesGgml) {

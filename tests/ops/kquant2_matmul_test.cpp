@@ -1,7 +1,9 @@
 // ops::matmul end to end for Q5_K, Q3_K, Q2_K and IQ4_XS weights: accuracy against the fp32
 // product of the dequantized matrix within a derived bound, on every Isa this CPU runs;
 // independence from the worker count; prefill (several tokens, no GEMM: dot_rows per token)
-// equal to single-token calls bit for bit.
+// and fused mixed-type outputs equal to single calls bit for bit; row lengths that are not whole
+// super-blocks rejected.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 namespace pacer::ops {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::kUnitRoundoff;
 
 std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t tokens,
@@ -126,6 +129,27 @@ TEST_P(KQuant2Matmul, ResultsIndependentOfWorkerCount) {
   }
 }
 
+TEST_P(KQuant2Matmul, FusedMixedTypesEqualSeparateCallsBitForBit) {
+  // A K-quant mix as llama-quantize writes it (Q5_K_M: Q5_K with Q6_K; Q3_K_M / Q2_K: Q3_K or Q2_K
+  // with Q4_K / Q5_K): every output shares one Q8_K packing of the input; plus an F16 output that
+  // needs a second packing.
+  const auto [isa, type] = GetParam();
+  const int64_t cols = 512, tokens = 3;
+  const testing::OwnedMatrix a = testing::make_matrix(type, 40, cols, 37);
+  const testing::OwnedMatrix b = testing::make_matrix(WeightType::Q6_K, 21, cols, 38);
+  const testing::OwnedMatrix c = testing::make_matrix(WeightType::Q4_K, 9, cols, 39);
+  const testing::OwnedMatrix f = testing::make_matrix(WeightType::F16, 19, cols, 40);
+  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 41);
+  std::vector<float> ya(40 * tokens), yb(21 * tokens), yc(9 * tokens), yf(19 * tokens);
+  const MatmulOutput outs[] = {{a.view, ya}, {b.view, yb}, {c.view, yc}, {f.view, yf}};
+  PackedActivations scratch;
+  matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+  EXPECT_EQ(ya, run_matmul(a.view, x, tokens, SerialParallel(1), isa));
+  EXPECT_EQ(yb, run_matmul(b.view, x, tokens, SerialParallel(1), isa));
+  EXPECT_EQ(yc, run_matmul(c.view, x, tokens, SerialParallel(1), isa));
+  EXPECT_EQ(yf, run_matmul(f.view, x, tokens, SerialParallel(1), isa));
+}
+
 std::vector<IsaType> isa_type_params() {
   std::vector<IsaType> out;
   for (Isa isa : supported_isas()) {
@@ -139,6 +163,23 @@ INSTANTIATE_TEST_SUITE_P(IsaType, KQuant2Matmul, ::testing::ValuesIn(isa_type_pa
                            return std::string(isa_name(std::get<0>(info.param))) + "_" +
                                   std::string(type_name(std::get<1>(info.param)));
                          });
+
+TEST(KQuant2MatmulErrors, ColsNotMultipleOf256AreRejectedNamingTheShape) {
+  std::vector<std::byte> data(176 * 8);
+  std::vector<float> x(288), y(4);
+  PackedActivations scratch;
+  for (WeightType t : testing::kquant2_types()) {
+    const WeightMatrix w{t, data.data(), 4, 288};  // a multiple of 32, not of 256
+    try {
+      check_matrix(w);
+      FAIL() << "no exception for " << type_name(t);
+    } catch (const MatmulError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(type_name(t))));
+      EXPECT_THAT(e.what(), HasSubstr("cols=288"));
+    }
+    EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)), MatmulError);
+  }
+}
 
 }  // namespace
 }  // namespace pacer::ops

@@ -19,9 +19,10 @@
 //        (largest |x| on level -127: the widest gap between levels is 24 steps and the clamped
 //        end 127 - 113 = 14, step amax/127; code error <= ~1.02 |d| times |level| <= 127)
 //    Each holds while d stays in fp16's normal range (as for ggml's quantizers).
-// 3. On Gaussian weights, more bits give less error: Q2_K > Q3_K > Q4_K > Q5_K > Q6_K, Q5_K at
-//    most 0.6x Q4_K (one more bit halves the step), and IQ4_XS (non-uniform levels, 4.25 bits)
-//    better than Q4_0 (uniform, 4.5 bits).
+// 3. ggml's own limits on its test data (tests/test-quantize-fns.cpp: 0.002, 3-bit 0.004, 2-bit
+//    0.0075). On Gaussian weights, more bits give less error: Q2_K > Q3_K > Q4_K > Q5_K > Q6_K,
+//    Q5_K at most 0.6x Q4_K (one more bit halves the step), and IQ4_XS (non-uniform levels, 4.25
+//    bits) better than Q4_0 (uniform, 4.5 bits).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,6 +180,27 @@ TEST(KQuant2Quantize, ZerosStayZero) {
   for (WeightType t : testing::kquant2_types()) {
     const RoundTrip r = round_trip(t, std::vector<float>(2 * kQK_K, 0.0f));
     for (float v : r.back) ASSERT_EQ(v, 0.0f) << type_name(t);
+  }
+}
+
+// ggml tests/test-quantize-fns.cpp: the RMSE-over-n of a quantize/dequantize round trip of its
+// cosine test data must stay below these (MAX_QUANTIZATION_TOTAL_ERROR and its 2- and 3-bit
+// variants).
+constexpr double kGgmlMaxTotalError = 0.002, kGgmlMaxTotalError3Bits = 0.004,
+                 kGgmlMaxTotalError2Bits = 0.0075;
+
+TEST(KQuant2Quantize, GgmlTotalErrorLimitOnItsTestData) {
+  const size_t n = 32 * 128;  // ggml's test size and data: 0.1 + 2 cos(i + offset)
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = 0.1f + 2.0f * std::cos(static_cast<float>(i));
+  for (WeightType t : testing::kquant2_types()) {
+    const RoundTrip r = round_trip(t, x);
+    double sum = 0;  // ggml's array_rmse: sqrt(sum of squared differences) / n
+    for (size_t i = 0; i < n; ++i) sum += (double(r.back[i]) - x[i]) * (double(r.back[i]) - x[i]);
+    const double limit = t == WeightType::Q2_K   ? kGgmlMaxTotalError2Bits
+                         : t == WeightType::Q3_K ? kGgmlMaxTotalError3Bits
+                                                 : kGgmlMaxTotalError;
+    EXPECT_LT(std::sqrt(sum) / n, limit) << type_name(t);
   }
 }
 

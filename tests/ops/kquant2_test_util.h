@@ -18,7 +18,7 @@ namespace pacer::ops::testing {
 // The new weight types, in the order they were added (each one's kernels, quantizer and matmul
 // tests iterate over this list).
 inline std::vector<WeightType> kquant2_types() {
-  return {WeightType::Q5_K, WeightType::Q3_K};
+  return {WeightType::Q5_K, WeightType::Q3_K, WeightType::Q2_K, WeightType::IQ4_XS};
 }
 
 // ggml's kvalues_iq4nl: the 16 IQ4_NL / IQ4_XS levels.
