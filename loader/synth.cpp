@@ -232,17 +232,8 @@ void check_spec(const SynthSpec& s) {
     throw std::invalid_argument("synthetic model: n_embd must be a multiple of n_heads");
   }
   if (s.head_size() % 2 != 0) throw std::invalid_argument("synthetic model: head_dim must be even");
-  switch (s.type) {
-    case ops::WeightType::F32:
-    case ops::WeightType::F16:
-    case ops::WeightType::BF16:
-    case ops::WeightType::Q8_0:
-    case ops::WeightType::Q4_0:
-      break;
-    default:
-      throw std::invalid_argument(
-          fmt::format("synthetic model: type {} not supported (f32, f16, bf16, q8_0, q4_0)",
-                      ops::type_name(s.type)));
+  if (s.type == ops::WeightType::Q8_K) {
+    throw std::invalid_argument("synthetic model: q8_K is an activation type, not a weight type");
   }
   const int64_t block = ops::type_info(s.type).block_elems;
   for (int64_t cols : {s.n_embd, s.n_heads * s.head_size(), s.n_ff}) {
@@ -281,9 +272,7 @@ void add_synthetic_model(GgufWriter& w, const SynthSpec& spec_in, const GgufFile
   w.set_string("general.architecture", arch);
   w.set_string("general.name", s.name);
   w.set_u32("general.file_type", llama_file_type(s.type));
-  if (s.type == ops::WeightType::Q8_0 || s.type == ops::WeightType::Q4_0) {
-    w.set_u32("general.quantization_version", 2);
-  }
+  if (ops::type_info(s.type).block_elems > 1) w.set_u32("general.quantization_version", 2);
   w.set_u32(key("context_length"), u32(s.n_ctx));
   w.set_u32(key("embedding_length"), u32(s.n_embd));
   w.set_u32(key("block_count"), u32(s.n_layers));

@@ -47,7 +47,7 @@ struct SynthSpec {
   int64_t sliding_window = 0;          // <arch>.attention.sliding_window
   int64_t sliding_window_pattern = 0;  // 0: not written (readers use 6, as llama.cpp does)
   VocabKind vocab = VocabKind::SentencePiece;
-  // Matmul weights and token_embd: f32 | f16 | bf16 | q8_0 | q4_0. Norms and biases are F32.
+  // Matmul weights and token_embd: any weight type whose block divides the rows. Norms, biases F32.
   ops::WeightType type = ops::WeightType::F16;
   uint64_t seed = 0;
 

@@ -302,15 +302,20 @@ void add_gguf_command(CLI::App& app) {
   const std::string presets = fmt::format("{}", fmt::join(loader::synth_preset_names(), "|"));
   auto* synth = gguf->add_subcommand("synth", "Write a synthetic model with real shapes");
   synth->add_option("--arch", so->arch, presets)->required();
-  synth->add_option("--type", so->type, "f32|f16|bf16|q8_0|q4_0 (matmuls and embedding)");
+  synth->add_option("--type", so->type,
+                    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs "
+                    "(matmuls and embedding; rows must fit the type's block)");
   synth->add_option("-o,--output", so->output, "output .gguf")->required();
   synth->add_option("--seed", so->seed, "weight seed (same seed, same bytes)");
   synth->add_option("--vocab-from", so->vocab_from, "copy the tokenizer.* keys of this GGUF");
   synth->callback([so] {
     loader::SynthSpec spec = loader::synth_preset(so->arch);
-    spec.type =
-        parse_type(so->type, {ops::WeightType::F32, ops::WeightType::F16, ops::WeightType::BF16,
-                              ops::WeightType::Q8_0, ops::WeightType::Q4_0});
+    spec.type = parse_type(so->type,
+                           {ops::WeightType::F32, ops::WeightType::F16, ops::WeightType::BF16,
+                            ops::WeightType::Q8_0, ops::WeightType::Q4_0, ops::WeightType::Q4_1,
+                            ops::WeightType::Q5_0, ops::WeightType::Q5_1, ops::WeightType::IQ4_NL,
+                            ops::WeightType::Q2_K, ops::WeightType::Q3_K, ops::WeightType::Q4_K,
+                            ops::WeightType::Q5_K, ops::WeightType::Q6_K, ops::WeightType::IQ4_XS});
     spec.seed = so->seed;
     std::optional<GgufFile> vocab;
     if (!so->vocab_from.empty()) vocab = GgufFile::open(so->vocab_from);
