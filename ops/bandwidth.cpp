@@ -1,12 +1,18 @@
 // The read-bandwidth probe: threads stream disjoint slices of one large buffer between two
-// barriers; the pass time is the slowest thread's, as for a GEMV whose rows are split the same way.
+// barriers; the pass time is the slowest thread's, as for a GEMV whose rows are split the same
+// way. Every read-loop variant runs on the same buffer and threads; the best pass wins.
 #include "ops/bandwidth.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -19,7 +25,16 @@
 namespace pacer::ops {
 namespace {
 
-using SumFn = uint64_t (*)(const std::byte*, size_t);
+struct Variant {
+  Isa isa;
+  int streams;
+  size_t prefetch;  // bytes ahead, 0: none
+  std::string name() const {
+    const char* w = isa == Isa::Avx512 ? "avx512" : isa == Isa::Avx2 ? "avx2" : "scalar";
+    return std::string(w) + " x" + std::to_string(streams) + " streams" +
+           (prefetch ? ", prefetch " + std::to_string(prefetch) + " B" : "");
+  }
+};
 
 uint64_t sum_words_scalar(const std::byte* p, size_t bytes) {
   uint64_t s = 0;
@@ -31,66 +46,130 @@ uint64_t sum_words_scalar(const std::byte* p, size_t bytes) {
   return s;
 }
 
-SumFn best_sum_fn() {
-  switch (detect_isa()) {
+uint64_t run_variant(const Variant& v, const std::byte* p, size_t bytes) {
+  switch (v.isa) {
     case Isa::Avx512:
-      return sum_words_avx512;
+      return sum_words_avx512(p, bytes, v.streams, v.prefetch);
     case Isa::Avx2:
-      return sum_words_avx2;
+      return sum_words_avx2(p, bytes, v.streams, v.prefetch);
     case Isa::Scalar:
       break;
   }
-  return sum_words_scalar;
+  return sum_words_scalar(p, bytes);
+}
+
+// The read loops worth trying on this CPU. Load width matters on CPUs whose 512-bit loads cost
+// more (Zen 4 splits them), stream count on every CPU (the L2 streamer tracks a few streams per
+// core), prefetch distance where the hardware prefetchers stop short.
+std::vector<Variant> variants(bool search) {
+  const Isa best = detect_isa();
+  if (best == Isa::Scalar) return {{Isa::Scalar, 1, 0}};
+  if (!search) return {{best, 4, 0}};
+  std::vector<Variant> v;
+  for (int s : {2, 4, 8, 16}) {
+    for (size_t pf : {size_t{0}, size_t{1024}}) v.push_back({best, s, pf});
+  }
+  if (best == Isa::Avx512) {
+    for (int s : {4, 8}) v.push_back({Isa::Avx2, s, 0});
+  }
+  return v;
+}
+
+bool thp_available() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(in, s);
+  return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
 }
 
 struct FreeDeleter {
   void operator()(std::byte* p) const noexcept { std::free(p); }
 };
 
+void pin_to(int cpu) noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: unpinned on failure
+}
+
 }  // namespace
 
-double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps) {
-  if (threads < 1 || reps < 1 || bytes < 64u * static_cast<size_t>(threads)) {
+BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
+  const int threads = opts.threads;
+  if (threads < 1 || opts.reps < 1 ||
+      opts.bytes < (size_t{64} << 10) * static_cast<size_t>(threads)) {
     throw std::invalid_argument(
-        "measure_read_bandwidth_gbs: need threads >= 1, reps >= 1 and "
-        "bytes >= 64*threads (got threads=" +
-        std::to_string(threads) + ", bytes=" + std::to_string(bytes) +
-        ", reps=" + std::to_string(reps) + ")");
+        "probe_read_bandwidth: need threads >= 1, reps >= 1 and bytes >= 64 KiB * threads (got "
+        "threads=" +
+        std::to_string(threads) + ", bytes=" + std::to_string(opts.bytes) +
+        ", reps=" + std::to_string(opts.reps) + ")");
   }
-  const size_t slice = bytes / static_cast<size_t>(threads) / 64 * 64;
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t slice = opts.bytes / static_cast<size_t>(threads) / 64 * 64;
   const size_t total = slice * static_cast<size_t>(threads);
+  const size_t alloc = (total + kHugePage - 1) / kHugePage * kHugePage;
   std::unique_ptr<std::byte, FreeDeleter> buf(
-      static_cast<std::byte*>(std::aligned_alloc(64, total)));
+      static_cast<std::byte*>(std::aligned_alloc(kHugePage, alloc)));
   if (!buf) throw std::bad_alloc();
-  const SumFn sum = best_sum_fn();
+  BandwidthProbe probe;
+  probe.huge_pages = thp_available() && ::madvise(buf.get(), alloc, MADV_HUGEPAGE) == 0;
 
+  const std::vector<Variant> vs = variants(opts.search);
   using Clock = std::chrono::steady_clock;
-  std::vector<double> pass_seconds;
+  std::vector<double> best_seconds(vs.size(), 1e300);
+  size_t phase = 0;
   Clock::time_point start;
-  // Completion step of the barrier: runs once per phase on one thread.
-  auto on_phase = [&, phase = 0]() mutable noexcept {
+  // Completion step of the barrier (once per phase, on one thread). Phase 0: written; then per
+  // variant one warm-up pass (TLB, frequency) and `reps` timed passes.
+  const size_t per_variant = static_cast<size_t>(opts.reps) + 1;
+  auto on_phase = [&]() noexcept {
     const Clock::time_point now = Clock::now();
-    if (phase >= 2) pass_seconds.push_back(std::chrono::duration<double>(now - start).count());
-    start = Clock::now();
+    if (phase >= 1) {
+      const size_t pass = phase - 1;
+      if (pass % per_variant != 0) {
+        double& best = best_seconds[pass / per_variant];
+        best = std::min(best, std::chrono::duration<double>(now - start).count());
+      }
+    }
     ++phase;
+    start = Clock::now();
   };
   std::barrier sync(threads, on_phase);
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
   auto worker = [&](int t) {
+    if (!opts.cpus.empty()) pin_to(opts.cpus[static_cast<size_t>(t) % opts.cpus.size()]);
     std::byte* mine = buf.get() + slice * static_cast<size_t>(t);
-    std::memset(mine, t + 1, slice);      // first touch by the reader: pages are mapped and local
-    sync.arrive_and_wait();               // phase 0: written
-    for (int r = 0; r < reps + 1; ++r) {  // pass 0 warms up (TLB, frequency) and is not kept
-      sink[static_cast<size_t>(t)] += sum(mine, slice);
-      sync.arrive_and_wait();
+    std::memset(mine, t + 1, slice);  // first touch by the reader: pages are mapped and local
+    sync.arrive_and_wait();
+    for (const Variant& v : vs) {
+      for (size_t r = 0; r < per_variant; ++r) {
+        sink[static_cast<size_t>(t)] += run_variant(v, mine, slice);
+        sync.arrive_and_wait();
+      }
     }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
   worker(0);
   for (std::thread& th : pool) th.join();
-  const double best = *std::min_element(pass_seconds.begin(), pass_seconds.end());
-  return static_cast<double>(total) / best / 1e9;
+
+  size_t best = 0;
+  for (size_t i = 0; i < vs.size(); ++i) {
+    probe.trials.push_back({vs[i].name(), static_cast<double>(total) / best_seconds[i] / 1e9});
+    if (probe.trials[i].gbs > probe.trials[best].gbs) best = i;
+  }
+  probe.gbs = probe.trials[best].gbs;
+  probe.method = "best of " + std::to_string(vs.size()) + " read loops: " + vs[best].name() +
+                 " per thread, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
+                 (opts.cpus.empty() ? ", unpinned" : ", pinned") + ", " +
+                 std::to_string(total >> 20) + " MiB" +
+                 (probe.huge_pages ? ", huge pages requested" : "");
+  return probe;
+}
+
+double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps) {
+  return probe_read_bandwidth({.threads = threads, .bytes = bytes, .reps = reps}).gbs;
 }
 
 }  // namespace pacer::ops

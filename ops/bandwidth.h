@@ -4,23 +4,48 @@
 // `pacer report`.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace pacer::ops {
 
-// Streams a `bytes`-long buffer (allocated and written once, 64-byte aligned) with `threads`
-// threads, each reading its contiguous slice as four concurrent sequential streams (as a GEMV
-// reads several weight rows at once; one stream alone under-reads a core's bandwidth by ~30%)
-// with the widest loads this CPU runs (AVX-512, AVX2 or scalar), sum-reducing so the loads
-// cannot be elided. Runs `reps` timed passes after one
-// warm-up pass and returns the best pass in GB/s (1e9 bytes/s). Pick bytes far larger than the
-// last-level cache (e.g. 1 GiB) for a DRAM figure. Throws std::invalid_argument for threads < 1,
-// reps < 1 or bytes < 64 * threads; std::bad_alloc if the buffer cannot be allocated. On a
-// machine shared with other work the figure is low (a pass is many scheduler time slices).
+// The machine's read bandwidth for `threads` threads, found rather than assumed: a buffer of
+// `bytes` (allocated once, 2 MiB-aligned with transparent huge pages requested, each thread's
+// slice first touched by its reader) is streamed by every variant of the read loop -- load width
+// (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (2-16,
+// as a GEMV reads several weight rows at once) and software prefetch distance -- and the best
+// pass of the best variant is the figure. A decode that beats it means the probe failed, not that
+// the decode is above the limit. Threads are pinned to `cpus` (thread t to cpus[t % size]) when
+// given, so the figure is for the placement a run uses. Pick bytes far larger than the last-level
+// cache (e.g. 1 GiB). On a shared machine the figure is low (a pass spans many time slices).
+struct BandwidthOptions {
+  int threads = 1;
+  size_t bytes = size_t{1} << 30;
+  int reps = 3;             // timed passes per variant, after one warm-up pass
+  std::vector<int> cpus{};  // pin the probe's threads (empty: no pinning)
+  bool search = true;  // false: only the default variant (AVX-512/AVX2 x 4 streams, no prefetch)
+};
+struct BandwidthTrial {
+  std::string variant;  // e.g. "avx512 x8 streams, prefetch 1024 B"
+  double gbs = 0;       // its best pass
+};
+struct BandwidthProbe {
+  double gbs = 0;      // the best trial's figure (1e9 bytes/s)
+  std::string method;  // how it was obtained (best variant, pages, threads, pinning)
+  std::vector<BandwidthTrial> trials;  // every variant, in the order run
+  bool huge_pages = false;             // the kernel grants transparent huge pages to the buffer
+};
+// Throws std::invalid_argument for threads < 1, reps < 1 or bytes < 64 KiB * threads;
+// std::bad_alloc if the buffer cannot be allocated.
+BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts);
+
+// probe_read_bandwidth(...).gbs, unpinned.
 double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps);
 
-// The per-ISA reduce loops (bandwidth_avx2.cpp, bandwidth_avx512.cpp): sum of the 64-bit words of
-// [p, p + bytes) read as four concurrent streams; bytes a multiple of 64, p 64-byte aligned.
-uint64_t sum_words_avx2(const std::byte* p, size_t bytes);
-uint64_t sum_words_avx512(const std::byte* p, size_t bytes);
+// The per-ISA read loops (bandwidth_avx2.cpp, bandwidth_avx512.cpp): sum of the 64-bit words of
+// [p, p + bytes) read as `streams` (1, 2, 4, 8 or 16) concurrent sequential streams, each
+// prefetching `prefetch` bytes ahead (0: none); bytes a multiple of 64, p 64-byte aligned.
+uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t prefetch);
+uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t prefetch);
 
 }  // namespace pacer::ops

@@ -1,36 +1,55 @@
-// AVX2 read loop of the bandwidth probe: four concurrent sequential streams (the four quarters
-// of the range, like a GEMV reading several rows at once), one independent accumulator each.
+// AVX2 read loops of the bandwidth probe: S concurrent sequential streams (S equal stretches of
+// the range), one 64-byte line per step as two 32-byte loads, optionally a software prefetch
+// `prefetch` bytes ahead in each stream.
 #include <immintrin.h>
 
 #include "ops/bandwidth.h"
 
 namespace pacer::ops {
+namespace {
 
-uint64_t sum_words_avx2(const std::byte* p, size_t bytes) {
-  const size_t quarter = bytes / 4 / 64 * 64;
-  const auto* s0 = reinterpret_cast<const __m256i*>(p);
-  const auto* s1 = reinterpret_cast<const __m256i*>(p + quarter);
-  const auto* s2 = reinterpret_cast<const __m256i*>(p + 2 * quarter);
-  const auto* s3 = reinterpret_cast<const __m256i*>(p + 3 * quarter);
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < quarter / 32; i += 2) {  // one 64-byte line per stream per step
-    a0 = _mm256_add_epi64(
-        a0, _mm256_add_epi64(_mm256_load_si256(s0 + i), _mm256_load_si256(s0 + i + 1)));
-    a1 = _mm256_add_epi64(
-        a1, _mm256_add_epi64(_mm256_load_si256(s1 + i), _mm256_load_si256(s1 + i + 1)));
-    a2 = _mm256_add_epi64(
-        a2, _mm256_add_epi64(_mm256_load_si256(s2 + i), _mm256_load_si256(s2 + i + 1)));
-    a3 = _mm256_add_epi64(
-        a3, _mm256_add_epi64(_mm256_load_si256(s3 + i), _mm256_load_si256(s3 + i + 1)));
+template <int S>
+uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
+  const size_t part = bytes / S / 64 * 64;
+  const std::byte* s[S];
+  __m256i acc[S];
+  for (int k = 0; k < S; ++k) {
+    s[k] = p + static_cast<size_t>(k) * part;
+    acc[k] = _mm256_setzero_si256();
   }
-  const auto* rest = reinterpret_cast<const __m256i*>(p + 4 * quarter);
-  for (size_t i = 0; i < (bytes - 4 * quarter) / 32; ++i) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(rest + i));
+  for (size_t off = 0; off < part; off += 64) {
+    for (int k = 0; k < S; ++k) {
+      if (prefetch != 0)
+        _mm_prefetch(reinterpret_cast<const char*>(s[k] + off + prefetch), _MM_HINT_T0);
+      const auto* line = reinterpret_cast<const __m256i*>(s[k] + off);
+      acc[k] = _mm256_add_epi64(
+          acc[k], _mm256_add_epi64(_mm256_load_si256(line), _mm256_load_si256(line + 1)));
+    }
   }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  for (size_t off = S * part; off + 32 <= bytes; off += 32) {
+    acc[0] = _mm256_add_epi64(acc[0], _mm256_load_si256(reinterpret_cast<const __m256i*>(p + off)));
+  }
+  for (int k = 1; k < S; ++k) acc[0] = _mm256_add_epi64(acc[0], acc[k]);
   alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[0]);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+}  // namespace
+
+uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t prefetch) {
+  switch (streams) {
+    case 1:
+      return sum_streams<1>(p, bytes, prefetch);
+    case 2:
+      return sum_streams<2>(p, bytes, prefetch);
+    case 4:
+      return sum_streams<4>(p, bytes, prefetch);
+    case 8:
+      return sum_streams<8>(p, bytes, prefetch);
+    default:
+      return sum_streams<16>(p, bytes, prefetch);
+  }
 }
 
 }  // namespace pacer::ops

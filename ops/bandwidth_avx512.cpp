@@ -1,35 +1,56 @@
-// AVX-512 read loop of the bandwidth probe: four concurrent sequential streams (the four
-// quarters of the range, like a GEMV reading several rows at once), one cache line per load.
+// AVX-512 read loops of the bandwidth probe: S concurrent sequential streams (S equal stretches of
+// the range, like a GEMV reading several rows at once), one 64-byte line per load, optionally a
+// software prefetch `prefetch` bytes ahead in each stream.
 #include "ops/bandwidth.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 namespace pacer::ops {
+namespace {
 
-uint64_t sum_words_avx512(const std::byte* p, size_t bytes) {
-  const size_t quarter = bytes / 4 / 64 * 64;
-  const auto* s0 = reinterpret_cast<const __m512i*>(p);
-  const auto* s1 = reinterpret_cast<const __m512i*>(p + quarter);
-  const auto* s2 = reinterpret_cast<const __m512i*>(p + 2 * quarter);
-  const auto* s3 = reinterpret_cast<const __m512i*>(p + 3 * quarter);
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < quarter / 64; ++i) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(s0 + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(s1 + i));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(s2 + i));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(s3 + i));
+template <int S>
+uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
+  const size_t part = bytes / S / 64 * 64;
+  const std::byte* s[S];
+  __m512i acc[S];
+  for (int k = 0; k < S; ++k) {
+    s[k] = p + static_cast<size_t>(k) * part;
+    acc[k] = _mm512_setzero_si512();
   }
-  const auto* rest = reinterpret_cast<const __m512i*>(p + 4 * quarter);
-  for (size_t i = 0; i < (bytes - 4 * quarter) / 64; ++i) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(rest + i));
+  for (size_t off = 0; off < part; off += 64) {
+    for (int k = 0; k < S; ++k) {
+      if (prefetch != 0)
+        _mm_prefetch(reinterpret_cast<const char*>(s[k] + off + prefetch), _MM_HINT_T0);
+      acc[k] = _mm512_add_epi64(acc[k], _mm512_load_si512(s[k] + off));
+    }
   }
-  const __m512i s = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
+  for (size_t off = S * part; off + 64 <= bytes; off += 64) {
+    acc[0] = _mm512_add_epi64(acc[0], _mm512_load_si512(p + off));
+  }
+  for (int k = 1; k < S; ++k) acc[0] = _mm512_add_epi64(acc[0], acc[k]);
   // Lane by lane in unsigned arithmetic: the sum wraps by design, and GCC's
   // _mm512_reduce_add_epi64 adds as signed long long (undefined on overflow; UBSan flags it).
   alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, s);
+  _mm512_store_si512(lanes, acc[0]);
   uint64_t total = 0;
   for (uint64_t v : lanes) total += v;
   return total;
+}
+
+}  // namespace
+
+uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t prefetch) {
+  switch (streams) {
+    case 1:
+      return sum_streams<1>(p, bytes, prefetch);
+    case 2:
+      return sum_streams<2>(p, bytes, prefetch);
+    case 4:
+      return sum_streams<4>(p, bytes, prefetch);
+    case 8:
+      return sum_streams<8>(p, bytes, prefetch);
+    default:
+      return sum_streams<16>(p, bytes, prefetch);
+  }
 }
 
 }  // namespace pacer::ops

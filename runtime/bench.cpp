@@ -116,15 +116,29 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   if (total == 0) throw std::invalid_argument("bench: no tests (all -p and -n values are 0)");
   if (!opts.events_dir.empty()) std::filesystem::create_directories(opts.events_dir);
 
-  std::vector<std::pair<int, double>> bandwidth_cache;  // threads -> GB/s
-  auto bandwidth_for = [&](int threads) {
-    for (auto& [t, bw] : bandwidth_cache) {
-      if (t == threads) return bw;
-    }
-    const double bw = ops::measure_read_bandwidth_gbs(threads, opts.bandwidth_bytes, 3);
-    bandwidth_cache.emplace_back(threads, bw);
-    return bw;
+  // The roofline of a row: the read bandwidth of its thread count on its CPUs (probe_read_bandwidth
+  // searches the read loops), measured once per placement.
+  struct Measured {
+    int threads;
+    std::vector<int> cpus;
+    ops::BandwidthProbe probe;
   };
+  std::vector<Measured> bandwidth_cache;
+  auto bandwidth_for = [&](int threads,
+                           const std::vector<int>& cpus) -> const ops::BandwidthProbe& {
+    for (const Measured& m : bandwidth_cache) {
+      if (m.threads == threads && m.cpus == cpus) return m.probe;
+    }
+    bandwidth_cache.push_back(
+        {threads, cpus,
+         ops::probe_read_bandwidth(
+             {.threads = threads, .bytes = opts.bandwidth_bytes, .reps = 3, .cpus = cpus})});
+    return bandwidth_cache.back().probe;
+  };
+  int64_t llc_bytes = 0;
+  for (const auto& c : Topology::detect().caches) {
+    if (c.level == 3) llc_bytes = std::max<int64_t>(llc_bytes, c.size_bytes * c.instances);
+  }
 
   int done = 0;
   for (const PinSpec& pin : opts.pins) {
@@ -204,8 +218,11 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             go.n_predict = test.n + 1;  // the first token comes from the prefill
             go.ignore_eos = true;
             go.header = {{"command", "bench"}, {"bench_test", row.test}};
-            const double bw = opts.roofline ? bandwidth_for(row.threads) : 0.0;
-            if (bw > 0) go.header["bandwidth_gbs"] = bw;
+            if (opts.roofline) {
+              const ops::BandwidthProbe& bw = bandwidth_for(row.threads, row.cpus);
+              go.header["bandwidth_gbs"] = bw.gbs;
+              go.header["bandwidth_method"] = bw.method;
+            }
             Generation g = session->generate("The", go);
             rate = g.timings.decode_tok_s();
           } else {
@@ -232,14 +249,31 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         const double n_freq = static_cast<double>(row.tok_s.size()) * row.threads;
         if (row.freq_max_mhz > 0 && n_freq > 0) row.freq_mean_mhz /= n_freq;
         if (test.tg && opts.roofline) {
-          row.bandwidth_gbs = bandwidth_for(row.threads);
+          const ops::BandwidthProbe& bw = bandwidth_for(row.threads, row.cpus);
+          row.bandwidth_gbs = bw.gbs;
+          row.bandwidth_method = bw.method;
           if (res.matmul_bytes_per_token > 0) {
             row.ceiling_tok_s =
                 row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
           }
+          if (llc_bytes > 0 && res.matmul_bytes_per_token <= 2 * llc_bytes) {
+            row.roofline_applies = false;
+            row.flags.push_back(fmt::format(
+                "weights ({:.0f} MiB) within 2x the LLC ({:.0f} MiB): cache-resident, the DRAM "
+                "roofline does not apply",
+                static_cast<double>(res.matmul_bytes_per_token) / (1 << 20),
+                static_cast<double>(llc_bytes) / (1 << 20)));
+          } else if (row.roofline_pct > 100.0) {
+            row.flags.push_back(fmt::format(
+                "{:.0f}% of the measured roofline: the bandwidth probe under-read this machine "
+                "(host noise while it ran?); the % is not trustworthy",
+                row.roofline_pct));
+          }
         }
-        if (row.tok_s.size() > 1 && row.cv > opts.cv_flag) {
+        if (row.tok_s.size() < 2) {
+          row.flags.push_back("1 rep: no CV (needs -r 2 or more)");
+        } else if (row.cv > opts.cv_flag) {
           row.flags.push_back(fmt::format("cv {:.1f}% > {:.0f}%: noisy (other load? unpinned?)",
                                           100 * row.cv, 100 * opts.cv_flag));
         }
@@ -289,9 +323,11 @@ std::string render_bench_markdown(const BenchResult& r) {
       "|:--|--:|--:|:--|--:|:--|:--|--:|--:|--:|--:|:--|\n";
   for (const BenchRow& row : r.rows) {
     const std::string roof =
-        row.ceiling_tok_s > 0 ? fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
-                                            row.ceiling_tok_s, row.bandwidth_gbs)
-                              : "-";
+        row.ceiling_tok_s <= 0 ? "-"
+        : !row.roofline_applies
+            ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
+            : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
+                          row.ceiling_tok_s, row.bandwidth_gbs);
     std::string flags;
     for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
     out += fmt::format(
@@ -306,6 +342,14 @@ std::string render_bench_markdown(const BenchResult& r) {
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
       "matmul weight bytes per token.\n";
+  std::vector<std::string> methods;
+  for (const BenchRow& row : r.rows) {
+    if (!row.bandwidth_method.empty() &&
+        std::find(methods.begin(), methods.end(), row.bandwidth_method) == methods.end()) {
+      methods.push_back(row.bandwidth_method);
+    }
+  }
+  for (const std::string& m : methods) out += "bandwidth: " + m + ".\n";
   if (r.repacked_matrices > 0) {
     out += fmt::format(
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
@@ -359,6 +403,8 @@ nlohmann::json row_json(const BenchRow& row) {
     j["bandwidth_gbs"] = row.bandwidth_gbs;
     j["ceiling_tok_s"] = row.ceiling_tok_s;
     j["roofline_pct"] = row.roofline_pct;
+    j["roofline_applies"] = row.roofline_applies;
+    j["bandwidth_method"] = row.bandwidth_method;
   }
   if (!row.events_path.empty()) j["events"] = row.events_path;
   return j;

@@ -47,6 +47,8 @@ struct BenchRow {
   double bandwidth_gbs = 0;        // measured read bandwidth at this thread count (0: not measured)
   double ceiling_tok_s = 0;        // tg: bandwidth / matmul bytes per token
   double roofline_pct = 0;         // tg: mean / ceiling
+  std::string bandwidth_method;    // how the bandwidth was found (ops::BandwidthProbe::method)
+  bool roofline_applies = true;    // false: weights fit the LLC (no DRAM streaming to bound)
   std::vector<std::string> flags;  // reasons not to trust the row
   std::string events_path;
 };

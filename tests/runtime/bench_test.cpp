@@ -121,6 +121,30 @@ TEST(BenchRun, NoisyRowsAreFlaggedWithTheReason) {
   EXPECT_NE(r.rows[0].flags[0].find("cv"), std::string::npos);
 }
 
+TEST(BenchRun, CacheResidentModelsAndSingleRepsAreFlaggedNotOk) {
+  // The tiny model's weights (~0.5 MB) fit any last-level cache: its decode can beat the DRAM
+  // read bandwidth, which must read as "roofline does not apply", never as a healthy 129%.
+  const Model model = Model::load(tiny_model());
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {4};
+  o.threads = {1};
+  o.reps = 1;
+  o.bandwidth_bytes = 8u << 20;
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  const BenchRow& row = r.rows[0];
+  EXPECT_GT(row.bandwidth_gbs, 0.0);
+  EXPECT_NE(row.bandwidth_method.find("best of"), std::string::npos) << row.bandwidth_method;
+  std::string flags;
+  for (const auto& f : row.flags) flags += f + "\n";
+  if (Topology::detect().caches.empty()) GTEST_SKIP() << "no cache sizes known here";
+  EXPECT_FALSE(row.roofline_applies);
+  EXPECT_NE(flags.find("the DRAM roofline does not apply"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("1 rep: no CV"), std::string::npos) << flags;
+  EXPECT_NE(render_bench_markdown(r).find("n/a ("), std::string::npos);
+}
+
 TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
   const Model model = Model::load(tiny_model());
   const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events";
