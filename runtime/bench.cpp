@@ -104,13 +104,17 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   struct Test {
     bool tg;
     int64_t n;
+    int64_t depth;
   };
   std::vector<Test> tests;
-  for (int64_t p : opts.n_prompt) {
-    if (p > 0) tests.push_back({false, p});
-  }
-  for (int64_t g : opts.n_gen) {
-    if (g > 0) tests.push_back({true, g});
+  for (int64_t d : opts.n_depth) {
+    if (d < 0) throw std::invalid_argument("bench: a depth (-d) must be >= 0");
+    for (int64_t p : opts.n_prompt) {
+      if (p > 0) tests.push_back({false, p, d});
+    }
+    for (int64_t g : opts.n_gen) {
+      if (g > 0) tests.push_back({true, g, d});
+    }
   }
   const int total = static_cast<int>(tests.size() * opts.threads.size() * opts.pins.size());
   if (total == 0) throw std::invalid_argument("bench: no tests (all -p and -n values are 0)");
@@ -146,14 +150,16 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
       for (const Test& test : tests) {
         BenchRow row;
         row.test = fmt::format("{}{}", test.tg ? "tg" : "pp", test.n);
+        if (test.depth > 0) row.test += fmt::format(" @ d{}", test.depth);
         row.n_prompt = test.tg ? 0 : test.n;
         row.n_gen = test.tg ? test.n : 0;
+        row.n_depth = test.depth;
         row.pin = pin.to_string();
         if (opts.progress) opts.progress(done, total, row.test);
 
         // The context holds the test plus the BOS/first token.
         SessionOptions so;
-        so.ctx = test.n + 8;
+        so.ctx = test.depth + test.n + 8;
         so.threads = threads_req;
         so.pin = pin;
         so.kv_type = opts.kv_type;
@@ -191,7 +197,14 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           row.cpus = session->executor().cpus();
 
           double rate = 0;
-          if (!test.tg && recorded) {
+          // The context a test starts from: `depth` random tokens, prefilled untimed.
+          auto fill_depth = [&](TokenStream& toks) {
+            if (test.depth == 0) return;
+            std::vector<int32_t> ctx(static_cast<size_t>(test.depth));
+            for (auto& t : ctx) t = toks.next();
+            session->prefill(ctx);
+          };
+          if (!test.tg && recorded && test.depth == 0) {
             // The recorded pp rep goes through generate() with the same kind of random prompt so
             // its log has a header, the prefill step and a footer; tok/s is its prefill rate.
             TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
@@ -208,6 +221,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             std::vector<int32_t> prompt(static_cast<size_t>(test.n));
             for (auto& t : prompt) t = toks.next();
             session->reset();
+            fill_depth(toks);
             const auto t0 = Clock::now();
             session->prefill(prompt);
             rate = static_cast<double>(test.n) / seconds_since(t0);
@@ -218,6 +232,11 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             go.n_predict = test.n + 1;  // the first token comes from the prefill
             go.ignore_eos = true;
             go.header = {{"command", "bench"}, {"bench_test", row.test}};
+            if (test.depth > 0) {  // the depth is the prompt; decode starts after it
+              TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
+              go.prompt_tokens.resize(static_cast<size_t>(test.depth));
+              for (auto& t : go.prompt_tokens) t = toks.next();
+            }
             if (opts.roofline) {
               const ops::BandwidthProbe& bw = bandwidth_for(row.threads, row.cpus);
               go.header["bandwidth_gbs"] = bw.gbs;
@@ -228,7 +247,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           } else {
             TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
             session->reset();
-            session->decode(toks.next());  // the first position, as llama-bench starts from BOS
+            fill_depth(toks);
+            if (test.depth == 0) session->decode(toks.next());  // as llama-bench starts from BOS
             const auto t0 = Clock::now();
             for (int64_t i = 0; i < test.n; ++i) session->decode(toks.next());
             rate = static_cast<double>(test.n) / seconds_since(t0);
@@ -382,17 +402,10 @@ std::string render_bench_csv(const BenchResult& r) {
 
 namespace {
 nlohmann::json row_json(const BenchRow& row) {
-  nlohmann::json j = {{"test", row.test},
-                      {"n_prompt", row.n_prompt},
-                      {"n_gen", row.n_gen},
-                      {"threads", row.threads},
-                      {"pin", row.pin},
-                      {"cpus", row.cpus},
-                      {"reps", row.tok_s.size()},
-                      {"tok_s", row.tok_s},
-                      {"tok_s_mean", row.mean},
-                      {"tok_s_sd", row.sd},
-                      {"cv", row.cv},
+  nlohmann::json j = {{"test", row.test},       {"n_prompt", row.n_prompt}, {"n_gen", row.n_gen},
+                      {"n_depth", row.n_depth}, {"threads", row.threads},   {"pin", row.pin},
+                      {"cpus", row.cpus},       {"reps", row.tok_s.size()}, {"tok_s", row.tok_s},
+                      {"tok_s_mean", row.mean}, {"tok_s_sd", row.sd},       {"cv", row.cv},
                       {"flags", row.flags}};
   if (row.freq_mean_mhz > 0) {
     j["freq_mhz_mean"] = row.freq_mean_mhz;

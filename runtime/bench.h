@@ -20,7 +20,10 @@ namespace pacer::runtime {
 struct BenchOptions {
   std::vector<int64_t> n_prompt = {512};  // one pp test per entry (0 = none)
   std::vector<int64_t> n_gen = {128};     // one tg test per entry (0 = none)
-  std::vector<int> threads = {-1};        // -1: one per allowed physical core
+  // Every test runs after a context of each depth (llama-bench's -d/--n-depth): that many random
+  // tokens are prefilled first, untimed, so pp/tg measure the attention over a long KV cache.
+  std::vector<int64_t> n_depth = {0};
+  std::vector<int> threads = {-1};  // -1: one per allowed physical core
   std::vector<PinSpec> pins = {PinSpec{}};
   int reps = 5;
   bool warmup = true;             // one untimed run of each test first
@@ -36,8 +39,9 @@ struct BenchOptions {
 };
 
 struct BenchRow {
-  std::string test;  // "pp512" | "tg128"
+  std::string test;  // "pp512" | "tg128" | "tg128 @ d4096"
   int64_t n_prompt = 0, n_gen = 0;
+  int64_t n_depth = 0;  // tokens already in the cache when the test starts
   int threads = 0;
   std::string pin;            // PinSpec::to_string()
   std::vector<int> cpus;      // pinned CPUs (empty when not pinned)

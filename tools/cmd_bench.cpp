@@ -29,6 +29,7 @@ struct BenchArgs {
   std::string synthetic;  // ARCH:TYPE
   std::string prompts = "512";
   std::string gens = "128";
+  std::string depths = "0";
   std::string threads = "-1";
   std::vector<std::string> pins;
   int reps = 5;
@@ -58,17 +59,24 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-std::vector<int64_t> parse_int_list(const std::string& s, const char* flag) {
+// A comma list of integers, each >= min (or -1 where allow_auto).
+std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int64_t min = 0,
+                                    bool allow_auto = false) {
   std::vector<int64_t> out;
   for (const std::string& item : split(s, ',')) {
+    long long v = 0;
     try {
       size_t used = 0;
-      const long long v = std::stoll(item, &used);
+      v = std::stoll(item, &used);
       if (used != item.size()) throw std::invalid_argument(item);
-      out.push_back(v);
     } catch (const std::exception&) {
       throw std::invalid_argument(fmt::format("{}: '{}' is not an integer list", flag, s));
     }
+    if (v < min && !(allow_auto && v == -1)) {
+      throw std::invalid_argument(fmt::format("{}: {} out of range: each value must be >= {}{}",
+                                              flag, v, min, allow_auto ? " (or -1: auto)" : ""));
+    }
+    out.push_back(v);
   }
   return out;
 }
@@ -145,8 +153,10 @@ void run(const BenchArgs& a) {
   runtime::BenchOptions o;
   o.n_prompt = parse_int_list(a.prompts, "-p");
   o.n_gen = parse_int_list(a.gens, "-n");
+  o.n_depth = parse_int_list(a.depths, "-d");
   o.threads.clear();
-  for (int64_t t : parse_int_list(a.threads, "-t")) o.threads.push_back(static_cast<int>(t));
+  for (int64_t t : parse_int_list(a.threads, "-t", 1, true))
+    o.threads.push_back(static_cast<int>(t));
   o.pins = parse_pins(a.pins);
   o.reps = a.reps;
   o.warmup = !a.no_warmup;
@@ -195,13 +205,20 @@ void add_bench_command(CLI::App& app) {
                   "bench a generated model ARCH:TYPE (e.g. qwen2.5-0.5b:q8_0), cached");
   cmd->add_option("-p,--n-prompt", args->prompts, "prompt sizes, comma list (0: no pp test)")
       ->capture_default_str();
+  cmd->add_option(
+         "-d,--n-depth", args->depths,
+         "context depths, comma list: each test runs after that many tokens (llama-bench's "
+         "-d)")
+      ->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gens, "generation lengths, comma list (0: no tg test)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "thread counts, comma list (-1: physical cores)")
       ->capture_default_str();
   cmd->add_option("--pin", args->pins,
                   "pin policies, comma list: none,compact,scatter,cores,list:0,2");
-  cmd->add_option("-r,--reps", args->reps, "repetitions per row")->capture_default_str();
+  cmd->add_option("-r,--reps", args->reps, "repetitions per row")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("-o,--output", args->output, "md | csv | json | jsonl")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
       ->capture_default_str();
@@ -216,7 +233,8 @@ void add_bench_command(CLI::App& app) {
                   "flag rows whose frequency range exceeds this % of the mean")
       ->capture_default_str();
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--recording-overhead", args->overhead_pairs,
                   "after the table: N off/on pairs per tg row, decode tok/s with full recording vs "
                   "without (medians and ratio)")

@@ -145,6 +145,39 @@ TEST(BenchRun, CacheResidentModelsAndSingleRepsAreFlaggedNotOk) {
   EXPECT_NE(render_bench_markdown(r).find("n/a ("), std::string::npos);
 }
 
+TEST(BenchRun, DepthRunsEachTestAfterThatManyTokens) {
+  const Model model = Model::load(tiny_model());
+  BenchOptions o;
+  o.n_prompt = {8};
+  o.n_gen = {4};
+  o.n_depth = {0, 100};
+  o.threads = {1};
+  o.reps = 2;
+  o.roofline = false;
+  const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-depth";
+  std::filesystem::remove_all(dir);
+  o.events_dir = dir.string();
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[2].test, "pp8 @ d100");
+  EXPECT_EQ(r.rows[3].test, "tg4 @ d100");
+  EXPECT_EQ(r.rows[3].n_depth, 100);
+  // The recorded tg rep at depth 100 decodes positions 100..104: its log's decode steps say so.
+  std::ifstream log(r.rows[3].events_path);
+  std::string line;
+  int64_t max_past = 0;
+  while (std::getline(log, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "step" && j.value("phase", "") == "decode") {
+      max_past = std::max<int64_t>(max_past, j.value("n_past", 0));
+    }
+  }
+  EXPECT_EQ(max_past, 100 + 4);
+  std::filesystem::remove_all(dir);
+  o.n_depth = {-1};
+  EXPECT_THROW(run_bench(model, o), std::invalid_argument);
+}
+
 TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
   const Model model = Model::load(tiny_model());
   const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events";
