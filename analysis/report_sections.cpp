@@ -140,7 +140,7 @@ Section run_section(const Report& r) {
   f.push_back(
       {"frequency",
        fmt::format("source={} nominal={} MHz{}; before=[{:.0f}] after=[{:.0f}]", h.frequency.source,
-                   opt_str(h.frequency.nominal_mhz),
+                   h.frequency.nominal_mhz ? fmt::format("{:.1f}", *h.frequency.nominal_mhz) : "-",
                    h.frequency.detail.empty() ? "" : " (" + h.frequency.detail + ")",
                    fmt::join(h.freq_before_mhz, ","),
                    fmt::join(r.footer ? r.footer->freq_after_mhz : std::vector<double>{}, ","))});

@@ -84,6 +84,31 @@ TEST_F(PerplexityCli, BaseRoundTripAndJson) {
   EXPECT_GT(j["kl_divergence"]["same_top"]["value"].get<double>(), 0.5);
 }
 
+TEST_F(PerplexityCli, EventsOutGivesAPrefillProfileThatReportReads) {
+  const std::string log = p("ppl.jsonl");
+  CommandResult r = run_command(pacer("-m " + p("q8_0.gguf") + " -f " + p("text.txt") +
+                                      " -c 64 --chunks 2 -b 32 --events-out " + log));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 2 chunks of 64 tokens in batches of 32: 4 prefill steps, each scoring its batch.
+  int steps = 0, scores = 0;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "step") {
+      ++steps;
+      EXPECT_EQ(j.value("phase", ""), "prefill");
+      EXPECT_EQ(j.value("n_tokens", 0), 32);
+    }
+    if (j.value("type", "") == "op" && j.value("name", "") == "score") ++scores;
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(scores, 4);
+  r = run_command(std::string(PACER_BINARY) + " report " + log);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("command=perplexity"), std::string::npos) << r.out.substr(0, 600);
+}
+
 TEST_F(PerplexityCli, BadInputsGetOneLineAndExitOne) {
   auto one_line_error = [](const CommandResult& r, const std::string& needle) {
     EXPECT_EQ(r.rc, 1) << r.err;
