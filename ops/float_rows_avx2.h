@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/isa.h"
 #include "ops/matmul_simd_avx2.h"
 
 namespace pacer::ops::avx2 {
@@ -32,7 +33,7 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t pr
     const __m256 x1 = _mm256_loadu_ps(x + j + 8);
     for (int r = 0; r < R; ++r) {
       const std::byte* wr = w + r * stride;
-      if ((j * Widen::kBytes) % 64 == 0) {  // once per cache line (16 weights are 32-64 bytes)
+      if (prefetch_offset != 0 && (j * Widen::kBytes) % 64 == 0) {  // once per cache line
         _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes) + prefetch_offset,
                      _MM_HINT_T0);
       }
@@ -52,10 +53,11 @@ template <class Widen>
 void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                     float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
+  const int64_t prefetch = gemv_software_prefetch() ? kGemvStreamPrefetchRows * stride : 0;
   int64_t r = 0;
   r = gemv_stream_tiles(nr, 4, [&](int64_t j, int64_t per_stream) {
-    float_rows_tile<Widen, 4>(n, w + j * stride, per_stream * stride,
-                              kGemvStreamPrefetchRows * stride, x, out + j, per_stream);
+    float_rows_tile<Widen, 4>(n, w + j * stride, per_stream * stride, prefetch, x, out + j,
+                              per_stream);
   });
   for (; r + 4 <= nr; r += 4) {
     float_rows_tile<Widen, 4>(n, w + r * stride, stride, 4 * stride, x, out + r, 1);

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/isa.h"
 #include "ops/matmul_simd_avx512.h"
 
 namespace pacer::ops::avx512 {
@@ -49,9 +50,12 @@ void float_rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t pr
     }
     for (int r = 0; r < R; ++r) {
       const std::byte* wr = w + r * row_step;
-      for (int64_t line = 0; line < 32 * Widen::kBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr + j * Widen::kBytes + line) + prefetch_offset,
-                     _MM_HINT_T0);
+      if (prefetch_offset != 0) {
+        for (int64_t line = 0; line < 32 * Widen::kBytes; line += 64) {
+          _mm_prefetch(
+              reinterpret_cast<const char*>(wr + j * Widen::kBytes + line) + prefetch_offset,
+              _MM_HINT_T0);
+        }
       }
       const __m512 w0 = Widen::load16(wr, j), w1 = Widen::load16(wr, j + 16);
       for (int t = 0; t < T; ++t) {
@@ -118,10 +122,11 @@ template <class Widen>
 void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                     float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
+  const int64_t prefetch = gemv_software_prefetch() ? kGemvStreamPrefetchRows * stride : 0;
   int64_t r = 0;
   r = gemv_stream_tiles(nr, 4, [&](int64_t j, int64_t per_stream) {
-    float_rows_tile<Widen, 4, 1>(n, w + j * stride, per_stream * stride,
-                                 kGemvStreamPrefetchRows * stride, x, 0, out + j, 0, per_stream);
+    float_rows_tile<Widen, 4, 1>(n, w + j * stride, per_stream * stride, prefetch, x, 0, out + j, 0,
+                                 per_stream);
   });
   if (r < nr) float_gemm<Widen>(n, w + r * stride, stride, nr - r, x, 0, 1, out + r, 0);
 }

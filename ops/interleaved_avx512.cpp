@@ -11,6 +11,7 @@
 // order, as the scalar references compute it (the FMA rounds once where they round twice).
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/isa.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
@@ -64,9 +65,10 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
   constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  const bool prefetch = gemv_software_prefetch();
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t pair_off = b / 2 * kPairBytes;
-    if (b % 2 == 0) {
+    if (prefetch && b % 2 == 0) {
       for (int s = 0; s < S; ++s) {
         const char* ahead =
             reinterpret_cast<const char*>(group[s]) + pair_off + kPrefetchPairs * kPairBytes;

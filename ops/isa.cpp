@@ -23,6 +23,13 @@ namespace {
 CpuFeatures read_cpu_features() noexcept {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1u;
   const bool fma = (c >> 12) & 1u;
@@ -89,6 +96,18 @@ bool isa_supported(Isa isa) noexcept {
       return f.avx512;
   }
   return false;
+}
+
+bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "0") == 0) return false;
+  if (env && std::strcmp(env, "1") == 0) return true;
+  return !cpu.amd;
+}
+
+bool gemv_software_prefetch() noexcept {
+  static const bool on =
+      gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH"));
+  return on;
 }
 
 Isa detect_isa() noexcept {

@@ -21,6 +21,7 @@ struct CpuFeatures {
   // AMX-TILE + AMX-INT8, tile state enabled by the OS (XCR0) and granted to this process
   // (arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection). PACER_AMX=0 turns it off.
   bool amx_int8 = false;
+  bool amd = false;  // CPUID vendor "AuthenticAMD" (kernel tuning choices, see below)
 };
 
 // Reads CPUID/XGETBV once per process (CPUID traps in a VM) and returns the cached answer.
@@ -33,6 +34,15 @@ Isa detect_isa() noexcept;
 // machine supports it, else the best supported Isa.
 Isa select_isa(const char* requested) noexcept;
 bool isa_supported(Isa isa) noexcept;
+// Whether the streaming GEMV kernels issue software prefetches ahead of their weight streams.
+// They help where the hardware prefetchers stop short of DRAM latency (Intel Sapphire Rapids:
+// the interleaved Q4_0/Q8_0 GEMVs reach the bandwidth with them), and hurt where the hardware
+// prefetchers already cover the streams and the extra loads only take fill buffers (AMD Zen 4:
+// the F16 GEMV 5632x2048 on one core streams ~26 GB/s without them, ~19 with them). Chosen once
+// per process by a table (on unless the vendor is AMD); PACER_PREFETCH=0/1 overrides. The event
+// log header's run.gemv_prefetch records the choice.
+bool gemv_software_prefetch() noexcept;
+bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
 std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
 std::string_view isa_name(Isa isa) noexcept;
 

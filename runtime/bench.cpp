@@ -14,6 +14,7 @@
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
 #include "ops/bandwidth.h"
+#include "ops/isa.h"
 #include "ops/sampling.h"
 #include "runtime/executor.h"
 #include "runtime/recorder.h"
@@ -370,6 +371,8 @@ std::string render_bench_markdown(const BenchResult& r) {
     }
   }
   for (const std::string& m : methods) out += "bandwidth: " + m + ".\n";
+  out += fmt::format("GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
+                     ops::gemv_software_prefetch() ? "on" : "off, as on AMD Zen");
   if (r.repacked_matrices > 0) {
     out += fmt::format(
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
@@ -438,6 +441,7 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"repacked_matrices", r.repacked_matrices}}},
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
+          {"gemv_prefetch", ops::gemv_software_prefetch()},
           {"rows", rows}};
 }
 

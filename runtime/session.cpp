@@ -227,6 +227,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
                      {"isa", ops::isa_name(state_.isa)},
                      {"amx", state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
                      {"repacked_matrices", model_.repacked_matrices()},
+                     {"gemv_prefetch", ops::gemv_software_prefetch()},
                      {"kv_type", ops::type_name(kv_.type())},
                      {"recording", "full"}};
     fields["host"]["topology"] = {{"packages", topo.packages},

@@ -1,6 +1,7 @@
 // Run-time ISA selection: the list of supported ISAs, the PACER_ISA override, and the names.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "ops/isa.h"
@@ -41,6 +42,26 @@ TEST(Isa, Names) {
   EXPECT_EQ(isa_name(Isa::Scalar), "scalar");
   EXPECT_EQ(isa_name(Isa::Avx2), "avx2");
   EXPECT_EQ(isa_name(Isa::Avx512), "avx512");
+}
+
+}  // namespace
+}  // namespace pacer::ops
+
+namespace pacer::ops {
+namespace {
+
+// The software-prefetch table: off on AMD unless asked, on elsewhere unless asked.
+TEST(GemvPrefetch, RuleFollowsVendorAndEnvironment) {
+  CpuFeatures amd, intel;
+  amd.amd = true;
+  EXPECT_FALSE(gemv_software_prefetch_rule(amd, nullptr));
+  EXPECT_TRUE(gemv_software_prefetch_rule(amd, "1"));
+  EXPECT_TRUE(gemv_software_prefetch_rule(intel, nullptr));
+  EXPECT_FALSE(gemv_software_prefetch_rule(intel, "0"));
+  EXPECT_TRUE(gemv_software_prefetch_rule(intel, "yes"));  // anything else: the table
+  // The cached choice is the rule applied to this CPU (and PACER_PREFETCH if set).
+  EXPECT_EQ(gemv_software_prefetch(),
+            gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH")));
 }
 
 }  // namespace
