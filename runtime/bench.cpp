@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "ops/bandwidth.h"
 #include "ops/isa.h"
 #include "ops/sampling.h"
+#include "pacer/version.h"
 #include "runtime/executor.h"
 #include "runtime/recorder.h"
 #include "runtime/session.h"
@@ -66,6 +68,15 @@ std::string row_label(const BenchRow& r) {
   return fmt::format("{} t={} pin={}", r.test, r.threads, r.pin);
 }
 
+std::string utc_now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 std::string file_safe(std::string s) {
   for (char& c : s) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
@@ -99,6 +110,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
   res.repacked_matrices = model.repacked_matrices();
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
+  res.kv_type = opts.kv_type;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
   res.frequency_source = std::string(freq.source->name());
 
@@ -155,6 +167,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         row.n_prompt = test.tg ? 0 : test.n;
         row.n_gen = test.tg ? test.n : 0;
         row.n_depth = test.depth;
+        row.test_time = utc_now_iso();
         row.pin = pin.to_string();
         if (opts.progress) opts.progress(done, total, row.test);
 
@@ -173,6 +186,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         std::unique_ptr<Recorder> rec;
         const int reps_total = opts.reps + (opts.warmup ? 1 : 0);
         for (int rep = 0; rep < reps_total; ++rep) {
+          if (opts.stop && opts.stop()) {  // keep the finished rows, drop this one
+            res.interrupted = true;
+            return res;
+          }
           const bool timed = rep >= (opts.warmup ? 1 : 0);
           const bool recorded = !opts.events_dir.empty() && rep == reps_total - 1;
           if (recorded) {
@@ -251,7 +268,13 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             fill_depth(toks);
             if (test.depth == 0) session->decode(toks.next());  // as llama-bench starts from BOS
             const auto t0 = Clock::now();
-            for (int64_t i = 0; i < test.n; ++i) session->decode(toks.next());
+            for (int64_t i = 0; i < test.n; ++i) {
+              if (opts.stop && i % 16 == 0 && opts.stop()) {  // prompt Ctrl-C on long tests
+                res.interrupted = true;
+                return res;
+              }
+              session->decode(toks.next());
+            }
             rate = static_cast<double>(test.n) / seconds_since(t0);
           }
           if (timed) {
@@ -308,6 +331,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         }
         res.rows.push_back(std::move(row));
         ++done;
+        if (opts.on_row) opts.on_row(res, res.rows.back());
         if (opts.progress) opts.progress(done, total, row_label(res.rows.back()));
       }
     }
@@ -333,32 +357,38 @@ std::string freq_text(const BenchRow& r) {
 
 }  // namespace
 
-std::string render_bench_markdown(const BenchResult& r) {
-  std::string out;
-  out += fmt::format("model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n",
-                     r.model_path, r.arch, r.type, size_text(r.model_bytes), params_text(r.params),
-                     r.cpu_model, r.frequency_source);
+std::string render_bench_markdown_header(const BenchResult& r) {
+  std::string out = fmt::format(
+      "model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n", r.model_path, r.arch,
+      r.type, size_text(r.model_bytes), params_text(r.params), r.cpu_model, r.frequency_source);
   out +=
       "| model | size | params | type | threads | pin | test | t/s | cv | freq MHz (min-max) | "
       "roofline | flags |\n"
       "|:--|--:|--:|:--|--:|:--|:--|--:|--:|--:|--:|:--|\n";
-  for (const BenchRow& row : r.rows) {
-    const std::string roof =
-        row.ceiling_tok_s <= 0 ? "-"
-        : !row.roofline_applies
-            ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
-            : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
-                          row.ceiling_tok_s, row.bandwidth_gbs);
-    std::string flags;
-    for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
-    out += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {:.1f}% | {} | {} | {} |\n", r.arch,
-        size_text(r.model_bytes), params_text(r.params), r.type, row.threads, row.pin, row.test,
-        row.mean, row.sd, 100 * row.cv, freq_text(row), roof, flags.empty() ? "ok" : flags);
-  }
+  return out;
+}
+
+std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row) {
+  const std::string roof =
+      row.ceiling_tok_s <= 0  ? "-"
+      : !row.roofline_applies ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
+                              : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
+                                            row.ceiling_tok_s, row.bandwidth_gbs);
+  std::string flags;
+  for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
+  const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
+  return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n",
+                     r.arch, size_text(r.model_bytes), params_text(r.params), r.type, row.threads,
+                     row.pin, row.test, row.mean, row.sd, cv, freq_text(row), roof,
+                     flags.empty() ? "ok" : flags);
+}
+
+std::string render_bench_markdown_footer(const BenchResult& r) {
+  std::string out;
   bool any_flag = false;
   for (const BenchRow& row : r.rows) any_flag = any_flag || !row.flags.empty();
   out += any_flag ? "\nflagged rows: do not trust them before the reason is gone.\n" : "";
+  if (r.interrupted) out += "\ninterrupted: the rows above are the ones that finished.\n";
   out +=
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
@@ -382,24 +412,134 @@ std::string render_bench_markdown(const BenchResult& r) {
   return out;
 }
 
-std::string render_bench_csv(const BenchResult& r) {
-  std::string out =
-      "model,arch,type,size_bytes,params,threads,pin,test,n_prompt,n_gen,reps,tok_s_mean,tok_s_sd,"
-      "cv,freq_mhz_mean,freq_mhz_min,freq_mhz_max,bandwidth_gbs,ceiling_tok_s,roofline_pct,flags\n";
-  for (const BenchRow& row : r.rows) {
-    std::string flags;
-    for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
-    std::string quoted = "\"";
-    for (char c : flags) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    quoted += "\"";
-    out += fmt::format(
-        "\"{}\",{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.5f},{:.1f},{:.1f},{:.1f},"
-        "{:.3f},{:.3f},{:.2f},{}\n",
-        r.model_path, r.arch, r.type, r.model_bytes, r.params, row.threads, row.pin, row.test,
-        row.n_prompt, row.n_gen, row.tok_s.size(), row.mean, row.sd, row.cv, row.freq_mean_mhz,
-        row.freq_min_mhz, row.freq_max_mhz, row.bandwidth_gbs, row.ceiling_tok_s, row.roofline_pct,
-        quoted);
+std::string render_bench_markdown(const BenchResult& r) {
+  std::string out = render_bench_markdown_header(r);
+  for (const BenchRow& row : r.rows) out += render_bench_markdown_row(r, row);
+  return out + render_bench_markdown_footer(r);
+}
+
+namespace {
+// llama-bench's field order (tools/llama-bench: test::get_fields), then samples and pacer's own.
+const std::vector<std::string>& llama_bench_fields() {
+  static const std::vector<std::string> f = {
+      "build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename",
+      "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "cpu_mask",
+      "cpu_strict", "poll", "type_k", "type_v", "n_gpu_layers", "n_cpu_moe", "split_mode",
+      "main_gpu", "no_kv_offload", "flash_attn", "devices", "tensor_split", "tensor_buft_overrides",
+      "load_mode", "embeddings", "no_op_offload", "no_host", "fit_target", "fit_min_ctx",
+      "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+      // llama-bench's JSON adds the samples; then pacer's own
+      "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
+      "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs", "pacer_roofline_pct",
+      "pacer_roofline_applies", "pacer_flags"};
+  return f;
+}
+}  // namespace
+
+nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
+  const int64_t n_tokens = row.n_prompt + row.n_gen;
+  std::vector<int64_t> samples_ns;
+  for (double ts : row.tok_s) {
+    samples_ns.push_back(ts > 0 ? static_cast<int64_t>(std::llround(n_tokens / ts * 1e9)) : 0);
   }
+  double avg_ns = 0, sd_ns = 0;
+  for (int64_t v : samples_ns) avg_ns += static_cast<double>(v);
+  if (!samples_ns.empty()) avg_ns /= static_cast<double>(samples_ns.size());
+  for (int64_t v : samples_ns) sd_ns += (v - avg_ns) * (v - avg_ns);
+  if (samples_ns.size() > 1) sd_ns = std::sqrt(sd_ns / static_cast<double>(samples_ns.size() - 1));
+  const std::string kv(ops::type_name(r.kv_type));
+  nlohmann::json j = {
+      {"build_commit", kGitSha},
+      {"build_number", 0},
+      {"cpu_info", r.cpu_model},
+      {"gpu_info", ""},
+      {"backends", "CPU"},
+      {"model_filename", r.model_path},
+      {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), r.type)},
+      {"model_size", r.model_bytes},
+      {"model_n_params", r.params},
+      {"n_batch", std::max<int64_t>(512, row.n_prompt)},
+      {"n_ubatch", std::max<int64_t>(512, row.n_prompt)},
+      {"n_cpu_moe", 0},
+      {"devices", "auto"},
+      {"tensor_buft_overrides", "none"},
+      {"load_mode", "mmap"},
+      {"no_op_offload", 0},
+      {"no_host", 0},
+      {"fit_target", 0},
+      {"fit_min_ctx", 0},
+      {"n_threads", row.threads},
+      {"cpu_mask", "0x0"},
+      {"cpu_strict", !row.cpus.empty()},
+      {"poll", 50},
+      {"type_k", kv},
+      {"type_v", kv},
+      {"n_gpu_layers", 0},
+      {"split_mode", "layer"},
+      {"main_gpu", 0},
+      {"no_kv_offload", false},
+      {"flash_attn", 0},
+      {"tensor_split", "0.00"},
+      {"embeddings", false},
+      {"n_prompt", row.n_prompt},
+      {"n_gen", row.n_gen},
+      {"n_depth", row.n_depth},
+      {"test_time", row.test_time},
+      {"avg_ns", static_cast<int64_t>(std::llround(avg_ns))},
+      {"stddev_ns", static_cast<int64_t>(std::llround(sd_ns))},
+      {"avg_ts", row.mean},
+      {"stddev_ts", row.sd},
+      {"samples_ns", samples_ns},
+      {"samples_ts", row.tok_s},
+      {"pacer_pin", row.pin},
+      {"pacer_cpus", row.cpus},
+      {"pacer_cv", row.tok_s.size() > 1 ? nlohmann::json(row.cv) : nlohmann::json()},
+      {"pacer_freq_mhz_mean", row.freq_mean_mhz},
+      {"pacer_freq_mhz_min", row.freq_min_mhz},
+      {"pacer_freq_mhz_max", row.freq_max_mhz},
+      {"pacer_bandwidth_gbs", row.bandwidth_gbs},
+      {"pacer_roofline_pct", row.roofline_pct},
+      {"pacer_roofline_applies", row.roofline_applies},
+      {"pacer_flags", row.flags}};
+  return j;
+}
+
+std::string llama_bench_csv_header() {
+  std::string out;
+  for (const std::string& f : llama_bench_fields()) out += (out.empty() ? "" : ",") + f;
+  return out + "\n";
+}
+
+std::string llama_bench_csv_row(const BenchResult& r, const BenchRow& row) {
+  const nlohmann::json j = llama_bench_row(r, row);
+  std::string out;
+  for (const std::string& f : llama_bench_fields()) {
+    const nlohmann::json& v = j.at(f);
+    std::string cell;
+    if (v.is_string()) {
+      cell = v.get<std::string>();
+    } else if (v.is_array()) {
+      for (const auto& e : v) {
+        if (!cell.empty()) cell.push_back(';');
+        cell += e.is_string() ? e.get<std::string>() : e.dump();
+      }
+    } else if (!v.is_null()) {
+      cell = v.dump();
+    }
+    if (f != llama_bench_fields().front()) out.push_back(',');
+    out.push_back('"');
+    for (char c : cell) {
+      if (c == '"') out.push_back('"');  // CSV doubles a quote inside a quoted cell
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  return out + "\n";
+}
+
+std::string render_bench_csv(const BenchResult& r) {
+  std::string out = llama_bench_csv_header();
+  for (const BenchRow& row : r.rows) out += llama_bench_csv_row(r, row);
   return out;
 }
 

@@ -17,6 +17,9 @@
 
 namespace pacer::runtime {
 
+struct BenchResult;
+struct BenchRow;
+
 struct BenchOptions {
   std::vector<int64_t> n_prompt = {512};  // one pp test per entry (0 = none)
   std::vector<int64_t> n_gen = {128};     // one tg test per entry (0 = none)
@@ -36,6 +39,11 @@ struct BenchOptions {
   size_t bandwidth_bytes = size_t{1} << 30;
   // Progress: (rows done, rows total, current row label); called on the calling thread.
   std::function<void(int, int, const std::string&)> progress;
+  // Called with each row as soon as it is finished (the result so far holds the model facts and
+  // the rows before it), so a caller can stream rows instead of waiting for the table.
+  std::function<void(const BenchResult&, const BenchRow&)> on_row;
+  // Polled between repetitions: true stops the run; the finished rows are kept (interrupted).
+  std::function<bool()> stop;
 };
 
 struct BenchRow {
@@ -55,6 +63,7 @@ struct BenchRow {
   bool roofline_applies = true;    // false: weights fit the LLC (no DRAM streaming to bound)
   std::vector<std::string> flags;  // reasons not to trust the row
   std::string events_path;
+  std::string test_time;  // UTC start of the row, ISO 8601 (llama-bench's test_time)
 };
 
 struct BenchResult {
@@ -62,7 +71,9 @@ struct BenchResult {
   int64_t model_bytes = 0, params = 0, matmul_bytes_per_token = 0;
   int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   std::string cpu_model, frequency_source;
+  ops::WeightType kv_type = ops::WeightType::F16;
   std::vector<BenchRow> rows;
+  bool interrupted = false;  // BenchOptions::stop ended the run early
 };
 
 BenchResult run_bench(const Model& model, const BenchOptions& opts);
@@ -91,8 +102,22 @@ std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
 void summarize_rates(BenchRow& row);
 
 std::string render_bench_markdown(const BenchResult& r);
-std::string render_bench_csv(const BenchResult& r);
+std::string render_bench_csv(const BenchResult& r);  // llama_bench_csv_header + a row per row
+// The same table in pieces, for streaming: header (model line and column titles), one line per
+// row, footer (legend, flags note, bandwidth method).
+std::string render_bench_markdown_header(const BenchResult& r);
+std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row);
+std::string render_bench_markdown_footer(const BenchResult& r);
 nlohmann::json bench_json(const BenchResult& r);       // {"model":{...},"rows":[...]}
 std::string render_bench_jsonl(const BenchResult& r);  // one `bench` event per row
+// One row as llama-bench's JSON/CSV/SQL printers write it (its field names and types: build_commit,
+// cpu_info, model_type, model_size, model_n_params, n_threads, n_prompt, n_gen, n_depth, type_k,
+// test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, samples_ns, samples_ts, ...), plus pacer's own
+// fields prefixed "pacer_" (pin, cv, clock, roofline, flags). llama.cpp's comparison scripts read
+// these rows as they read llama-bench's.
+nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row);
+// The CSV header line and a row line of the same fields (arrays joined by ';').
+std::string llama_bench_csv_header();
+std::string llama_bench_csv_row(const BenchResult& r, const BenchRow& row);
 
 }  // namespace pacer::runtime

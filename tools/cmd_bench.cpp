@@ -1,8 +1,11 @@
 // `pacer bench`: llama-bench style pp/tg benchmark with repeatability checks and the roofline.
+#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -80,6 +83,113 @@ std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int6
   }
   return out;
 }
+
+// SIGINT while a bench runs: a flag the bench polls between repetitions. The handler can only
+// set a lock-free flag, so this one process-wide variable exists; the guard restores the previous
+// handler when the bench ends.
+volatile std::sig_atomic_t g_sigint = 0;
+extern "C" void on_sigint(int) {
+  g_sigint = 1;
+}
+
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_sigint = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+  static bool interrupted() noexcept { return g_sigint != 0; }
+
+ private:
+  struct sigaction old_ {};
+};
+
+// Writes stdout and fails loudly (a full disk or closed pipe is an error, not a silent loss).
+void put(const std::string& s) {
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0) {
+    throw std::runtime_error(fmt::format("writing to stdout failed: {}", std::strerror(errno)));
+  }
+}
+
+// llama-bench's SQL printer: one CREATE TABLE llama_bench, then one INSERT per row (sqlite3
+// reads it; llama.cpp's scripts/compare-llama-bench.py compares such databases by build_commit).
+std::string sql_value(const nlohmann::json& v) {
+  if (v.is_null()) return "NULL";
+  if (v.is_boolean()) return v.get<bool>() ? "1" : "0";
+  if (v.is_number()) return v.dump();
+  std::string text;
+  if (v.is_string()) {
+    text = v.get<std::string>();
+  } else {
+    for (const auto& e : v) {
+      if (!text.empty()) text.push_back(';');
+      text += e.is_string() ? e.get<std::string>() : e.dump();
+    }
+  }
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out.push_back('\'');
+    out.push_back(c);
+  }
+  return out + "'";
+}
+
+class BenchPrinter {
+ public:
+  explicit BenchPrinter(std::string format) : format_(std::move(format)) {}
+  void row(const runtime::BenchResult& r, const runtime::BenchRow& row) {
+    const bool first = rows_++ == 0;
+    if (format_ == "md") {
+      if (first) put(runtime::render_bench_markdown_header(r));
+      put(runtime::render_bench_markdown_row(r, row));
+    } else if (format_ == "csv") {
+      if (first) put(runtime::llama_bench_csv_header());
+      put(runtime::llama_bench_csv_row(r, row));
+    } else if (format_ == "json") {
+      put((first ? "[\n" : ",\n") + runtime::llama_bench_row(r, row).dump(2));
+    } else if (format_ == "jsonl") {
+      put(runtime::llama_bench_row(r, row).dump() + "\n");
+    } else {  // sql
+      const nlohmann::json j = runtime::llama_bench_row(r, row);
+      if (first) {
+        std::string cols;
+        for (const auto& [k, v] : j.items()) {
+          const char* type = v.is_number_integer() || v.is_boolean() ? "INTEGER"
+                             : v.is_number()                         ? "REAL"
+                                                                     : "TEXT";
+          cols += fmt::format("{}  {} {}", cols.empty() ? "" : ",\n", k, type);
+        }
+        put("CREATE TABLE IF NOT EXISTS llama_bench (\n" + cols + "\n);\n");
+      }
+      std::string names, values;
+      for (const auto& [k, v] : j.items()) {
+        names += (names.empty() ? "" : ", ") + k;
+        values += (values.empty() ? "" : ", ") + sql_value(v);
+      }
+      put("INSERT INTO llama_bench (" + names + ") VALUES (" + values + ");\n");
+    }
+  }
+  void finish(const runtime::BenchResult& r) {
+    if (format_ == "md") {
+      if (rows_ == 0) put(runtime::render_bench_markdown_header(r));
+      put(runtime::render_bench_markdown_footer(r));
+    } else if (format_ == "json") {
+      put(rows_ == 0 ? "[]\n" : "\n]\n");
+    } else if (format_ == "csv" && rows_ == 0) {
+      put(runtime::llama_bench_csv_header());
+    }
+  }
+
+ private:
+  std::string format_;
+  int rows_ = 0;
+};
 
 // "none,compact,list:0,2,cores": the numbers after a "list:" belong to it.
 std::vector<runtime::PinSpec> parse_pins(const std::vector<std::string>& args) {
@@ -172,17 +282,17 @@ void run(const BenchArgs& a) {
   o.kv_type = *kv;
   if (isatty(STDERR_FILENO)) o.progress = progress_bar;
 
+  // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
+  // finished rows and the footer, and exits 130.
+  BenchPrinter printer(a.output);
+  o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
+    printer.row(so_far, row);
+  };
+  const SigintGuard sigint;
+  o.stop = [] { return SigintGuard::interrupted(); };
   const runtime::BenchResult r = runtime::run_bench(model, o);
-  if (a.output == "md") {
-    std::cout << runtime::render_bench_markdown(r);
-  } else if (a.output == "csv") {
-    std::cout << runtime::render_bench_csv(r);
-  } else if (a.output == "json") {
-    std::cout << runtime::bench_json(r).dump(2) << "\n";
-  } else {
-    std::cout << runtime::render_bench_jsonl(r);
-  }
-  std::cout.flush();
+  printer.finish(r);
+  if (r.interrupted) throw ExitRequest{130};
   if (a.overhead_pairs > 0) {
     const std::filesystem::path log =
         a.events_dir.empty() ? std::filesystem::temp_directory_path() /
@@ -219,8 +329,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-r,--reps", args->reps, "repetitions per row")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("-o,--output", args->output, "md | csv | json | jsonl")
-      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
+  cmd->add_option("-o,--output", args->output,
+                  "md | csv | json | jsonl | sql (llama-bench's field names; rows stream out as "
+                  "they finish)")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl", "sql"}))
       ->capture_default_str();
   cmd->add_option("--events-out", args->events_dir,
                   "record the last rep of every row into DIR/<arch>-<test>-t<T>-<pin>.jsonl");

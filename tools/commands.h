@@ -9,6 +9,12 @@
 
 namespace pacer::tools {
 
+// Thrown by a command that has already said everything and wants main() to exit with `code`
+// (e.g. 130 after Ctrl-C stopped a bench whose finished rows were printed).
+struct ExitRequest {
+  int code;
+};
+
 // Option checks shared by the commands: a bad value is a usage error naming the flag and the
 // allowed range (CLI11 prefixes the flag).
 // An integer >= lo, or -1 meaning "automatic" (threads, context).

@@ -1,6 +1,7 @@
 // pacer: the command line. Parses arguments, calls the libraries, and is the one place where
 // errors are caught and printed (one line on stderr). Exit codes: 0 success, 1 an error while
-// running (bad file, failed write, ...), 2 a usage error (unknown command or option, bad value).
+// running (bad file, failed write, ...), 2 a usage error (unknown command or option, bad value),
+// 130 a bench stopped by Ctrl-C (its finished rows printed).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -87,6 +88,9 @@ int main(int argc, char** argv) {
     std::string what = e.what();
     if (argc == 1) what = "no command given (commands: " + CLI::detail::join(commands, ", ") + ")";
     return usage_error(what + "; see '" + where + " --help'");
+  } catch (const pacer::tools::ExitRequest& e) {
+    std::fflush(stdout);
+    return e.code;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "pacer: error: %s\n", e.what());

@@ -145,3 +145,92 @@ TEST_F(RunCli, ErrorsAreOneLineWithExitCode1) {
 
 }  // namespace
 }  // namespace pacer
+
+namespace pacer {
+namespace {
+
+// `pacer bench -o json|jsonl|csv|sql`: llama-bench's field names and shapes (llama.cpp's
+// scripts read them), rows streamed as they finish, Ctrl-C keeps the finished rows and exits 130.
+class BenchOutputCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = (std::filesystem::temp_directory_path() /
+              ("pacer-bench-out-" + std::to_string(getpid()) + ".gguf"))
+                 .string();
+    ASSERT_EQ(cli_test::run_command(std::string(PACER_BINARY) +
+                                    " gguf synth --arch tiny --type q8_0 -o " + model_)
+                  .rc,
+              0);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove(model_); }
+  static cli_test::CommandResult bench(const std::string& args) {
+    return cli_test::run_command(std::string(PACER_BINARY) + " bench -m " + model_ +
+                                 " -p 8 -n 4 -t 1 -r 2 --no-roofline " + args);
+  }
+  static std::string model_;
+};
+std::string BenchOutputCli::model_;
+
+TEST_F(BenchOutputCli, JsonIsAnArrayOfLlamaBenchRows) {
+  const auto r = bench("-o json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  for (const char* k :
+       {"build_commit", "cpu_info", "model_type", "model_size", "model_n_params", "n_threads",
+        "n_prompt", "n_gen", "n_depth", "type_k", "test_time", "avg_ns", "stddev_ns", "avg_ts",
+        "stddev_ts", "samples_ns", "samples_ts", "pacer_pin", "pacer_flags"}) {
+    EXPECT_TRUE(j[0].contains(k)) << k;
+  }
+  EXPECT_EQ(j[0]["n_prompt"], 8);
+  EXPECT_EQ(j[1]["n_gen"], 4);
+  EXPECT_EQ(j[1]["samples_ts"].size(), 2u);
+  // avg_ts is the mean of samples_ts, and avg_ns the mean time of a repetition's tokens.
+  const double a = j[1]["samples_ts"][0], b = j[1]["samples_ts"][1];
+  EXPECT_NEAR(j[1]["avg_ts"].get<double>(), (a + b) / 2, 1e-9 * (a + b));
+  const double ns = j[1]["avg_ns"].get<double>();
+  EXPECT_NEAR(ns, (4 / a + 4 / b) / 2 * 1e9, 2.0);
+}
+
+TEST_F(BenchOutputCli, CsvAndSqlUseTheSameFields) {
+  auto r = bench("-o csv");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("build_commit,build_number,cpu_info,", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3);
+  r = bench("-o sql");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("CREATE TABLE IF NOT EXISTS llama_bench (", 0), 0u);
+  size_t inserts = 0;
+  for (size_t at = r.out.find("INSERT INTO llama_bench ("); at != std::string::npos;
+       at = r.out.find("INSERT INTO llama_bench (", at + 1)) {
+    ++inserts;
+  }
+  EXPECT_EQ(inserts, 2u);
+  EXPECT_NE(r.out.find("avg_ts"), std::string::npos);
+}
+
+TEST_F(BenchOutputCli, CtrlCKeepsTheFinishedRowsAndExits130) {
+  // tg4 finishes in milliseconds; tg100000 would take minutes: SIGINT lands in it, and the bench
+  // polls it every 16 tokens.
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("pacer-bench-int-" + std::to_string(getpid()) + ".jsonl"))
+                              .string();
+  const auto r =
+      cli_test::run_command("sh -c '" + std::string(PACER_BINARY) + " bench -m " + model_ +
+                            " -p 0 -n 4,100000 -t 1 -r 2 --no-roofline -o jsonl > " + out +
+                            " & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?'");
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << r.err;
+  std::ifstream in(out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(nlohmann::json::parse(line)["n_gen"], 4);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 1);
+  std::filesystem::remove(out);
+}
+
+}  // namespace
+}  // namespace pacer
