@@ -429,12 +429,14 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   c.attribution = attribute(normal, abnormal);
   c.frequency = device_frequencies(normal, abnormal);
 
+  // Workers: the header's thread count where a log has one (the devices seen can include CPUs an
+  // unpinned worker migrated to), else the devices the decode steps' slices ran on.
   std::set<int> cpus(normal.cpu_devices);
   cpus.insert(abnormal.cpu_devices.begin(), abnormal.cpu_devices.end());
-  const RowContext ctx{{&normal, &abnormal},
-                       c.attribution.mean_ns[0],
-                       static_cast<double>(std::max<size_t>(1, cpus.size())),
-                       &opts};
+  double workers = static_cast<double>(std::max<size_t>(1, cpus.size()));
+  const auto t0 = normal.header.run.threads, t1 = abnormal.header.run.threads;
+  if (t0 && t1 && *t0 > 0 && *t1 > 0) workers = static_cast<double>(std::max(*t0, *t1));
+  const RowContext ctx{{&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts};
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);
   mark_flagged_rows(c, opts);

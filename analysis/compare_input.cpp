@@ -43,6 +43,7 @@ struct StepAcc {
   // Critical slices with on-CPU time but no clock of their own (no freq_mhz, no cycles): their
   // on-CPU ns per op and device, priced at the step line's per-CPU clock once it arrives.
   std::map<std::string, std::map<int, double>> oncpu_awaiting_clock;
+  std::set<int> devices;  // CPUs (or unpinned workers) this step's slices ran on
   bool any_oncpu = false, any_runq = false;
 };
 
@@ -109,7 +110,9 @@ class CycleBuilder : public LogVisitor {
  private:
   void add_worker(StepAcc& acc, const std::string& name, const WorkerSample& w, Cell& host) {
     const int dev = worker_device(w);
-    run_.cpu_devices.insert(dev);
+    // Counted as a worker device only if this step becomes a decode cycle (append_cycle): a
+    // tokenize or prefill slice on another CPU is not a worker of the compared steps.
+    acc.devices.insert(dev);
     if (w.cpu >= 0 && w.cpu_end >= 0 && w.cpu_end != w.cpu) ++run_.migrations;
     Cell& cell = acc.cells[{name, dev}];
     const auto dur = static_cast<double>(w.duration_ns());
@@ -184,6 +187,7 @@ class CycleBuilder : public LogVisitor {
     }
     run_.step_ids.push_back(step.step);
     run_.step_ns.push_back(ns);
+    run_.cpu_devices.insert(acc.devices.begin(), acc.devices.end());
     run_.tok_s.push_back(opt_or_nan(step.tok_s));
 
     // Per-device clock of the step: the step line's freq[], else the slices' weighted mean.

@@ -138,3 +138,26 @@ TEST(CompareInput, NamesAndLabels) {
 
 }  // namespace
 }  // namespace pacer::analysis
+
+namespace pacer::analysis {
+namespace {
+
+// A 1-thread run whose tokenize and prefill slices ran on CPU 5 and whose decode ran on CPU 2:
+// only CPU 2 is a worker of the compared (decode) steps.
+TEST(CompareInput, WorkerDevicesComeFromDecodeStepsOnly) {
+  const char* log =
+      R"({"type":"header","schema":1,"model":{"arch":"llama","type":"q8_0","n_layers":1},"run":{"threads":1,"pin":"none"},"frequency":{"source":"cycles","nominal_mhz":3000}}
+{"type":"op","step":0,"phase":"tokenize","name":"tokenize","layer":-1,"kind":"other","t0_ns":10,"t1_ns":20,"workers":[{"w":0,"cpu":5,"cpu_end":5,"t0_ns":10,"t1_ns":20,"oncpu_ns":10}]}
+{"type":"op","step":0,"phase":"prefill","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":100,"t1_ns":600,"workers":[{"w":0,"cpu":5,"cpu_end":5,"t0_ns":100,"t1_ns":600,"oncpu_ns":500}]}
+{"type":"step","step":0,"phase":"prefill","n_past":4,"n_tokens":4,"t0_ns":0,"t1_ns":900}
+{"type":"op","step":1,"phase":"decode","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":2000,"t1_ns":6000,"workers":[{"w":0,"cpu":2,"cpu_end":2,"t0_ns":2100,"t1_ns":5100,"freq_mhz":3000,"runq_ns":0,"oncpu_ns":3000}]}
+{"type":"step","step":1,"phase":"decode","n_past":5,"token":7,"t0_ns":1000,"t1_ns":11000}
+)";
+  const RunCycles run = load_run_text(log, "one-thread.jsonl");
+  ASSERT_EQ(run.cycles(), 1u);
+  EXPECT_EQ(run.cpu_devices, std::set<int>({2}));
+  EXPECT_EQ(run.header.run.threads, 1);
+}
+
+}  // namespace
+}  // namespace pacer::analysis
