@@ -346,15 +346,17 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
     compare_field(c.errors, fmt::format("model shape {}", name).c_str(), opt_text(a.model.*field),
                   opt_text(b.model.*field));
 
+  auto& work = c.work_changes;
+  compare_field(work, "threads", opt_text(a.run.threads), opt_text(b.run.threads));
+  compare_field(work, "pinning", a.run.pin, b.run.pin);
+  compare_field(work, "worker CPUs", fmt::format("{}", a.run.cpus), fmt::format("{}", b.run.cpus));
+  compare_field(work, "ISA", a.run.isa, b.run.isa);
+  compare_field(work, "KV cache type", a.run.kv_type, b.run.kv_type);
+  compare_field(work, "prompt length (attention cost grows with position)",
+                opt_text(a.run.n_prompt), opt_text(b.run.n_prompt));
   auto& w = c.warnings;
-  compare_field(w, "threads", opt_text(a.run.threads), opt_text(b.run.threads));
-  compare_field(w, "pinning", a.run.pin, b.run.pin);
-  compare_field(w, "worker CPUs", fmt::format("{}", a.run.cpus), fmt::format("{}", b.run.cpus));
-  compare_field(w, "ISA", a.run.isa, b.run.isa);
-  compare_field(w, "KV cache type", a.run.kv_type, b.run.kv_type);
+  w = work;
   compare_field(w, "recording mode", a.run.recording, b.run.recording);
-  compare_field(w, "prompt length (attention cost grows with position)", opt_text(a.run.n_prompt),
-                opt_text(b.run.n_prompt));
   compare_field(w, "CPU model", a.host.cpu_model, b.host.cpu_model);
   compare_field(w, "host", a.host.hostname, b.host.hostname);
   compare_field(w, "governor", a.host.governor, b.host.governor);
@@ -401,6 +403,17 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
                         const CompareOptions& opts) {
   Comparison c;
   c.compat = check_compatibility(normal.header, abnormal.header);
+  // Decode steps at other context positions do other attention work (and a short run is all
+  // warm-up): more than 20% apart in count is a configuration difference too.
+  const auto n0 = static_cast<double>(normal.decode_steps_seen),
+             n1 = static_cast<double>(abnormal.decode_steps_seen);
+  if (n0 > 0 && n1 > 0 && std::max(n0, n1) > 1.2 * std::min(n0, n1)) {
+    const std::string d =
+        fmt::format("decode steps differ: {} vs {} (other context positions, other attention cost)",
+                    normal.decode_steps_seen, abnormal.decode_steps_seen);
+    c.compat.work_changes.push_back(d);
+    c.compat.warnings.push_back(d);
+  }
   if (!c.compat.errors.empty() && !opts.force)
     throw CompareError(
         fmt::format("{} and {} are runs of different models ({}); use --force to "

@@ -203,6 +203,15 @@ void write_verdict(Comparison& c) {
   }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
+  // A different configuration does different work: say so first, as the leading candidate,
+  // before any attribution (which assumes the same work in both runs).
+  if (!c.compat.work_changes.empty()) {
+    v = fmt::format(
+            "The runs were configured differently ({}): that is the leading candidate; "
+            "compare runs of one configuration before trusting the attribution. ",
+            fmt::join(c.compat.work_changes, "; ")) +
+        v;
+  }
   c.verdict = std::move(v);
 }
 

@@ -190,3 +190,25 @@ TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
 
 }  // namespace
 }  // namespace pacer::analysis
+
+namespace pacer::analysis {
+namespace {
+
+// Threads 2 -> 3 (one more worker CPU) and a run of other length: the verdict's first words name
+// the configuration as the leading candidate, before any attribution.
+TEST(CompareCompat, ConfigurationDifferencesLeadTheVerdict) {
+  synth::RunSpec three;
+  three.cpus = {0, 1, 2};
+  three.steps = 40;
+  three.seed = 3;
+  const Comparison c = compare_runs(load({}, "two.jsonl"), load(three, "three.jsonl"));
+  ASSERT_FALSE(c.compat.work_changes.empty());
+  EXPECT_EQ(c.verdict.rfind("The runs were configured differently (", 0), 0u) << c.verdict;
+  EXPECT_NE(c.verdict.find("worker CPUs differs"), std::string::npos) << c.verdict;
+  EXPECT_NE(c.verdict.find("decode steps differ: 24 vs 40"), std::string::npos) << c.verdict;
+  // Same configuration: no such sentence.
+  EXPECT_EQ(freq_comparison().verdict.find("configured differently"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pacer::analysis
