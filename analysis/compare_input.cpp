@@ -26,8 +26,11 @@ bool is_sum_metric(Metric m) {
   }
 }
 
-int worker_device(const WorkerSample& w) {
-  return w.cpu >= 0 ? w.cpu : -2 - std::max(w.w, 0);
+// The device a slice is charged to: its CPU for pinned runs; its worker for unpinned ones (pin
+// "none"), where the scheduler moves a worker between CPUs and a per-CPU row would compare where
+// a thread happened to run ("oncpu CPU 0: 99.7% -> 0%") instead of what it did.
+int worker_device(const WorkerSample& w, bool by_worker) {
+  return w.cpu >= 0 && !by_worker ? w.cpu : -2 - std::max(w.w, 0);
 }
 
 double opt_or_nan(const std::optional<double>& v) {
@@ -51,7 +54,15 @@ class CycleBuilder : public LogVisitor {
  public:
   CycleBuilder(RunCycles& run, const LoadOptions& opts) : run_(run), opts_(opts) {}
 
-  void on_header(const Header& h) override { run_.header = h; }
+  void on_header(const Header& h) override {
+    run_.header = h;
+    by_worker_ = h.run.pin == "none";
+    if (by_worker_) {
+      run_.notes.push_back(fmt::format(
+          "{}: unpinned run (pin none): rows are keyed by worker, not by CPU (workers migrate)",
+          run_.path));
+    }
+  }
 
   void on_op(const OpEvent& op) override {
     StepAcc& acc = pending_[op.step];
@@ -77,7 +88,7 @@ class CycleBuilder : public LogVisitor {
     add_critical(t, *critical);
     const double oncpu = slice_oncpu(*critical);
     if (!critical->freq_mhz && !critical->counter("cycles") && std::isfinite(oncpu)) {
-      acc.oncpu_awaiting_clock[op.name][worker_device(*critical)] += oncpu;
+      acc.oncpu_awaiting_clock[op.name][worker_device(*critical, by_worker_)] += oncpu;
     }
   }
 
@@ -109,7 +120,7 @@ class CycleBuilder : public LogVisitor {
 
  private:
   void add_worker(StepAcc& acc, const std::string& name, const WorkerSample& w, Cell& host) {
-    const int dev = worker_device(w);
+    const int dev = worker_device(w, by_worker_);
     // Counted as a worker device only if this step becomes a decode cycle (append_cycle): a
     // tokenize or prefill slice on another CPU is not a worker of the compared steps.
     acc.devices.insert(dev);
@@ -193,7 +204,7 @@ class CycleBuilder : public LogVisitor {
     // Per-device clock of the step: the step line's freq[], else the slices' weighted mean.
     std::map<int, double> freq;
     for (const StepFreq& f : step.freq) {
-      const int dev = f.cpu >= 0 ? f.cpu : -2 - std::max(f.w, 0);
+      const int dev = f.cpu >= 0 && !by_worker_ ? f.cpu : -2 - std::max(f.w, 0);
       run_.cpu_devices.insert(dev);
       freq[dev] = f.mhz;
     }
@@ -306,6 +317,7 @@ class CycleBuilder : public LogVisitor {
 
   RunCycles& run_;
   const LoadOptions& opts_;
+  bool by_worker_ = false;  // pin none: slices are keyed by worker (worker_device)
   std::map<int64_t, StepAcc> pending_;
   std::set<std::string> seen_ops_;
 };

@@ -146,7 +146,7 @@ namespace {
 // only CPU 2 is a worker of the compared (decode) steps.
 TEST(CompareInput, WorkerDevicesComeFromDecodeStepsOnly) {
   const char* log =
-      R"({"type":"header","schema":1,"model":{"arch":"llama","type":"q8_0","n_layers":1},"run":{"threads":1,"pin":"none"},"frequency":{"source":"cycles","nominal_mhz":3000}}
+      R"({"type":"header","schema":1,"model":{"arch":"llama","type":"q8_0","n_layers":1},"run":{"threads":1,"pin":"list:2","cpus":[2]},"frequency":{"source":"cycles","nominal_mhz":3000}}
 {"type":"op","step":0,"phase":"tokenize","name":"tokenize","layer":-1,"kind":"other","t0_ns":10,"t1_ns":20,"workers":[{"w":0,"cpu":5,"cpu_end":5,"t0_ns":10,"t1_ns":20,"oncpu_ns":10}]}
 {"type":"op","step":0,"phase":"prefill","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":100,"t1_ns":600,"workers":[{"w":0,"cpu":5,"cpu_end":5,"t0_ns":100,"t1_ns":600,"oncpu_ns":500}]}
 {"type":"step","step":0,"phase":"prefill","n_past":4,"n_tokens":4,"t0_ns":0,"t1_ns":900}
@@ -157,6 +157,37 @@ TEST(CompareInput, WorkerDevicesComeFromDecodeStepsOnly) {
   ASSERT_EQ(run.cycles(), 1u);
   EXPECT_EQ(run.cpu_devices, std::set<int>({2}));
   EXPECT_EQ(run.header.run.threads, 1);
+}
+
+}  // namespace
+}  // namespace pacer::analysis
+
+namespace pacer::analysis {
+namespace {
+
+// Unpinned (pin none): worker 0 runs decode step 1 on CPU 0 and step 2 on CPU 1. Keyed by CPU,
+// each CPU would hold the worker's time in one step and none in the other; keyed by worker, the
+// worker's series is continuous.
+TEST(CompareInput, UnpinnedRunsAreKeyedByWorker) {
+  const char* log =
+      R"({"type":"header","schema":1,"model":{"arch":"llama","type":"q8_0","n_layers":1},"run":{"threads":1,"pin":"none"},"frequency":{"source":"cycles","nominal_mhz":3000}}
+{"type":"op","step":1,"phase":"decode","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":2000,"t1_ns":6000,"workers":[{"w":0,"cpu":0,"cpu_end":0,"t0_ns":2100,"t1_ns":5100,"freq_mhz":3000,"runq_ns":0,"oncpu_ns":3000}]}
+{"type":"step","step":1,"phase":"decode","n_past":5,"token":7,"t0_ns":1000,"t1_ns":11000}
+{"type":"op","step":2,"phase":"decode","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":12000,"t1_ns":16000,"workers":[{"w":0,"cpu":1,"cpu_end":1,"t0_ns":12100,"t1_ns":15100,"freq_mhz":3000,"runq_ns":0,"oncpu_ns":3000}]}
+{"type":"step","step":2,"phase":"decode","n_past":6,"token":8,"t0_ns":11000,"t1_ns":21000}
+)";
+  const RunCycles run = load_run_text(log, "unpinned.jsonl");
+  ASSERT_EQ(run.cycles(), 2u);
+  EXPECT_EQ(run.cpu_devices, std::set<int>({-2}));  // worker 0
+  EXPECT_EQ(device_label(-2), "worker 0");
+  const auto* series = run.find("ffn_down", -2);
+  ASSERT_NE(series, nullptr);
+  EXPECT_DOUBLE_EQ(series->at(0).time_ns, 3000);
+  EXPECT_DOUBLE_EQ(series->at(1).time_ns, 3000);
+  EXPECT_EQ(run.find("ffn_down", 0), nullptr);
+  bool noted = false;
+  for (const auto& n : run.notes) noted = noted || n.find("keyed by worker") != std::string::npos;
+  EXPECT_TRUE(noted);
 }
 
 }  // namespace
