@@ -440,6 +440,21 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   c.step_welch = stats::welch_t_test(normal.step_ns, abnormal.step_ns);
   c.step_u = stats::mann_whitney_u(normal.step_ns, abnormal.step_ns);
   c.attribution = attribute(normal, abnormal);
+  for (int i = 0; i < 2; ++i) {
+    const RunCycles& r = i == 0 ? normal : abnormal;
+    double sum = 0;
+    size_t n = 0;
+    for (double v : r.throttled_ns) {
+      if (std::isfinite(v)) sum += v, ++n;
+    }
+    c.throttled_ns[static_cast<size_t>(i)] = n > 0 ? sum / static_cast<double>(n) : kNaN;
+  }
+  // Throttling that grew by at least half of the run-queue growth is the run queue's cause: the
+  // workers waited for the next quota period, not for other threads.
+  const double d_runq = c.attribution.part(Part::RunQueue);
+  const double d_thr =
+      c.throttled_ns[1] - (std::isfinite(c.throttled_ns[0]) ? c.throttled_ns[0] : 0);
+  c.quota_throttling = std::isfinite(d_thr) && d_runq > 0 && d_thr >= 0.5 * d_runq;
   c.frequency = device_frequencies(normal, abnormal);
 
   // Workers: the header's thread count where a log has one (the devices seen can include CPUs an

@@ -11,6 +11,7 @@
 // (compare_attribution.h) and states a verdict. Rules flag a frequency drop, run-queue growth,
 // IPC loss and extra instructions whatever their rank.
 #include <array>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -105,6 +106,10 @@ struct Comparison {
 
   // Words.
   std::optional<Part> main_cause;  // nullopt when there is no significant difference
+  // Mean cgroup CPU-quota throttling per step (ns; NaN where the log has none), and whether it
+  // explains most of the run-queue part: then that part is named "CPU quota throttling".
+  std::array<double, 2> throttled_ns{std::nan(""), std::nan("")};
+  bool quota_throttling = false;
   double main_cause_pts = 0;
   bool significant = false;
   std::string verdict;

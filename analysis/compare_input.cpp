@@ -200,6 +200,8 @@ class CycleBuilder : public LogVisitor {
     run_.step_ns.push_back(ns);
     run_.cpu_devices.insert(acc.devices.begin(), acc.devices.end());
     run_.tok_s.push_back(opt_or_nan(step.tok_s));
+    run_.throttled_ns.push_back(
+        step.cgroup_throttled_ns ? static_cast<double>(*step.cgroup_throttled_ns) : kNaN);
 
     // Per-device clock of the step: the step line's freq[], else the slices' weighted mean.
     std::map<int, double> freq;

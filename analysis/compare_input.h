@@ -80,10 +80,11 @@ struct RunCycles {
   Header header;
   ReadSummary summary;
   int prefill_steps = 0, decode_steps_seen = 0, skipped_steps = 0;
-  int64_t migrations = 0;         // worker slices that started and ended on different CPUs
-  std::vector<int64_t> step_ids;  // per cycle
-  std::vector<double> step_ns;    // per cycle: decode step duration
-  std::vector<double> tok_s;      // per cycle (as logged; NaN absent)
+  int64_t migrations = 0;            // worker slices that started and ended on different CPUs
+  std::vector<int64_t> step_ids;     // per cycle
+  std::vector<double> step_ns;       // per cycle: decode step duration
+  std::vector<double> tok_s;         // per cycle (as logged; NaN absent)
+  std::vector<double> throttled_ns;  // per cycle: cgroup CPU-quota throttling (NaN absent)
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

@@ -191,9 +191,17 @@ void write_verdict(Comparison& c) {
     std::vector<std::string> items;
     for (const auto& [value, part] : contrib) {
       if (items.size() == 3 || value < threshold) break;
-      const std::string detail = part_detail(c, part, dir);
-      items.push_back(fmt::format("{} {}{}", pts(value), part_label(part, dir > 0),
-                                  detail.empty() ? "" : " (" + detail + ")"));
+      std::string detail = part_detail(c, part, dir);
+      std::string label(part_label(part, dir > 0));
+      if (part == Part::RunQueue && c.quota_throttling) {
+        // The workers waited for the cgroup's next CFS period, not for other threads.
+        label = "CPU quota throttling (cgroup)";
+        detail = fmt::format("throttled {:.3f} -> {:.3f} ms/step",
+                             std::isfinite(c.throttled_ns[0]) ? c.throttled_ns[0] * 1e-6 : 0.0,
+                             c.throttled_ns[1] * 1e-6);
+      }
+      items.push_back(
+          fmt::format("{} {}{}", pts(value), label, detail.empty() ? "" : " (" + detail + ")"));
       listed += value;
       freq_listed = freq_listed || part == Part::Frequency;
     }
@@ -336,6 +344,14 @@ void write_recommendation(Comparison& c) {
             "steal. Pin the workers to CPUs that hold their clock (`--pin`) and compare again.";
         break;
       case Part::RunQueue:
+        if (c.quota_throttling) {
+          s = "The process's cgroup ran out of its CPU quota (CFS `cpu.cfs_quota_us` / `cpu.max`) "
+              "and waited for the next period: raise the quota (Kubernetes: the CPU limit) to at "
+              "least the thread count x the period, or run with fewer threads (`-t`) than the "
+              "quota's CPUs; the event log's `cgroup` header and per-step `cgroup` fields show "
+              "the quota and the throttled time.";
+          break;
+        }
         s = "Other runnable threads shared the workers' CPUs: find them (`top -H`, `pidstat -t`, "
             "`perf sched latency`), move them off (cpusets, `taskset`, `isolcpus`), or pin pacer "
             "to idle CPUs with an explicit `--pin` list; use fewer threads (`-t`) than free cores.";

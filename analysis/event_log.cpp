@@ -441,6 +441,17 @@ struct LogReader::Impl {
               }
             });
           });
+        } else if (key == "cgroup") {
+          if (sc.null()) return;
+          sc.object([&](std::string_view k) {
+            in_field(k, [&] {
+              if (k == "throttled_ns") {
+                read_opt(sc, e.cgroup_throttled_ns);
+              } else {
+                sc.skip_value();
+              }
+            });
+          });
         } else if (key == "process_cpu_usage") {
           read_opt(sc, e.process_cpu_usage);
         } else if (key == "host_cpu_usage") {

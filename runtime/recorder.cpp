@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hwcounters/cgroup_cpu.h"
 #include "hwcounters/counter_set.h"
 #include "hwcounters/event_table.h"
 #include "hwcounters/frequency.h"
@@ -125,6 +126,10 @@ struct Recorder::Impl {
   std::vector<hwcounters::Unavailable> freq_rejected;
   hwcounters::CounterSetStatus counter_status;  // of the constructing thread
   std::unique_ptr<hwcounters::ThrottleCounters> throttle;
+  // The process's cgroup CPU controller (quota and throttling counters), read per step.
+  std::optional<hwcounters::CgroupCpu> cgroup;
+  std::string cgroup_why;
+  hwcounters::CgroupCpuStat cgroup0;
   std::unique_ptr<hwcounters::EnergyMeter> energy;
   std::string throttle_why, energy_why;
   int n_slots = 1;
@@ -523,6 +528,13 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
       if (dt > 0) s["power_w"] = (*j - *energy0) * 1e9 / dt;
     }
   }
+  if (cgroup) {
+    if (const auto st = cgroup->read()) {
+      s["cgroup"] = {{"nr_periods", st->nr_periods - cgroup0.nr_periods},
+                     {"nr_throttled", st->nr_throttled - cgroup0.nr_throttled},
+                     {"throttled_ns", st->throttled_ns - cgroup0.throttled_ns}};
+    }
+  }
   if (throttle) {
     const hwcounters::ThrottleCounts c = throttle->read(throttle_cpus);
     s["throttle"] = {{"core", c.core - throttle0.core}, {"package", c.package - throttle0.package}};
@@ -561,6 +573,7 @@ Recorder::Recorder(const RecorderOptions& opts) {
     }
   }
   im->throttle = hwcounters::ThrottleCounters::open(&im->throttle_why);
+  im->cgroup = hwcounters::CgroupCpu::detect(&im->cgroup_why);
   if (opts.probe_energy) {
     im->energy = hwcounters::EnergyMeter::open(&im->energy_why);
   } else {
@@ -597,6 +610,16 @@ void Recorder::write_header(const nlohmann::json& fields) {
                   {"rapl", im.energy ? im.energy->name() : std::string("absent")}};
   if (!im.throttle) h["thermal"]["throttle_reason"] = im.throttle_why;
   if (!im.energy) h["thermal"]["rapl_reason"] = im.energy_why;
+  if (im.cgroup) {
+    const auto st = im.cgroup->read();
+    h["cgroup"] = {
+        {"version", im.cgroup->version()},           {"path", im.cgroup->dir().string()},
+        {"quota_us", im.cgroup->quota_us()},         {"period_us", im.cgroup->period_us()},
+        {"quota_cpus", im.cgroup->quota_cpus()},     {"nr_periods", st ? st->nr_periods : 0},
+        {"nr_throttled", st ? st->nr_throttled : 0}, {"throttled_ns", st ? st->throttled_ns : 0}};
+  } else {
+    h["cgroup"] = {{"reason", im.cgroup_why}};
+  }
   if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
 
   // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
@@ -625,6 +648,9 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   im.step = step;
   im.step_serial.fetch_add(1, std::memory_order_relaxed);
   if (im.energy) im.energy0 = im.energy->joules();
+  if (im.cgroup) {
+    if (const auto st = im.cgroup->read()) im.cgroup0 = *st;
+  }
   if (im.throttle) {
     im.throttle_cpus.clear();
     for (ThreadState* ts : im.threads()) {

@@ -212,3 +212,46 @@ TEST(CompareCompat, ConfigurationDifferencesLeadTheVerdict) {
 
 }  // namespace
 }  // namespace pacer::analysis
+
+namespace pacer::analysis {
+namespace {
+
+// Adds `"cgroup":{"throttled_ns":N}` to every decode step line of a synthetic log.
+std::string with_throttling(std::string log, int64_t ns) {
+  std::string out;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t nl = log.find('\n', at);
+    if (nl == std::string::npos) nl = log.size();
+    std::string line = log.substr(at, nl - at);
+    if (line.find("\"type\":\"step\"") != std::string::npos &&
+        line.find("\"phase\":\"decode\"") != std::string::npos) {
+      line = "{\"cgroup\":{\"nr_periods\":3,\"nr_throttled\":3,\"throttled_ns\":" +
+             std::to_string(ns) + "}," + line.substr(1);
+    }
+    out += line + "\n";
+    at = nl + 1;
+  }
+  return out;
+}
+
+// Run-queue growth with the cgroup's throttled time to match is named CPU quota throttling, with
+// the quota advice; the same growth without throttling stays run-queue contention.
+TEST(CompareCauses, QuotaThrottlingIsNamedNotRunQueue) {
+  synth::RunSpec waiting;
+  waiting.seed = 5;
+  waiting.runq_base_ns = 40000;
+  const RunCycles normal = load_run_text(with_throttling(synth::event_log({}), 0), "n.jsonl");
+  const RunCycles quota =
+      load_run_text(with_throttling(synth::event_log(waiting), 40'000'000), "q.jsonl");
+  const Comparison q = compare_runs(normal, quota);
+  EXPECT_TRUE(q.quota_throttling);
+  EXPECT_NE(q.verdict.find("CPU quota throttling (cgroup)"), std::string::npos) << q.verdict;
+  EXPECT_NE(q.recommendation.find("CPU quota"), std::string::npos) << q.recommendation;
+  const Comparison r = compare_runs(load({}, "n2.jsonl"), load(waiting, "r.jsonl"));
+  EXPECT_FALSE(r.quota_throttling);
+  EXPECT_EQ(r.verdict.find("quota"), std::string::npos) << r.verdict;
+}
+
+}  // namespace
+}  // namespace pacer::analysis
