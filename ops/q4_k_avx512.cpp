@@ -132,6 +132,75 @@ void q4_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
   }
 }
 
+// One row dotted with T tokens (token t's Q8_K row at act + t * act_stride; result to
+// out[t * out_stride]). Each weight block is loaded, split into nibbles and its scales spread
+// once for all T tokens; per (row, token) the integer sums and the float accumulation run exactly
+// as in q4_K_rows_tile, so the GEMM equals dot_rows bit for bit.
+template <bool kVnni, int T>
+void q4_K_gemm_row(int64_t n, const std::byte* w_row, const std::byte* act, int64_t act_stride,
+                   float* out, int64_t out_stride, const Q4KScaleIndex& idx) {
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+  const BlockQ8_K* x[T];
+  __m512 acc[T];
+  __m128 acc_min[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+    acc[t] = _mm512_setzero_ps(), acc_min[t] = _mm_setzero_ps();
+  }
+  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(w_row);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const BlockQ4_K* blk = blocks + b;
+    const Q4KScaleVectors sv = scale_vectors(blk, idx);
+    __m512i q_lo[2], q_hi[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m512i q = _mm512_loadu_si512(blk->qs + 64 * k);
+      q_lo[k] = _mm512_and_si512(q, low_nibbles);
+      q_hi[k] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_nibbles);
+    }
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = x[t][b];
+      const Q8KNibbleOrder xa = arrange_activations(xb.qs);
+      const __m128i pair_sums =
+          _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
+      __m512i isum;
+      for (int k = 0; k < 2; ++k) {
+        const __m512i p_lo = _mm512_maddubs_epi16(q_lo[k], xa.lo[k]);
+        isum = k == 0 ? _mm512_madd_epi16(p_lo, sv.lo[k])
+                      : madd_accumulate<kVnni>(isum, p_lo, sv.lo[k]);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_hi[k], xa.hi[k]), sv.hi[k]);
+      }
+      const __m128i msum = _mm_madd_epi16(sv.mins16, pair_sums);  // |lane| <= 2 * 63 * 4064
+      const __m128 f = q4_K_factors(blk, _mm_set1_ps(xb.d));      // d*dx, dmin*dx
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(f), acc[t]);
+      acc_min[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(msum), _mm_permute_ps(f, 0x55), acc_min[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    out[t * out_stride] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[t], _mm512_zextps128_ps512(acc_min[t])));
+  }
+}
+
+// The GemmFn: every row of the (L1-sized) tile against the tokens, four at a time.
+template <bool kVnni>
+void q4_K_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+               int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const Q4KScaleIndex idx = scale_index();
+  for (int64_t r = 0; r < nr; ++r) {
+    const std::byte* row = w + r * stride;
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      q4_K_gemm_row<kVnni, 4>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride, idx);
+    }
+    for (; t < nt; ++t) {
+      q4_K_gemm_row<kVnni, 1>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride, idx);
+    }
+  }
+}
+
 template <bool kVnni>
 void q4_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                    float* out) {
@@ -166,6 +235,18 @@ float dot_q4_K_q8_K_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
   float out;
   q4_K_rows_tile<true, 1>(n, w_row, 0, act, &out);
   return out;
+}
+
+void gemm_q4_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  q4_K_gemm<false>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q4_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride) {
+  q4_K_gemm<true>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

@@ -8,11 +8,11 @@
 #include "ops/f16.h"
 #include "ops/f32.h"
 #include "ops/iq4_nl.h"
-#include "ops/matmul.h"
-#include "ops/q4_0.h"
 #include "ops/iq4_xs.h"
+#include "ops/matmul.h"
 #include "ops/q2_k.h"
 #include "ops/q3_k.h"
+#include "ops/q4_0.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
 #include "ops/q5_0.h"
@@ -148,6 +148,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_k.dot_rows[kAvx2] = dot_rows_q4_K_q8_K_avx2;
   t.q4_k.dot[kAvx512] = vnni ? dot_q4_K_q8_K_avx512vnni : dot_q4_K_q8_K_avx512;
   t.q4_k.dot_rows[kAvx512] = vnni ? dot_rows_q4_K_q8_K_avx512vnni : dot_rows_q4_K_q8_K_avx512;
+  t.q4_k.gemm[kAvx512] = vnni ? gemm_q4_K_q8_K_avx512vnni : gemm_q4_K_q8_K_avx512;
 
   t.q6_k.type = WeightType::Q6_K;
   t.q6_k.act_type = WeightType::Q8_K;

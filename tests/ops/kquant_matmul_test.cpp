@@ -114,17 +114,20 @@ INSTANTIATE_TEST_SUITE_P(IsaTypeShape, KQuantMatmulAccuracy, ::testing::ValuesIn
 using IsaType = std::tuple<Isa, WeightType>;
 class KQuantMatmul : public ::testing::TestWithParam<IsaType> {};
 
+// Token counts that exercise the GEMMs' 4-token groups and their remainders (Q4_K has one).
 TEST_P(KQuantMatmul, GemmEqualsRepeatedGemvBitForBit) {
   const auto [isa, type] = GetParam();
-  const int64_t rows = 37, cols = 1024, tokens = 5;
+  const int64_t rows = 37, cols = 1024;
   const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 33);
-  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 34);
-  const std::vector<float> gemm = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
-    const std::vector<float> gemv = run_matmul(w.view, xt, 1, SerialParallel(1), isa);
-    for (int64_t r = 0; r < rows; ++r) {
-      ASSERT_EQ(gemm[t * rows + r], gemv[r]) << "token " << t << " row " << r;
+  for (int64_t tokens : {2, 4, 5, 9, 13}) {
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 34);
+    const std::vector<float> gemm = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+      const std::vector<float> gemv = run_matmul(w.view, xt, 1, SerialParallel(1), isa);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(gemm[t * rows + r], gemv[r]) << tokens << " tokens: token " << t << " row " << r;
+      }
     }
   }
 }
