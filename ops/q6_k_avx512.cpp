@@ -95,6 +95,77 @@ void q6_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
   for (int r = 0; r < R; ++r) out[r * out_step] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// One row dotted with T tokens (token t's Q8_K row at act + t * act_stride; result to
+// out[t * out_stride]): each weight block's 6-bit quants and scale vectors are built once for all
+// T tokens; per (row, token) the sums run exactly as in q6_K_rows_tile (bit-identical GEMM).
+template <bool kVnni, int T>
+void q6_K_gemm_row(int64_t n, const std::byte* w_row, const std::byte* act, int64_t act_stride,
+                   float* out, int64_t out_stride) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  const __m512i shl_lo =
+      _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(4), _mm512_set1_epi16(2));
+  const __m512i shr_hi =
+      _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
+  const BlockQ8_K* x[T];
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+    acc[t] = _mm512_setzero_ps();
+  }
+  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(w_row);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const BlockQ6_K* blk = blocks + b;
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+    const __m512i sc16z = _mm512_castsi256_si512(sc16);
+    __m512i q[2][2], sv[2][2];  // [half][low / high nibbles]
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * h)));
+      q[h][0] = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                _mm512_and_si512(_mm512_sllv_epi16(qh, shl_lo), bits45));
+      q[h][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                _mm512_and_si512(_mm512_srlv_epi16(qh, shr_hi), bits45));
+      sv[h][0] = _mm512_permutexvar_epi16(lane_scale_index(8 * h), sc16z);
+      sv[h][1] = _mm512_permutexvar_epi16(lane_scale_index(8 * h + 4), sc16z);
+    }
+    const float dw = avx512::fp32_from_fp16(blk->d);
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = x[t][b];
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
+      __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(offset));
+      for (int h = 0; h < 2; ++h) {
+        const __m512i x_lo = _mm512_loadu_si512(xb.qs + 128 * h);
+        const __m512i x_hi = _mm512_loadu_si512(xb.qs + 128 * h + 64);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q[h][0], x_lo), sv[h][0]);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q[h][1], x_hi), sv[h][1]);
+      }
+      const float d = dw * xb.d;
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t * out_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
+template <bool kVnni>
+void q6_K_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+               int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const std::byte* row = w + r * stride;
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      q6_K_gemm_row<kVnni, 4>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride);
+    }
+    for (; t < nt; ++t) {
+      q6_K_gemm_row<kVnni, 1>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride);
+    }
+  }
+}
+
 template <bool kVnni>
 void q6_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                    float* out) {
@@ -129,6 +200,18 @@ float dot_q6_K_q8_K_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
   float out;
   q6_K_rows_tile<true, 1>(n, w_row, 0, act, &out);
   return out;
+}
+
+void gemm_q6_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  q6_K_gemm<false>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q6_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride) {
+  q6_K_gemm<true>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops
