@@ -60,4 +60,13 @@ float dot_q5_K_q8_K_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
 void dot_rows_q5_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                    const std::byte* act, float* out);
 
+// Prefill GEMMs (GemmFn, type_traits.h): each weight block unpacked once for 4 tokens; equal to
+// the same Isa's dot_rows bit for bit.
+void gemm_q5_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride);
+void gemm_q5_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride);
+
 }  // namespace pacer::ops

@@ -127,6 +127,81 @@ void q5_K_rows_tile(int64_t n, const std::byte* w, int64_t stride, const std::by
   }
 }
 
+// One row dotted with T tokens (token t's Q8_K row at act + t * act_stride; result to
+// out[t * out_stride]): each weight block's 5-bit quants and scale vectors are built once for all
+// T tokens; per (row, token) the sums run exactly as in q5_K_rows_tile (bit-identical GEMM).
+template <bool kVnni, int T>
+void q5_K_gemm_row(int64_t n, const std::byte* w_row, const std::byte* act, int64_t act_stride,
+                   float* out, int64_t out_stride, const Q5KTileConstants& tc) {
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const BlockQ8_K* x[T];
+  __m512 acc[T];
+  __m128 acc_min[T];
+  for (int t = 0; t < T; ++t) {
+    x[t] = reinterpret_cast<const BlockQ8_K*>(act + t * act_stride);
+    acc[t] = _mm512_setzero_ps(), acc_min[t] = _mm_setzero_ps();
+  }
+  const auto* blocks = reinterpret_cast<const BlockQ5_K*>(w_row);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const BlockQ5_K* blk = blocks + b;
+    const __m128i sc_m = unpack_6bit_scales_mins(blk->scales);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sc_m));
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh)));
+    __m512i q_lo[2], q_hi[2], s_lo[2], s_hi[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m512i q = _mm512_loadu_si512(blk->qs + 64 * k);
+      q_lo[k] = _mm512_and_si512(q, low_nibbles);
+      q_hi[k] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_nibbles);
+      q_lo[k] =
+          _mm512_mask_add_epi8(q_lo[k], _mm512_test_epi8_mask(qh, tc.bit_lo[k]), q_lo[k], sixteen);
+      q_hi[k] =
+          _mm512_mask_add_epi8(q_hi[k], _mm512_test_epi8_mask(qh, tc.bit_hi[k]), q_hi[k], sixteen);
+      s_lo[k] = _mm512_permutexvar_epi16(tc.scale_lo[k], sc16);
+      s_hi[k] = _mm512_permutexvar_epi16(tc.scale_hi[k], sc16);
+    }
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc_m, 8));
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = x[t][b];
+      const Q8KNibbleOrder xa = arrange_activations(xb.qs);
+      const __m128i pair_sums =
+          _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
+      __m512i isum = _mm512_setzero_si512();
+      for (int k = 0; k < 2; ++k) {
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_lo[k], xa.lo[k]), s_lo[k]);
+        isum = madd_accumulate<kVnni>(isum, _mm512_maddubs_epi16(q_hi[k], xa.hi[k]), s_hi[k]);
+      }
+      const __m128i msum = _mm_madd_epi16(mins16, pair_sums);    // |lane| <= 2 * 63 * 4064
+      const __m128 f = fp16_pair_times(blk, _mm_set1_ps(xb.d));  // d*dx, dmin*dx
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(f), acc[t]);
+      acc_min[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(msum), _mm_permute_ps(f, 0x55), acc_min[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    out[t * out_stride] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[t], _mm512_zextps128_ps512(acc_min[t])));
+  }
+}
+
+template <bool kVnni>
+void q5_K_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+               int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const Q5KTileConstants tc = tile_constants();
+  for (int64_t r = 0; r < nr; ++r) {
+    const std::byte* row = w + r * stride;
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      q5_K_gemm_row<kVnni, 4>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride, tc);
+    }
+    for (; t < nt; ++t) {
+      q5_K_gemm_row<kVnni, 1>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
+                              out_stride, tc);
+    }
+  }
+}
+
 template <bool kVnni>
 void q5_K_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                    float* out) {
@@ -161,6 +236,18 @@ float dot_q5_K_q8_K_avx512vnni(int64_t n, const std::byte* w_row, const std::byt
   float out;
   q5_K_rows_tile<true, 1>(n, w_row, 0, act, &out);
   return out;
+}
+
+void gemm_q5_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  q5_K_gemm<false>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q5_K_q8_K_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride) {
+  q5_K_gemm<true>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

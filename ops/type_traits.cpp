@@ -168,6 +168,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q5_k.dot_rows[kAvx2] = dot_rows_q5_K_q8_K_avx2;
   t.q5_k.dot[kAvx512] = vnni ? dot_q5_K_q8_K_avx512vnni : dot_q5_K_q8_K_avx512;
   t.q5_k.dot_rows[kAvx512] = vnni ? dot_rows_q5_K_q8_K_avx512vnni : dot_rows_q5_K_q8_K_avx512;
+  t.q5_k.gemm[kAvx512] = vnni ? gemm_q5_K_q8_K_avx512vnni : gemm_q5_K_q8_K_avx512;
   // Q3_K (q3_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
   t.q3_k.type = WeightType::Q3_K;
   t.q3_k.act_type = WeightType::Q8_K;

@@ -1,8 +1,8 @@
 // ops::matmul end to end for Q5_K, Q3_K, Q2_K and IQ4_XS weights: accuracy against the fp32
 // product of the dequantized matrix within a derived bound, on every Isa this CPU runs;
-// independence from the worker count; prefill (several tokens, no GEMM: dot_rows per token)
-// and fused mixed-type outputs equal to single calls bit for bit; row lengths that are not whole
-// super-blocks rejected.
+// independence from the worker count; prefill (several tokens: Q5_K through its GEMM, the others
+// dot_rows per token) and fused mixed-type outputs equal to single calls bit for bit; row lengths
+// that are not whole super-blocks rejected.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
