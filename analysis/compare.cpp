@@ -449,6 +449,20 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     }
     c.throttled_ns[static_cast<size_t>(i)] = n > 0 ? sum / static_cast<double>(n) : kNaN;
   }
+  for (int i = 0; i < 2; ++i) {
+    const RunCycles& r = i == 0 ? normal : abnormal;
+    double sum = 0;
+    size_t n = 0;
+    for (double v : r.steal_ns) {
+      if (std::isfinite(v)) sum += v, ++n;
+    }
+    c.steal_ns[static_cast<size_t>(i)] = n > 0 ? sum / static_cast<double>(n) : kNaN;
+  }
+  {
+    const double d_step = c.attribution.mean_ns[1] - c.attribution.mean_ns[0];
+    const double d_steal = c.steal_ns[1] - c.steal_ns[0];
+    c.vm_steal = std::isfinite(d_steal) && d_step > 0 && d_steal >= 0.25 * d_step;
+  }
   // Throttling that grew by at least half of the run-queue growth is the run queue's cause: the
   // workers waited for the next quota period, not for other threads.
   const double d_runq = c.attribution.part(Part::RunQueue);

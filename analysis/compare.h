@@ -110,6 +110,10 @@ struct Comparison {
   // explains most of the run-queue part: then that part is named "CPU quota throttling".
   std::array<double, 2> throttled_ns{std::nan(""), std::nan("")};
   bool quota_throttling = false;
+  // Mean VM steal per step (ns, summed over the VM's CPUs; NaN where the log has none), and
+  // whether its growth is at least a quarter of the step-time growth: then the verdict names it.
+  std::array<double, 2> steal_ns{std::nan(""), std::nan("")};
+  bool vm_steal = false;
   double main_cause_pts = 0;
   bool significant = false;
   std::string verdict;

@@ -200,6 +200,7 @@ class CycleBuilder : public LogVisitor {
     run_.step_ns.push_back(ns);
     run_.cpu_devices.insert(acc.devices.begin(), acc.devices.end());
     run_.tok_s.push_back(opt_or_nan(step.tok_s));
+    run_.steal_ns.push_back(step.steal_ms ? *step.steal_ms * 1e6 : kNaN);
     run_.throttled_ns.push_back(
         step.cgroup_throttled_ns ? static_cast<double>(*step.cgroup_throttled_ns) : kNaN);
 

@@ -85,6 +85,7 @@ struct RunCycles {
   std::vector<double> step_ns;       // per cycle: decode step duration
   std::vector<double> tok_s;         // per cycle (as logged; NaN absent)
   std::vector<double> throttled_ns;  // per cycle: cgroup CPU-quota throttling (NaN absent)
+  std::vector<double> steal_ns;      // per cycle: VM steal over all CPUs (NaN absent)
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

@@ -211,6 +211,13 @@ void write_verdict(Comparison& c) {
   }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
+  if (c.significant && c.vm_steal) {
+    v += fmt::format(
+        " VM steal: the hypervisor took {:.3f} -> {:.3f} ms/step of CPU time from this VM "
+        "(/proc/stat steal, all CPUs): host preemption, which shows above as a lower clock or "
+        "lost time.",
+        c.steal_ns[0] * 1e-6, c.steal_ns[1] * 1e-6);
+  }
   // A different configuration does different work: say so first, as the leading candidate,
   // before any attribution (which assumes the same work in both runs).
   if (!c.compat.work_changes.empty()) {
@@ -386,6 +393,11 @@ void write_recommendation(Comparison& c) {
          "those CPUs.";
   s += " Then work down the detailed table from the highest suspicion score, reading β (share of "
        "the cycle) together with μ (what the CPU was doing during the op).";
+  if (c.vm_steal) {
+    s += " The VM lost CPU time to its host (steal): ask for dedicated or pinned vCPUs, move to a "
+         "less loaded host, or compare runs taken at quieter times; pacer cannot fix steal from "
+         "inside the guest.";
+  }
   c.recommendation = std::move(s);
 }
 

@@ -452,6 +452,8 @@ struct LogReader::Impl {
               }
             });
           });
+        } else if (key == "steal_ms") {
+          read_opt(sc, e.steal_ms);
         } else if (key == "process_cpu_usage") {
           read_opt(sc, e.process_cpu_usage);
         } else if (key == "host_cpu_usage") {

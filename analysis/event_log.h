@@ -117,6 +117,7 @@ struct StepEvent {
   std::optional<int64_t> runq_ns, oncpu_ns, nvcsw, nivcsw;  // `sched`
   std::optional<double> process_cpu_usage, host_cpu_usage;
   std::optional<int64_t> cgroup_throttled_ns;  // `cgroup.throttled_ns`: CPU quota throttling
+  std::optional<double> steal_ms;              // `steal_ms`: VM steal over all CPUs
 
   int64_t duration_ns() const noexcept { return t1_ns - t0_ns; }
   // Tokens this step processed: n_tokens for prefill, else 1.

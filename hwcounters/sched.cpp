@@ -171,6 +171,7 @@ HostCpuTimes read_host_cpu_times() noexcept {
   if (n < 5) return h;
   const uint64_t idle = f[3] + f[4];
   h.busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+  h.steal = n >= 8 ? f[7] : 0;
   h.total = h.busy + idle;
   h.ok = true;
   return h;

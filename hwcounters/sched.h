@@ -97,6 +97,7 @@ struct HostCpuTimes {
   bool ok = false;
   uint64_t busy = 0;   // user + nice + system + irq + softirq + steal
   uint64_t total = 0;  // busy + idle + iowait
+  uint64_t steal = 0;  // time the hypervisor ran something else while this VM wanted a CPU
 };
 HostCpuTimes read_host_cpu_times() noexcept;
 // CPUs busy between two readings (1.0 = one CPU), given how many CPUs /proc/stat sums over.

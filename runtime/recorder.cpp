@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -521,6 +523,12 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
   }
   if (auto busy = hwcounters::host_cpus_busy(host0, end.host, host.online_cpus)) {
     s["host_cpu_usage"] = std::round(*busy * 1000) / 1000;
+  }
+  if (host0.ok && end.host.ok && end.host.steal >= host0.steal) {
+    // VM steal over all CPUs, /proc/stat ticks (USER_HZ) to ms.
+    static const long kTicksPerSecond = sysconf(_SC_CLK_TCK);
+    s["steal_ms"] = static_cast<double>(end.host.steal - host0.steal) * 1000.0 /
+                    static_cast<double>(kTicksPerSecond);
   }
   if (energy && energy0) {
     if (auto j = energy->joules()) {

@@ -255,3 +255,45 @@ TEST(CompareCauses, QuotaThrottlingIsNamedNotRunQueue) {
 
 }  // namespace
 }  // namespace pacer::analysis
+
+namespace pacer::analysis {
+namespace {
+
+// Adds `"steal_ms":X` to every decode step line of a synthetic log.
+std::string with_steal(std::string log, double ms) {
+  std::string out;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t nl = log.find('\n', at);
+    if (nl == std::string::npos) nl = log.size();
+    std::string line = log.substr(at, nl - at);
+    if (line.find("\"type\":\"step\"") != std::string::npos &&
+        line.find("\"phase\":\"decode\"") != std::string::npos) {
+      line = "{\"steal_ms\":" + std::to_string(ms) + "," + line.substr(1);
+    }
+    out += line + "\n";
+    at = nl + 1;
+  }
+  return out;
+}
+
+// A slowdown whose growth the VM's steal time covers is named VM steal with its own advice; the
+// same slowdown without steal in the logs is not.
+TEST(CompareCauses, VmStealIsNamedWhenItCoversTheSlowdown) {
+  const RunCycles normal = load_run_text(with_steal(synth::event_log({}), 0.0), "n.jsonl");
+  const std::string slow = synth::event_log(slow_spec());
+  const RunCycles stolen = load_run_text(with_steal(slow, 50.0), "s.jsonl");
+  const Comparison c = compare_runs(normal, stolen);
+  ASSERT_TRUE(c.significant);
+  EXPECT_TRUE(c.vm_steal);
+  EXPECT_NE(c.verdict.find("VM steal: the hypervisor took 0.000 -> 50.000 ms/step"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.recommendation.find("lost CPU time to its host"), std::string::npos);
+  const Comparison plain = compare_runs(load({}, "n2.jsonl"), load_run_text(slow, "p.jsonl"));
+  EXPECT_FALSE(plain.vm_steal);
+  EXPECT_EQ(plain.verdict.find("VM steal"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pacer::analysis
