@@ -1,4 +1,5 @@
 #include "analysis/chrome_trace.h"
+#include "analysis/output_file.h"
 
 #include <fstream>
 #include <istream>
@@ -265,11 +266,10 @@ ChromeTraceSummary convert_file_to_chrome_trace(const std::string& log_path,
                                                 const ChromeTraceOptions& opts) {
   std::ifstream in(log_path);
   if (!in) throw std::runtime_error(fmt::format("{}: cannot open event log", log_path));
-  std::ofstream out(trace_path);
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot open for writing", trace_path));
-  ChromeTraceSummary s = convert_to_chrome_trace(in, out, log_path, opts);
-  out.flush();
-  if (!out) throw std::runtime_error(fmt::format("{}: write failed", trace_path));
+  // Written whole or not at all: a bad log found halfway leaves no half trace behind.
+  OutputFile out(trace_path);
+  ChromeTraceSummary s = convert_to_chrome_trace(in, out.stream(), log_path, opts);
+  out.commit();
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include "analysis/compare.h"
 #include "analysis/compare_input.h"
 #include "analysis/compare_render.h"
+#include "analysis/output_file.h"
 #include "tools/commands.h"
 
 namespace pacer::tools {
@@ -61,13 +62,10 @@ void run_compare(const CompareArgs& a) {
     text = analysis::render_html(c, ro);
   }
   if (a.output.empty() || a.output == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    analysis::write_stdout(text);
     return;
   }
-  std::ofstream f(a.output, std::ios::binary);
-  if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", a.output));
-  f << text;
-  if (!f) throw std::runtime_error(fmt::format("{}: write failed", a.output));
+  analysis::write_file_atomically(a.output, text);
   // The verdict on stderr too, so `-o report.html` still says the answer.
   fmt::print(stderr, "{}\npacer compare: wrote {}\n", c.verdict, a.output);
 }

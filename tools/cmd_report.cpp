@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/output_file.h"
 #include "analysis/report.h"
 #include "tools/commands.h"
 
@@ -29,15 +30,10 @@ void run_report(const ReportArgs& a) {
   for (const std::string& w : report.read.warnings()) fmt::print(stderr, "warning: {}\n", w);
   const std::string text = analysis::render(report, format, {.top = a.top});
   if (a.output.empty() || a.output == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    analysis::write_stdout(text);
     return;
   }
-  std::ofstream f(a.output, std::ios::binary | std::ios::trunc);
-  if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", a.output));
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  if (!f) throw std::runtime_error(fmt::format("{}: write failed", a.output));
+  analysis::write_file_atomically(a.output, text);
   fmt::print(stderr, "wrote {} ({} bytes)\n", a.output, text.size());
 }
 
