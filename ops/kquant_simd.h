@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/isa.h"
 
@@ -92,4 +93,15 @@ inline __m128i unpack_q3_K_scales(const void* block) {
 }
 
 }  // namespace
+// The K-quant GEMMs' loop: every row of a tile against the tokens, four at a time, then one at a
+// time: kernel(std::integral_constant<int, T>{}, row, first_token) for T = 4 or 1.
+template <class Kernel>
+inline void gemm_rows_four_tokens(int64_t nr, int64_t nt, const Kernel& kernel) {
+  for (int64_t r = 0; r < nr; ++r) {
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) kernel(std::integral_constant<int, 4>{}, r, t);
+    for (; t < nt; ++t) kernel(std::integral_constant<int, 1>{}, r, t);
+  }
+}
+
 }  // namespace pacer::ops

@@ -188,18 +188,11 @@ template <bool kVnni>
 void q5_K_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   const Q5KTileConstants tc = tile_constants();
-  for (int64_t r = 0; r < nr; ++r) {
-    const std::byte* row = w + r * stride;
-    int64_t t = 0;
-    for (; t + 4 <= nt; t += 4) {
-      q5_K_gemm_row<kVnni, 4>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
-                              out_stride, tc);
-    }
-    for (; t < nt; ++t) {
-      q5_K_gemm_row<kVnni, 1>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
-                              out_stride, tc);
-    }
-  }
+  gemm_rows_four_tokens(nr, nt, [&](auto tokens, int64_t r, int64_t t) {
+    q5_K_gemm_row<kVnni, decltype(tokens)::value>(n, w + r * stride, act + t * act_stride,
+                                                  act_stride, out + t * out_stride + r, out_stride,
+                                                  tc);
+  });
 }
 
 template <bool kVnni>

@@ -152,18 +152,10 @@ void q6_K_gemm_row(int64_t n, const std::byte* w_row, const std::byte* act, int6
 template <bool kVnni>
 void q6_K_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
-  for (int64_t r = 0; r < nr; ++r) {
-    const std::byte* row = w + r * stride;
-    int64_t t = 0;
-    for (; t + 4 <= nt; t += 4) {
-      q6_K_gemm_row<kVnni, 4>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
-                              out_stride);
-    }
-    for (; t < nt; ++t) {
-      q6_K_gemm_row<kVnni, 1>(n, row, act + t * act_stride, act_stride, out + t * out_stride + r,
-                              out_stride);
-    }
-  }
+  gemm_rows_four_tokens(nr, nt, [&](auto tokens, int64_t r, int64_t t) {
+    q6_K_gemm_row<kVnni, decltype(tokens)::value>(n, w + r * stride, act + t * act_stride,
+                                                  act_stride, out + t * out_stride + r, out_stride);
+  });
 }
 
 template <bool kVnni>
