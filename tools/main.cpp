@@ -3,8 +3,11 @@
 // running (bad file, failed write, ...), 2 a usage error (unknown command or option, bad value),
 // 130 a bench stopped by Ctrl-C (its finished rows printed).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +97,15 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "pacer: error: %s\n", e.what());
+    return kRunError;
+  }
+  // Whatever a command printed must have reached stdout: a full disk or a closed pipe is an error
+  // with its reason, not a silent truncation.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "pacer: error: writing to stdout failed: %s\n",
+                 std::strerror(errno ? errno : EIO));
     return kRunError;
   }
   return 0;

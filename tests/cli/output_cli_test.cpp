@@ -68,6 +68,21 @@ TEST_F(OutputCli, ReportIntoAFullDeviceFailsWithTheReasonAndKeepsTheNode) {
       << r.err;
 }
 
+// Every command's stdout is checked at exit: a full device is exit 1 with the reason.
+TEST_F(OutputCli, AnyCommandWritingIntoAFullStdoutFails) {
+  const std::filesystem::path full = dir_ / "full";
+  if (::mknod(full.c_str(), S_IFCHR | 0666, ::makedev(1, 7)) != 0) {
+    GTEST_SKIP() << "mknod needs root: " << std::strerror(errno);
+  }
+  for (const std::string& cmd :
+       {std::string("topo"), "gguf inspect " + model_, "tokenize -m " + model_ + " hello"}) {
+    const auto r = run_command("sh -c '" + pacer() + " " + cmd + " > " + full.string() + "'");
+    EXPECT_EQ(r.rc, 1) << cmd;
+    EXPECT_NE(r.err.find("writing to stdout failed: No space left on device"), std::string::npos)
+        << cmd << ": " << r.err;
+  }
+}
+
 TEST_F(OutputCli, ReportToAFileReplacesItWhole) {
   const std::string out = (dir_ / "report.txt").string();
   std::ofstream(out) << "old contents that must be replaced entirely";
