@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Only what the main job needs: no test or benchmark frameworks.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPACER_BUILD_TESTS=OFF \
+  -DPACER_BUILD_BENCH=OFF >/dev/null
 cmake --build build --target pacer -j "$(nproc)"
 exec ./scripts/main-job.sh "$@"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in deps/apt-packages.txt that are not installed yet.
-# Quiet and quick when everything is present (no apt-get update in that case).
+# Installs the Debian packages listed in deps/apt-packages.txt that are not installed yet: those
+# above its `[tests]` line, and with --tests also those below it (test and benchmark frameworks,
+# fuzzing, headless Chromium). Quiet and quick when everything is present (no apt-get update then).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$root/deps/apt-packages.txt" | grep -v '^$')
+with_tests=0
+[ "${1:-}" = "--tests" ] && with_tests=1
+mapfile -t wanted < <(awk -v t="$with_tests" '
+  /^\[tests\]/ { if (!t) exit; next }
+  { sub(/#.*/, ""); gsub(/[[:space:]]/, ""); if ($0 != "") print }' "$root/deps/apt-packages.txt")
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
