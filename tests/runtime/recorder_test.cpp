@@ -1,6 +1,8 @@
 // The recorder on fake counter and frequency sources: every delta it writes is known exactly.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "hwcounters/frequency.h"
 #include "runtime/recorder.h"
 #include "tests/runtime/recorder_fakes.h"
@@ -40,17 +42,39 @@ const json& worker(const json& op, int w) {
 }
 
 TEST(Recorder, OffIsInertAndWritesNothing) {
-  Recorder off;
-  EXPECT_FALSE(off.enabled());
-  { auto scope = off.op({.name = "rope"}); }
-  off.on_chunk_begin(0);
-  off.on_chunk_end(0);
-  off.begin_step(Phase::Decode, 0);
-  off.end_step({});
-  off.write_footer(json::object());
-  RecorderOptions o;  // empty path: off
-  Recorder also_off(o);
-  EXPECT_FALSE(also_off.enabled());
+  // Run from an empty directory: a recorder that wrote anything (a default or relative file name)
+  // would leave it there.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(temp_log_path("off")).replace_extension(".dir");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  {
+    Recorder off;
+    EXPECT_FALSE(off.enabled());
+    off.write_header({{"command", "run"}});
+    { auto scope = off.op({.name = "rope"}); }
+    off.on_chunk_begin(0);
+    off.on_chunk_end(0);
+    off.begin_step(Phase::Decode, 0);
+    off.end_step({});
+    off.write_footer(json::object());
+    RecorderOptions o;  // empty path: off, whatever else is asked for
+    o.workers = 2;
+    o.extra_events = {"instructions"};
+    Recorder also_off(o);
+    EXPECT_FALSE(also_off.enabled());
+    also_off.write_header(json::object());
+    also_off.begin_step(Phase::Prefill, 0);
+    { auto scope = also_off.op({.name = "attn_qkv", .kind = OpKind::Matmul}); }
+    also_off.end_step({.phase = Phase::Prefill});
+    also_off.write_footer(json::object());
+  }
+  fs::current_path(cwd);
+  EXPECT_TRUE(fs::is_empty(dir)) << dir << " has "
+                                 << fs::begin(fs::directory_iterator(dir))->path();
+  fs::remove_all(dir);
 }
 
 TEST(Recorder, UnwritablePathNamesThePath) {
