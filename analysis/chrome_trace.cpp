@@ -10,12 +10,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
+
 namespace pacer::analysis {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr int kSchemaSupported = 1;
 constexpr int kPid = 1;
 constexpr int kStepsTid = 0;  // worker w is tid w + 1
 
@@ -58,11 +59,8 @@ struct Converter {
 
   // Perfetto names a counter track "<name> <arg key>", so the key carries the unit.
   void counter(const std::string& name, const char* unit, int64_t ts_ns, double value) {
-    writer.emit({{"ph", "C"},
-                 {"name", name},
-                 {"pid", kPid},
-                 {"ts", us(ts_ns)},
-                 {"args", {{unit, value}}}});
+    writer.emit(
+        {{"ph", "C"}, {"name", name}, {"pid", kPid}, {"ts", us(ts_ns)}, {"args", {{unit, value}}}});
   }
 
   void op(const json& op) {
@@ -211,10 +209,10 @@ ChromeTraceSummary convert_to_chrome_trace(std::istream& log, std::ostream& out,
                       summary.lines));
     }
     const int64_t schema = get_i64(j, "schema", 0);
-    if (schema > kSchemaSupported) {
+    if (schema > eventlog::kSchemaVersion) {
       throw std::runtime_error(
           fmt::format("{}:{}: event log schema {} is newer than this pacer reads (schema {})",
-                      log_name, summary.lines, schema, kSchemaSupported));
+                      log_name, summary.lines, schema, eventlog::kSchemaVersion));
     }
     header = std::move(j);
   }

@@ -14,6 +14,9 @@ namespace pacer::analysis {
 
 using detail::JsonScanner;
 using detail::ScanError;
+namespace op_key = eventlog::op_key;
+namespace step_key = eventlog::step_key;
+namespace footer_key = eventlog::footer_key;
 
 LogError::LogError(const std::string& file, int64_t line, int64_t offset, const std::string& what)
     : std::runtime_error(line > 0 ? (offset >= 0 ? fmt::format("{}:{}: {} (byte offset {})", file,
@@ -23,63 +26,6 @@ LogError::LogError(const std::string& file, int64_t line, int64_t offset, const 
       file_(file),
       line_(line),
       offset_(offset) {}
-
-std::string_view phase_name(Phase p) noexcept {
-  switch (p) {
-    case Phase::Tokenize:
-      return "tokenize";
-    case Phase::Prefill:
-      return "prefill";
-    case Phase::Decode:
-      return "decode";
-    case Phase::Sample:
-      return "sample";
-    case Phase::Detokenize:
-      return "detokenize";
-    case Phase::Other:
-      break;
-  }
-  return "other";
-}
-
-Phase parse_phase(std::string_view s) noexcept {
-  if (s == "decode") return Phase::Decode;
-  if (s == "prefill") return Phase::Prefill;
-  if (s == "sample") return Phase::Sample;
-  if (s == "tokenize") return Phase::Tokenize;
-  if (s == "detokenize") return Phase::Detokenize;
-  return Phase::Other;
-}
-
-std::string_view op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::Matmul:
-      return "matmul";
-    case OpKind::Attention:
-      return "attention";
-    case OpKind::Norm:
-      return "norm";
-    case OpKind::Elementwise:
-      return "elementwise";
-    case OpKind::Embed:
-      return "embed";
-    case OpKind::Sample:
-      return "sample";
-    case OpKind::Other:
-      break;
-  }
-  return "other";
-}
-
-OpKind parse_op_kind(std::string_view s) noexcept {
-  if (s == "matmul") return OpKind::Matmul;
-  if (s == "attention") return OpKind::Attention;
-  if (s == "norm") return OpKind::Norm;
-  if (s == "elementwise") return OpKind::Elementwise;
-  if (s == "embed") return OpKind::Embed;
-  if (s == "sample") return OpKind::Sample;
-  return OpKind::Other;
-}
 
 std::optional<double> WorkerSample::counter(std::string_view name) const noexcept {
   for (const Counter& c : counters)
@@ -189,7 +135,7 @@ struct LogReader::Impl {
     sc.expect('{');
     if (sc.peek() == '}') sc.fail(sc.pos(), "object has no \"type\"");
     for (;;) {
-      const bool is_type = sc.string() == "type";
+      const bool is_type = sc.string() == eventlog::record::kType;
       sc.expect(':');
       if (is_type) {
         type.assign(sc.string());
@@ -211,23 +157,23 @@ struct LogReader::Impl {
     w.counters.clear();
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
-        if (key == "w") {
+        if (key == op_key::kWorker) {
           w.w = read_int32(sc);
-        } else if (key == "cpu") {
+        } else if (key == op_key::kCpu) {
           w.cpu = sc.null() ? -1 : read_int32(sc);
-        } else if (key == "cpu_end") {
+        } else if (key == op_key::kCpuEnd) {
           w.cpu_end = sc.null() ? -1 : read_int32(sc);
-        } else if (key == "t0_ns") {
+        } else if (key == op_key::kT0Ns) {
           w.t0_ns = sc.integer();
-        } else if (key == "t1_ns") {
+        } else if (key == op_key::kT1Ns) {
           w.t1_ns = sc.integer();
-        } else if (key == "freq_mhz") {
+        } else if (key == op_key::kFreqMhz) {
           read_opt(sc, w.freq_mhz);
-        } else if (key == "runq_ns") {
+        } else if (key == op_key::kRunqNs) {
           read_opt(sc, w.runq_ns);
-        } else if (key == "oncpu_ns") {
+        } else if (key == op_key::kOncpuNs) {
           read_opt(sc, w.oncpu_ns);
-        } else if (key == "counters") {
+        } else if (key == op_key::kCounters) {
           sc.object([&](std::string_view name) {
             in_field(name, [&] {
               if (sc.null()) return;  // not measured
@@ -263,80 +209,80 @@ struct LogReader::Impl {
       in_field(key, [&] {
         switch (key.empty() ? '\0' : key[0]) {
           case 's':
-            if (key == "step") {
+            if (key == op_key::kStep) {
               e.step = sc.integer();
               has_step = true;
               return;
             }
             break;
           case 'p':
-            if (key == "phase") {
+            if (key == op_key::kPhase) {
               e.phase = parse_phase(sc.string());
               has_phase = true;
               return;
             }
             break;
           case 'n':
-            if (key == "name") {
+            if (key == op_key::kName) {
               e.name.assign(sc.string());
               has_name = true;
               return;
             }
             break;
           case 'l':
-            if (key == "layer") {
+            if (key == op_key::kLayer) {
               e.layer = read_int32(sc);
               return;
             }
             break;
           case 'k':
-            if (key == "kind") {
+            if (key == op_key::kKind) {
               e.kind = parse_op_kind(sc.string());
               return;
             }
             break;
           case 'r':
-            if (key == "rows") {
+            if (key == op_key::kRows) {
               e.rows = sc.integer();
               return;
             }
             break;
           case 'c':
-            if (key == "cols") {
+            if (key == op_key::kCols) {
               e.cols = sc.integer();
               return;
             }
             break;
           case 't':
-            if (key == "t0_ns") {
+            if (key == op_key::kT0Ns) {
               e.t0_ns = sc.integer();
               has_t0 = true;
               return;
             }
-            if (key == "t1_ns") {
+            if (key == op_key::kT1Ns) {
               e.t1_ns = sc.integer();
               has_t1 = true;
               return;
             }
-            if (key == "tokens") {
+            if (key == op_key::kTokens) {
               e.tokens = sc.integer();
               return;
             }
-            if (key == "type") {
+            if (key == eventlog::record::kType) {
               type.assign(sc.string());
               return;
             }
             break;
           case 'w':
-            if (key == "wtype") {
+            if (key == op_key::kWtype) {
               read_str(sc, e.wtype);
               return;
             }
-            if (key == "weight_bytes") {
+            if (key == op_key::kWeightBytes) {
               e.weight_bytes = sc.integer();
               return;
             }
-            if (key == "workers") {
+            if (key == op_key::kWorkers) {
               sc.array([&] {
                 if (n_workers == e.workers.size()) e.workers.emplace_back();
                 parse_worker(sc, e.workers[n_workers++]);
@@ -352,7 +298,7 @@ struct LogReader::Impl {
     });
     sc.expect_end();
     e.workers.resize(n_workers);
-    if (type != "op") return false;
+    if (type != eventlog::record::kOp) return false;
     const char* missing = !has_name    ? "name"
                           : !has_phase ? "phase"
                           : !has_step  ? "step"
@@ -382,40 +328,40 @@ struct LogReader::Impl {
     bool has_step = false, has_phase = false, has_t0 = false, has_t1 = false;
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
-        if (key == "step") {
+        if (key == step_key::kStep) {
           e.step = sc.integer();
           has_step = true;
-        } else if (key == "phase") {
+        } else if (key == step_key::kPhase) {
           e.phase = parse_phase(sc.string());
           has_phase = true;
-        } else if (key == "n_past") {
+        } else if (key == step_key::kNPast) {
           e.n_past = sc.integer();
-        } else if (key == "n_tokens") {
+        } else if (key == step_key::kNTokens) {
           read_opt(sc, e.n_tokens);
-        } else if (key == "token") {
+        } else if (key == step_key::kToken) {
           read_opt(sc, e.token);
-        } else if (key == "piece") {
+        } else if (key == step_key::kPiece) {
           read_str(sc, e.piece);
-        } else if (key == "t0_ns") {
+        } else if (key == step_key::kT0Ns) {
           e.t0_ns = sc.integer();
           has_t0 = true;
-        } else if (key == "t1_ns") {
+        } else if (key == step_key::kT1Ns) {
           e.t1_ns = sc.integer();
           has_t1 = true;
-        } else if (key == "step_ms") {
+        } else if (key == step_key::kStepMs) {
           read_opt(sc, e.step_ms);
-        } else if (key == "tok_s") {
+        } else if (key == step_key::kTokS) {
           read_opt(sc, e.tok_s);
-        } else if (key == "freq") {
+        } else if (key == step_key::kFreq) {
           sc.array([&] {
             StepFreq f;
             sc.object([&](std::string_view k) {
               in_field(k, [&] {
-                if (k == "w") {
+                if (k == step_key::kFreqWorker) {
                   f.w = read_int32(sc);
-                } else if (k == "cpu") {
+                } else if (k == step_key::kFreqCpu) {
                   f.cpu = sc.null() ? -1 : read_int32(sc);
-                } else if (k == "mhz") {
+                } else if (k == step_key::kFreqMhz) {
                   f.mhz = sc.null() ? 0.0 : sc.number();
                 } else {
                   sc.skip_value();
@@ -424,39 +370,39 @@ struct LogReader::Impl {
             });
             if (f.mhz > 0) e.freq.push_back(f);
           });
-        } else if (key == "sched") {
+        } else if (key == step_key::kSched) {
           if (sc.null()) return;
           sc.object([&](std::string_view k) {
             in_field(k, [&] {
-              if (k == "runq_ns") {
+              if (k == step_key::kRunqNs) {
                 read_opt(sc, e.runq_ns);
-              } else if (k == "oncpu_ns") {
+              } else if (k == step_key::kOncpuNs) {
                 read_opt(sc, e.oncpu_ns);
-              } else if (k == "nvcsw") {
+              } else if (k == step_key::kNvcsw) {
                 read_opt(sc, e.nvcsw);
-              } else if (k == "nivcsw") {
+              } else if (k == step_key::kNivcsw) {
                 read_opt(sc, e.nivcsw);
               } else {
                 sc.skip_value();
               }
             });
           });
-        } else if (key == "cgroup") {
+        } else if (key == step_key::kCgroup) {
           if (sc.null()) return;
           sc.object([&](std::string_view k) {
             in_field(k, [&] {
-              if (k == "throttled_ns") {
+              if (k == step_key::kThrottledNs) {
                 read_opt(sc, e.cgroup_throttled_ns);
               } else {
                 sc.skip_value();
               }
             });
           });
-        } else if (key == "steal_ms") {
+        } else if (key == step_key::kStealMs) {
           read_opt(sc, e.steal_ms);
-        } else if (key == "process_cpu_usage") {
+        } else if (key == step_key::kProcessCpuUsage) {
           read_opt(sc, e.process_cpu_usage);
-        } else if (key == "host_cpu_usage") {
+        } else if (key == step_key::kHostCpuUsage) {
           read_opt(sc, e.host_cpu_usage);
         } else {
           sc.skip_value();
@@ -481,34 +427,34 @@ struct LogReader::Impl {
     e.line = lineno;
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
-        if (key == "steps") {
+        if (key == footer_key::kSteps) {
           read_opt(sc, e.steps);
-        } else if (key == "n_prompt") {
+        } else if (key == footer_key::kNPrompt) {
           read_opt(sc, e.n_prompt);
-        } else if (key == "n_generated") {
+        } else if (key == footer_key::kNGenerated) {
           read_opt(sc, e.n_generated);
-        } else if (key == "peak_rss_kb") {
+        } else if (key == footer_key::kPeakRssKb) {
           read_opt(sc, e.peak_rss_kb);
-        } else if (key == "load_ms") {
+        } else if (key == footer_key::kLoadMs) {
           read_opt(sc, e.load_ms);
-        } else if (key == "ttft_ms") {
+        } else if (key == footer_key::kTtftMs) {
           read_opt(sc, e.ttft_ms);
-        } else if (key == "prefill_tok_s") {
+        } else if (key == footer_key::kPrefillTokS) {
           read_opt(sc, e.prefill_tok_s);
-        } else if (key == "decode_tok_s") {
+        } else if (key == footer_key::kDecodeTokS) {
           read_opt(sc, e.decode_tok_s);
-        } else if (key == "wall_ms") {
+        } else if (key == footer_key::kWallMs) {
           read_opt(sc, e.wall_ms);
-        } else if (key == "tokenize_ms") {
+        } else if (key == footer_key::kTokenizeMs) {
           read_opt(sc, e.tokenize_ms);
-        } else if (key == "detokenize_ms") {
+        } else if (key == footer_key::kDetokenizeMs) {
           read_opt(sc, e.detokenize_ms);
-        } else if (key == "freq_after_mhz") {
+        } else if (key == footer_key::kFreqAfterMhz) {
           if (sc.null()) return;
           sc.array([&] {
             if (!sc.null()) e.freq_after_mhz.push_back(sc.number());
           });
-        } else if (key == "stop") {
+        } else if (key == footer_key::kStop) {
           read_str(sc, e.stop);
         } else {
           sc.skip_value();
@@ -589,8 +535,9 @@ struct LogReader::Impl {
       } catch (const ScanError&) {
         // Malformed as an op; if it is not an op line, its own parser decides.
         find_type(line);
-        if (type == "op") throw;
-        if (type != "step" && type != "footer" && type != "bench" && type != "header") {
+        if (type == eventlog::record::kOp) throw;
+        if (type != eventlog::record::kStep && type != eventlog::record::kFooter &&
+            type != eventlog::record::kBench && type != eventlog::record::kHeader) {
           JsonScanner sc(line);  // an unknown type must still be well-formed JSON
           sc.skip_value();
           sc.expect_end();
@@ -598,16 +545,16 @@ struct LogReader::Impl {
       }
       if (is_op) {
         ++summary.n_op;
-      } else if (type == "step") {
+      } else if (type == eventlog::record::kStep) {
         parse_step(line, lineno);
         ++summary.n_step;
-      } else if (type == "footer") {
+      } else if (type == eventlog::record::kFooter) {
         parse_footer(line, lineno);
         ++summary.n_footer;
-      } else if (type == "bench") {
+      } else if (type == eventlog::record::kBench) {
         parse_bench(line, lineno);
         ++summary.n_bench;
-      } else if (type == "header") {
+      } else if (type == eventlog::record::kHeader) {
         note_issue(lineno, offset, "a second header (concatenated logs?) was ignored");
       } else if (type.empty()) {
         sc_fail_no_type();
@@ -642,7 +589,8 @@ void LogReader::Impl::parse_header_line(std::string_view line, int64_t lineno, i
                        ? "the log ends inside its header line (no complete header)"
                        : fmt::format("the first line is not a valid JSON header: {}", e.what()));
   }
-  if (!j.is_object() || !j.contains("type") || j["type"] != "header") {
+  const auto type_it = j.is_object() ? j.find(eventlog::record::kType) : j.end();
+  if (type_it == j.end() || *type_it != eventlog::record::kHeader) {
     throw LogError(path, lineno, offset,
                    "the first record is not a header (\"type\":\"header\"): not a pacer event log");
   }

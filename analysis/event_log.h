@@ -28,10 +28,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
+
 namespace pacer::analysis {
 
-// The newest schema this reader understands.
-inline constexpr int kSchemaVersion = 1;
+// The newest schema this reader understands is the one this build writes.
+using eventlog::kSchemaVersion;
 
 class LogError : public std::runtime_error {
  public:
@@ -46,14 +48,15 @@ class LogError : public std::runtime_error {
   int64_t offset_;
 };
 
-enum class Phase { Tokenize, Prefill, Decode, Sample, Detokenize, Other };
-inline constexpr int kPhaseCount = 6;
-std::string_view phase_name(Phase p) noexcept;   // "tokenize", ... "other"
-Phase parse_phase(std::string_view s) noexcept;  // unknown names -> Phase::Other
-
-enum class OpKind { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other };
-std::string_view op_kind_name(OpKind k) noexcept;
-OpKind parse_op_kind(std::string_view s) noexcept;  // unknown -> OpKind::Other
+// The log's enums and their names belong to the schema (eventlog/schema.h): unknown names parse
+// to Phase::Other / OpKind::Other.
+using eventlog::kPhaseCount;
+using eventlog::op_kind_name;
+using eventlog::OpKind;
+using eventlog::parse_op_kind;
+using eventlog::parse_phase;
+using eventlog::Phase;
+using eventlog::phase_name;
 
 // One hardware/software counter value of a worker's slice of an op. `name` points into a table
 // owned by the LogReader (valid while the reader lives); values are already mux-scaled.

@@ -18,42 +18,6 @@
 
 namespace pacer::runtime {
 
-std::string_view phase_name(Phase p) noexcept {
-  switch (p) {
-    case Phase::Tokenize:
-      return "tokenize";
-    case Phase::Prefill:
-      return "prefill";
-    case Phase::Decode:
-      return "decode";
-    case Phase::Sample:
-      return "sample";
-    case Phase::Detokenize:
-      return "detokenize";
-  }
-  return "decode";
-}
-
-std::string_view op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::Matmul:
-      return "matmul";
-    case OpKind::Attention:
-      return "attention";
-    case OpKind::Norm:
-      return "norm";
-    case OpKind::Elementwise:
-      return "elementwise";
-    case OpKind::Embed:
-      return "embed";
-    case OpKind::Sample:
-      return "sample";
-    case OpKind::Other:
-      return "other";
-  }
-  return "other";
-}
-
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -69,7 +33,7 @@ nlohmann::json nan_to_null(double v) {
 
 nlohmann::json header_base() {
   return {{"type", "header"},
-          {"schema", kEventLogSchema},
+          {"schema", eventlog::kSchemaVersion},
           {"pacer_version", kVersion},
           {"git_sha", kGitSha},
           {"time_utc", utc_now()}};
@@ -182,6 +146,21 @@ class LineWriter {
     p_ += s.size();
   }
   void ch(char c) { *p_++ = c; }
+  // A schema name (eventlog/schema.h: plain ASCII, nothing to escape) in quotes.
+  void quoted(std::string_view s) {
+    ch('"');
+    str(s);
+    ch('"');
+  }
+  // `"key":` opening an object, `,"key":` after a member.
+  void first_key(std::string_view k) {
+    quoted(k);
+    ch(':');
+  }
+  void key(std::string_view k) {
+    ch(',');
+    first_key(k);
+  }
   template <typename Int>
   void num(Int v) {
     p_ = std::to_chars(p_, p_ + 24, v).ptr;
@@ -228,71 +207,77 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
   const size_t start = out.size();
   out.resize(start + op_line_bound(name, active, counter_keys));
   LineWriter w(out.data() + start);
-  w.lit(R"({"type":"op","step":)");
+  namespace key = eventlog::op_key;
+  w.ch('{');
+  w.first_key(eventlog::record::kType);
+  w.quoted(eventlog::record::kOp);
+  w.key(key::kStep);
   w.num(op.step);
-  w.lit(R"(,"phase":")");
-  w.str(phase_name(op.phase));
-  w.lit(R"(","name":)");
+  w.key(key::kPhase);
+  w.quoted(phase_name(op.phase));
+  w.key(key::kName);
   w.json_str(name);
-  w.lit(R"(,"layer":)");
+  w.key(key::kLayer);
   w.num(op.layer);
-  w.lit(R"(,"kind":")");
-  w.str(op_kind_name(op.kind));
-  w.ch('"');
+  w.key(key::kKind);
+  w.quoted(op_kind_name(op.kind));
   if (op.kind == OpKind::Matmul) {
-    w.lit(R"(,"wtype":")");
-    w.str(ops::type_name(op.wtype));
-    w.lit(R"(","rows":)");
+    w.key(key::kWtype);
+    w.quoted(ops::type_name(op.wtype));
+    w.key(key::kRows);
     w.num(op.rows);
-    w.lit(R"(,"cols":)");
+    w.key(key::kCols);
     w.num(op.cols);
-    w.lit(R"(,"tokens":)");
+    w.key(key::kTokens);
     w.num(op.tokens);
   }
   if (op.kind == OpKind::Matmul || op.weight_bytes > 0) {
-    w.lit(R"(,"weight_bytes":)");
+    w.key(key::kWeightBytes);
     w.num(op.weight_bytes);
   }
-  w.lit(R"(,"t0_ns":)");
+  w.key(key::kT0Ns);
   w.num(op.t0_ns);
-  w.lit(R"(,"t1_ns":)");
+  w.key(key::kT1Ns);
   w.num(op.t1_ns);
-  w.lit(R"(,"workers":[)");
+  w.key(key::kWorkers);
+  w.ch('[');
   bool first = true;
   for (size_t i = 0; i < slices.size(); ++i) {
     const WorkerSlice& s = slices[i];
     if (s.chunks == 0) continue;
     if (!first) w.ch(',');
     first = false;
-    w.lit(R"({"w":)");
+    w.ch('{');
+    w.first_key(key::kWorker);
     w.num(i);
-    w.lit(R"(,"cpu":)");
+    w.key(key::kCpu);
     w.num(s.cpu);
-    w.lit(R"(,"cpu_end":)");
+    w.key(key::kCpuEnd);
     w.num(s.cpu_end);
-    w.lit(R"(,"t0_ns":)");
+    w.key(key::kT0Ns);
     w.num(s.t0_ns);
-    w.lit(R"(,"t1_ns":)");
+    w.key(key::kT1Ns);
     w.num(s.t1_ns);
     if (s.chunks > 1) {
-      w.lit(R"(,"chunks":)");
+      w.key(key::kChunks);
       w.num(s.chunks);
     }
     const double mhz = slice_frequency_mhz(s, fk);
     if (std::isfinite(mhz) && mhz > 0) {
-      w.lit(R"(,"freq_mhz":)");
+      w.key(key::kFreqMhz);
       w.fixed(mhz, 1);
     }
     if (s.runq_ns >= 0) {
-      w.lit(R"(,"runq_ns":)");
+      w.key(key::kRunqNs);
       w.num(s.runq_ns);
     }
     if (s.oncpu_ns >= 0) {
-      w.lit(R"(,"oncpu_ns":)");
+      w.key(key::kOncpuNs);
       w.num(s.oncpu_ns);
     }
     if (s.present != 0) {
-      w.lit(R"(,"counters":{)");
+      w.key(key::kCounters);
+      w.ch('{');
       bool first_key = true;
       for (size_t k = 0; k < counter_keys.size() && k < kMaxCounterKeys; ++k) {
         if (!(s.present >> k & 1u)) continue;
@@ -303,14 +288,16 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
         w.num(s.counters[k]);
       }
       if (s.mux < 1.0f) {
-        w.lit(R"(,"mux":)");
+        w.key(eventlog::counter_key::kMux);
         w.fixed(s.mux, 4);
       }
       w.ch('}');
     }
     w.ch('}');
   }
-  w.lit("]}\n");
+  w.ch(']');
+  w.ch('}');
+  w.ch('\n');
   out.resize(static_cast<size_t>(w.end() - out.data()));
 }
 

@@ -20,7 +20,6 @@
 
 namespace pacer::runtime {
 
-inline constexpr int kEventLogSchema = 1;
 // Distinct counter keys one log can carry (hardware + software + user events).
 inline constexpr int kMaxCounterKeys = 32;
 

@@ -39,11 +39,11 @@ namespace {
 
 using hwcounters::Reading;
 using json = nlohmann::json;
+namespace counter_key = eventlog::counter_key;
 
 constexpr int kMaxSources = 6;
 constexpr int kMaxThreads = 256;
 constexpr int kMaxDepth = 4;
-constexpr int kPhases = 5;
 constexpr int8_t kDropKey = -1;  // event the key table had no room for
 
 using Readings = std::array<Reading, kMaxSources>;
@@ -149,8 +149,9 @@ struct Recorder::Impl {
 
   // Per-step buffers.
   std::vector<OpRecord> ops;
-  std::vector<WorkerSlice> slices;                          // ops.size() x n_slots
-  std::array<std::vector<uint8_t>, kPhases> parallel_hint;  // op ordinal -> ran chunks last time
+  std::vector<WorkerSlice> slices;  // ops.size() x n_slots
+  std::array<std::vector<uint8_t>, eventlog::kPhaseCount>
+      parallel_hint;  // op ordinal -> ran chunks last time
   size_t n_ops = 0;
   std::array<int, kMaxDepth> op_stack{};
   int depth = 0, overflow_depth = 0;
@@ -227,9 +228,9 @@ struct Recorder::Impl {
     if (keys.size() >= static_cast<size_t>(kMaxCounterKeys)) return kDropKey;
     keys.push_back(key);
     const int k = static_cast<int>(keys.size() - 1);
-    if (key == "cycles") fkeys.cycles = k;
-    if (key == "ref_cycles") fkeys.ref_cycles = k;
-    if (key == "task_clock_ns") fkeys.task_clock = k;
+    if (key == counter_key::kCycles) fkeys.cycles = k;
+    if (key == counter_key::kRefCycles) fkeys.ref_cycles = k;
+    if (key == counter_key::kTaskClockNs) fkeys.task_clock = k;
     return k;
   }
 
@@ -241,19 +242,19 @@ struct Recorder::Impl {
       const auto& src_keys = sources[static_cast<size_t>(i)]->keys();
       ts.n_events[static_cast<size_t>(i)] =
           std::min<int>(static_cast<int>(src_keys.size()), hwcounters::kMaxEventsPerSource);
-      if (src_keys.size() == 1 && src_keys[0] == "runq_ns") {
+      if (src_keys.size() == 1 && src_keys[0] == counter_key::kRunqNs) {
         ts.runq_src = i;
         continue;
       }
       for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
         const std::string& key = src_keys[static_cast<size_t>(j)];
         const auto target = static_cast<int8_t>(key_index(key));
-        if (key == "task_clock_ns") ts.task_clock_key = target;
-        if (key == "context_switches") ts.cs_src = i, ts.cs_idx = j;
+        if (key == counter_key::kTaskClockNs) ts.task_clock_key = target;
+        if (key == counter_key::kContextSwitches) ts.cs_src = i, ts.cs_idx = j;
         ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)] = target;
-        cycles = cycles || key == "cycles";
-        ref = ref || key == "ref_cycles";
-        task_clock = task_clock || key == "task_clock_ns";
+        cycles = cycles || key == counter_key::kCycles;
+        ref = ref || key == counter_key::kRefCycles;
+        task_clock = task_clock || key == counter_key::kTaskClockNs;
       }
     }
     ts.freq_from_counters = cycles && (ref || task_clock);

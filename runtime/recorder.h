@@ -16,6 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "eventlog/schema.h"
 #include "ops/types.h"
 #include "runtime/chunk_observer.h"
 
@@ -26,11 +27,11 @@ class FrequencySource;
 
 namespace pacer::runtime {
 
-enum class Phase { Tokenize, Prefill, Decode, Sample, Detokenize };
-std::string_view phase_name(Phase p) noexcept;
-
-enum class OpKind { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other };
-std::string_view op_kind_name(OpKind k) noexcept;
+// The log's enums and their names belong to the schema (eventlog/schema.h).
+using eventlog::op_kind_name;
+using eventlog::OpKind;
+using eventlog::Phase;
+using eventlog::phase_name;
 
 struct OpInfo {
   std::string_view name{};  // stable op name (docs/event-log.md); copied when the op opens

@@ -1,4 +1,5 @@
-// The event-log reader against hand-written lines (docs/event-log.md) and synthetic logs.
+// The event-log reader against the examples of docs/event-log.md (read from the doc) and
+// synthetic logs.
 #include "analysis/event_log.h"
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "event_log_testlog.h"
+#include "tests/analysis/doc_examples.h"
 
 namespace pacer::analysis {
 namespace {
@@ -41,50 +43,13 @@ struct Collect : LogVisitor {
   }
 };
 
-// The examples of docs/event-log.md, one per line.
-const std::string kDocHeader =
-    R"J({"type":"header","schema":1,"pacer_version":"0.1.0","git_sha":"abc123","time_utc":"2026-11-21T15:00:00Z",)J"
-    R"J("command":"run","argv":["pacer","run","-m","m.gguf"],)J"
-    R"J("model":{"path":"m.gguf","name":"","arch":"qwen2","type":"q8_0","params":494032768,"bytes":531000000,)J"
-    R"J("matmul_bytes_per_token":500000000,"n_layers":24,"n_embd":896,"n_heads":14,"n_kv_heads":2,)J"
-    R"J("n_ff":4864,"n_vocab":151936},)J"
-    R"J("run":{"threads":2,"pin":"compact","cpus":[0,1],"ctx":512,"n_prompt":8,"n_predict":64,"seed":0,)J"
-    R"J("temperature":0.0,"isa":"avx512","kv_type":"f16","recording":"full"},)J"
-    R"J("host":{"hostname":"h","cpu_model":"Intel(R) Xeon(R) ...","microcode":"0x1","kernel":"6.1.0",)J"
-    R"J("governor":null,"smt":false,"virtualized":true,"tsc_mhz":2100.0,)J"
-    R"J("topology":{"packages":1,"numa_nodes":1,"cores":2,"pus":2,"l3_bytes":110100480},)J"
-    R"J("allowed_cpus":[0,1]},)J"
-    R"J("counters":{"mode":"software","live":["task_clock","context_switches","cpu_migrations","page_faults"],)J"
-    R"J("unavailable":[{"event":"cycles","reason":"no hardware PMU exposed (perf_event_open: ENOENT)"}],)J"
-    R"J("read":"read()"},)J"
-    R"J("frequency":{"source":"calibrated_loop","nominal_mhz":2100.0,"detail":"imul chain, 4 cycles/op"},)J"
-    R"J("thermal":{"throttle_counters":"absent","rapl":"absent"},)J"
-    R"J("bandwidth_gbs":null,"freq_before_mhz":[2995.1,2994.8],"load_ms":12.5})J"
-    "\n";
-const std::string kDocOp =
-    R"J({"type":"op","step":3,"phase":"decode","name":"attn_qkv","layer":5,"kind":"matmul",)J"
-    R"J("wtype":"q8_0","rows":1152,"cols":896,"tokens":1,"weight_bytes":1096704,)J"
-    R"J("t0_ns":123,"t1_ns":456,)J"
-    R"J("workers":[{"w":0,"cpu":0,"cpu_end":0,"t0_ns":125,"t1_ns":440,"freq_mhz":2990.0,"runq_ns":0,)J"
-    R"J("oncpu_ns":315,"counters":{"instructions":1000,"cycles":900,"task_clock_ns":315}}]})J"
-    "\n";
-const std::string kDocStep =
-    R"J({"type":"step","step":3,"phase":"decode","n_past":11,"token":1234,"piece":" the",)J"
-    R"J("t0_ns":100,"t1_ns":900,"step_ms":0.8,"tok_s":25.1,)J"
-    R"J("freq":[{"w":0,"cpu":0,"mhz":2990.0}],)J"
-    R"J("sched":{"runq_ns":0,"oncpu_ns":1600,"nvcsw":0,"nivcsw":1},)J"
-    R"J("process_cpu_usage":1.98,"host_cpu_usage":2.0})J"
-    "\n";
-const std::string kDocFooter =
-    R"J({"type":"footer","steps":65,"n_prompt":8,"n_generated":64,"load_ms":12.5,"ttft_ms":40.1,)J"
-    R"J("prefill_tok_s":200.0,"decode_tok_s":25.0,"wall_ms":2600.0,"peak_rss_kb":600000,)J"
-    R"J("tokenize_ms":0.1,"detokenize_ms":0.2,"freq_after_mhz":[2990.0,2991.0],"stop":"n_predict"})J"
-    "\n";
-const std::string kDocBench =
-    R"J({"type":"bench","test":"tg128","n_prompt":0,"n_gen":128,"threads":2,"pin":"compact",)J"
-    R"J("reps":5,"tok_s_mean":25.0,"tok_s_sd":0.2,"cv":0.008,"freq_mhz_mean":2990.0,)J"
-    R"J("roofline_pct":82.0,"flags":[]})J"
-    "\n";
+// The examples of docs/event-log.md, one per line, read from the doc (the test below and the
+// doc-driven tests in event_log_doc_test.cpp check them; the others use them as valid records).
+const std::string kDocHeader = testing::event_log_doc_example("header");
+const std::string kDocOp = testing::event_log_doc_example("op");
+const std::string kDocStep = testing::event_log_doc_example("step");
+const std::string kDocFooter = testing::event_log_doc_example("footer");
+const std::string kDocBench = testing::event_log_doc_example("bench");
 
 TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   Collect c;

@@ -1,0 +1,235 @@
+#pragma once
+// The event-log schema (docs/event-log.md): the one place that says which record types, enum
+// names, field keys and counter keys a pacer event log uses, and which schema version this build
+// writes and reads. runtime/ writes through it, analysis/ reads through it; it depends on nothing
+// of pacer, so neither side needs the other's headers.
+//
+// Unknown values, one rule for both directions: a name this build does not know parses to
+// `Phase::Other` / `OpKind::Other` (a newer writer may add names; readers must not fail on them),
+// and a value outside the table prints as "other" (never silently as another valid name).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pacer::eventlog {
+
+// The schema this build writes and the newest it reads. Additive changes (new keys, new record
+// types, new enum names) keep the version; readers ignore what they do not know.
+inline constexpr int kSchemaVersion = 1;
+
+template <class Enum>
+struct NamedValue {
+  Enum value;
+  std::string_view name;
+};
+
+// The name of `value` in `table`, or `fallback` when the table has no entry for it.
+template <class Enum, size_t N>
+constexpr std::string_view name_in(const std::array<NamedValue<Enum>, N>& table, Enum value,
+                                   std::string_view fallback) noexcept {
+  for (const auto& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  return fallback;
+}
+
+// The value named `name` in `table`, or nullopt.
+template <class Enum, size_t N>
+constexpr std::optional<Enum> value_in(const std::array<NamedValue<Enum>, N>& table,
+                                       std::string_view name) noexcept {
+  for (const auto& entry : table) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
+}
+
+// The part of the run an op or step belongs to. `Other` is never written by pacer's recorder; it
+// stands for a name this build does not know.
+enum class Phase : uint8_t { Tokenize, Prefill, Decode, Sample, Detokenize, Other };
+
+inline constexpr std::array<NamedValue<Phase>, 6> kPhaseNames{{
+    {Phase::Tokenize, "tokenize"},
+    {Phase::Prefill, "prefill"},
+    {Phase::Decode, "decode"},
+    {Phase::Sample, "sample"},
+    {Phase::Detokenize, "detokenize"},
+    {Phase::Other, "other"},
+}};
+// Arrays indexed by Phase have this many entries.
+inline constexpr size_t kPhaseCount = kPhaseNames.size();
+
+constexpr std::string_view phase_name(Phase p) noexcept {
+  return name_in(kPhaseNames, p, "other");
+}
+constexpr Phase parse_phase(std::string_view s) noexcept {
+  return value_in(kPhaseNames, s).value_or(Phase::Other);
+}
+
+// What an op computes (docs/event-log.md `op.kind`).
+enum class OpKind : uint8_t { Matmul, Attention, Norm, Elementwise, Embed, Sample, Other };
+
+inline constexpr std::array<NamedValue<OpKind>, 7> kOpKindNames{{
+    {OpKind::Matmul, "matmul"},
+    {OpKind::Attention, "attention"},
+    {OpKind::Norm, "norm"},
+    {OpKind::Elementwise, "elementwise"},
+    {OpKind::Embed, "embed"},
+    {OpKind::Sample, "sample"},
+    {OpKind::Other, "other"},
+}};
+inline constexpr size_t kOpKindCount = kOpKindNames.size();
+
+constexpr std::string_view op_kind_name(OpKind k) noexcept {
+  return name_in(kOpKindNames, k, "other");
+}
+constexpr OpKind parse_op_kind(std::string_view s) noexcept {
+  return value_in(kOpKindNames, s).value_or(OpKind::Other);
+}
+
+// The tables list every enumerator once, in declaration order, so `static_cast<size_t>(value)`
+// indexes them and arrays sized kPhaseCount / kOpKindCount cover every value.
+template <class Enum, size_t N>
+constexpr bool lists_every_value_in_order(const std::array<NamedValue<Enum>, N>& table) {
+  for (size_t i = 0; i < N; ++i) {
+    if (static_cast<size_t>(table[i].value) != i) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (table[j].name == table[i].name) return false;
+    }
+  }
+  return true;
+}
+static_assert(lists_every_value_in_order(kPhaseNames));
+static_assert(lists_every_value_in_order(kOpKindNames));
+static_assert(kPhaseNames.back().value == Phase::Other, "Other is the last Phase");
+static_assert(kOpKindNames.back().value == OpKind::Other, "Other is the last OpKind");
+
+// Record types: the "type" of every line.
+namespace record {
+inline constexpr std::string_view kType = "type";  // the key itself
+inline constexpr std::string_view kHeader = "header";
+inline constexpr std::string_view kOp = "op";
+inline constexpr std::string_view kStep = "step";
+inline constexpr std::string_view kFooter = "footer";
+inline constexpr std::string_view kBench = "bench";
+}  // namespace record
+
+// Keys of `op` lines and of their `workers[]` entries.
+namespace op_key {
+inline constexpr std::string_view kStep = "step";
+inline constexpr std::string_view kPhase = "phase";
+inline constexpr std::string_view kName = "name";
+inline constexpr std::string_view kLayer = "layer";
+inline constexpr std::string_view kKind = "kind";
+inline constexpr std::string_view kWtype = "wtype";
+inline constexpr std::string_view kRows = "rows";
+inline constexpr std::string_view kCols = "cols";
+inline constexpr std::string_view kTokens = "tokens";
+inline constexpr std::string_view kWeightBytes = "weight_bytes";
+inline constexpr std::string_view kT0Ns = "t0_ns";
+inline constexpr std::string_view kT1Ns = "t1_ns";
+inline constexpr std::string_view kWorkers = "workers";
+// workers[] entries
+inline constexpr std::string_view kWorker = "w";
+inline constexpr std::string_view kCpu = "cpu";
+inline constexpr std::string_view kCpuEnd = "cpu_end";
+inline constexpr std::string_view kChunks = "chunks";
+inline constexpr std::string_view kFreqMhz = "freq_mhz";
+inline constexpr std::string_view kRunqNs = "runq_ns";
+inline constexpr std::string_view kOncpuNs = "oncpu_ns";
+inline constexpr std::string_view kCounters = "counters";
+// Every key above (op and worker), for readers and tests that check a line against the schema.
+inline constexpr std::array kAll{kStep,    kPhase,   kName,    kLayer,       kKind,   kWtype,
+                                 kRows,    kCols,    kTokens,  kWeightBytes, kT0Ns,   kT1Ns,
+                                 kWorkers, kWorker,  kCpu,     kCpuEnd,      kChunks, kFreqMhz,
+                                 kRunqNs,  kOncpuNs, kCounters};
+}  // namespace op_key
+
+// Keys of `step` lines.
+namespace step_key {
+inline constexpr std::string_view kStep = "step";
+inline constexpr std::string_view kPhase = "phase";
+inline constexpr std::string_view kNPast = "n_past";
+inline constexpr std::string_view kNTokens = "n_tokens";
+inline constexpr std::string_view kToken = "token";
+inline constexpr std::string_view kPiece = "piece";
+inline constexpr std::string_view kT0Ns = "t0_ns";
+inline constexpr std::string_view kT1Ns = "t1_ns";
+inline constexpr std::string_view kStepMs = "step_ms";
+inline constexpr std::string_view kTokS = "tok_s";
+inline constexpr std::string_view kFreq = "freq";  // [{"w","cpu","mhz"}]
+inline constexpr std::string_view kFreqWorker = "w";
+inline constexpr std::string_view kFreqCpu = "cpu";
+inline constexpr std::string_view kFreqMhz = "mhz";
+inline constexpr std::string_view kSched = "sched";  // sums, plus "workers"
+inline constexpr std::string_view kSchedWorkers = "workers";
+inline constexpr std::string_view kSchedTid = "tid";
+inline constexpr std::string_view kRunqNs = "runq_ns";
+inline constexpr std::string_view kOncpuNs = "oncpu_ns";
+inline constexpr std::string_view kNvcsw = "nvcsw";
+inline constexpr std::string_view kNivcsw = "nivcsw";
+inline constexpr std::string_view kProcessCpuUsage = "process_cpu_usage";
+inline constexpr std::string_view kHostCpuUsage = "host_cpu_usage";
+inline constexpr std::string_view kStealMs = "steal_ms";
+inline constexpr std::string_view kEnergyJ = "energy_j";
+inline constexpr std::string_view kPowerW = "power_w";
+inline constexpr std::string_view kCgroup = "cgroup";
+inline constexpr std::string_view kNrPeriods = "nr_periods";
+inline constexpr std::string_view kNrThrottled = "nr_throttled";
+inline constexpr std::string_view kThrottledNs = "throttled_ns";
+inline constexpr std::string_view kThrottle = "throttle";
+inline constexpr std::string_view kThrottleCore = "core";
+inline constexpr std::string_view kThrottlePackage = "package";
+inline constexpr std::string_view kRecorder = "recorder";
+// Every top-level key of a step line.
+inline constexpr std::array kAll{kStep,    kPhase,  kNPast,   kNTokens,         kToken,
+                                 kPiece,   kT0Ns,   kT1Ns,    kStepMs,          kTokS,
+                                 kFreq,    kSched,  kStealMs, kProcessCpuUsage, kHostCpuUsage,
+                                 kEnergyJ, kPowerW, kCgroup,  kThrottle,        kRecorder};
+}  // namespace step_key
+
+// Keys of the `footer` line.
+namespace footer_key {
+inline constexpr std::string_view kSteps = "steps";
+inline constexpr std::string_view kNPrompt = "n_prompt";
+inline constexpr std::string_view kNGenerated = "n_generated";
+inline constexpr std::string_view kPeakRssKb = "peak_rss_kb";
+inline constexpr std::string_view kLoadMs = "load_ms";
+inline constexpr std::string_view kTtftMs = "ttft_ms";
+inline constexpr std::string_view kPrefillTokS = "prefill_tok_s";
+inline constexpr std::string_view kDecodeTokS = "decode_tok_s";
+inline constexpr std::string_view kWallMs = "wall_ms";
+inline constexpr std::string_view kTokenizeMs = "tokenize_ms";
+inline constexpr std::string_view kDetokenizeMs = "detokenize_ms";
+inline constexpr std::string_view kFreqAfterMhz = "freq_after_mhz";
+inline constexpr std::string_view kStop = "stop";
+inline constexpr std::string_view kRecorder = "recorder";
+inline constexpr std::array kAll{kSteps,        kNPrompt,      kNGenerated, kPeakRssKb, kLoadMs,
+                                 kTtftMs,       kPrefillTokS,  kDecodeTokS, kWallMs,    kTokenizeMs,
+                                 kDetokenizeMs, kFreqAfterMhz, kStop,       kRecorder};
+}  // namespace footer_key
+
+// Keys of an op worker's `counters` object (docs/event-log.md `op`). Hardware and software events
+// by these names; user events (--events) appear under their libpfm4 names.
+namespace counter_key {
+inline constexpr std::string_view kInstructions = "instructions";
+inline constexpr std::string_view kCycles = "cycles";
+inline constexpr std::string_view kRefCycles = "ref_cycles";
+inline constexpr std::string_view kLlcMisses = "llc_misses";
+inline constexpr std::string_view kBranchMisses = "branch_misses";
+inline constexpr std::string_view kTaskClockNs = "task_clock_ns";
+inline constexpr std::string_view kContextSwitches = "context_switches";
+inline constexpr std::string_view kCpuMigrations = "cpu_migrations";
+inline constexpr std::string_view kPageFaults = "page_faults";
+// Not a counter: the smallest fraction of time a multiplexed hardware group counted (< 1 only).
+inline constexpr std::string_view kMux = "mux";
+// The schedstat run-delay source's key; written as the worker field `runq_ns`, never in counters.
+inline constexpr std::string_view kRunqNs = "runq_ns";
+// The counters pacer's own sources count (user events come on top, under their libpfm4 names).
+inline constexpr std::array kStandard{kInstructions,    kCycles,        kRefCycles,
+                                      kLlcMisses,       kBranchMisses,  kTaskClockNs,
+                                      kContextSwitches, kCpuMigrations, kPageFaults};
+}  // namespace counter_key
+
+}  // namespace pacer::eventlog

@@ -1,0 +1,195 @@
+// docs/event-log.md against the schema and the reader: its JSON examples are read from the doc
+// file itself, every key they use must be one the schema (eventlog/schema.h) names, and the reader
+// must hand back exactly the values the doc shows. A doc edit that drifts from the code fails here.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/event_log.h"
+#include "eventlog/schema.h"
+#include "tests/analysis/doc_examples.h"
+
+namespace pacer::analysis {
+namespace {
+
+using nlohmann::json;
+using testing::event_log_doc_example;
+using testing::event_log_doc_examples;
+
+template <class Keys>
+bool contains(const Keys& keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// The typed records the reader produced, copied out of its reused buffers.
+struct Collect : LogVisitor {
+  std::vector<Header> headers;
+  std::vector<OpEvent> ops;
+  std::vector<StepEvent> steps;
+  std::vector<Footer> footers;
+  std::vector<BenchEvent> benches;
+  void on_header(const Header& h) override { headers.push_back(h); }
+  void on_op(const OpEvent& e) override { ops.push_back(e); }
+  void on_step(const StepEvent& e) override { steps.push_back(e); }
+  void on_footer(const Footer& e) override { footers.push_back(e); }
+  void on_bench(const BenchEvent& e) override { benches.push_back(e); }
+};
+
+TEST(EventLogDoc, EveryJsonExampleIsOneRecordTheReaderAcceptsWithoutWarnings) {
+  const std::vector<std::string> examples = event_log_doc_examples();
+  ASSERT_EQ(examples.size(), 5u) << "header, op, step, footer, bench";
+  // A log in the doc's order, the header first as the reader demands.
+  std::string log = event_log_doc_example("header");
+  for (const std::string& e : examples) {
+    if (e != log) log += e;
+  }
+  Collect c;
+  const ReadSummary s = LogReader::read_text(log, c, "docs/event-log.md");
+  EXPECT_EQ(s.malformed_count, 0) << (s.warnings().empty() ? "" : s.warnings().front());
+  EXPECT_EQ(s.n_unknown, 0);
+  EXPECT_EQ(s.n_header, 1);
+  EXPECT_EQ(s.n_op, 1);
+  EXPECT_EQ(s.n_step, 1);
+  EXPECT_EQ(s.n_footer, 1);
+  EXPECT_EQ(s.n_bench, 1);
+  EXPECT_EQ(s.schema, eventlog::kSchemaVersion);
+  EXPECT_TRUE(s.warnings().empty());
+}
+
+TEST(EventLogDoc, OpExampleUsesSchemaKeysAndReadsBackItsValues) {
+  const json doc = json::parse(event_log_doc_example("op"));
+  for (const auto& [k, v] : doc.items()) {
+    if (k != eventlog::record::kType) {
+      EXPECT_TRUE(contains(eventlog::op_key::kAll, k)) << k;
+    }
+  }
+  EXPECT_NE(eventlog::parse_phase(doc["phase"].get<std::string>()), Phase::Other);
+  EXPECT_NE(eventlog::parse_op_kind(doc["kind"].get<std::string>()), OpKind::Other);
+
+  Collect c;
+  LogReader::read_text(event_log_doc_example("header") + event_log_doc_example("op"), c);
+  ASSERT_EQ(c.ops.size(), 1u);
+  const OpEvent& op = c.ops[0];
+  EXPECT_EQ(op.step, doc["step"].get<int64_t>());
+  EXPECT_EQ(phase_name(op.phase), doc["phase"].get<std::string>());
+  EXPECT_EQ(op.name, doc["name"].get<std::string>());
+  EXPECT_EQ(op.layer, doc["layer"].get<int>());
+  EXPECT_EQ(op_kind_name(op.kind), doc["kind"].get<std::string>());
+  EXPECT_EQ(op.wtype, doc["wtype"].get<std::string>());
+  EXPECT_EQ(op.rows, doc["rows"].get<int64_t>());
+  EXPECT_EQ(op.cols, doc["cols"].get<int64_t>());
+  EXPECT_EQ(op.tokens, doc["tokens"].get<int64_t>());
+  EXPECT_EQ(op.weight_bytes, doc["weight_bytes"].get<int64_t>());
+  EXPECT_EQ(op.t0_ns, doc["t0_ns"].get<int64_t>());
+  EXPECT_EQ(op.t1_ns, doc["t1_ns"].get<int64_t>());
+  ASSERT_EQ(op.workers.size(), doc["workers"].size());
+  for (size_t i = 0; i < op.workers.size(); ++i) {
+    const json& dw = doc["workers"][i];
+    const WorkerSample& w = op.workers[i];
+    for (const auto& [k, v] : dw.items()) EXPECT_TRUE(contains(eventlog::op_key::kAll, k)) << k;
+    EXPECT_EQ(w.w, dw["w"].get<int>());
+    EXPECT_EQ(w.cpu, dw["cpu"].get<int>());
+    EXPECT_EQ(w.cpu_end, dw["cpu_end"].get<int>());
+    EXPECT_EQ(w.t0_ns, dw["t0_ns"].get<int64_t>());
+    EXPECT_EQ(w.t1_ns, dw["t1_ns"].get<int64_t>());
+    EXPECT_EQ(w.freq_mhz, dw["freq_mhz"].get<double>());
+    EXPECT_EQ(w.runq_ns, dw["runq_ns"].get<int64_t>());
+    EXPECT_EQ(w.oncpu_ns, dw["oncpu_ns"].get<int64_t>());
+    ASSERT_EQ(w.counters.size(), dw["counters"].size());
+    for (const auto& [k, v] : dw["counters"].items()) {
+      EXPECT_TRUE(contains(eventlog::counter_key::kStandard, k)) << k;
+      EXPECT_EQ(w.counter(k), v.get<double>()) << k;
+    }
+  }
+}
+
+TEST(EventLogDoc, StepExampleUsesSchemaKeysAndReadsBackItsValues) {
+  const json doc = json::parse(event_log_doc_example("step"));
+  for (const auto& [k, v] : doc.items()) {
+    if (k != eventlog::record::kType) {
+      EXPECT_TRUE(contains(eventlog::step_key::kAll, k)) << k;
+    }
+  }
+  Collect c;
+  LogReader::read_text(event_log_doc_example("header") + event_log_doc_example("step"), c);
+  ASSERT_EQ(c.steps.size(), 1u);
+  const StepEvent& st = c.steps[0];
+  EXPECT_EQ(st.step, doc["step"].get<int64_t>());
+  EXPECT_EQ(phase_name(st.phase), doc["phase"].get<std::string>());
+  EXPECT_EQ(st.n_past, doc["n_past"].get<int64_t>());
+  EXPECT_EQ(st.token, doc["token"].get<int64_t>());
+  EXPECT_EQ(st.piece, doc["piece"].get<std::string>());
+  EXPECT_EQ(st.t0_ns, doc["t0_ns"].get<int64_t>());
+  EXPECT_EQ(st.t1_ns, doc["t1_ns"].get<int64_t>());
+  EXPECT_EQ(st.step_ms, doc["step_ms"].get<double>());
+  EXPECT_EQ(st.tok_s, doc["tok_s"].get<double>());
+  ASSERT_EQ(st.freq.size(), doc["freq"].size());
+  EXPECT_EQ(st.freq[0].w, doc["freq"][0]["w"].get<int>());
+  EXPECT_EQ(st.freq[0].cpu, doc["freq"][0]["cpu"].get<int>());
+  EXPECT_EQ(st.freq[0].mhz, doc["freq"][0]["mhz"].get<double>());
+  EXPECT_EQ(st.runq_ns, doc["sched"]["runq_ns"].get<int64_t>());
+  EXPECT_EQ(st.oncpu_ns, doc["sched"]["oncpu_ns"].get<int64_t>());
+  EXPECT_EQ(st.nvcsw, doc["sched"]["nvcsw"].get<int64_t>());
+  EXPECT_EQ(st.nivcsw, doc["sched"]["nivcsw"].get<int64_t>());
+  EXPECT_EQ(st.process_cpu_usage, doc["process_cpu_usage"].get<double>());
+  EXPECT_EQ(st.host_cpu_usage, doc["host_cpu_usage"].get<double>());
+}
+
+TEST(EventLogDoc, FooterExampleUsesSchemaKeysAndReadsBackItsValues) {
+  const json doc = json::parse(event_log_doc_example("footer"));
+  for (const auto& [k, v] : doc.items()) {
+    if (k != eventlog::record::kType) {
+      EXPECT_TRUE(contains(eventlog::footer_key::kAll, k)) << k;
+    }
+  }
+  Collect c;
+  LogReader::read_text(event_log_doc_example("header") + event_log_doc_example("footer"), c);
+  ASSERT_EQ(c.footers.size(), 1u);
+  const Footer& f = c.footers[0];
+  EXPECT_EQ(f.steps, doc["steps"].get<int64_t>());
+  EXPECT_EQ(f.n_prompt, doc["n_prompt"].get<int64_t>());
+  EXPECT_EQ(f.n_generated, doc["n_generated"].get<int64_t>());
+  EXPECT_EQ(f.load_ms, doc["load_ms"].get<double>());
+  EXPECT_EQ(f.ttft_ms, doc["ttft_ms"].get<double>());
+  EXPECT_EQ(f.prefill_tok_s, doc["prefill_tok_s"].get<double>());
+  EXPECT_EQ(f.decode_tok_s, doc["decode_tok_s"].get<double>());
+  EXPECT_EQ(f.wall_ms, doc["wall_ms"].get<double>());
+  EXPECT_EQ(f.peak_rss_kb, doc["peak_rss_kb"].get<int64_t>());
+  EXPECT_EQ(f.tokenize_ms, doc["tokenize_ms"].get<double>());
+  EXPECT_EQ(f.detokenize_ms, doc["detokenize_ms"].get<double>());
+  EXPECT_EQ(f.freq_after_mhz, doc["freq_after_mhz"].get<std::vector<double>>());
+  EXPECT_EQ(f.stop, doc["stop"].get<std::string>());
+}
+
+TEST(EventLogDoc, HeaderExampleNamesCountersAsTheRecorderWritesThem) {
+  const json doc = json::parse(event_log_doc_example("header"));
+  EXPECT_EQ(doc["schema"].get<int>(), eventlog::kSchemaVersion);
+  // counters.live lists counter keys exactly as op lines carry them (task_clock_ns, not
+  // task_clock); the run-queue source's key is the one addition.
+  for (const json& k : doc["counters"]["live"]) {
+    const std::string key = k.get<std::string>();
+    EXPECT_TRUE(contains(eventlog::counter_key::kStandard, key) ||
+                key == eventlog::counter_key::kRunqNs)
+        << key;
+  }
+  for (const json& u : doc["counters"]["unavailable"]) {
+    EXPECT_TRUE(contains(eventlog::counter_key::kStandard, u["event"].get<std::string>()))
+        << u["event"];
+  }
+  Collect c;
+  LogReader::read_text(event_log_doc_example("header"), c);
+  ASSERT_EQ(c.headers.size(), 1u);
+  const Header& h = c.headers[0];
+  EXPECT_EQ(h.counters.live, doc["counters"]["live"].get<std::vector<std::string>>());
+  EXPECT_EQ(h.model.path, doc["model"]["path"].get<std::string>());
+  EXPECT_EQ(h.run.threads, doc["run"]["threads"].get<int64_t>());
+  EXPECT_EQ(h.host.tsc_mhz, doc["host"]["tsc_mhz"].get<double>());
+  EXPECT_EQ(h.frequency.source, doc["frequency"]["source"].get<std::string>());
+  EXPECT_EQ(h.freq_before_mhz, doc["freq_before_mhz"].get<std::vector<double>>());
+}
+
+}  // namespace
+}  // namespace pacer::analysis
