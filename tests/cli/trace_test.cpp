@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -206,6 +207,37 @@ TEST(ChromeTrace, RejectsLogsWithoutHeaderOrFromANewerSchema) {
     const std::string m = e.what();
     EXPECT_NE(m.find("schema 2"), std::string::npos) << m;
     EXPECT_NE(m.find("schema 1"), std::string::npos) << m;
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// tests/data/trace/golden_events.jsonl is a fixed log (prefill and decode steps, parallel and
+// serial ops, a multi-chunk worker with mux < 1, escaped piece text, RAPL, sched workers, a bench
+// row and an unknown record type); golden_trace*.json are the traces the converter wrote for it
+// before it became a visitor of the one log reader. Any change to the trace shows up here.
+TEST(ChromeTrace, FixedLogGivesTheGoldenTraceByteForByte) {
+  const std::string dir = std::string(PACER_TEST_DATA) + "/trace/";
+  for (const bool counters : {true, false}) {
+    std::ifstream in(dir + "golden_events.jsonl");
+    ASSERT_TRUE(in);
+    std::ostringstream out;
+    ChromeTraceOptions opts;
+    opts.counters = counters;
+    const ChromeTraceSummary s = convert_to_chrome_trace(in, out, "golden_events.jsonl", opts);
+    const std::string golden =
+        read_file(dir + (counters ? "golden_trace.json" : "golden_trace_no_counters.json"));
+    EXPECT_EQ(out.str(), golden) << "counters " << counters;
+    EXPECT_TRUE(s.complete);
+    EXPECT_EQ(s.ops, 6);
+    EXPECT_EQ(s.steps, 2);
+    EXPECT_EQ(s.slices, 8);
+    EXPECT_EQ(s.workers, 2);
+    EXPECT_EQ(s.events, counters ? 37 : 17);
   }
 }
 
