@@ -1,11 +1,12 @@
 #include "analysis/chrome_trace.h"
+
+#include "analysis/event_log.h"
 #include "analysis/output_file.h"
 
-#include <fstream>
 #include <istream>
 #include <map>
+#include <optional>
 #include <ostream>
-#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@ namespace pacer::analysis {
 namespace {
 
 using json = nlohmann::json;
+namespace op_key = eventlog::op_key;
+namespace step_key = eventlog::step_key;
 
 constexpr int kPid = 1;
 constexpr int kStepsTid = 0;  // worker w is tid w + 1
@@ -24,11 +27,6 @@ constexpr int kStepsTid = 0;  // worker w is tid w + 1
 // keep every event positive; three decimals keep ns resolution.
 double us(int64_t ns) {
   return static_cast<double>(ns) / 1000.0;
-}
-
-int64_t get_i64(const json& j, const char* key, int64_t fallback) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
 }
 
 class TraceWriter {
@@ -63,66 +61,99 @@ struct Converter {
         {{"ph", "C"}, {"name", name}, {"pid", kPid}, {"ts", us(ts_ns)}, {"args", {{unit, value}}}});
   }
 
-  void op(const json& op) {
+  void op(const OpEvent& op) {
     ++summary.ops;
-    const auto workers = op.find("workers");
-    if (workers == op.end() || !workers->is_array()) return;
-    json base = {{"step", op.value("step", json())},
-                 {"layer", op.value("layer", -1)},
-                 {"kind", op.value("kind", "")}};
-    for (const char* k : {"wtype", "rows", "cols", "tokens", "weight_bytes"}) {
-      if (op.contains(k)) base[k] = op[k];
-    }
-    const std::string name = op.value("name", "op");
-    const std::string phase = op.value("phase", "");
-    for (const json& w : *workers) {
-      if (!w.is_object()) continue;
-      const int wid = static_cast<int>(get_i64(w, "w", 0));
-      const int64_t t0 = get_i64(w, "t0_ns", get_i64(op, "t0_ns", 0));
-      const int64_t t1 = get_i64(w, "t1_ns", t0);
-      const int cpu = static_cast<int>(get_i64(w, "cpu", -1));
-      ++worker_cpus[wid][cpu];
+    json base = {{op_key::kStep, op.step},
+                 {op_key::kLayer, op.layer},
+                 {op_key::kKind, op_kind_name(op.kind)}};
+    if (op.has(OpEvent::kWtype)) base[op_key::kWtype] = op.wtype;
+    if (op.has(OpEvent::kRows)) base[op_key::kRows] = op.rows;
+    if (op.has(OpEvent::kCols)) base[op_key::kCols] = op.cols;
+    if (op.has(OpEvent::kTokens)) base[op_key::kTokens] = op.tokens;
+    if (op.has(OpEvent::kWeightBytes)) base[op_key::kWeightBytes] = op.weight_bytes;
+    const std::string_view phase = phase_name(op.phase);
+    for (const WorkerSample& w : op.workers) {
+      const int64_t t0 = w.t0_ns, t1 = w.t1_ns;
+      ++worker_cpus[w.w][w.cpu];
       json args = base;
-      for (const char* k : {"cpu", "cpu_end", "chunks", "freq_mhz", "runq_ns", "oncpu_ns"}) {
-        if (w.contains(k)) args[k] = w[k];
-      }
-      if (w.contains("counters") && w["counters"].is_object()) {
-        for (const auto& [k, v] : w["counters"].items()) args[k] = v;
+      args[op_key::kCpu] = w.cpu;
+      args[op_key::kCpuEnd] = w.cpu_end;
+      if (w.chunks) args[op_key::kChunks] = *w.chunks;
+      if (w.freq_mhz) args[op_key::kFreqMhz] = *w.freq_mhz;
+      if (w.runq_ns) args[op_key::kRunqNs] = *w.runq_ns;
+      if (w.oncpu_ns) args[op_key::kOncpuNs] = *w.oncpu_ns;
+      for (const Counter& c : w.counters) {
+        // Counts stay integers in the trace; fractions (mux) stay fractions.
+        args[c.name] = c.integral ? json(static_cast<int64_t>(c.value)) : json(c.value);
       }
       writer.emit({{"ph", "X"},
-                   {"name", name},
+                   {"name", op.name},
                    {"cat", phase},
                    {"pid", kPid},
-                   {"tid", wid + 1},
+                   {"tid", w.w + 1},
                    {"ts", us(t0)},
                    {"dur", us(t1 > t0 ? t1 - t0 : 0)},
                    {"args", args}});
       ++summary.slices;
       if (!opts.counters) continue;
-      if (w.contains("freq_mhz") && w["freq_mhz"].is_number()) {
-        counter(fmt::format("freq w{}", wid), "MHz", t0, w["freq_mhz"].get<double>());
-      }
-      if (w.contains("runq_ns") && w["runq_ns"].is_number() && t1 > t0) {
+      if (w.freq_mhz) counter(fmt::format("freq w{}", w.w), "MHz", t0, *w.freq_mhz);
+      if (w.runq_ns && t1 > t0) {
         // Share of the chunk spent waiting for a CPU, held for the chunk, then back to 0.
-        const double pct = 100.0 * w["runq_ns"].get<double>() / static_cast<double>(t1 - t0);
-        counter(fmt::format("runq w{}", wid), "%", t0, pct);
-        counter(fmt::format("runq w{}", wid), "%", t1, 0.0);
+        const double pct = 100.0 * static_cast<double>(*w.runq_ns) / static_cast<double>(t1 - t0);
+        counter(fmt::format("runq w{}", w.w), "%", t0, pct);
+        counter(fmt::format("runq w{}", w.w), "%", t1, 0.0);
       }
     }
   }
 
-  void step(const json& s) {
+  void step(const StepEvent& s) {
     ++summary.steps;
-    const int64_t t0 = get_i64(s, "t0_ns", 0), t1 = get_i64(s, "t1_ns", t0);
-    const std::string phase = s.value("phase", "step");
-    json args = json::object();
-    for (const char* k :
-         {"step", "n_past", "n_tokens", "token", "piece", "step_ms", "tok_s", "process_cpu_usage",
-          "host_cpu_usage", "energy_j", "power_w", "freq", "sched"}) {
-      if (s.contains(k)) args[k] = s[k];
+    const int64_t t0 = s.t0_ns, t1 = s.t1_ns;
+    json args = {{step_key::kStep, s.step}, {step_key::kNPast, s.n_past}};
+    auto put = [&](std::string_view key, const auto& value) {
+      if (value) args[key] = *value;
+    };
+    put(step_key::kNTokens, s.n_tokens);
+    put(step_key::kToken, s.token);
+    // The recorder writes a piece with every sampled token (possibly "").
+    if (s.token || !s.piece.empty()) args[step_key::kPiece] = s.piece;
+    put(step_key::kStepMs, s.step_ms);
+    put(step_key::kTokS, s.tok_s);
+    put(step_key::kProcessCpuUsage, s.process_cpu_usage);
+    put(step_key::kHostCpuUsage, s.host_cpu_usage);
+    put(step_key::kEnergyJ, s.energy_j);
+    put(step_key::kPowerW, s.power_w);
+    if (!s.freq.empty()) {
+      json freq = json::array();
+      for (const StepFreq& f : s.freq) {
+        freq.push_back(
+            {{step_key::kWorker, f.w}, {step_key::kCpu, f.cpu}, {step_key::kMhz, f.mhz}});
+      }
+      args[step_key::kFreq] = std::move(freq);
+    }
+    if (s.runq_ns || s.oncpu_ns || s.nvcsw || s.nivcsw || !s.sched_workers.empty()) {
+      json sched = json::object();
+      auto put_sched = [&](std::string_view key, const std::optional<int64_t>& value) {
+        if (value) sched[key] = *value;
+      };
+      put_sched(step_key::kRunqNs, s.runq_ns);
+      put_sched(step_key::kOncpuNs, s.oncpu_ns);
+      put_sched(step_key::kNvcsw, s.nvcsw);
+      put_sched(step_key::kNivcsw, s.nivcsw);
+      json workers = json::array();
+      for (const StepSchedWorker& w : s.sched_workers) {
+        workers.push_back({{step_key::kWorker, w.w},
+                           {step_key::kTid, w.tid},
+                           {step_key::kRunqNs, w.runq_ns},
+                           {step_key::kOncpuNs, w.oncpu_ns},
+                           {step_key::kNvcsw, w.nvcsw},
+                           {step_key::kNivcsw, w.nivcsw}});
+      }
+      sched[step_key::kSchedWorkers] = std::move(workers);
+      args[step_key::kSched] = std::move(sched);
     }
     writer.emit({{"ph", "X"},
-                 {"name", fmt::format("{} {}", phase, get_i64(s, "step", 0))},
+                 {"name", fmt::format("{} {}", phase_name(s.phase), s.step)},
                  {"cat", "step"},
                  {"pid", kPid},
                  {"tid", kStepsTid},
@@ -131,18 +162,16 @@ struct Converter {
                  {"args", args}});
     if (!opts.counters) return;
     struct StepCounter {
-      const char* key;
+      const std::optional<double>& value;
       const char* track;
       const char* unit;
     };
-    const StepCounter step_counters[] = {{"tok_s", "decode", "tok/s"},
-                                         {"process_cpu_usage", "process", "CPUs busy"},
-                                         {"host_cpu_usage", "host", "CPUs busy"},
-                                         {"power_w", "power", "W"}};
+    const StepCounter step_counters[] = {{s.tok_s, "decode", "tok/s"},
+                                         {s.process_cpu_usage, "process", "CPUs busy"},
+                                         {s.host_cpu_usage, "host", "CPUs busy"},
+                                         {s.power_w, "power", "W"}};
     for (const StepCounter& c : step_counters) {
-      if (s.contains(c.key) && s[c.key].is_number()) {
-        counter(c.track, c.unit, t1, s[c.key].get<double>());
-      }
+      if (c.value) counter(c.track, c.unit, t1, *c.value);
     }
   }
 
@@ -190,83 +219,68 @@ struct Converter {
   }
 };
 
+// The trace as a visitor of the one log reader: the reader validates the header and the lines
+// (its errors and warnings are the trace's), the visitor writes events as records arrive. Nothing
+// is written before the header is accepted.
+class TraceVisitor final : public LogVisitor {
+ public:
+  TraceVisitor(std::ostream& out, const std::string& log_name, const ChromeTraceOptions& opts)
+      : out_(out), log_name_(log_name), opts_(opts) {}
+
+  void on_header(const Header& h) override {
+    header_ = h.raw;
+    writer_.emplace(out_, summary_);
+    converter_.emplace(Converter{opts_, summary_, *writer_, {}});
+  }
+  void on_op(const OpEvent& op) override { converter_->op(op); }
+  void on_step(const StepEvent& s) override { converter_->step(s); }
+  // footer: only its presence matters (ReadSummary::complete); bench rows and unknown types are
+  // not part of the timeline.
+
+  ChromeTraceSummary finish(const ReadSummary& read) {
+    summary_.lines = read.lines;
+    summary_.complete = read.complete();
+    summary_.warnings = read.warnings();
+    converter_->metadata(header_);
+    json other = {{"source", log_name_},
+                  {"pacer_version", header_.value("pacer_version", "")},
+                  {"git_sha", header_.value("git_sha", "")},
+                  {"complete", summary_.complete}};
+    for (const char* k : {"model", "host", "frequency", "counters"}) {
+      if (header_.contains(k)) other[k] = header_[k];
+    }
+    writer_->finish(other);
+    return std::move(summary_);
+  }
+
+ private:
+  std::ostream& out_;
+  const std::string& log_name_;
+  const ChromeTraceOptions& opts_;
+  ChromeTraceSummary summary_;
+  json header_;
+  std::optional<TraceWriter> writer_;
+  std::optional<Converter> converter_;
+};
+
 }  // namespace
 
 ChromeTraceSummary convert_to_chrome_trace(std::istream& log, std::ostream& out,
                                            const std::string& log_name,
                                            const ChromeTraceOptions& opts) {
-  ChromeTraceSummary summary;
-  std::string line;
-  json header;
-  // The header must come first: without it nothing below can be trusted.
-  while (header.is_null() && std::getline(log, line)) {
-    ++summary.lines;
-    if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || j.value("type", "") != "header") {
-      throw std::runtime_error(
-          fmt::format("{}:{}: not a pacer event log (the first record must be a header)", log_name,
-                      summary.lines));
-    }
-    const int64_t schema = get_i64(j, "schema", 0);
-    if (schema > eventlog::kSchemaVersion) {
-      throw std::runtime_error(
-          fmt::format("{}:{}: event log schema {} is newer than this pacer reads (schema {})",
-                      log_name, summary.lines, schema, eventlog::kSchemaVersion));
-    }
-    header = std::move(j);
-  }
-  if (header.is_null()) throw std::runtime_error(fmt::format("{}: empty event log", log_name));
-
-  TraceWriter writer(out, summary);
-  Converter conv{opts, summary, writer, {}};
-  json footer;
-  while (std::getline(log, line)) {
-    ++summary.lines;
-    if (line.empty()) continue;
-    const bool unterminated = log.eof();  // getline hit EOF before a '\n'
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      summary.warnings.push_back(
-          unterminated ? fmt::format("{}:{}: truncated last line skipped (killed run?)", log_name,
-                                     summary.lines)
-                       : fmt::format("{}:{}: malformed line skipped", log_name, summary.lines));
-      continue;
-    }
-    const std::string type = j.value("type", "");
-    if (type == "op") {
-      conv.op(j);
-    } else if (type == "step") {
-      conv.step(j);
-    } else if (type == "footer") {
-      footer = std::move(j);
-      summary.complete = true;
-    }  // other types (bench, future additions) are not part of the timeline
-  }
-  if (!summary.complete) {
-    summary.warnings.push_back(fmt::format("{}: no footer: the run did not finish", log_name));
-  }
-  conv.metadata(header);
-  json other = {{"source", log_name},
-                {"pacer_version", header.value("pacer_version", "")},
-                {"git_sha", header.value("git_sha", "")},
-                {"complete", summary.complete}};
-  if (header.contains("model")) other["model"] = header["model"];
-  if (header.contains("host")) other["host"] = header["host"];
-  if (header.contains("frequency")) other["frequency"] = header["frequency"];
-  if (header.contains("counters")) other["counters"] = header["counters"];
-  writer.finish(other);
-  return summary;
+  TraceVisitor trace(out, log_name, opts);
+  const ReadSummary read = LogReader::read_stream(log, trace, log_name);
+  return trace.finish(read);
 }
 
 ChromeTraceSummary convert_file_to_chrome_trace(const std::string& log_path,
                                                 const std::string& trace_path,
                                                 const ChromeTraceOptions& opts) {
-  std::ifstream in(log_path);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open event log", log_path));
   // Written whole or not at all: a bad log found halfway leaves no half trace behind.
   OutputFile out(trace_path);
-  ChromeTraceSummary s = convert_to_chrome_trace(in, out.stream(), log_path, opts);
+  TraceVisitor trace(out.stream(), log_path, opts);
+  const ReadSummary read = LogReader(log_path).read(trace);
+  ChromeTraceSummary s = trace.finish(read);
   out.commit();
   return s;
 }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <istream>
 
 #include <fmt/format.h>
 
@@ -154,6 +155,7 @@ struct LogReader::Impl {
     w.freq_mhz.reset();
     w.runq_ns.reset();
     w.oncpu_ns.reset();
+    w.chunks.reset();
     w.counters.clear();
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
@@ -173,12 +175,16 @@ struct LogReader::Impl {
           read_opt(sc, w.runq_ns);
         } else if (key == op_key::kOncpuNs) {
           read_opt(sc, w.oncpu_ns);
+        } else if (key == op_key::kChunks) {
+          if (!sc.null()) w.chunks = read_int32(sc);
         } else if (key == op_key::kCounters) {
           sc.object([&](std::string_view name) {
             in_field(name, [&] {
               if (sc.null()) return;  // not measured
               const std::string_view interned = intern(name, sc);
-              w.counters.push_back(Counter{interned, sc.number()});
+              bool integral = true;
+              const double value = sc.number(integral);
+              w.counters.push_back(Counter{interned, value, integral});
             });
           });
         } else {
@@ -201,6 +207,7 @@ struct LogReader::Impl {
     e.kind = OpKind::Other;
     e.wtype.clear();
     e.rows = e.cols = e.tokens = e.weight_bytes = 0;
+    e.optional_keys = 0;
     e.t0_ns = e.t1_ns = 0;
     size_t n_workers = 0;
     bool has_name = false, has_phase = false, has_t0 = false, has_t1 = false, has_step = false;
@@ -244,12 +251,14 @@ struct LogReader::Impl {
           case 'r':
             if (key == op_key::kRows) {
               e.rows = sc.integer();
+              e.optional_keys |= OpEvent::kRows;
               return;
             }
             break;
           case 'c':
             if (key == op_key::kCols) {
               e.cols = sc.integer();
+              e.optional_keys |= OpEvent::kCols;
               return;
             }
             break;
@@ -266,6 +275,7 @@ struct LogReader::Impl {
             }
             if (key == op_key::kTokens) {
               e.tokens = sc.integer();
+              e.optional_keys |= OpEvent::kTokens;
               return;
             }
             if (key == eventlog::record::kType) {
@@ -276,10 +286,12 @@ struct LogReader::Impl {
           case 'w':
             if (key == op_key::kWtype) {
               read_str(sc, e.wtype);
+              e.optional_keys |= OpEvent::kWtype;
               return;
             }
             if (key == op_key::kWeightBytes) {
               e.weight_bytes = sc.integer();
+              e.optional_keys |= OpEvent::kWeightBytes;
               return;
             }
             if (key == op_key::kWorkers) {
@@ -311,6 +323,28 @@ struct LogReader::Impl {
     return true;
   }
 
+  static void parse_sched_worker(JsonScanner& sc, StepSchedWorker& w) {
+    sc.object([&](std::string_view k) {
+      in_field(k, [&] {
+        if (k == step_key::kWorker) {
+          w.w = read_int32(sc);
+        } else if (k == step_key::kTid) {
+          w.tid = sc.integer();
+        } else if (k == step_key::kRunqNs) {
+          w.runq_ns = sc.integer();
+        } else if (k == step_key::kOncpuNs) {
+          w.oncpu_ns = sc.integer();
+        } else if (k == step_key::kNvcsw) {
+          w.nvcsw = sc.integer();
+        } else if (k == step_key::kNivcsw) {
+          w.nivcsw = sc.integer();
+        } else {
+          sc.skip_value();
+        }
+      });
+    });
+  }
+
   void parse_step(std::string_view line, int64_t lineno) {
     JsonScanner sc(line);
     StepEvent& e = step;
@@ -318,7 +352,10 @@ struct LogReader::Impl {
       // Reset to defaults but keep the piece and freq buffers' capacity.
       std::string piece = std::move(e.piece);
       std::vector<StepFreq> freq = std::move(e.freq);
+      std::vector<StepSchedWorker> sched_workers = std::move(e.sched_workers);
       e = StepEvent{};
+      e.sched_workers = std::move(sched_workers);
+      e.sched_workers.clear();
       e.line = lineno;
       e.piece = std::move(piece);
       e.piece.clear();
@@ -357,11 +394,11 @@ struct LogReader::Impl {
             StepFreq f;
             sc.object([&](std::string_view k) {
               in_field(k, [&] {
-                if (k == step_key::kFreqWorker) {
+                if (k == step_key::kWorker) {
                   f.w = read_int32(sc);
-                } else if (k == step_key::kFreqCpu) {
+                } else if (k == step_key::kCpu) {
                   f.cpu = sc.null() ? -1 : read_int32(sc);
-                } else if (k == step_key::kFreqMhz) {
+                } else if (k == step_key::kMhz) {
                   f.mhz = sc.null() ? 0.0 : sc.number();
                 } else {
                   sc.skip_value();
@@ -382,6 +419,9 @@ struct LogReader::Impl {
                 read_opt(sc, e.nvcsw);
               } else if (k == step_key::kNivcsw) {
                 read_opt(sc, e.nivcsw);
+              } else if (k == step_key::kSchedWorkers) {
+                if (sc.null()) return;
+                sc.array([&] { parse_sched_worker(sc, e.sched_workers.emplace_back()); });
               } else {
                 sc.skip_value();
               }
@@ -400,6 +440,10 @@ struct LogReader::Impl {
           });
         } else if (key == step_key::kStealMs) {
           read_opt(sc, e.steal_ms);
+        } else if (key == step_key::kEnergyJ) {
+          read_opt(sc, e.energy_j);
+        } else if (key == step_key::kPowerW) {
+          read_opt(sc, e.power_w);
         } else if (key == step_key::kProcessCpuUsage) {
           read_opt(sc, e.process_cpu_usage);
         } else if (key == step_key::kHostCpuUsage) {
@@ -647,6 +691,39 @@ size_t split_lines(std::string_view text, bool at_eof, F&& on_line) {
 
 }  // namespace
 
+namespace {
+
+// Hands `on_line(line, lineno, offset, unterminated)` every line of a source read in chunks;
+// returns the bytes read. `fill(dst, n, offset)` copies up to n bytes into dst and returns how
+// many (fewer only at the end); it throws on a read error. A line longer than a chunk grows the
+// buffer.
+template <class Fill, class OnLine>
+int64_t read_chunked(Fill&& fill, OnLine&& on_line) {
+  constexpr size_t kChunk = 1 << 20;
+  std::vector<char> buf(2 * kChunk);
+  size_t len = 0;        // bytes in buf
+  int64_t buf_base = 0;  // file offset of buf[0]
+  int64_t lineno = 0;
+  bool eof = false;
+  while (!eof) {
+    if (buf.size() - len < kChunk) buf.resize(len + kChunk);  // a line longer than a chunk
+    const size_t got = fill(buf.data() + len, kChunk, buf_base + static_cast<int64_t>(len));
+    eof = got < kChunk;
+    len += got;
+    const size_t used =
+        split_lines(std::string_view(buf.data(), len), eof,
+                    [&](std::string_view line, size_t at, bool unterminated) {
+                      on_line(line, ++lineno, buf_base + static_cast<int64_t>(at), unterminated);
+                    });
+    std::memmove(buf.data(), buf.data() + used, len - used);
+    len -= used;
+    buf_base += static_cast<int64_t>(used);
+  }
+  return buf_base;
+}
+
+}  // namespace
+
 ReadSummary LogReader::read(LogVisitor& visitor) {
   std::FILE* f = std::fopen(path_.c_str(), "rb");
   if (!f) throw LogError(path_, 0, -1, fmt::format("cannot open: {}", std::strerror(errno)));
@@ -656,33 +733,35 @@ ReadSummary LogReader::read(LogVisitor& visitor) {
   im.path = path_;
   im.summary.path = path_;
   im.visitor = &visitor;
+  im.summary.bytes = read_chunked(
+      [&](char* dst, size_t n, int64_t offset) {
+        const size_t got = std::fread(dst, 1, n, f);
+        if (got < n && std::ferror(f)) throw LogError(path_, 0, offset, "read error");
+        return got;
+      },
+      [&](std::string_view line, int64_t lineno, int64_t offset, bool unterminated) {
+        im.process_line(line, lineno, offset, unterminated);
+      });
+  if (!im.header_seen) throw LogError(im.path, 0, -1, "empty event log (no header)");
+  return std::move(im.summary);
+}
 
-  constexpr size_t kChunk = 1 << 20;
-  std::vector<char> buf(2 * kChunk);
-  size_t len = 0;        // bytes in buf
-  int64_t buf_base = 0;  // file offset of buf[0]
-  int64_t lineno = 0;
-  bool eof = false;
-  while (!eof) {
-    if (buf.size() - len < kChunk) buf.resize(len + kChunk);  // a line longer than a chunk
-    const size_t got = std::fread(buf.data() + len, 1, kChunk, f);
-    if (got < kChunk) {
-      if (std::ferror(f))
-        throw LogError(path_, 0, buf_base + static_cast<int64_t>(len), "read error");
-      eof = true;
-    }
-    len += got;
-    const size_t used = split_lines(
-        std::string_view(buf.data(), len), eof,
-        [&](std::string_view line, size_t at, bool unterminated) {
-          im.process_line(line, ++lineno, buf_base + static_cast<int64_t>(at), unterminated);
-        });
-    std::memmove(buf.data(), buf.data() + used, len - used);
-    len -= used;
-    buf_base += static_cast<int64_t>(used);
-  }
-  im.summary.bytes = buf_base;
-  if (!im.header_seen) throw LogError(path_, 0, -1, "empty event log (no header)");
+ReadSummary LogReader::read_stream(std::istream& in, LogVisitor& visitor, std::string name) {
+  Impl im;
+  im.path = name;
+  im.summary.path = name;
+  im.visitor = &visitor;
+  im.summary.bytes = read_chunked(
+      [&](char* dst, size_t n, int64_t offset) {
+        in.read(dst, static_cast<std::streamsize>(n));
+        const auto got = static_cast<size_t>(in.gcount());
+        if (got < n && in.bad()) throw LogError(name, 0, offset, "read error");
+        return got;
+      },
+      [&](std::string_view line, int64_t lineno, int64_t offset, bool unterminated) {
+        im.process_line(line, lineno, offset, unterminated);
+      });
+  if (!im.header_seen) throw LogError(im.path, 0, -1, "empty event log (no header)");
   return std::move(im.summary);
 }
 

@@ -19,6 +19,7 @@
 // line is noted, and a missing footer marks the run incomplete.
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -63,6 +64,7 @@ using eventlog::phase_name;
 struct Counter {
   std::string_view name;
   double value = 0;
+  bool integral = true;  // written as a JSON integer (counts); false: a fraction such as `mux`
 };
 
 // One executor worker's slice of an op (`workers[]` in an op line).
@@ -74,6 +76,7 @@ struct WorkerSample {
   std::optional<double> freq_mhz;
   std::optional<int64_t> runq_ns;   // time runnable but not running during the chunk
   std::optional<int64_t> oncpu_ns;  // time on CPU during the chunk
+  std::optional<int> chunks;        // chunks the worker ran of the op; absent: one
   std::vector<Counter> counters;    // instructions, cycles, task_clock_ns, mux, ...
 
   // The counter's value, or nullopt when the source did not measure it.
@@ -94,7 +97,12 @@ struct OpEvent {
   int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0;
   int64_t t0_ns = 0, t1_ns = 0;
   std::vector<WorkerSample> workers;
+  // Which of the optional keys above the line had (consumers that pass a line's keys on as they
+  // are, such as pacer trace, need absent told apart from 0).
+  enum OptionalKey : uint8_t { kWtype = 1, kRows = 2, kCols = 4, kTokens = 8, kWeightBytes = 16 };
+  uint8_t optional_keys = 0;
 
+  bool has(OptionalKey k) const noexcept { return (optional_keys & k) != 0; }
   int64_t duration_ns() const noexcept { return t1_ns - t0_ns; }
 };
 
@@ -102,6 +110,13 @@ struct StepFreq {
   int w = -1;
   int cpu = -1;
   double mhz = 0;
+};
+
+// One worker thread's scheduler deltas over a step (`sched.workers[]`).
+struct StepSchedWorker {
+  int w = -1;
+  int64_t tid = 0;
+  int64_t runq_ns = 0, oncpu_ns = 0, nvcsw = 0, nivcsw = 0;
 };
 
 // `step` line: one prefill batch or one decoded token, after its ops.
@@ -118,9 +133,11 @@ struct StepEvent {
   std::optional<double> tok_s;  // running decode throughput
   std::vector<StepFreq> freq;
   std::optional<int64_t> runq_ns, oncpu_ns, nvcsw, nivcsw;  // `sched`
+  std::vector<StepSchedWorker> sched_workers;               // `sched.workers`
   std::optional<double> process_cpu_usage, host_cpu_usage;
   std::optional<int64_t> cgroup_throttled_ns;  // `cgroup.throttled_ns`: CPU quota throttling
   std::optional<double> steal_ms;              // `steal_ms`: VM steal over all CPUs
+  std::optional<double> energy_j, power_w;     // RAPL, when the header's thermal.rapl has one
 
   int64_t duration_ns() const noexcept { return t1_ns - t0_ns; }
   // Tokens this step processed: n_tokens for prefill, else 1.
@@ -247,6 +264,8 @@ class LogReader {
   // Same, over text already in memory (tests, stdin). `name` is used in messages.
   static ReadSummary read_text(std::string_view text, LogVisitor& visitor,
                                std::string name = "<memory>");
+  // Same, over an open stream, read in chunks. `name` is used in messages.
+  static ReadSummary read_stream(std::istream& in, LogVisitor& visitor, std::string name);
 
  private:
   struct Impl;

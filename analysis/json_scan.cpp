@@ -166,8 +166,13 @@ size_t JsonScanner::scan_number(bool& is_integral) {
 }
 
 double JsonScanner::number() {
-  if (const char c = peek(); c != '-' && !is_digit(c)) fail(i_, "expected a number");
   bool integral = false;
+  return number(integral);
+}
+
+double JsonScanner::number(bool& integral) {
+  if (const char c = peek(); c != '-' && !is_digit(c)) fail(i_, "expected a number");
+  integral = false;
   const size_t end = scan_number(integral);
   double v = 0;
   const auto res = std::from_chars(s_.data() + i_, s_.data() + end, v);

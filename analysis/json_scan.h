@@ -81,6 +81,8 @@ class JsonScanner {
   // A string value; escapes are decoded. The view is valid until the next string read.
   std::string_view string() { return read_string(value_scratch_); }
   double number();
+  // Same, and says whether the text was an integer (no fraction, no exponent).
+  double number(bool& integral);
   // An integral number (1e3 and 12.0 are accepted; 1.5 is not).
   int64_t integer() {
     // Fast path: up to 18 plain digits, the shape of every *_ns value.

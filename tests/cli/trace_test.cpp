@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "analysis/chrome_trace.h"
+#include "analysis/event_log.h"
 #include "tests/runtime/recorder_fakes.h"
 
 namespace pacer::analysis {
@@ -181,10 +182,17 @@ TEST(ChromeTrace, TruncatedLastLineAndMalformedLinesAreSkippedAndReported) {
   const json trace = convert(log, &s);
   EXPECT_FALSE(s.complete);
   EXPECT_EQ(s.ops, 4);
-  ASSERT_EQ(s.warnings.size(), 3u);
-  EXPECT_NE(s.warnings[0].find(":3: malformed"), std::string::npos) << s.warnings[0];
-  EXPECT_NE(s.warnings[1].find("truncated last line"), std::string::npos) << s.warnings[1];
-  EXPECT_NE(s.warnings[2].find("no footer"), std::string::npos) << s.warnings[2];
+  // The trace reads through the one log reader: its warnings are the reader's, word for word.
+  // Lines: header, 2 x (2 ops + step) with the malformed line after line 2, the cut op last.
+  LogVisitor ignore;
+  EXPECT_EQ(s.warnings, LogReader(log).read(ignore).warnings());
+  ASSERT_EQ(s.warnings.size(), 4u);
+  EXPECT_NE(s.warnings[0].find(":3: skipped malformed line"), std::string::npos) << s.warnings[0];
+  EXPECT_NE(s.warnings[1].find("1 of 9 lines skipped as malformed"), std::string::npos)
+      << s.warnings[1];
+  EXPECT_NE(s.warnings[2].find(":9: the last line is truncated"), std::string::npos)
+      << s.warnings[2];
+  EXPECT_NE(s.warnings[3].find("no footer"), std::string::npos) << s.warnings[3];
   EXPECT_EQ(trace["otherData"]["complete"], false);
 }
 
@@ -207,6 +215,34 @@ TEST(ChromeTrace, RejectsLogsWithoutHeaderOrFromANewerSchema) {
     const std::string m = e.what();
     EXPECT_NE(m.find("schema 2"), std::string::npos) << m;
     EXPECT_NE(m.find("schema 1"), std::string::npos) << m;
+  }
+}
+
+TEST(ChromeTrace, BadInputFailsWithTheReadersErrorAndWritesNothing) {
+  const std::vector<std::string> bad = {
+      "",                                                    // empty
+      "{\"type\":\"op\",\"step\":0}\n",                      // no header
+      "{\"type\":\"header\",\"schema\":2}\n",                // newer schema
+      "{\"type\":\"header\",\"schema\":1,\"command\":\"ru",  // cut inside the header
+      "not json\n"};
+  for (const std::string& text : bad) {
+    std::string reader_error;
+    try {
+      LogVisitor ignore;
+      LogReader::read_text(text, ignore, "bad.jsonl");
+    } catch (const LogError& e) {
+      reader_error = e.what();
+    }
+    ASSERT_FALSE(reader_error.empty()) << text;
+    std::istringstream in(text);
+    std::ostringstream out;
+    try {
+      convert_to_chrome_trace(in, out, "bad.jsonl");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const LogError& e) {
+      EXPECT_EQ(std::string(e.what()), reader_error);
+    }
+    EXPECT_EQ(out.str(), "") << text;
   }
 }
 
