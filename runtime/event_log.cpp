@@ -84,6 +84,73 @@ nlohmann::json per_cpu_mhz_json(const std::vector<int>& cpus) {
   return out;
 }
 
+nlohmann::json step_json(const StepRecord& r) {
+  namespace key = eventlog::step_key;
+  using nlohmann::json;
+  json s = {{eventlog::record::kType, eventlog::record::kStep},
+            {key::kStep, r.step},
+            {key::kPhase, phase_name(r.phase)},
+            {key::kNPast, r.n_past}};
+  if (r.n_tokens) {
+    s[key::kNTokens] = *r.n_tokens;
+  } else if (r.token) {
+    s[key::kToken] = *r.token;
+    s[key::kPiece] = r.piece;
+  }
+  const int64_t dt = r.t1_ns - r.t0_ns;
+  s[key::kT0Ns] = r.t0_ns;
+  s[key::kT1Ns] = r.t1_ns;
+  s[key::kStepMs] = static_cast<double>(dt) / 1e6;
+  if (r.tok_s) s[key::kTokS] = *r.tok_s;
+  json freq = json::array();
+  for (const StepRecord::Freq& f : r.freq) {
+    freq.push_back({{key::kWorker, f.worker}, {key::kCpu, f.cpu}, {key::kMhz, nan_to_null(f.mhz)}});
+  }
+  s[key::kFreq] = std::move(freq);
+  if (!r.sched.empty()) {
+    json workers = json::array();
+    int64_t runq = 0, oncpu = 0, nvcsw = 0, nivcsw = 0;
+    for (const StepRecord::SchedWorker& w : r.sched) {
+      workers.push_back({{key::kWorker, w.worker},
+                         {key::kTid, w.tid},
+                         {key::kRunqNs, w.runq_ns},
+                         {key::kOncpuNs, w.oncpu_ns},
+                         {key::kNvcsw, w.nvcsw},
+                         {key::kNivcsw, w.nivcsw}});
+      runq += w.runq_ns;
+      oncpu += w.oncpu_ns;
+      nvcsw += w.nvcsw;
+      nivcsw += w.nivcsw;
+    }
+    s[key::kSched] = {{key::kRunqNs, runq},
+                      {key::kOncpuNs, oncpu},
+                      {key::kNvcsw, nvcsw},
+                      {key::kNivcsw, nivcsw},
+                      {key::kSchedWorkers, std::move(workers)}};
+  }
+  // CPUs busy to 0.001 CPU: /proc/stat ticks are coarser than that anyway.
+  if (r.process_cpu_usage) {
+    s[key::kProcessCpuUsage] = std::round(*r.process_cpu_usage * 1000) / 1000;
+  }
+  if (r.host_cpu_usage) s[key::kHostCpuUsage] = std::round(*r.host_cpu_usage * 1000) / 1000;
+  if (r.steal_ms) s[key::kStealMs] = *r.steal_ms;
+  if (r.energy_j) s[key::kEnergyJ] = *r.energy_j;
+  if (r.power_w) s[key::kPowerW] = *r.power_w;
+  if (r.cgroup) {
+    s[key::kCgroup] = {{key::kNrPeriods, r.cgroup->nr_periods},
+                       {key::kNrThrottled, r.cgroup->nr_throttled},
+                       {key::kThrottledNs, r.cgroup->throttled_ns}};
+  }
+  if (r.throttle) {
+    s[key::kThrottle] = {{key::kThrottleCore, r.throttle->core},
+                         {key::kThrottlePackage, r.throttle->package}};
+  }
+  s[key::kRecorder] = {{"ops", r.ops},
+                       {"serialize_us", static_cast<double>(r.serialize_ns) / 1e3},
+                       {"calibrate_us", static_cast<double>(r.calibrate_ns) / 1e3}};
+  return s;
+}
+
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (const char ch : s) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,6 +64,49 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
 
 // A slice's frequency: cycles/ref-cycles x TSC, else cycles/task-clock, else its step estimate.
 double slice_frequency_mhz(const WorkerSlice& s, const FrequencyKeys& fk) noexcept;
+
+// One `step` line (docs/event-log.md `step`), typed: what the recorder measured over one prefill
+// batch or decoded token. Values are raw; step_json() applies the log's rounding.
+struct StepRecord {
+  struct Freq {
+    int worker = 0;
+    int cpu = -1;      // where the worker last ran
+    double mhz = NAN;  // over the step's ops (counter sources) or the step estimate
+  };
+  struct SchedWorker {
+    int worker = 0;
+    int tid = 0;
+    int64_t runq_ns = 0, oncpu_ns = 0, nvcsw = 0, nivcsw = 0;
+  };
+  struct Cgroup {
+    int64_t nr_periods = 0, nr_throttled = 0, throttled_ns = 0;
+  };
+  struct Throttle {
+    int64_t core = 0, package = 0;
+  };
+
+  int64_t step = 0;
+  Phase phase = Phase::Decode;
+  int64_t n_past = 0;
+  std::optional<int64_t> n_tokens;  // prefill and multi-token steps
+  std::optional<int32_t> token;     // a decode step's sampled token, with its piece
+  std::string piece;
+  int64_t t0_ns = 0, t1_ns = 0;
+  std::optional<double> tok_s;  // running decode throughput (decode steps)
+  std::vector<Freq> freq;
+  std::vector<SchedWorker> sched;  // empty: no thread's schedstat was readable
+  std::optional<double> process_cpu_usage, host_cpu_usage;  // CPUs busy over the step
+  std::optional<double> steal_ms;
+  std::optional<double> energy_j, power_w;
+  std::optional<Cgroup> cgroup;
+  std::optional<Throttle> throttle;
+  // The recorder's own cost.
+  size_t ops = 0;
+  int64_t serialize_ns = 0, calibrate_ns = 0;
+};
+
+// The step line as JSON (pure: the record in, the line's object out).
+nlohmann::json step_json(const StepRecord& r);
 
 // Header pieces (docs/event-log.md `header`): type/schema/version/git sha/time, the host facts,
 // the counter status, the derived-metric table, and the per-CPU frequency list (null where a CPU

@@ -111,6 +111,35 @@ struct ThreadState {
   int64_t cpu_begin_ns = -1;  // exact thread CPU time at the step's start
 };
 
+// Tokens and time per phase over the run: the steps' running decode throughput and the footer's.
+class RunTotals {
+ public:
+  // Adds one step; returns the running decode throughput after a decode step.
+  std::optional<double> add_step(Phase phase, int64_t n_tokens, int64_t dt_ns) noexcept {
+    if (phase == Phase::Decode) {
+      decode_tokens_ += n_tokens;
+      decode_ns_ += dt_ns;
+      return decode_tok_s();
+    }
+    if (phase == Phase::Prefill) {
+      prefill_tokens_ += n_tokens;
+      prefill_ns_ += dt_ns;
+    }
+    return std::nullopt;
+  }
+  std::optional<double> decode_tok_s() const noexcept { return rate(decode_tokens_, decode_ns_); }
+  std::optional<double> prefill_tok_s() const noexcept {
+    return rate(prefill_tokens_, prefill_ns_);
+  }
+
+ private:
+  static std::optional<double> rate(int64_t tokens, int64_t ns) noexcept {
+    if (ns <= 0) return std::nullopt;
+    return static_cast<double>(tokens) * 1e9 / static_cast<double>(ns);
+  }
+  int64_t decode_tokens_ = 0, decode_ns_ = 0, prefill_tokens_ = 0, prefill_ns_ = 0;
+};
+
 // What end_step reads the moment the step ends, before serialising anything.
 struct StepEnd {
   int64_t t1 = 0;
@@ -171,7 +200,7 @@ struct Recorder::Impl {
 
   // Totals.
   int64_t steps_written = 0, ops_written = 0;
-  int64_t decode_tokens = 0, decode_ns = 0, prefill_tokens = 0, prefill_ns = 0;
+  RunTotals totals;
   std::vector<int> freq_cpus;
   std::string line_buf;
 
@@ -391,8 +420,8 @@ struct Recorder::Impl {
 
   json header_frequency() const;
   StepEnd read_step_end();
-  json step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
-                 size_t ops_in_step);
+  StepRecord step_record(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
+                         size_t ops_in_step);
 };
 
 json Recorder::Impl::header_frequency() const {
@@ -430,39 +459,25 @@ StepEnd Recorder::Impl::read_step_end() {
   return e;
 }
 
-json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
-                               size_t ops_in_step) {
-  const int64_t t1 = end.t1;
-  json s = {{"type", "step"},
-            {"step", info.step},
-            {"phase", phase_name(info.phase)},
-            {"n_past", info.n_past}};
+StepRecord Recorder::Impl::step_record(const StepInfo& info, const StepEnd& end,
+                                       int64_t serialize_ns, size_t ops_in_step) {
+  StepRecord r;
+  r.step = info.step;
+  r.phase = info.phase;
+  r.n_past = info.n_past;
   if (info.phase == Phase::Prefill || info.n_tokens != 1) {
-    s["n_tokens"] = info.n_tokens;
+    r.n_tokens = info.n_tokens;
   } else if (info.token >= 0) {
-    s["token"] = info.token;
-    s["piece"] = info.piece;
+    r.token = info.token;
+    r.piece = info.piece;
   }
-  const int64_t dt = t1 - step_t0;
-  s["t0_ns"] = step_t0;
-  s["t1_ns"] = t1;
-  s["step_ms"] = static_cast<double>(dt) / 1e6;
-  if (info.phase == Phase::Decode) {
-    decode_tokens += info.n_tokens;
-    decode_ns += dt;
-    if (decode_ns > 0) s["tok_s"] = static_cast<double>(decode_tokens) * 1e9 / decode_ns;
-  } else if (info.phase == Phase::Prefill) {
-    prefill_tokens += info.n_tokens;
-    prefill_ns += dt;
-  }
+  r.t0_ns = step_t0;
+  r.t1_ns = end.t1;
+  const int64_t dt = end.t1 - step_t0;
+  r.tok_s = totals.add_step(info.phase, info.n_tokens, dt);
 
   // Per-worker frequency: counter-derived over this step's ops, else the step estimate.
   const int64_t serial = step_serial.load(std::memory_order_relaxed);
-  json freq_arr = json::array();
-  json sched_workers = json::array();
-  int64_t runq_sum = 0, oncpu_sum = 0, nvcsw = 0, nivcsw = 0;
-  bool sched_ok = false;
-  int64_t calibrate_max = 0;
   const std::vector<ThreadState*> all = threads();
   for (size_t i = 0; i < all.size(); ++i) {
     ThreadState* ts = all[i];
@@ -484,11 +499,9 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
       if (any) mhz = slice_frequency_mhz(sum, fkeys);
     } else if (ts->freq_step == serial) {
       mhz = ts->step_mhz;
-      calibrate_max = std::max(calibrate_max, ts->calibrate_ns);
+      r.calibrate_ns = std::max(r.calibrate_ns, ts->calibrate_ns);
     }
-    if (std::isfinite(mhz)) {
-      freq_arr.push_back({{"w", ts->worker}, {"cpu", ts->last_cpu}, {"mhz", nan_to_null(mhz)}});
-    }
+    if (std::isfinite(mhz)) r.freq.push_back({ts->worker, ts->last_cpu, mhz});
     if (i >= end.threads.size()) continue;  // attached after the step ended
     const auto& [now, cpu_ns] = end.threads[i];
     if (now.ok && ts->sched_begin.ok) {
@@ -496,62 +509,41 @@ json Recorder::Impl::step_line(const StepInfo& info, const StepEnd& end, int64_t
       const int64_t oncpu = cpu_ns >= 0 && ts->cpu_begin_ns >= 0
                                 ? cpu_ns - ts->cpu_begin_ns
                                 : now.oncpu_ns - ts->sched_begin.oncpu_ns;
-      const json w = {{"w", ts->worker},
-                      {"tid", ts->tid},
-                      {"runq_ns", now.runq_ns - ts->sched_begin.runq_ns},
-                      {"oncpu_ns", oncpu},
-                      {"nvcsw", now.nvcsw - ts->sched_begin.nvcsw},
-                      {"nivcsw", now.nivcsw - ts->sched_begin.nivcsw}};
-      runq_sum += w["runq_ns"].get<int64_t>();
-      oncpu_sum += w["oncpu_ns"].get<int64_t>();
-      nvcsw += w["nvcsw"].get<int64_t>();
-      nivcsw += w["nivcsw"].get<int64_t>();
-      sched_workers.push_back(w);
-      sched_ok = true;
+      r.sched.push_back({ts->worker, ts->tid, now.runq_ns - ts->sched_begin.runq_ns, oncpu,
+                         now.nvcsw - ts->sched_begin.nvcsw, now.nivcsw - ts->sched_begin.nivcsw});
     }
-  }
-  s["freq"] = freq_arr;
-  if (sched_ok) {
-    s["sched"] = {{"runq_ns", runq_sum},
-                  {"oncpu_ns", oncpu_sum},
-                  {"nvcsw", nvcsw},
-                  {"nivcsw", nivcsw},
-                  {"workers", sched_workers}};
   }
   const int64_t proc = end.process_cpu;
   if (proc >= 0 && proc_cpu0 >= 0 && dt > 0) {
-    s["process_cpu_usage"] = std::round(static_cast<double>(proc - proc_cpu0) / dt * 1000) / 1000;
+    r.process_cpu_usage = static_cast<double>(proc - proc_cpu0) / static_cast<double>(dt);
   }
-  if (auto busy = hwcounters::host_cpus_busy(host0, end.host, host.online_cpus)) {
-    s["host_cpu_usage"] = std::round(*busy * 1000) / 1000;
-  }
+  r.host_cpu_usage = hwcounters::host_cpus_busy(host0, end.host, host.online_cpus);
   if (host0.ok && end.host.ok && end.host.steal >= host0.steal) {
     // VM steal over all CPUs, /proc/stat ticks (USER_HZ) to ms.
     static const long kTicksPerSecond = sysconf(_SC_CLK_TCK);
-    s["steal_ms"] = static_cast<double>(end.host.steal - host0.steal) * 1000.0 /
-                    static_cast<double>(kTicksPerSecond);
+    r.steal_ms = static_cast<double>(end.host.steal - host0.steal) * 1000.0 /
+                 static_cast<double>(kTicksPerSecond);
   }
   if (energy && energy0) {
     if (auto j = energy->joules()) {
-      s["energy_j"] = *j - *energy0;
-      if (dt > 0) s["power_w"] = (*j - *energy0) * 1e9 / dt;
+      r.energy_j = *j - *energy0;
+      if (dt > 0) r.power_w = (*j - *energy0) * 1e9 / static_cast<double>(dt);
     }
   }
   if (cgroup) {
     if (const auto st = cgroup->read()) {
-      s["cgroup"] = {{"nr_periods", st->nr_periods - cgroup0.nr_periods},
-                     {"nr_throttled", st->nr_throttled - cgroup0.nr_throttled},
-                     {"throttled_ns", st->throttled_ns - cgroup0.throttled_ns}};
+      r.cgroup = StepRecord::Cgroup{st->nr_periods - cgroup0.nr_periods,
+                                    st->nr_throttled - cgroup0.nr_throttled,
+                                    st->throttled_ns - cgroup0.throttled_ns};
     }
   }
   if (throttle) {
     const hwcounters::ThrottleCounts c = throttle->read(throttle_cpus);
-    s["throttle"] = {{"core", c.core - throttle0.core}, {"package", c.package - throttle0.package}};
+    r.throttle = StepRecord::Throttle{c.core - throttle0.core, c.package - throttle0.package};
   }
-  s["recorder"] = {{"ops", ops_in_step},
-                   {"serialize_us", static_cast<double>(serialize_ns) / 1e3},
-                   {"calibrate_us", static_cast<double>(calibrate_max) / 1e3}};
-  return s;
+  r.ops = ops_in_step;
+  r.serialize_ns = serialize_ns;
+  return r;
 }
 
 Recorder::Recorder() = default;
@@ -687,7 +679,7 @@ void Recorder::end_step(const StepInfo& info) {
   im.line_buf.clear();
   const size_t written = im.serialize_ops();
   const int64_t serialize_ns = now_ns() - ser0;
-  const json s = im.step_line(info, end, serialize_ns, written);
+  const json s = step_json(im.step_record(info, end, serialize_ns, written));
   im.forget_ops(written);
   im.writer->write_raw(im.line_buf);
   im.writer->write_json(s);
@@ -702,11 +694,8 @@ void Recorder::write_footer(const nlohmann::json& fields) {
   im.forget_ops(im.serialize_ops());  // ops recorded after the last step (detokenize, ...)
   im.writer->write_raw(im.line_buf);
   json f = {{"type", "footer"}, {"steps", im.steps_written}};
-  if (im.decode_ns > 0)
-    f["decode_tok_s"] = static_cast<double>(im.decode_tokens) * 1e9 / im.decode_ns;
-  if (im.prefill_ns > 0) {
-    f["prefill_tok_s"] = static_cast<double>(im.prefill_tokens) * 1e9 / im.prefill_ns;
-  }
+  if (const auto tok_s = im.totals.decode_tok_s()) f["decode_tok_s"] = *tok_s;
+  if (const auto tok_s = im.totals.prefill_tok_s()) f["prefill_tok_s"] = *tok_s;
   if (fields.is_object()) {
     for (const auto& [k, v] : fields.items()) f[k] = v;
   }

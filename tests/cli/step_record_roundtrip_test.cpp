@@ -1,0 +1,127 @@
+// The writer's step serializer against the reader: a typed StepRecord written as a line
+// (runtime::step_json) and read back by analysis::LogReader gives the same values, so the two
+// sides agree on every key and unit through the schema (eventlog/schema.h).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/event_log.h"
+#include "runtime/event_log.h"
+
+namespace pacer {
+namespace {
+
+using nlohmann::json;
+
+struct Collect : analysis::LogVisitor {
+  std::vector<analysis::StepEvent> steps;
+  void on_step(const analysis::StepEvent& e) override { steps.push_back(e); }
+};
+
+analysis::StepEvent round_trip(const runtime::StepRecord& r) {
+  const std::string log =
+      R"({"type":"header","schema":1})"
+      "\n" +
+      step_json(r).dump() + "\n";
+  Collect c;
+  const analysis::ReadSummary s = analysis::LogReader::read_text(log, c);
+  EXPECT_EQ(s.malformed_count, 0) << (s.warnings().empty() ? "" : s.warnings().front());
+  EXPECT_EQ(c.steps.size(), 1u);
+  return c.steps.empty() ? analysis::StepEvent{} : c.steps[0];
+}
+
+TEST(StepRecordRoundTrip, DecodeStepWithEveryProbeReadsBackTheSameValues) {
+  runtime::StepRecord r;
+  r.step = 7;
+  r.phase = runtime::Phase::Decode;
+  r.n_past = 19;
+  r.token = 1234;
+  r.piece = " d\"é\n";
+  r.t0_ns = 5'000'000'000;
+  r.t1_ns = 5'012'500'000;  // 12.5 ms
+  r.tok_s = 80.25;
+  r.freq = {{0, 2, 2990.0}, {1, 3, 2811.5}};
+  r.sched = {{0, 100, 1500, 12'000'000, 1, 2}, {1, 101, 2500, 11'000'000, 0, 3}};
+  r.process_cpu_usage = 1.875;
+  r.host_cpu_usage = 2.0;
+  r.steal_ms = 10.0;
+  r.energy_j = 0.5;
+  r.power_w = 40.0;
+  r.cgroup = runtime::StepRecord::Cgroup{3, 1, 250'000};
+  r.throttle = runtime::StepRecord::Throttle{2, 1};
+  r.ops = 42;
+
+  const analysis::StepEvent e = round_trip(r);
+  EXPECT_EQ(e.step, 7);
+  EXPECT_EQ(e.phase, analysis::Phase::Decode);
+  EXPECT_EQ(e.n_past, 19);
+  EXPECT_EQ(e.token, 1234);
+  EXPECT_FALSE(e.n_tokens.has_value());
+  EXPECT_EQ(e.piece, " d\"é\n");
+  EXPECT_EQ(e.t0_ns, 5'000'000'000);
+  EXPECT_EQ(e.t1_ns, 5'012'500'000);
+  EXPECT_EQ(e.step_ms, 12.5);
+  EXPECT_EQ(e.tok_s, 80.25);
+  ASSERT_EQ(e.freq.size(), 2u);
+  EXPECT_EQ(e.freq[1].w, 1);
+  EXPECT_EQ(e.freq[1].cpu, 3);
+  EXPECT_EQ(e.freq[1].mhz, 2811.5);
+  // Sums over the workers, and each worker as written.
+  EXPECT_EQ(e.runq_ns, 4000);
+  EXPECT_EQ(e.oncpu_ns, 23'000'000);
+  EXPECT_EQ(e.nvcsw, 1);
+  EXPECT_EQ(e.nivcsw, 5);
+  ASSERT_EQ(e.sched_workers.size(), 2u);
+  EXPECT_EQ(e.sched_workers[1].w, 1);
+  EXPECT_EQ(e.sched_workers[1].tid, 101);
+  EXPECT_EQ(e.sched_workers[1].runq_ns, 2500);
+  EXPECT_EQ(e.sched_workers[1].oncpu_ns, 11'000'000);
+  EXPECT_EQ(e.sched_workers[1].nivcsw, 3);
+  EXPECT_EQ(e.process_cpu_usage, 1.875);
+  EXPECT_EQ(e.host_cpu_usage, 2.0);
+  EXPECT_EQ(e.steal_ms, 10.0);
+  EXPECT_EQ(e.energy_j, 0.5);
+  EXPECT_EQ(e.power_w, 40.0);
+  EXPECT_EQ(e.cgroup_throttled_ns, 250'000);
+}
+
+TEST(StepRecordRoundTrip, PrefillStepHasItsBatchAndNoOptionalProbes) {
+  runtime::StepRecord r;
+  r.phase = runtime::Phase::Prefill;
+  r.n_tokens = 8;
+  r.token = 5;  // ignored: a batch step has no single token
+  r.t0_ns = 100;
+  r.t1_ns = 2100;
+  const analysis::StepEvent e = round_trip(r);
+  EXPECT_EQ(e.phase, analysis::Phase::Prefill);
+  EXPECT_EQ(e.n_tokens, 8);
+  EXPECT_EQ(e.tokens(), 8);
+  EXPECT_FALSE(e.token.has_value());
+  EXPECT_EQ(e.step_ms, 0.002);
+  EXPECT_FALSE(e.tok_s.has_value());
+  EXPECT_TRUE(e.freq.empty());
+  EXPECT_FALSE(e.runq_ns.has_value());
+  EXPECT_TRUE(e.sched_workers.empty());
+  EXPECT_FALSE(e.process_cpu_usage.has_value());
+  EXPECT_FALSE(e.steal_ms.has_value());
+  EXPECT_FALSE(e.energy_j.has_value());
+  EXPECT_FALSE(e.cgroup_throttled_ns.has_value());
+}
+
+TEST(StepRecordRoundTrip, UsageIsRoundedToAThousandthOfACpuAndUnmeasuredFrequencyIsNull) {
+  runtime::StepRecord r;
+  r.t1_ns = 1;
+  r.process_cpu_usage = 1.23456;
+  r.host_cpu_usage = 0.0004;
+  r.freq = {{0, 0, 2990.04}};
+  const json line = step_json(r);
+  EXPECT_EQ(line["process_cpu_usage"].get<double>(), 1.235);
+  EXPECT_EQ(line["host_cpu_usage"].get<double>(), 0.0);
+  EXPECT_EQ(line["freq"][0]["mhz"].get<double>(), 2990.0);  // to 0.1 MHz
+  r.freq = {{0, 0, NAN}};
+  EXPECT_TRUE(step_json(r)["freq"][0]["mhz"].is_null());
+  EXPECT_EQ(round_trip(r).freq.size(), 0u);  // the reader drops workers without a frequency
+}
+
+}  // namespace
+}  // namespace pacer
