@@ -24,14 +24,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "hwcounters/cgroup_cpu.h"
 #include "hwcounters/counter_set.h"
 #include "hwcounters/event_table.h"
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
 #include "hwcounters/sched.h"
-#include "hwcounters/thermal_power.h"
 #include "runtime/event_log.h"
+#include "runtime/step_probes.h"
 
 namespace pacer::runtime {
 
@@ -143,8 +142,6 @@ class RunTotals {
 // What end_step reads the moment the step ends, before serialising anything.
 struct StepEnd {
   int64_t t1 = 0;
-  int64_t process_cpu = -1;
-  hwcounters::HostCpuTimes host;
   std::vector<std::pair<hwcounters::ThreadSched, int64_t>> threads;  // schedstat, CPU ns
 };
 
@@ -156,13 +153,7 @@ struct Recorder::Impl {
   std::shared_ptr<hwcounters::FrequencySource> freq;  // null: frequency from counters
   std::vector<hwcounters::Unavailable> freq_rejected;
   hwcounters::CounterSetStatus counter_status;  // of the constructing thread
-  std::unique_ptr<hwcounters::ThrottleCounters> throttle;
-  // The process's cgroup CPU controller (quota and throttling counters), read per step.
-  std::optional<hwcounters::CgroupCpu> cgroup;
-  std::string cgroup_why;
-  hwcounters::CgroupCpuStat cgroup0;
-  std::unique_ptr<hwcounters::EnergyMeter> energy;
-  std::string throttle_why, energy_why;
+  std::unique_ptr<StepProbes> probes;
   int n_slots = 1;
 
   // Counter key table (index = WorkerSlice::counters index); grows only under attach_mu.
@@ -192,11 +183,6 @@ struct Recorder::Impl {
   Phase phase = Phase::Prefill;
   int64_t step = 0;
   int64_t step_t0 = 0;
-  int64_t proc_cpu0 = 0;
-  hwcounters::HostCpuTimes host0;
-  std::optional<double> energy0;
-  hwcounters::ThrottleCounts throttle0;
-  std::vector<int> throttle_cpus;
 
   // Totals.
   int64_t steps_written = 0, ops_written = 0;
@@ -451,11 +437,11 @@ json Recorder::Impl::header_frequency() const {
 StepEnd Recorder::Impl::read_step_end() {
   StepEnd e;
   e.t1 = now_ns();
-  e.process_cpu = hwcounters::process_cpu_ns();
+  probes->end_process();
   for (ThreadState* ts : threads()) {
     e.threads.emplace_back(ts->sched_reader->read(), hwcounters::thread_cpu_ns(ts->thread));
   }
-  e.host = hwcounters::read_host_cpu_times();
+  probes->end_host();
   return e;
 }
 
@@ -513,34 +499,7 @@ StepRecord Recorder::Impl::step_record(const StepInfo& info, const StepEnd& end,
                          now.nvcsw - ts->sched_begin.nvcsw, now.nivcsw - ts->sched_begin.nivcsw});
     }
   }
-  const int64_t proc = end.process_cpu;
-  if (proc >= 0 && proc_cpu0 >= 0 && dt > 0) {
-    r.process_cpu_usage = static_cast<double>(proc - proc_cpu0) / static_cast<double>(dt);
-  }
-  r.host_cpu_usage = hwcounters::host_cpus_busy(host0, end.host, host.online_cpus);
-  if (host0.ok && end.host.ok && end.host.steal >= host0.steal) {
-    // VM steal over all CPUs, /proc/stat ticks (USER_HZ) to ms.
-    static const long kTicksPerSecond = sysconf(_SC_CLK_TCK);
-    r.steal_ms = static_cast<double>(end.host.steal - host0.steal) * 1000.0 /
-                 static_cast<double>(kTicksPerSecond);
-  }
-  if (energy && energy0) {
-    if (auto j = energy->joules()) {
-      r.energy_j = *j - *energy0;
-      if (dt > 0) r.power_w = (*j - *energy0) * 1e9 / static_cast<double>(dt);
-    }
-  }
-  if (cgroup) {
-    if (const auto st = cgroup->read()) {
-      r.cgroup = StepRecord::Cgroup{st->nr_periods - cgroup0.nr_periods,
-                                    st->nr_throttled - cgroup0.nr_throttled,
-                                    st->throttled_ns - cgroup0.throttled_ns};
-    }
-  }
-  if (throttle) {
-    const hwcounters::ThrottleCounts c = throttle->read(throttle_cpus);
-    r.throttle = StepRecord::Throttle{c.core - throttle0.core, c.package - throttle0.package};
-  }
+  probes->finish(r, dt);
   r.ops = ops_in_step;
   r.serialize_ns = serialize_ns;
   return r;
@@ -573,13 +532,7 @@ Recorder::Recorder(const RecorderOptions& opts) {
       }
     }
   }
-  im->throttle = hwcounters::ThrottleCounters::open(&im->throttle_why);
-  im->cgroup = hwcounters::CgroupCpu::detect(&im->cgroup_why);
-  if (opts.probe_energy) {
-    im->energy = hwcounters::EnergyMeter::open(&im->energy_why);
-  } else {
-    im->energy_why = "not probed";
-  }
+  im->probes = std::make_unique<StepProbes>(im->host.online_cpus, opts.probe_energy);
   impl_ = std::move(im);
   enabled_ = true;
 }
@@ -607,20 +560,7 @@ void Recorder::write_header(const nlohmann::json& fields) {
   h["host"] = host;
   h["counters"] = counters_json(im.counter_status, im.opts.sched_per_op);
   h["frequency"] = im.header_frequency();
-  h["thermal"] = {{"throttle_counters", im.throttle ? "present" : "absent"},
-                  {"rapl", im.energy ? im.energy->name() : std::string("absent")}};
-  if (!im.throttle) h["thermal"]["throttle_reason"] = im.throttle_why;
-  if (!im.energy) h["thermal"]["rapl_reason"] = im.energy_why;
-  if (im.cgroup) {
-    const auto st = im.cgroup->read();
-    h["cgroup"] = {
-        {"version", im.cgroup->version()},           {"path", im.cgroup->dir().string()},
-        {"quota_us", im.cgroup->quota_us()},         {"period_us", im.cgroup->period_us()},
-        {"quota_cpus", im.cgroup->quota_cpus()},     {"nr_periods", st ? st->nr_periods : 0},
-        {"nr_throttled", st ? st->nr_throttled : 0}, {"throttled_ns", st ? st->throttled_ns : 0}};
-  } else {
-    h["cgroup"] = {{"reason", im.cgroup_why}};
-  }
+  im.probes->describe(h);
   if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
 
   // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
@@ -648,26 +588,23 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   im.phase = phase;
   im.step = step;
   im.step_serial.fetch_add(1, std::memory_order_relaxed);
-  if (im.energy) im.energy0 = im.energy->joules();
-  if (im.cgroup) {
-    if (const auto st = im.cgroup->read()) im.cgroup0 = *st;
-  }
-  if (im.throttle) {
-    im.throttle_cpus.clear();
+  // Thermal throttle counts on the CPUs the workers last ran on (else the run's CPUs).
+  std::vector<int> throttle_cpus;
+  if (im.probes->has_throttle_counters()) {
     for (ThreadState* ts : im.threads()) {
-      if (ts->last_cpu >= 0) im.throttle_cpus.push_back(ts->last_cpu);
+      if (ts->last_cpu >= 0) throttle_cpus.push_back(ts->last_cpu);
     }
-    if (im.throttle_cpus.empty()) im.throttle_cpus = im.freq_cpus;
-    im.throttle0 = im.throttle->read(im.throttle_cpus);
+    if (throttle_cpus.empty()) throttle_cpus = im.freq_cpus;
   }
+  im.probes->begin_slow(std::move(throttle_cpus));
   // Last, fastest nearest to t0, so the windows they cover are the step's own (/proc/stat
   // alone takes tens of microseconds).
-  im.host0 = hwcounters::read_host_cpu_times();
+  im.probes->begin_host();
   for (ThreadState* ts : im.threads()) {
     ts->sched_begin = ts->sched_reader->read();
     ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
   }
-  im.proc_cpu0 = hwcounters::process_cpu_ns();
+  im.probes->begin_process();
   im.step_t0 = now_ns();
 }
 
