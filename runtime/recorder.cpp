@@ -1,4 +1,7 @@
-// The op recorder: per-thread counter brackets on the hot path, serialisation at step end.
+// The op recorder: per-thread counter brackets on the hot path, serialisation at step end. Its
+// parts by job: the attached threads and their bracket reads (thread_registry.h, the hot path),
+// the per-step machine probes (step_probes.h), and the line serializers over typed records
+// (event_log.h). This file holds the op/step bookkeeping that ties them together.
 //
 // Hot path (per op, per worker): one pthread_self() lookup in a short array, two CLOCK_MONOTONIC
 // reads, two sched_getcpu() (vDSO/rseq), and the counter sources' reads at each chunk boundary
@@ -31,21 +34,13 @@
 #include "hwcounters/sched.h"
 #include "runtime/event_log.h"
 #include "runtime/step_probes.h"
+#include "runtime/thread_registry.h"
 
 namespace pacer::runtime {
 
 namespace {
 
-using hwcounters::Reading;
 using json = nlohmann::json;
-namespace counter_key = eventlog::counter_key;
-
-constexpr int kMaxSources = 6;
-constexpr int kMaxThreads = 256;
-constexpr int kMaxDepth = 4;
-constexpr int8_t kDropKey = -1;  // event the key table had no room for
-
-using Readings = std::array<Reading, kMaxSources>;
 
 int64_t now_ns() noexcept {
   timespec ts;
@@ -62,53 +57,6 @@ Phase op_phase(const OpInfo& info, Phase step_phase) noexcept {
 }
 
 }  // namespace
-
-// Everything one thread needs to bracket its chunks: its own counter sources (opened on it), the
-// map from their events to the recorder's key table, and its begin readings.
-struct ThreadState {
-  pthread_t thread{};
-  int tid = 0;
-  int worker = 0;  // slot it last ran as
-  int last_cpu = -1;
-  hwcounters::CounterSet set;
-  int n_sources = 0;
-  std::array<int, kMaxSources> n_events{};
-  std::array<std::array<int8_t, hwcounters::kMaxEventsPerSource>, kMaxSources> key_of{};
-  int task_clock_key = -1;
-  bool freq_from_counters = false;
-  // Run-queue delay: the schedstat source is read only when the thread was switched out since its
-  // last read (its perf context_switches count moved): run_delay can only grow across a switch.
-  // That keeps the per-op /proc read off the hot path unless the scheduler intervened.
-  int runq_src = -1;             // source holding "runq_ns" (not read by read_sources)
-  int cs_src = -1, cs_idx = -1;  // where context_switches lives, if counted
-  bool runq_valid = false;
-  uint64_t runq_last = 0, runq_last_cs = 0;
-  int64_t runq_reads = 0;
-  // The last end-of-bracket reading (chunk or serial op) and when it was taken: a bracket that
-  // begins within opts.reuse_reading_ns of it reuses it instead of reading the counters again.
-  Readings last_end;
-  uint32_t last_end_ok = 0;
-  int64_t last_end_ns = INT64_MIN / 2;
-  // Chunk bracket.
-  Readings chunk_begin, chunk_end;
-  uint32_t chunk_ok = 0;
-  int64_t chunk_runq = -1;
-  int64_t chunk_t0 = 0;
-  int chunk_cpu = -1;
-  // Serial-op brackets, one per nesting depth.
-  std::array<Readings, kMaxDepth> serial_begin;
-  std::array<uint32_t, kMaxDepth> serial_ok{};
-  std::array<bool, kMaxDepth> serial_taken{};
-  std::array<int, kMaxDepth> serial_cpu{};
-  std::array<int64_t, kMaxDepth> serial_runq{};
-  // Per step.
-  int64_t freq_step = -1;
-  float step_mhz = NAN;
-  int64_t calibrate_ns = 0;
-  std::unique_ptr<hwcounters::ThreadSchedReader> sched_reader;
-  hwcounters::ThreadSched sched_begin;
-  int64_t cpu_begin_ns = -1;  // exact thread CPU time at the step's start
-};
 
 // Tokens and time per phase over the run: the steps' running decode throughput and the footer's.
 class RunTotals {
@@ -156,16 +104,8 @@ struct Recorder::Impl {
   std::unique_ptr<StepProbes> probes;
   int n_slots = 1;
 
-  // Counter key table (index = WorkerSlice::counters index); grows only under attach_mu.
-  std::vector<std::string> keys;
-  FrequencyKeys fkeys;
-
-  // Threads: entries [0, n_threads) are immutable once published.
-  std::mutex attach_mu;
-  std::vector<std::unique_ptr<ThreadState>> owned;
-  std::array<pthread_t, kMaxThreads> thread_ids{};
-  std::array<ThreadState*, kMaxThreads> states{};
-  std::atomic<int> n_threads{0};
+  // The threads that bracket ops and chunks, and the counter key table.
+  std::unique_ptr<ThreadRegistry> registry;
 
   // Per-step buffers.
   std::vector<OpRecord> ops;
@@ -189,166 +129,6 @@ struct Recorder::Impl {
   RunTotals totals;
   std::vector<int> freq_cpus;
   std::string line_buf;
-
-  ThreadState* lookup(int worker) noexcept {
-    const pthread_t self = pthread_self();
-    const int n = n_threads.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i) {
-      if (pthread_equal(thread_ids[static_cast<size_t>(i)], self)) {
-        ThreadState* ts = states[static_cast<size_t>(i)];
-        ts->worker = worker;
-        return ts;
-      }
-    }
-    return attach(worker);
-  }
-
-  ThreadState* attach(int worker) noexcept {
-    try {
-      std::lock_guard<std::mutex> lock(attach_mu);
-      const int n = n_threads.load(std::memory_order_relaxed);
-      if (n >= kMaxThreads) return nullptr;
-      auto ts = std::make_unique<ThreadState>();
-      ts->thread = pthread_self();
-      ts->tid = hwcounters::current_tid();
-      ts->worker = worker;
-      if (opts.counter_factory) {
-        ts->set = hwcounters::CounterSet(opts.counter_factory(worker));
-      } else {
-        hwcounters::CounterSpec spec;
-        spec.extra_events = opts.extra_events;
-        spec.hardware = opts.hardware_counters;
-        spec.schedstat = opts.sched_per_op;
-        ts->set = hwcounters::CounterSet::open_for_calling_thread(spec);
-      }
-      map_keys(*ts);
-      ts->sched_reader = std::make_unique<hwcounters::ThreadSchedReader>(ts->tid);
-      ts->sched_begin = ts->sched_reader->read();
-      ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
-      ThreadState* raw = ts.get();
-      owned.push_back(std::move(ts));
-      thread_ids[static_cast<size_t>(n)] = raw->thread;
-      states[static_cast<size_t>(n)] = raw;
-      n_threads.store(n + 1, std::memory_order_release);
-      return raw;
-    } catch (...) {
-      return nullptr;  // out of memory or a source's constructor threw: this thread goes unrecorded
-    }
-  }
-
-  int key_index(const std::string& key) {
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (keys[k] == key) return static_cast<int>(k);
-    }
-    if (keys.size() >= static_cast<size_t>(kMaxCounterKeys)) return kDropKey;
-    keys.push_back(key);
-    const int k = static_cast<int>(keys.size() - 1);
-    if (key == counter_key::kCycles) fkeys.cycles = k;
-    if (key == counter_key::kRefCycles) fkeys.ref_cycles = k;
-    if (key == counter_key::kTaskClockNs) fkeys.task_clock = k;
-    return k;
-  }
-
-  void map_keys(ThreadState& ts) {
-    auto& sources = ts.set.sources();
-    ts.n_sources = std::min<int>(static_cast<int>(sources.size()), kMaxSources);
-    bool cycles = false, ref = false, task_clock = false;
-    for (int i = 0; i < ts.n_sources; ++i) {
-      const auto& src_keys = sources[static_cast<size_t>(i)]->keys();
-      ts.n_events[static_cast<size_t>(i)] =
-          std::min<int>(static_cast<int>(src_keys.size()), hwcounters::kMaxEventsPerSource);
-      if (src_keys.size() == 1 && src_keys[0] == counter_key::kRunqNs) {
-        ts.runq_src = i;
-        continue;
-      }
-      for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
-        const std::string& key = src_keys[static_cast<size_t>(j)];
-        const auto target = static_cast<int8_t>(key_index(key));
-        if (key == counter_key::kTaskClockNs) ts.task_clock_key = target;
-        if (key == counter_key::kContextSwitches) ts.cs_src = i, ts.cs_idx = j;
-        ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)] = target;
-        cycles = cycles || key == counter_key::kCycles;
-        ref = ref || key == counter_key::kRefCycles;
-        task_clock = task_clock || key == counter_key::kTaskClockNs;
-      }
-    }
-    ts.freq_from_counters = cycles && (ref || task_clock);
-  }
-
-  // Begin-of-bracket reading: the previous end reading when it is fresh (back-to-back ops on
-  // one thread: the recorder's own bookkeeping in between, under kReuseReadingNs, goes to the
-  // later op), else a new one. Halves the counter reads (syscalls for software events) of the
-  // serial ops on the calling thread.
-  static uint32_t begin_reading(ThreadState& ts, Readings& r, int64_t now,
-                                int64_t window_ns) noexcept {
-    if (now - ts.last_end_ns < window_ns) {
-      r = ts.last_end;
-      return ts.last_end_ok;
-    }
-    return read_sources(ts, r);
-  }
-  static void note_end_reading(ThreadState& ts, const Readings& r, uint32_t ok,
-                               int64_t now) noexcept {
-    ts.last_end = r;
-    ts.last_end_ok = ok;
-    ts.last_end_ns = now;
-  }
-
-  static uint32_t read_sources(ThreadState& ts, Readings& r) noexcept {
-    uint32_t ok = 0;
-    auto& sources = ts.set.sources();
-    for (int i = 0; i < ts.n_sources; ++i) {
-      if (i == ts.runq_src) continue;
-      if (sources[static_cast<size_t>(i)]->read(r[static_cast<size_t>(i)])) ok |= 1u << i;
-    }
-    return ok;
-  }
-
-  // The thread's cumulative run-queue delay now (-1: not measured), given readings just taken.
-  static int64_t runq_now(ThreadState& ts, const Readings& r, uint32_t ok) noexcept {
-    if (ts.runq_src < 0) return -1;
-    const bool have_cs = ts.cs_src >= 0 && (ok >> ts.cs_src & 1u);
-    const uint64_t cs =
-        have_cs ? r[static_cast<size_t>(ts.cs_src)].values[static_cast<size_t>(ts.cs_idx)] : 0;
-    if (have_cs && ts.runq_valid && cs == ts.runq_last_cs)
-      return static_cast<int64_t>(ts.runq_last);
-    Reading rq;
-    ++ts.runq_reads;
-    if (!ts.set.sources()[static_cast<size_t>(ts.runq_src)]->read(rq)) return -1;
-    ts.runq_last = rq.values[0];
-    ts.runq_last_cs = cs;
-    ts.runq_valid = have_cs;
-    return static_cast<int64_t>(ts.runq_last);
-  }
-
-  static void add_runq(int64_t begin, int64_t end, WorkerSlice& s) noexcept {
-    if (begin < 0 || end < begin) return;
-    s.runq_ns = (s.runq_ns < 0 ? 0 : s.runq_ns) + (end - begin);
-  }
-
-  // Adds the deltas between two readings of the thread's sources to a slice.
-  static void accumulate(const ThreadState& ts, const Readings& a, uint32_t ok_a, const Readings& b,
-                         uint32_t ok_b, WorkerSlice& s) noexcept {
-    const uint32_t ok = ok_a & ok_b;
-    for (int i = 0; i < ts.n_sources; ++i) {
-      if (!(ok >> i & 1u) || i == ts.runq_src) continue;
-      const Reading& ra = a[static_cast<size_t>(i)];
-      const Reading& rb = b[static_cast<size_t>(i)];
-      const float mux = static_cast<float>(hwcounters::mux_ratio(ra, rb));
-      if (mux < s.mux) s.mux = mux;
-      for (int j = 0; j < ts.n_events[static_cast<size_t>(i)]; ++j) {
-        const int8_t k = ts.key_of[static_cast<size_t>(i)][static_cast<size_t>(j)];
-        const uint64_t d = hwcounters::scaled_delta(ra, rb, j);
-        if (k >= 0) {
-          s.counters[static_cast<size_t>(k)] += d;
-          s.present |= 1u << k;
-          if (k == ts.task_clock_key) {
-            s.oncpu_ns = (s.oncpu_ns < 0 ? 0 : s.oncpu_ns) + static_cast<int64_t>(d);
-          }
-        }
-      }
-    }
-  }
 
   // The per-step frequency estimate, taken at the thread's first bracket of each step.
   void maybe_sample_frequency(ThreadState& ts, int cpu) noexcept {
@@ -380,7 +160,7 @@ struct Recorder::Impl {
       append_op_line(
           line_buf, ops[k],
           std::span<const WorkerSlice>(slice(static_cast<int>(k), 0), static_cast<size_t>(n_slots)),
-          keys, fkeys);
+          registry->keys(), registry->frequency_keys());
     }
     ops_written += static_cast<int64_t>(n);
     return n;
@@ -399,11 +179,6 @@ struct Recorder::Impl {
     n_ops = rest;
   }
 
-  std::vector<ThreadState*> threads() noexcept {
-    const int n = n_threads.load(std::memory_order_acquire);
-    return std::vector<ThreadState*>(states.begin(), states.begin() + n);
-  }
-
   json header_frequency() const;
   StepEnd read_step_end();
   StepRecord step_record(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
@@ -412,9 +187,9 @@ struct Recorder::Impl {
 
 json Recorder::Impl::header_frequency() const {
   json f;
-  const ThreadState* main = owned.empty() ? nullptr : owned.front().get();
+  const bool any_thread = registry->size() > 0;
   if (!freq) {
-    const bool ref = main && fkeys.ref_cycles >= 0;
+    const bool ref = any_thread && registry->frequency_keys().ref_cycles >= 0;
     f["source"] = ref ? "cycles/ref-cycles" : "cycles/task-clock";
     f["detail"] = ref ? "per op per worker: cycles / ref_cycles x TSC MHz"
                       : "per op per worker: cycles / task_clock_ns";
@@ -438,7 +213,7 @@ StepEnd Recorder::Impl::read_step_end() {
   StepEnd e;
   e.t1 = now_ns();
   probes->end_process();
-  for (ThreadState* ts : threads()) {
+  for (ThreadState* ts : registry->threads()) {
     e.threads.emplace_back(ts->sched_reader->read(), hwcounters::thread_cpu_ns(ts->thread));
   }
   probes->end_host();
@@ -463,8 +238,9 @@ StepRecord Recorder::Impl::step_record(const StepInfo& info, const StepEnd& end,
   r.tok_s = totals.add_step(info.phase, info.n_tokens, dt);
 
   // Per-worker frequency: counter-derived over this step's ops, else the step estimate.
+  const FrequencyKeys& fkeys = registry->frequency_keys();
   const int64_t serial = step_serial.load(std::memory_order_relaxed);
-  const std::vector<ThreadState*> all = threads();
+  const std::span<ThreadState* const> all = registry->threads();
   for (size_t i = 0; i < all.size(); ++i) {
     ThreadState* ts = all[i];
     double mhz = NAN;
@@ -515,11 +291,10 @@ Recorder::Recorder(const RecorderOptions& opts) {
   im->writer = std::make_unique<EventLogWriter>(opts.events_path);
   im->host = hwcounters::collect_host_facts();
   im->tsc_mhz = im->host.tsc_mhz;
-  im->fkeys.tsc_mhz = im->tsc_mhz;
-  im->keys.reserve(kMaxCounterKeys);
+  im->registry = std::make_unique<ThreadRegistry>(im->opts, im->tsc_mhz);
   im->grow_buffers();
   // The constructing thread is the executor's slot 0 (it also runs the serial ops).
-  ThreadState* main = im->attach(0);
+  ThreadState* main = im->registry->attach(0);
   if (main) im->counter_status = main->set.status();
   {
     if (!main || !main->freq_from_counters) {
@@ -540,7 +315,7 @@ Recorder::Recorder(const RecorderOptions& opts) {
 Recorder::~Recorder() = default;
 
 void Recorder::attach_current_thread(int worker) noexcept {
-  if (enabled_) impl_->lookup(worker);
+  if (enabled_) impl_->registry->lookup(worker);
 }
 
 void Recorder::write_header(const nlohmann::json& fields) {
@@ -591,7 +366,7 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   // Thermal throttle counts on the CPUs the workers last ran on (else the run's CPUs).
   std::vector<int> throttle_cpus;
   if (im.probes->has_throttle_counters()) {
-    for (ThreadState* ts : im.threads()) {
+    for (ThreadState* ts : im.registry->threads()) {
       if (ts->last_cpu >= 0) throttle_cpus.push_back(ts->last_cpu);
     }
     if (throttle_cpus.empty()) throttle_cpus = im.freq_cpus;
@@ -600,7 +375,7 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   // Last, fastest nearest to t0, so the windows they cover are the step's own (/proc/stat
   // alone takes tens of microseconds).
   im.probes->begin_host();
-  for (ThreadState* ts : im.threads()) {
+  for (ThreadState* ts : im.registry->threads()) {
     ts->sched_begin = ts->sched_reader->read();
     ts->cpu_begin_ns = hwcounters::thread_cpu_ns(ts->thread);
   }
@@ -640,11 +415,11 @@ void Recorder::write_footer(const nlohmann::json& fields) {
     f["freq_after_mhz"] = per_cpu_mhz_json(im.freq_cpus);
   }
   int64_t runq_reads = 0;
-  for (ThreadState* ts : im.threads()) runq_reads += ts->runq_reads;
+  for (ThreadState* ts : im.registry->threads()) runq_reads += ts->runq_reads;
   f["recorder"] = {{"ops", im.ops_written},
                    {"dropped_slices", im.dropped.load()},
                    {"unattributed_chunks", im.unattributed.load()},
-                   {"threads", im.n_threads.load()},
+                   {"threads", im.registry->size()},
                    {"runq_reads", runq_reads},
                    {"bytes", im.writer->bytes_written()}};
   im.writer->write_json(f);
@@ -684,7 +459,7 @@ void Recorder::open_op(const OpInfo& info) noexcept {
   im.op_stack[static_cast<size_t>(d)] = static_cast<int>(idx);
   im.cur_op.store(static_cast<int>(idx), std::memory_order_relaxed);
 
-  ThreadState* ts = im.lookup(0);
+  ThreadState* ts = im.registry->lookup(0);
   // Ops that ran on the executor last time will bracket their own chunks: skip the serial read.
   const bool predicted_parallel = im.parallel_hint[static_cast<size_t>(r.phase)][idx] != 0;
   if (ts) {
@@ -697,9 +472,9 @@ void Recorder::open_op(const OpInfo& info) noexcept {
   r.t0_ns = now_ns();
   if (ts && !predicted_parallel) {
     Readings& begin = ts->serial_begin[static_cast<size_t>(d)];
-    const uint32_t ok = Impl::begin_reading(*ts, begin, r.t0_ns, im.opts.reuse_reading_ns);
+    const uint32_t ok = begin_reading(*ts, begin, r.t0_ns, im.opts.reuse_reading_ns);
     ts->serial_ok[static_cast<size_t>(d)] = ok;
-    ts->serial_runq[static_cast<size_t>(d)] = Impl::runq_now(*ts, begin, ok);
+    ts->serial_runq[static_cast<size_t>(d)] = runq_now(*ts, begin, ok);
   }
 }
 
@@ -719,17 +494,17 @@ void Recorder::close_op() noexcept {
     r.t1_ns = now_ns();
   } else {
     // A serial op: the calling thread (slot 0) did the work between open and close.
-    ThreadState* ts = im.lookup(0);
+    ThreadState* ts = im.registry->lookup(0);
     WorkerSlice& s = *im.slice(idx, 0);
     uint32_t ok = 0;
     const bool taken = ts && ts->serial_taken[static_cast<size_t>(d)];
     int64_t runq = -1;
     if (taken) {
-      ok = Impl::read_sources(*ts, ts->chunk_end);
-      runq = Impl::runq_now(*ts, ts->chunk_end, ok);
+      ok = read_sources(*ts, ts->chunk_end);
+      runq = runq_now(*ts, ts->chunk_end, ok);
     }
     r.t1_ns = now_ns();
-    if (taken) Impl::note_end_reading(*ts, ts->chunk_end, ok, r.t1_ns);
+    if (taken) note_end_reading(*ts, ts->chunk_end, ok, r.t1_ns);
     s.chunks = 1;
     s.t0_ns = r.t0_ns;
     s.t1_ns = r.t1_ns;
@@ -737,9 +512,9 @@ void Recorder::close_op() noexcept {
     s.cpu_end = sched_getcpu();
     if (ts) s.freq_mhz = ts->step_mhz;
     if (taken) {
-      Impl::accumulate(*ts, ts->serial_begin[static_cast<size_t>(d)],
-                       ts->serial_ok[static_cast<size_t>(d)], ts->chunk_end, ok, s);
-      Impl::add_runq(ts->serial_runq[static_cast<size_t>(d)], runq, s);
+      accumulate(*ts, ts->serial_begin[static_cast<size_t>(d)],
+                 ts->serial_ok[static_cast<size_t>(d)], ts->chunk_end, ok, s);
+      add_runq(ts->serial_runq[static_cast<size_t>(d)], runq, s);
     }
   }
   im.parallel_hint[static_cast<size_t>(r.phase)][static_cast<size_t>(idx)] = had_chunks ? 1 : 0;
@@ -749,26 +524,26 @@ void Recorder::close_op() noexcept {
 void Recorder::on_chunk_begin(int worker) noexcept {
   if (!enabled_) return;
   Impl& im = *impl_;
-  ThreadState* ts = im.lookup(worker);
+  ThreadState* ts = im.registry->lookup(worker);
   if (!ts) return;
   const int cpu = sched_getcpu();
   im.maybe_sample_frequency(*ts, cpu);
   ts->chunk_cpu = cpu;
   ts->last_cpu = cpu;
   ts->chunk_t0 = now_ns();
-  ts->chunk_ok = Impl::begin_reading(*ts, ts->chunk_begin, ts->chunk_t0, im.opts.reuse_reading_ns);
-  ts->chunk_runq = Impl::runq_now(*ts, ts->chunk_begin, ts->chunk_ok);
+  ts->chunk_ok = begin_reading(*ts, ts->chunk_begin, ts->chunk_t0, im.opts.reuse_reading_ns);
+  ts->chunk_runq = runq_now(*ts, ts->chunk_begin, ts->chunk_ok);
 }
 
 void Recorder::on_chunk_end(int worker) noexcept {
   if (!enabled_) return;
   Impl& im = *impl_;
-  ThreadState* ts = im.lookup(worker);
+  ThreadState* ts = im.registry->lookup(worker);
   if (!ts) return;
-  const uint32_t ok = Impl::read_sources(*ts, ts->chunk_end);
-  const int64_t runq = Impl::runq_now(*ts, ts->chunk_end, ok);
+  const uint32_t ok = read_sources(*ts, ts->chunk_end);
+  const int64_t runq = runq_now(*ts, ts->chunk_end, ok);
   const int64_t t1 = now_ns();
-  Impl::note_end_reading(*ts, ts->chunk_end, ok, t1);
+  note_end_reading(*ts, ts->chunk_end, ok, t1);
   const int cpu = sched_getcpu();
   const int op = im.cur_op.load(std::memory_order_relaxed);
   if (op < 0) {
@@ -788,8 +563,8 @@ void Recorder::on_chunk_end(int worker) noexcept {
   s.cpu_end = cpu;
   ++s.chunks;
   s.freq_mhz = ts->step_mhz;
-  Impl::accumulate(*ts, ts->chunk_begin, ts->chunk_ok, ts->chunk_end, ok, s);
-  Impl::add_runq(ts->chunk_runq, runq, s);
+  accumulate(*ts, ts->chunk_begin, ts->chunk_ok, ts->chunk_end, ok, s);
+  add_runq(ts->chunk_runq, runq, s);
 }
 
 }  // namespace pacer::runtime
