@@ -31,12 +31,61 @@ nlohmann::json nan_to_null(double v) {
   return std::isfinite(v) ? nlohmann::json(std::round(v * 10) / 10) : nlohmann::json();
 }
 
-nlohmann::json header_base() {
-  return {{"type", "header"},
-          {"schema", eventlog::kSchemaVersion},
-          {"pacer_version", kVersion},
-          {"git_sha", kGitSha},
-          {"time_utc", utc_now()}};
+nlohmann::json header_json(const RunHeader& r) {
+  using nlohmann::json;
+  json h = {{eventlog::record::kType, eventlog::record::kHeader},
+            {"schema", eventlog::kSchemaVersion},
+            {"pacer_version", kVersion},
+            {"git_sha", kGitSha},
+            {"time_utc", r.time_utc}};
+  json host = host_json(r.host);
+  if (r.caller_fields && r.caller_fields->is_object()) {
+    for (const auto& [k, v] : r.caller_fields->items()) {
+      if (k == "host" && v.is_object()) {
+        for (const auto& [hk, hv] : v.items()) host[hk] = hv;
+      } else {
+        h[k] = v;
+      }
+    }
+  }
+  h["host"] = std::move(host);
+  h["counters"] = counters_json(r.counters, r.sched_per_op);
+
+  const RunHeader::Frequency& fr = r.frequency;
+  json rejected = json::array();
+  for (const auto& u : fr.rejected) rejected.push_back({{"source", u.event}, {"reason", u.reason}});
+  h["frequency"] = {{"source", fr.source},
+                    {"detail", fr.detail},
+                    {"granularity", fr.granularity},
+                    {"nominal_mhz", fr.nominal_mhz},
+                    {"tsc_mhz", std::round(fr.tsc_mhz * 1000) / 1000},
+                    {"tsc_source", fr.tsc_source},
+                    {"rejected", std::move(rejected)}};
+
+  const RunHeader::Thermal& th = r.thermal;
+  h["thermal"] = {{"throttle_counters", th.throttle_counters ? "present" : "absent"},
+                  {"rapl", th.rapl.empty() ? std::string("absent") : th.rapl}};
+  if (!th.throttle_counters) h["thermal"]["throttle_reason"] = th.throttle_reason;
+  if (th.rapl.empty()) h["thermal"]["rapl_reason"] = th.rapl_reason;
+  if (r.cgroup) {
+    const RunHeader::Cgroup& c = *r.cgroup;
+    h["cgroup"] = {{"version", c.version},           {"path", c.path},
+                   {"quota_us", c.quota_us},         {"period_us", c.period_us},
+                   {"quota_cpus", c.quota_cpus},     {"nr_periods", c.nr_periods},
+                   {"nr_throttled", c.nr_throttled}, {"throttled_ns", c.throttled_ns}};
+  } else {
+    h["cgroup"] = {{"reason", r.cgroup_reason}};
+  }
+  if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
+  if (r.freq_before_mhz) {
+    json before = json::array();
+    for (const double mhz : *r.freq_before_mhz) before.push_back(nan_to_null(mhz));
+    h["freq_before_mhz"] = std::move(before);
+    h["freq_cpus"] = r.freq_cpus;
+    h["freq_before_source"] = "calibrated_loop";
+  }
+  h["derived_metrics"] = derived_metrics_json();
+  return h;
 }
 
 nlohmann::json host_json(const hwcounters::HostFacts& h) {
@@ -78,9 +127,16 @@ nlohmann::json derived_metrics_json() {
   return metrics;
 }
 
+std::vector<double> measure_per_cpu_mhz(const std::vector<int>& cpus) {
+  std::vector<double> mhz;
+  mhz.reserve(cpus.size());
+  for (int cpu : cpus) mhz.push_back(hwcounters::measure_cpu_mhz(cpu));
+  return mhz;
+}
+
 nlohmann::json per_cpu_mhz_json(const std::vector<int>& cpus) {
   nlohmann::json out = nlohmann::json::array();
-  for (int cpu : cpus) out.push_back(nan_to_null(hwcounters::measure_cpu_mhz(cpu)));
+  for (const double mhz : measure_per_cpu_mhz(cpus)) out.push_back(nan_to_null(mhz));
   return out;
 }
 
@@ -200,6 +256,19 @@ namespace {
 // Writes into a buffer sized beforehand: literals, integers and fixed-point numbers without
 // format-string parsing (fmt::format_to cost ~4x more per op line; this runs for every op of
 // every step on the step's critical path).
+// `,"key":` (or `"key":` when first) as a fixed array, built at compile time.
+template <const std::string_view& Key, bool First>
+constexpr auto key_text() {
+  std::array<char, Key.size() + (First ? 3 : 4)> text{};
+  size_t i = 0;
+  if (!First) text[i++] = ',';
+  text[i++] = '"';
+  for (const char c : Key) text[i++] = c;
+  text[i++] = '"';
+  text[i++] = ':';
+  return text;
+}
+
 class LineWriter {
  public:
   explicit LineWriter(char* p) : p_(p) {}
@@ -219,14 +288,13 @@ class LineWriter {
     str(s);
     ch('"');
   }
-  // `"key":` opening an object, `,"key":` after a member.
-  void first_key(std::string_view k) {
-    quoted(k);
-    ch(':');
-  }
-  void key(std::string_view k) {
-    ch(',');
-    first_key(k);
+  // `"key":` opening an object (First) or `,"key":` after a member, for a schema key known at
+  // compile time: one fixed-size copy, as cheap as a string literal.
+  template <const std::string_view& Key, bool First = false>
+  void key() {
+    static constexpr auto text = key_text<Key, First>();
+    std::memcpy(p_, text.data(), text.size());
+    p_ += text.size();
   }
   template <typename Int>
   void num(Int v) {
@@ -276,37 +344,37 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
   LineWriter w(out.data() + start);
   namespace key = eventlog::op_key;
   w.ch('{');
-  w.first_key(eventlog::record::kType);
+  w.key<eventlog::record::kType, true>();
   w.quoted(eventlog::record::kOp);
-  w.key(key::kStep);
+  w.key<key::kStep>();
   w.num(op.step);
-  w.key(key::kPhase);
+  w.key<key::kPhase>();
   w.quoted(phase_name(op.phase));
-  w.key(key::kName);
+  w.key<key::kName>();
   w.json_str(name);
-  w.key(key::kLayer);
+  w.key<key::kLayer>();
   w.num(op.layer);
-  w.key(key::kKind);
+  w.key<key::kKind>();
   w.quoted(op_kind_name(op.kind));
   if (op.kind == OpKind::Matmul) {
-    w.key(key::kWtype);
+    w.key<key::kWtype>();
     w.quoted(ops::type_name(op.wtype));
-    w.key(key::kRows);
+    w.key<key::kRows>();
     w.num(op.rows);
-    w.key(key::kCols);
+    w.key<key::kCols>();
     w.num(op.cols);
-    w.key(key::kTokens);
+    w.key<key::kTokens>();
     w.num(op.tokens);
   }
   if (op.kind == OpKind::Matmul || op.weight_bytes > 0) {
-    w.key(key::kWeightBytes);
+    w.key<key::kWeightBytes>();
     w.num(op.weight_bytes);
   }
-  w.key(key::kT0Ns);
+  w.key<key::kT0Ns>();
   w.num(op.t0_ns);
-  w.key(key::kT1Ns);
+  w.key<key::kT1Ns>();
   w.num(op.t1_ns);
-  w.key(key::kWorkers);
+  w.key<key::kWorkers>();
   w.ch('[');
   bool first = true;
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -315,35 +383,35 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
     if (!first) w.ch(',');
     first = false;
     w.ch('{');
-    w.first_key(key::kWorker);
+    w.key<key::kWorker, true>();
     w.num(i);
-    w.key(key::kCpu);
+    w.key<key::kCpu>();
     w.num(s.cpu);
-    w.key(key::kCpuEnd);
+    w.key<key::kCpuEnd>();
     w.num(s.cpu_end);
-    w.key(key::kT0Ns);
+    w.key<key::kT0Ns>();
     w.num(s.t0_ns);
-    w.key(key::kT1Ns);
+    w.key<key::kT1Ns>();
     w.num(s.t1_ns);
     if (s.chunks > 1) {
-      w.key(key::kChunks);
+      w.key<key::kChunks>();
       w.num(s.chunks);
     }
     const double mhz = slice_frequency_mhz(s, fk);
     if (std::isfinite(mhz) && mhz > 0) {
-      w.key(key::kFreqMhz);
+      w.key<key::kFreqMhz>();
       w.fixed(mhz, 1);
     }
     if (s.runq_ns >= 0) {
-      w.key(key::kRunqNs);
+      w.key<key::kRunqNs>();
       w.num(s.runq_ns);
     }
     if (s.oncpu_ns >= 0) {
-      w.key(key::kOncpuNs);
+      w.key<key::kOncpuNs>();
       w.num(s.oncpu_ns);
     }
     if (s.present != 0) {
-      w.key(key::kCounters);
+      w.key<key::kCounters>();
       w.ch('{');
       bool first_key = true;
       for (size_t k = 0; k < counter_keys.size() && k < kMaxCounterKeys; ++k) {
@@ -355,7 +423,7 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
         w.num(s.counters[k]);
       }
       if (s.mux < 1.0f) {
-        w.key(eventlog::counter_key::kMux);
+        w.key<eventlog::counter_key::kMux>();
         w.fixed(s.mux, 4);
       }
       w.ch('}');

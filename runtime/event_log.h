@@ -108,10 +108,58 @@ struct StepRecord {
 // The step line as JSON (pure: the record in, the line's object out).
 nlohmann::json step_json(const StepRecord& r);
 
-// Header pieces (docs/event-log.md `header`): type/schema/version/git sha/time, the host facts,
+// The run header (docs/event-log.md `header`), typed: what the recorder knows or measured itself,
+// plus the caller's fields (model, run, command, ...) as it gave them. header_json() is the one
+// place that assembles the line.
+struct RunHeader {
+  struct Frequency {
+    std::string source, detail, granularity;  // granularity: per_op | per_step
+    double nominal_mhz = 0;
+    double tsc_mhz = 0;
+    std::string tsc_source;
+    std::vector<hwcounters::Unavailable> rejected;  // better sources that were not available
+  };
+  struct Thermal {
+    bool throttle_counters = false;
+    std::string throttle_reason;  // why absent
+    std::string rapl;             // the energy meter's name; empty: absent
+    std::string rapl_reason;      // why absent
+  };
+  struct Cgroup {  // the process's cgroup CPU controller
+    int version = 0;
+    std::string path;
+    int64_t quota_us = -1, period_us = 0;
+    double quota_cpus = 0;
+    int64_t nr_periods = 0, nr_throttled = 0, throttled_ns = 0;
+  };
+
+  // Caller's fields (not owned; null: none), merged into the line: its `host` keys into `host`,
+  // the rest at the top level (the recorder's own keys below win over the caller's).
+  const nlohmann::json* caller_fields = nullptr;
+  std::string time_utc;
+  hwcounters::HostFacts host;
+  hwcounters::CounterSetStatus counters;
+  bool sched_per_op = true;
+  Frequency frequency;
+  Thermal thermal;
+  std::optional<Cgroup> cgroup;  // nullopt: none readable, see cgroup_reason
+  std::string cgroup_reason;
+  // The per-CPU frequency before the run (NaN: not measured on that CPU), on freq_cpus; empty
+  // when not measured.
+  std::vector<int> freq_cpus;
+  std::optional<std::vector<double>> freq_before_mhz;
+};
+
+// The header line as JSON (pure: the record in, the line's object out).
+nlohmann::json header_json(const RunHeader& h);
+// The current UTC time as the header writes it (2026-11-21T15:00:00Z).
+std::string utc_now();
+// Each CPU's frequency now (calibrated loop pinned to it; NaN where it could not pin).
+std::vector<double> measure_per_cpu_mhz(const std::vector<int>& cpus);
+
+// Header pieces (docs/event-log.md `header`): the host facts,
 // the counter status, the derived-metric table, and the per-CPU frequency list (null where a CPU
 // could not be measured).
-nlohmann::json header_base();
 nlohmann::json host_json(const hwcounters::HostFacts& h);
 nlohmann::json counters_json(const hwcounters::CounterSetStatus& st, bool sched_per_op);
 nlohmann::json derived_metrics_json();

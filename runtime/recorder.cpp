@@ -179,33 +179,30 @@ struct Recorder::Impl {
     n_ops = rest;
   }
 
-  json header_frequency() const;
+  RunHeader::Frequency header_frequency() const;
   StepEnd read_step_end();
   StepRecord step_record(const StepInfo& info, const StepEnd& end, int64_t serialize_ns,
                          size_t ops_in_step);
 };
 
-json Recorder::Impl::header_frequency() const {
-  json f;
+RunHeader::Frequency Recorder::Impl::header_frequency() const {
+  RunHeader::Frequency f;
   const bool any_thread = registry->size() > 0;
   if (!freq) {
     const bool ref = any_thread && registry->frequency_keys().ref_cycles >= 0;
-    f["source"] = ref ? "cycles/ref-cycles" : "cycles/task-clock";
-    f["detail"] = ref ? "per op per worker: cycles / ref_cycles x TSC MHz"
-                      : "per op per worker: cycles / task_clock_ns";
-    f["granularity"] = "per_op";
+    f.source = ref ? "cycles/ref-cycles" : "cycles/task-clock";
+    f.detail = ref ? "per op per worker: cycles / ref_cycles x TSC MHz"
+                   : "per op per worker: cycles / task_clock_ns";
+    f.granularity = "per_op";
   } else {
-    f["source"] = std::string(freq->name());
-    f["detail"] = freq->detail();
-    f["granularity"] = "per_step";
+    f.source = std::string(freq->name());
+    f.detail = freq->detail();
+    f.granularity = "per_step";
   }
-  f["nominal_mhz"] = host.nominal_mhz ? json(*host.nominal_mhz) : json(host.tsc_mhz);
-  f["tsc_mhz"] = std::round(host.tsc_mhz * 1000) / 1000;
-  f["tsc_source"] = host.tsc_source;
-  json rejected = json::array();
-  for (const auto& u : freq_rejected)
-    rejected.push_back({{"source", u.event}, {"reason", u.reason}});
-  f["rejected"] = rejected;
+  f.nominal_mhz = host.nominal_mhz.value_or(host.tsc_mhz);
+  f.tsc_mhz = host.tsc_mhz;
+  f.tsc_source = host.tsc_source;
+  f.rejected = freq_rejected;
   return f;
 }
 
@@ -321,22 +318,14 @@ void Recorder::attach_current_thread(int worker) noexcept {
 void Recorder::write_header(const nlohmann::json& fields) {
   if (!enabled_) return;
   Impl& im = *impl_;
-  json h = header_base();
-  json host = host_json(im.host);
-  if (fields.is_object()) {
-    for (const auto& [k, v] : fields.items()) {
-      if (k == "host" && v.is_object()) {
-        for (const auto& [hk, hv] : v.items()) host[hk] = hv;
-      } else {
-        h[k] = v;
-      }
-    }
-  }
-  h["host"] = host;
-  h["counters"] = counters_json(im.counter_status, im.opts.sched_per_op);
-  h["frequency"] = im.header_frequency();
+  RunHeader h;
+  h.time_utc = utc_now();
+  h.caller_fields = &fields;
+  h.host = im.host;
+  h.counters = im.counter_status;
+  h.sched_per_op = im.opts.sched_per_op;
+  h.frequency = im.header_frequency();
   im.probes->describe(h);
-  if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
 
   // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
   im.freq_cpus.clear();
@@ -348,12 +337,10 @@ void Recorder::write_header(const nlohmann::json& fields) {
   }
   if (im.freq_cpus.empty()) im.freq_cpus = im.host.allowed_cpus;
   if (im.opts.measure_freq_before_after) {
-    h["freq_before_mhz"] = per_cpu_mhz_json(im.freq_cpus);
-    h["freq_cpus"] = im.freq_cpus;
-    h["freq_before_source"] = "calibrated_loop";
+    h.freq_before_mhz = measure_per_cpu_mhz(im.freq_cpus);
+    h.freq_cpus = im.freq_cpus;
   }
-  h["derived_metrics"] = derived_metrics_json();
-  im.writer->write_json(h);
+  im.writer->write_json(header_json(h));
   im.writer->flush();
 }
 

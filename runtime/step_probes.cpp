@@ -22,23 +22,20 @@ StepProbes::StepProbes(int online_cpus, bool probe_energy) : online_cpus_(online
 
 StepProbes::~StepProbes() = default;
 
-void StepProbes::describe(nlohmann::json& h) const {
-  h["thermal"] = {{"throttle_counters", throttle_ ? "present" : "absent"},
-                  {"rapl", energy_ ? energy_->name() : std::string("absent")}};
-  if (!throttle_) h["thermal"]["throttle_reason"] = throttle_why_;
-  if (!energy_) h["thermal"]["rapl_reason"] = energy_why_;
+void StepProbes::describe(RunHeader& h) const {
+  h.thermal.throttle_counters = throttle_ != nullptr;
+  h.thermal.throttle_reason = throttle_why_;
+  h.thermal.rapl = energy_ ? energy_->name() : std::string();
+  h.thermal.rapl_reason = energy_why_;
   if (cgroup_) {
     const auto st = cgroup_->read();
-    h["cgroup"] = {{"version", cgroup_->version()},
-                   {"path", cgroup_->dir().string()},
-                   {"quota_us", cgroup_->quota_us()},
-                   {"period_us", cgroup_->period_us()},
-                   {"quota_cpus", cgroup_->quota_cpus()},
-                   {"nr_periods", st ? st->nr_periods : 0},
-                   {"nr_throttled", st ? st->nr_throttled : 0},
-                   {"throttled_ns", st ? st->throttled_ns : 0}};
+    h.cgroup = RunHeader::Cgroup{cgroup_->version(),        cgroup_->dir().string(),
+                                 cgroup_->quota_us(),       cgroup_->period_us(),
+                                 cgroup_->quota_cpus(),     st ? st->nr_periods : 0,
+                                 st ? st->nr_throttled : 0, st ? st->throttled_ns : 0};
   } else {
-    h["cgroup"] = {{"reason", cgroup_why_}};
+    h.cgroup.reset();
+    h.cgroup_reason = cgroup_why_;
   }
 }
 

@@ -18,6 +18,7 @@
 
 namespace pacer::runtime {
 
+struct RunHeader;
 struct StepRecord;
 
 class StepProbes {
@@ -29,8 +30,8 @@ class StepProbes {
   StepProbes(const StepProbes&) = delete;
   StepProbes& operator=(const StepProbes&) = delete;
 
-  // The header's `thermal` and `cgroup` objects, added to `header`.
-  void describe(nlohmann::json& header) const;
+  // The header's `thermal` and `cgroup` facts.
+  void describe(RunHeader& header) const;
   bool has_throttle_counters() const noexcept { return throttle_ != nullptr; }
 
   // Step start, slowest reads first so the fast ones sit nearest the step's t0 (/proc/stat alone

@@ -22,8 +22,9 @@ int64_t mono_ns() {
 
 TEST(StepProbes, HeaderNamesEachProbeOrWhyItIsAbsent) {
   StepProbes probes(static_cast<int>(std::thread::hardware_concurrency()), false);
-  nlohmann::json h = nlohmann::json::object();
-  probes.describe(h);
+  RunHeader header;
+  probes.describe(header);
+  const nlohmann::json h = header_json(header);
   EXPECT_EQ(h["thermal"]["rapl"], "absent");
   EXPECT_EQ(h["thermal"]["rapl_reason"], "not probed");
   const bool throttle = h["thermal"]["throttle_counters"] == "present";

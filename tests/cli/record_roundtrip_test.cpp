@@ -1,11 +1,14 @@
-// The writer's step serializer against the reader: a typed StepRecord written as a line
-// (runtime::step_json) and read back by analysis::LogReader gives the same values, so the two
-// sides agree on every key and unit through the schema (eventlog/schema.h).
+// The writer's serializers against the reader: a typed StepRecord or RunHeader written as a line
+// (runtime::step_json / header_json) and read back by analysis::LogReader gives the same values,
+// so the two sides agree on every key and unit through the schema (eventlog/schema.h).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "analysis/event_log.h"
+#include "eventlog/schema.h"
 #include "runtime/event_log.h"
 
 namespace pacer {
@@ -14,15 +17,16 @@ namespace {
 using nlohmann::json;
 
 struct Collect : analysis::LogVisitor {
+  std::vector<analysis::Header> headers;
   std::vector<analysis::StepEvent> steps;
+  void on_header(const analysis::Header& h) override { headers.push_back(h); }
   void on_step(const analysis::StepEvent& e) override { steps.push_back(e); }
 };
 
 analysis::StepEvent round_trip(const runtime::StepRecord& r) {
-  const std::string log =
-      R"({"type":"header","schema":1})"
-      "\n" +
-      step_json(r).dump() + "\n";
+  const std::string log = R"({"type":"header","schema":1})"
+                          "\n" +
+                          step_json(r).dump() + "\n";
   Collect c;
   const analysis::ReadSummary s = analysis::LogReader::read_text(log, c);
   EXPECT_EQ(s.malformed_count, 0) << (s.warnings().empty() ? "" : s.warnings().front());
@@ -121,6 +125,76 @@ TEST(StepRecordRoundTrip, UsageIsRoundedToAThousandthOfACpuAndUnmeasuredFrequenc
   r.freq = {{0, 0, NAN}};
   EXPECT_TRUE(step_json(r)["freq"][0]["mhz"].is_null());
   EXPECT_EQ(round_trip(r).freq.size(), 0u);  // the reader drops workers without a frequency
+}
+
+TEST(RunHeaderRoundTrip, RecorderFactsAndCallerFieldsReadBackTheSameValues) {
+  const json caller = {{"command", "run"},
+                       {"model", {{"path", "m.gguf"}, {"arch", "llama"}}},
+                       {"run", {{"threads", 2}, {"cpus", {0, 1}}}},
+                       {"host", {{"topology", {{"cores", 2}}}}},
+                       {"load_ms", 12.5}};
+  runtime::RunHeader r;
+  r.caller_fields = &caller;
+  r.time_utc = "2026-11-24T09:00:00Z";
+  r.host.hostname = "h";
+  r.host.cpu_model = "Test CPU";
+  r.host.governor = "performance";
+  r.host.smt = false;
+  r.host.virtualized = true;
+  r.host.tsc_mhz = 2100.0004;  // written to 0.001 MHz
+  r.host.allowed_cpus = {0, 1};
+  r.counters.mode = "software";
+  r.counters.live = {"task_clock_ns", "context_switches"};
+  r.counters.unavailable = {{"cycles", "no PMU"}};
+  r.counters.read = "read()";
+  r.frequency.source = "calibrated_loop";
+  r.frequency.detail = "imul chain";
+  r.frequency.granularity = "per_step";
+  r.frequency.nominal_mhz = 2100.0;
+  r.thermal.rapl = "powercap intel-rapl";
+  r.thermal.throttle_reason = "no thermal_throttle in sysfs";
+  r.cgroup_reason = "no cpu controller";
+  r.freq_cpus = {0, 1};
+  r.freq_before_mhz = std::vector<double>{2995.1, NAN};
+
+  const std::string log = runtime::header_json(r).dump() + "\n";
+  Collect c;
+  analysis::LogReader::read_text(log, c);
+  ASSERT_EQ(c.headers.size(), 1u);
+  const analysis::Header& h = c.headers[0];
+  EXPECT_EQ(h.schema, eventlog::kSchemaVersion);
+  EXPECT_EQ(h.time_utc, "2026-11-24T09:00:00Z");
+  EXPECT_EQ(h.command, "run");
+  EXPECT_EQ(h.model.path, "m.gguf");
+  EXPECT_EQ(h.model.arch, "llama");
+  EXPECT_EQ(h.run.threads, 2);
+  EXPECT_EQ(h.run.cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(h.load_ms, 12.5);
+  EXPECT_EQ(h.host.hostname, "h");
+  EXPECT_EQ(h.host.cpu_model, "Test CPU");
+  EXPECT_EQ(h.host.governor, "performance");
+  EXPECT_EQ(h.host.smt, false);
+  EXPECT_EQ(h.host.virtualized, true);
+  EXPECT_EQ(h.host.tsc_mhz, 2100.0);
+  EXPECT_EQ(h.host.cores, 2);  // the caller's host keys merge into the recorder's host
+  EXPECT_EQ(h.host.allowed_cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(h.counters.mode, "software");
+  EXPECT_EQ(h.counters.live, r.counters.live);
+  ASSERT_EQ(h.counters.unavailable.size(), 1u);
+  EXPECT_EQ(h.counters.unavailable[0].event, "cycles");
+  EXPECT_EQ(h.counters.unavailable[0].reason, "no PMU");
+  EXPECT_EQ(h.counters.read, "read()");
+  EXPECT_EQ(h.frequency.source, "calibrated_loop");
+  EXPECT_EQ(h.frequency.detail, "imul chain");
+  EXPECT_EQ(h.frequency.nominal_mhz, 2100.0);
+  EXPECT_EQ(h.throttle_counters, "absent");
+  EXPECT_EQ(h.rapl, "powercap intel-rapl");
+  EXPECT_FALSE(h.bandwidth_gbs.has_value());
+  EXPECT_EQ(h.freq_before_mhz, (std::vector<double>{2995.1}));  // the unmeasured CPU is null
+  EXPECT_EQ(h.raw["thermal"]["throttle_reason"], "no thermal_throttle in sysfs");
+  EXPECT_FALSE(h.raw["thermal"].contains("rapl_reason"));
+  EXPECT_EQ(h.raw["cgroup"], (json{{"reason", "no cpu controller"}}));
+  EXPECT_EQ(h.raw["freq_cpus"], (json{0, 1}));
 }
 
 }  // namespace
