@@ -127,17 +127,35 @@ nlohmann::json derived_metrics_json() {
   return metrics;
 }
 
+nlohmann::json footer_json(const FooterRecord& r) {
+  namespace key = eventlog::footer_key;
+  using nlohmann::json;
+  json f = {{eventlog::record::kType, eventlog::record::kFooter}, {key::kSteps, r.steps}};
+  if (r.decode_tok_s) f[key::kDecodeTokS] = *r.decode_tok_s;
+  if (r.prefill_tok_s) f[key::kPrefillTokS] = *r.prefill_tok_s;
+  if (r.caller_fields && r.caller_fields->is_object()) {
+    for (const auto& [k, v] : r.caller_fields->items()) f[k] = v;
+  }
+  if (r.freq_after_mhz && !f.contains(key::kFreqAfterMhz)) {
+    json after = json::array();
+    for (const double mhz : *r.freq_after_mhz) after.push_back(nan_to_null(mhz));
+    f[key::kFreqAfterMhz] = std::move(after);
+  }
+  const FooterRecord::RecorderCounts& c = r.recorder;
+  f[key::kRecorder] = {{"ops", c.ops},
+                       {"dropped_slices", c.dropped_slices},
+                       {"unattributed_chunks", c.unattributed_chunks},
+                       {"threads", c.threads},
+                       {"runq_reads", c.runq_reads},
+                       {"bytes", c.bytes}};
+  return f;
+}
+
 std::vector<double> measure_per_cpu_mhz(const std::vector<int>& cpus) {
   std::vector<double> mhz;
   mhz.reserve(cpus.size());
   for (int cpu : cpus) mhz.push_back(hwcounters::measure_cpu_mhz(cpu));
   return mhz;
-}
-
-nlohmann::json per_cpu_mhz_json(const std::vector<int>& cpus) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const double mhz : measure_per_cpu_mhz(cpus)) out.push_back(nan_to_null(mhz));
-  return out;
 }
 
 nlohmann::json step_json(const StepRecord& r) {

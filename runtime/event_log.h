@@ -150,6 +150,23 @@ struct RunHeader {
   std::optional<std::vector<double>> freq_before_mhz;
 };
 
+// The `footer` line (docs/event-log.md `footer`), typed: the recorder's totals, the caller's
+// fields (stop reason, timings, ...; they win over the totals) and the recorder's own counts.
+struct FooterRecord {
+  const nlohmann::json* caller_fields = nullptr;  // not owned; null: none
+  int64_t steps = 0;
+  std::optional<double> decode_tok_s, prefill_tok_s;
+  std::optional<std::vector<double>> freq_after_mhz;  // NaN: not measured on that CPU
+  struct RecorderCounts {
+    int64_t ops = 0, dropped_slices = 0, unattributed_chunks = 0;
+    int threads = 0;
+    int64_t runq_reads = 0, bytes = 0;
+  } recorder;
+};
+
+// The footer line as JSON (pure).
+nlohmann::json footer_json(const FooterRecord& f);
+
 // The header line as JSON (pure: the record in, the line's object out).
 nlohmann::json header_json(const RunHeader& h);
 // The current UTC time as the header writes it (2026-11-21T15:00:00Z).
@@ -157,13 +174,11 @@ std::string utc_now();
 // Each CPU's frequency now (calibrated loop pinned to it; NaN where it could not pin).
 std::vector<double> measure_per_cpu_mhz(const std::vector<int>& cpus);
 
-// Header pieces (docs/event-log.md `header`): the host facts,
-// the counter status, the derived-metric table, and the per-CPU frequency list (null where a CPU
-// could not be measured).
+// Header pieces (docs/event-log.md `header`): the host facts, the counter status and the
+// derived-metric table.
 nlohmann::json host_json(const hwcounters::HostFacts& h);
 nlohmann::json counters_json(const hwcounters::CounterSetStatus& st, bool sched_per_op);
 nlohmann::json derived_metrics_json();
-nlohmann::json per_cpu_mhz_json(const std::vector<int>& cpus);
 // A number rounded to 0.1, or null when not finite.
 nlohmann::json nan_to_null(double v);
 

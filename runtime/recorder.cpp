@@ -392,24 +392,23 @@ void Recorder::write_footer(const nlohmann::json& fields) {
   im.line_buf.clear();
   im.forget_ops(im.serialize_ops());  // ops recorded after the last step (detokenize, ...)
   im.writer->write_raw(im.line_buf);
-  json f = {{"type", "footer"}, {"steps", im.steps_written}};
-  if (const auto tok_s = im.totals.decode_tok_s()) f["decode_tok_s"] = *tok_s;
-  if (const auto tok_s = im.totals.prefill_tok_s()) f["prefill_tok_s"] = *tok_s;
-  if (fields.is_object()) {
-    for (const auto& [k, v] : fields.items()) f[k] = v;
+  FooterRecord f;
+  f.caller_fields = &fields;
+  f.steps = im.steps_written;
+  f.decode_tok_s = im.totals.decode_tok_s();
+  f.prefill_tok_s = im.totals.prefill_tok_s();
+  const bool caller_has_freq_after =
+      fields.is_object() && fields.contains(eventlog::footer_key::kFreqAfterMhz);
+  if (im.opts.measure_freq_before_after && !caller_has_freq_after) {
+    f.freq_after_mhz = measure_per_cpu_mhz(im.freq_cpus);
   }
-  if (im.opts.measure_freq_before_after && !f.contains("freq_after_mhz")) {
-    f["freq_after_mhz"] = per_cpu_mhz_json(im.freq_cpus);
-  }
-  int64_t runq_reads = 0;
-  for (ThreadState* ts : im.registry->threads()) runq_reads += ts->runq_reads;
-  f["recorder"] = {{"ops", im.ops_written},
-                   {"dropped_slices", im.dropped.load()},
-                   {"unattributed_chunks", im.unattributed.load()},
-                   {"threads", im.registry->size()},
-                   {"runq_reads", runq_reads},
-                   {"bytes", im.writer->bytes_written()}};
-  im.writer->write_json(f);
+  f.recorder.ops = im.ops_written;
+  f.recorder.dropped_slices = im.dropped.load();
+  f.recorder.unattributed_chunks = im.unattributed.load();
+  f.recorder.threads = im.registry->size();
+  for (ThreadState* ts : im.registry->threads()) f.recorder.runq_reads += ts->runq_reads;
+  f.recorder.bytes = im.writer->bytes_written();
+  im.writer->write_json(footer_json(f));
   im.writer->flush();
 }
 

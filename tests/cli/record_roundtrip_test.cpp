@@ -19,6 +19,8 @@ using nlohmann::json;
 struct Collect : analysis::LogVisitor {
   std::vector<analysis::Header> headers;
   std::vector<analysis::StepEvent> steps;
+  std::vector<analysis::Footer> footers;
+  void on_footer(const analysis::Footer& f) override { footers.push_back(f); }
   void on_header(const analysis::Header& h) override { headers.push_back(h); }
   void on_step(const analysis::StepEvent& e) override { steps.push_back(e); }
 };
@@ -195,6 +197,39 @@ TEST(RunHeaderRoundTrip, RecorderFactsAndCallerFieldsReadBackTheSameValues) {
   EXPECT_FALSE(h.raw["thermal"].contains("rapl_reason"));
   EXPECT_EQ(h.raw["cgroup"], (json{{"reason", "no cpu controller"}}));
   EXPECT_EQ(h.raw["freq_cpus"], (json{0, 1}));
+}
+
+TEST(FooterRoundTrip, TotalsCallerFieldsAndRecorderCountsReadBackTheSameValues) {
+  const json caller = {{"n_generated", 64}, {"stop", "n_predict"}, {"steps", 99}};
+  runtime::FooterRecord r;
+  r.caller_fields = &caller;
+  r.steps = 65;
+  r.decode_tok_s = 25.5;
+  r.prefill_tok_s = 200.0;
+  r.freq_after_mhz = std::vector<double>{2990.0, NAN, 2991.5};
+  r.recorder.ops = 1234;
+  r.recorder.threads = 2;
+  const json line = runtime::footer_json(r);
+  EXPECT_EQ(line["recorder"]["ops"], 1234);
+  EXPECT_EQ(line["recorder"]["threads"], 2);
+  Collect c;
+  analysis::LogReader::read_text(R"({"type":"header","schema":1})"
+                                 "\n" +
+                                     line.dump() + "\n",
+                                 c);
+  ASSERT_EQ(c.footers.size(), 1u);
+  const analysis::Footer& f = c.footers[0];
+  EXPECT_EQ(f.steps, 99);  // the caller's value wins over the recorder's count
+  EXPECT_EQ(f.n_generated, 64);
+  EXPECT_EQ(f.stop, "n_predict");
+  EXPECT_EQ(f.decode_tok_s, 25.5);
+  EXPECT_EQ(f.prefill_tok_s, 200.0);
+  EXPECT_EQ(f.freq_after_mhz, (std::vector<double>{2990.0, 2991.5}));  // null skipped
+
+  // A caller that measured the frequency itself keeps its list.
+  const json with_freq = {{"freq_after_mhz", {1000.0}}};
+  r.caller_fields = &with_freq;
+  EXPECT_EQ(runtime::footer_json(r)["freq_after_mhz"], (json{1000.0}));
 }
 
 }  // namespace
