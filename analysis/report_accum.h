@@ -56,9 +56,9 @@ struct CpuAccum {
     }
     std::optional<double> ins, cyc;
     for (const Counter& c : w.counters) {
-      if (c.name == "instructions") {
+      if (c.name == eventlog::counter_key::kInstructions) {
         ins = c.value;
-      } else if (c.name == "cycles") {
+      } else if (c.name == eventlog::counter_key::kCycles) {
         cyc = c.value;
       }
     }
