@@ -18,6 +18,7 @@ using detail::ScanError;
 namespace op_key = eventlog::op_key;
 namespace step_key = eventlog::step_key;
 namespace footer_key = eventlog::footer_key;
+namespace bench_key = eventlog::bench_key;
 
 LogError::LogError(const std::string& file, int64_t line, int64_t offset, const std::string& what)
     : std::runtime_error(line > 0 ? (offset >= 0 ? fmt::format("{}:{}: {} (byte offset {})", file,
@@ -517,29 +518,29 @@ struct LogReader::Impl {
     e.line = lineno;
     sc.object([&](std::string_view key) {
       in_field(key, [&] {
-        if (key == "test") {
+        if (key == bench_key::kTest) {
           read_str(sc, e.test);
-        } else if (key == "n_prompt") {
+        } else if (key == bench_key::kNPrompt) {
           read_opt(sc, e.n_prompt);
-        } else if (key == "n_gen") {
+        } else if (key == bench_key::kNGen) {
           read_opt(sc, e.n_gen);
-        } else if (key == "threads") {
+        } else if (key == bench_key::kThreads) {
           read_opt(sc, e.threads);
-        } else if (key == "reps") {
+        } else if (key == bench_key::kReps) {
           read_opt(sc, e.reps);
-        } else if (key == "pin") {
+        } else if (key == bench_key::kPin) {
           read_str(sc, e.pin);
-        } else if (key == "tok_s_mean") {
+        } else if (key == bench_key::kTokSMean) {
           read_opt(sc, e.tok_s_mean);
-        } else if (key == "tok_s_sd") {
+        } else if (key == bench_key::kTokSSd) {
           read_opt(sc, e.tok_s_sd);
-        } else if (key == "cv") {
+        } else if (key == bench_key::kCv) {
           read_opt(sc, e.cv);
-        } else if (key == "freq_mhz_mean") {
+        } else if (key == bench_key::kFreqMhzMean) {
           read_opt(sc, e.freq_mhz_mean);
-        } else if (key == "roofline_pct") {
+        } else if (key == bench_key::kRooflinePct) {
           read_opt(sc, e.roofline_pct);
-        } else if (key == "flags") {
+        } else if (key == bench_key::kFlags) {
           if (sc.null()) return;
           sc.array([&] { e.flags.emplace_back(sc.string()); });
         } else {

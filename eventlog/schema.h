@@ -211,6 +211,60 @@ inline constexpr std::array kAll{kSteps,        kNPrompt,      kNGenerated, kPea
                                  kDetokenizeMs, kFreqAfterMhz, kStop,       kRecorder};
 }  // namespace footer_key
 
+// Keys of `bench` lines (pacer bench --events-out / -o jsonl: one result row each).
+namespace bench_key {
+inline constexpr std::string_view kTest = "test";
+inline constexpr std::string_view kNPrompt = "n_prompt";
+inline constexpr std::string_view kNGen = "n_gen";
+inline constexpr std::string_view kNDepth = "n_depth";
+inline constexpr std::string_view kThreads = "threads";
+inline constexpr std::string_view kPin = "pin";
+inline constexpr std::string_view kCpus = "cpus";
+inline constexpr std::string_view kReps = "reps";
+inline constexpr std::string_view kTokS = "tok_s";
+inline constexpr std::string_view kTokSMean = "tok_s_mean";
+inline constexpr std::string_view kTokSSd = "tok_s_sd";
+inline constexpr std::string_view kCv = "cv";
+inline constexpr std::string_view kFlags = "flags";
+inline constexpr std::string_view kFreqMhzMean = "freq_mhz_mean";
+inline constexpr std::string_view kFreqMhzMin = "freq_mhz_min";
+inline constexpr std::string_view kFreqMhzMax = "freq_mhz_max";
+inline constexpr std::string_view kBandwidthGbs = "bandwidth_gbs";
+inline constexpr std::string_view kCeilingTokS = "ceiling_tok_s";
+inline constexpr std::string_view kRooflinePct = "roofline_pct";
+inline constexpr std::string_view kRooflineApplies = "roofline_applies";
+inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
+inline constexpr std::string_view kEvents = "events";
+inline constexpr std::string_view kModel = "model";
+inline constexpr std::string_view kArch = "arch";
+inline constexpr std::string_view kWtype = "wtype";
+inline constexpr std::array kAll{kTest,
+                                 kNPrompt,
+                                 kNGen,
+                                 kNDepth,
+                                 kThreads,
+                                 kPin,
+                                 kCpus,
+                                 kReps,
+                                 kTokS,
+                                 kTokSMean,
+                                 kTokSSd,
+                                 kCv,
+                                 kFlags,
+                                 kFreqMhzMean,
+                                 kFreqMhzMin,
+                                 kFreqMhzMax,
+                                 kBandwidthGbs,
+                                 kCeilingTokS,
+                                 kRooflinePct,
+                                 kRooflineApplies,
+                                 kBandwidthMethod,
+                                 kEvents,
+                                 kModel,
+                                 kArch,
+                                 kWtype};
+}  // namespace bench_key
+
 // Keys of an op worker's `counters` object (docs/event-log.md `op`). Hardware and software events
 // by these names; user events (--events) appear under their libpfm4 names.
 namespace counter_key {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
 #include "ops/bandwidth.h"
@@ -545,24 +546,26 @@ std::string render_bench_csv(const BenchResult& r) {
 
 namespace {
 nlohmann::json row_json(const BenchRow& row) {
-  nlohmann::json j = {{"test", row.test},       {"n_prompt", row.n_prompt}, {"n_gen", row.n_gen},
-                      {"n_depth", row.n_depth}, {"threads", row.threads},   {"pin", row.pin},
-                      {"cpus", row.cpus},       {"reps", row.tok_s.size()}, {"tok_s", row.tok_s},
-                      {"tok_s_mean", row.mean}, {"tok_s_sd", row.sd},       {"cv", row.cv},
-                      {"flags", row.flags}};
+  namespace key = eventlog::bench_key;
+  nlohmann::json j = {
+      {key::kTest, row.test},      {key::kNPrompt, row.n_prompt},  {key::kNGen, row.n_gen},
+      {key::kNDepth, row.n_depth}, {key::kThreads, row.threads},   {key::kPin, row.pin},
+      {key::kCpus, row.cpus},      {key::kReps, row.tok_s.size()}, {key::kTokS, row.tok_s},
+      {key::kTokSMean, row.mean},  {key::kTokSSd, row.sd},         {key::kCv, row.cv},
+      {key::kFlags, row.flags}};
   if (row.freq_mean_mhz > 0) {
-    j["freq_mhz_mean"] = row.freq_mean_mhz;
-    j["freq_mhz_min"] = row.freq_min_mhz;
-    j["freq_mhz_max"] = row.freq_max_mhz;
+    j[key::kFreqMhzMean] = row.freq_mean_mhz;
+    j[key::kFreqMhzMin] = row.freq_min_mhz;
+    j[key::kFreqMhzMax] = row.freq_max_mhz;
   }
   if (row.ceiling_tok_s > 0) {
-    j["bandwidth_gbs"] = row.bandwidth_gbs;
-    j["ceiling_tok_s"] = row.ceiling_tok_s;
-    j["roofline_pct"] = row.roofline_pct;
-    j["roofline_applies"] = row.roofline_applies;
-    j["bandwidth_method"] = row.bandwidth_method;
+    j[key::kBandwidthGbs] = row.bandwidth_gbs;
+    j[key::kCeilingTokS] = row.ceiling_tok_s;
+    j[key::kRooflinePct] = row.roofline_pct;
+    j[key::kRooflineApplies] = row.roofline_applies;
+    j[key::kBandwidthMethod] = row.bandwidth_method;
   }
-  if (!row.events_path.empty()) j["events"] = row.events_path;
+  if (!row.events_path.empty()) j[key::kEvents] = row.events_path;
   return j;
 }
 }  // namespace
@@ -589,10 +592,10 @@ std::string render_bench_jsonl(const BenchResult& r) {
   std::string out;
   for (const BenchRow& row : r.rows) {
     nlohmann::json j = row_json(row);
-    j["type"] = "bench";
-    j["model"] = r.model_path;
-    j["arch"] = r.arch;
-    j["wtype"] = r.type;
+    j[eventlog::record::kType] = eventlog::record::kBench;
+    j[eventlog::bench_key::kModel] = r.model_path;
+    j[eventlog::bench_key::kArch] = r.arch;
+    j[eventlog::bench_key::kWtype] = r.type;
     out += j.dump() + "\n";
   }
   return out;

@@ -164,6 +164,31 @@ TEST(EventLogDoc, FooterExampleUsesSchemaKeysAndReadsBackItsValues) {
   EXPECT_EQ(f.stop, doc["stop"].get<std::string>());
 }
 
+TEST(EventLogDoc, BenchExampleUsesSchemaKeysAndReadsBackItsValues) {
+  const json doc = json::parse(event_log_doc_example("bench"));
+  for (const auto& [k, v] : doc.items()) {
+    if (k != eventlog::record::kType) {
+      EXPECT_TRUE(contains(eventlog::bench_key::kAll, k)) << k;
+    }
+  }
+  Collect c;
+  LogReader::read_text(event_log_doc_example("header") + event_log_doc_example("bench"), c);
+  ASSERT_EQ(c.benches.size(), 1u);
+  const BenchEvent& b = c.benches[0];
+  EXPECT_EQ(b.test, doc["test"].get<std::string>());
+  EXPECT_EQ(b.n_prompt, doc["n_prompt"].get<int64_t>());
+  EXPECT_EQ(b.n_gen, doc["n_gen"].get<int64_t>());
+  EXPECT_EQ(b.threads, doc["threads"].get<int64_t>());
+  EXPECT_EQ(b.pin, doc["pin"].get<std::string>());
+  EXPECT_EQ(b.reps, doc["reps"].get<int64_t>());
+  EXPECT_EQ(b.tok_s_mean, doc["tok_s_mean"].get<double>());
+  EXPECT_EQ(b.tok_s_sd, doc["tok_s_sd"].get<double>());
+  EXPECT_EQ(b.cv, doc["cv"].get<double>());
+  EXPECT_EQ(b.freq_mhz_mean, doc["freq_mhz_mean"].get<double>());
+  EXPECT_EQ(b.roofline_pct, doc["roofline_pct"].get<double>());
+  EXPECT_EQ(b.flags, doc["flags"].get<std::vector<std::string>>());
+}
+
 TEST(EventLogDoc, HeaderExampleNamesCountersAsTheRecorderWritesThem) {
   const json doc = json::parse(event_log_doc_example("header"));
   EXPECT_EQ(doc["schema"].get<int>(), eventlog::kSchemaVersion);
