@@ -42,7 +42,7 @@ CycleStats cycle_stats(const std::vector<double>& step_ns) {
   std::vector<double> ms;
   ms.reserve(step_ns.size());
   for (double ns : step_ns) ms.push_back(ns * 1e-6);
-  c.ms = stats::summarize(ms);
+  c.ms = stats::summarize_series(ms);
   c.p50 = stats::quantile(ms, 0.5);
   c.p90 = stats::quantile(ms, 0.9);
   c.p99 = stats::quantile(ms, 0.99);
@@ -86,11 +86,11 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
   r.device = device;
   r.metric = metric;
   r.pseudo = op == kOncpuOp || op == kRunqOp;
-  for (int i = 0; i < 2; ++i) r.beta[i] = stats::summarize(beta[i]);
+  for (int i = 0; i < 2; ++i) r.beta[i] = stats::summarize_series(beta[i]);
   r.d_beta = r.beta[1].mean - r.beta[0].mean;
   r.z_beta = stats::z_score(r.beta[0], r.beta[1], stats::relative_sd_floor(r.beta[0], r.beta[1]));
   r.p_beta = stats::welch_t_test(r.beta[0], r.beta[1]).p;
-  r.u_p_beta = stats::mann_whitney_u(beta[0], beta[1]).p;
+  r.u_p_beta = stats::mann_whitney_u_series(beta[0], beta[1]).p;
   // Host pseudo-op time sums over the workers; per-worker terms keep it comparable to op rows.
   const double per_worker = (r.pseudo && device == kHostDevice) ? ctx.workers : 1.0;
   double model = 0;
@@ -98,7 +98,7 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
     std::vector<double> mu[2];
     for (int i = 0; i < 2; ++i) {
       mu[i] = mu_series(*ctx.run[i], ctx.run[i]->find(op, device), *metric);
-      r.mu[i] = stats::summarize(mu[i]);
+      r.mu[i] = stats::summarize_series(mu[i]);
     }
     r.d_mu = r.mu[1].mean - r.mu[0].mean;
     r.z_mu = stats::z_score(r.mu[0], r.mu[1], stats::relative_sd_floor(r.mu[0], r.mu[1]));
@@ -108,7 +108,7 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
     r.z_log_mu =
         stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
     r.p_mu = stats::welch_t_test(r.mu[0], r.mu[1]).p;
-    r.u_p_mu = stats::mann_whitney_u(mu[0], mu[1]).p;
+    r.u_p_mu = stats::mann_whitney_u_series(mu[0], mu[1]).p;
     // The time the metric's change accounts for, by the time model of compare_attribution.h:
     // on-CPU time goes as 1/frequency, 1/IPC and instructions; run-queue wait is time itself.
     const double share = (r.beta[0].mean + r.beta[1].mean) / 2 / per_worker;
@@ -174,11 +174,11 @@ std::vector<DeviceFrequency> device_frequencies(const RunCycles& a, const RunCyc
     const std::vector<double>& sb = ib->second;
     DeviceFrequency f;
     f.device = dev;
-    f.mhz = {stats::summarize(sa), stats::summarize(sb)};
+    f.mhz = {stats::summarize_series(sa), stats::summarize_series(sb)};
     if (f.mhz[0].n == 0 || f.mhz[1].n == 0) continue;
     f.pct_change = pct_change(f.mhz[0].mean, f.mhz[1].mean);
     f.p_welch = stats::welch_t_test(f.mhz[0], f.mhz[1]).p;
-    f.p_u = stats::mann_whitney_u(sa, sb).p;
+    f.p_u = stats::mann_whitney_u_series(sa, sb).p;
     out.push_back(f);
   }
   // CPUs first (ascending), the host last.
@@ -437,8 +437,10 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     c.step_freq_mhz[i] =
         it != r.step_freq_mhz.end() ? it->second : std::vector<double>(r.cycles(), kNaN);
   }
-  c.step_welch = stats::welch_t_test(normal.step_ns, abnormal.step_ns);
-  c.step_u = stats::mann_whitney_u(normal.step_ns, abnormal.step_ns);
+  // Steps are a time series: both tests use each run's effective sample size (stats.h).
+  c.step_welch = stats::welch_t_test(stats::summarize_series(normal.step_ns),
+                                     stats::summarize_series(abnormal.step_ns));
+  c.step_u = stats::mann_whitney_u_series(normal.step_ns, abnormal.step_ns);
   c.attribution = attribute(normal, abnormal);
   for (int i = 0; i < 2; ++i) {
     const RunCycles& r = i == 0 ? normal : abnormal;

@@ -147,9 +147,19 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
                      fmt_signed(v * 1e-3, 2), fmt_signed(v / t0 * 100, 2),
                      delta != 0 ? fmt::format("{:.0f}%", v / delta * 100) : "-");
   }
-  o += fmt::format("| &nbsp;&nbsp;residual: sync (imbalance, fork/join) | {} | {} | |\n",
-                   fmt_signed(a.residual_sync_ns * 1e-3, 2),
-                   fmt_signed(a.residual_sync_ns / t0 * 100, 2));
+  if (a.runq_outside_ns != 0)
+    o += fmt::format(
+        "| &nbsp;&nbsp;run queue: outside slices (late wake-ups, between ops) | {} | "
+        "{} | |\n",
+        fmt_signed(a.runq_outside_ns * 1e-3, 2), fmt_signed(a.runq_outside_ns / t0 * 100, 2));
+  o += fmt::format(
+      "| &nbsp;&nbsp;residual: dispatch delay (op start -> last worker's start) | {} "
+      "| {} | |\n",
+      fmt_signed(a.residual_dispatch_ns * 1e-3, 2),
+      fmt_signed(a.residual_dispatch_ns / t0 * 100, 2));
+  o += fmt::format("| &nbsp;&nbsp;residual: join (last worker's end -> op end) | {} | {} | |\n",
+                   fmt_signed(a.residual_join_ns * 1e-3, 2),
+                   fmt_signed(a.residual_join_ns / t0 * 100, 2));
   o += fmt::format("| &nbsp;&nbsp;residual: outside recorded ops | {} | {} | |\n",
                    fmt_signed(a.residual_outside_ns * 1e-3, 2),
                    fmt_signed(a.residual_outside_ns / t0 * 100, 2));

@@ -135,16 +135,21 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
              (ops.empty() ? std::string() : "; in " + op_names(ops));
     case Part::RunQueue: {
       const auto devs = runq_devices(c);
-      return fmt::format("{:+.3f} ms/step runnable but waiting for a CPU{}",
+      return fmt::format("{:+.3f} ms/step runnable but waiting for a CPU{}{}",
                          a.part(Part::RunQueue) * 1e-6,
-                         devs.empty() ? "" : " on " + describe_devices(devs));
+                         devs.empty() ? "" : " on " + describe_devices(devs),
+                         a.runq_outside_ns != 0
+                             ? fmt::format(" ({:+.3f} ms of it outside op slices: workers woken "
+                                           "late, or waiting between ops)",
+                                           a.runq_outside_ns * 1e-6)
+                             : "");
     }
     case Part::Blocked:
       return fmt::format("{:+.3f} ms/step off-CPU and not runnable", a.part(Part::Blocked) * 1e-6);
     case Part::Residual:
       return fmt::format(
-          "worker imbalance and fork/join {:+.3f} ms, outside ops {:+.3f} ms{}",
-          a.residual_sync_ns * 1e-6, a.residual_outside_ns * 1e-6,
+          "dispatch delay {:+.3f} ms, join {:+.3f} ms, outside ops {:+.3f} ms{}",
+          a.residual_dispatch_ns * 1e-6, a.residual_join_ns * 1e-6, a.residual_outside_ns * 1e-6,
           a.residual_unmeasured_ns != 0
               ? fmt::format(", ops without data {:+.3f} ms", a.residual_unmeasured_ns * 1e-6)
               : "");
@@ -450,15 +455,23 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    "{:.2f} (~1% relative). It measures relative change: a clock going 3.0 -> 2.1 "
                    "GHz and a count going 3000 -> 2100 score alike.",
                    stats::kLogSdFloor)},
+      {"n_eff",
+       "effective sample size of a run's per-step series: decode steps are autocorrelated (a "
+       "slow step tends to follow a slow one), so both tests count n_eff = n (1 − r1) / (1 + r1) "
+       "independent values, r1 being the series' lag-1 autocorrelation (n when r1 ≤ 0; at least "
+       "2). Without it, equal runs with r1 = 0.6 would test 'significant' at 5% about a third of "
+       "the time."},
       {"p-value",
        "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
-       "freedom, Student's t). Both runs constant: p = 0 if the means differ, 1 if "
-       "not. Fewer than 2 cycles on a side: n/a."},
+       "freedom, Student's t) on each run's n_eff. Both runs constant: p = 0 if the means differ, "
+       "1 if not. Fewer than 2 cycles on a side: n/a."},
       {"U-test p", fmt::format("two-sided Mann–Whitney U: exact distribution when the runs have "
-                               "{} cycles or fewer together and no ties; otherwise the normal "
-                               "approximation with midranks for ties, the tie-corrected variance "
-                               "n1·n2/12·((n+1) − Σ(t³−t)/(n(n−1))) and a 0.5 continuity "
-                               "correction. All values tied: p = 1.",
+                               "{} cycles or fewer together, no ties and no autocorrelation; "
+                               "otherwise the normal approximation with midranks for ties, the "
+                               "variance of U/(n1·n2) taken from the effective sizes, "
+                               "(n1_eff + n2_eff + 1) / (12 n1_eff n2_eff), times the tie factor "
+                               "1 − Σ(t³−t)/((n+1) n (n−1)), and a 0.5 continuity correction. "
+                               "All values tied: p = 1.",
                                stats::kExactMaxTotal)},
       {"Impact (pts)",
        "the part of the normal cycle the row's change accounts for: for "
@@ -478,8 +491,10 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    "of ≥ {:g}% in an op with β ≥ 1%, each significant at p < {:g} (Welch or U).",
                    o.freq_drop_pct, o.runq_flag_pts, o.counter_flag_pct, o.alpha)},
       {"Attribution",
-       "wall = on-CPU + run-queue + blocked + sync per op (critical path: the "
-       "slowest worker of each instance); on-CPU = instructions × CPI / frequency, "
+       "wall = on-CPU + run-queue + blocked + sync per op (critical path: the worker of each "
+       "instance that finished last; sync = dispatch delay before its chunk + join after it; "
+       "run-queue wait no slice covers moves from dispatch/outside into run queue); on-CPU = "
+       "instructions × CPI / frequency, "
        "split exactly with the logarithmic-mean Divisia index; residual = sync, "
        "time outside ops and ops without data. pts = ns / normal mean step × 100; "
        "the parts sum to the measured change."},
