@@ -327,6 +327,45 @@ void mark_flagged_rows(Comparison& c, const CompareOptions& opts) {
   }
 }
 
+double vector_sum(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v;
+  return s;
+}
+
+// See Comparison::membw_contention. Thresholds: the streaming rate falls by at least 5%, the
+// streaming ops carry at least half of the step-time growth, the other ops grow by less than half
+// the streaming ops' relative growth, the clock moves less than the frequency rule's threshold,
+// and the run queue, quota and steal explain less than a quarter of the growth.
+void detect_membw_contention(Comparison& c, const RunCycles& a, const RunCycles& b,
+                             const CompareOptions& o) {
+  const RunCycles* runs[2] = {&a, &b};
+  std::array<double, 2> stream_ms{};
+  for (size_t i = 0; i < 2; ++i) {
+    const RunCycles& r = *runs[i];
+    const double bytes = vector_sum(r.stream_bytes), ns = vector_sum(r.stream_ns);
+    const auto n = static_cast<double>(r.cycles());
+    c.stream_gbs[i] = bytes > 0 && ns > 0 ? bytes / ns : kNaN;  // bytes per ns = GB/s
+    stream_ms[i] = ns / n * 1e-6;
+    c.other_ops_ms[i] = vector_sum(r.other_ops_ns) / n * 1e-6;
+  }
+  const double d_step = c.attribution.delta_ns();
+  if (!(d_step > 0) || !std::isfinite(c.stream_gbs[0]) || !std::isfinite(c.stream_gbs[1])) return;
+  if (!c.compat.work_changes.empty()) return;
+  const double rate_change = pct_change(c.stream_gbs[0], c.stream_gbs[1]);
+  if (!(rate_change <= -5.0)) return;
+  if ((stream_ms[1] - stream_ms[0]) * 1e6 < 0.5 * d_step) return;
+  const double stream_growth = stream_ms[1] / stream_ms[0] - 1;
+  const double other_growth =
+      c.other_ops_ms[0] > 0 ? c.other_ops_ms[1] / c.other_ops_ms[0] - 1 : 0.0;
+  if (other_growth >= 0.5 * stream_growth) return;
+  for (const DeviceFrequency& f : c.frequency)
+    if (f.device == kHostDevice && std::fabs(f.pct_change) >= o.freq_drop_pct) return;
+  const double runq = std::max(0.0, c.attribution.part(Part::RunQueue));
+  if (runq >= 0.25 * d_step || c.quota_throttling || c.vm_steal) return;
+  c.membw_contention = true;
+}
+
 }  // namespace
 
 double Comparison::delta_pct() const noexcept {
@@ -481,6 +520,7 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   const auto t0 = normal.header.run.threads, t1 = abnormal.header.run.threads;
   if (t0 && t1 && *t0 > 0 && *t1 > 0) workers = static_cast<double>(std::max(*t0, *t1));
   const RowContext ctx{{&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts};
+  detect_membw_contention(c, normal, abnormal, opts);
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);
   mark_flagged_rows(c, opts);

@@ -114,6 +114,14 @@ struct Comparison {
   // whether its growth is at least a quarter of the step-time growth: then the verdict names it.
   std::array<double, 2> steal_ns{std::nan(""), std::nan("")};
   bool vm_steal = false;
+  // Memory-bandwidth contention: the weight-streaming ops' rate (weight bytes / their wall time,
+  // GB/s) and the other ops' mean time per step, per run; `membw_contention` when the streaming
+  // rate fell at the same clock, without run-queue, quota or steal growth and with the same
+  // configuration, while the other ops kept their time (the co-runner competes for DRAM, not for
+  // the core). Then the CPU-work / IPC part is named "memory bandwidth contention".
+  std::array<double, 2> stream_gbs{std::nan(""), std::nan("")};
+  std::array<double, 2> other_ops_ms{std::nan(""), std::nan("")};
+  bool membw_contention = false;
   double main_cause_pts = 0;
   bool significant = false;
   std::string verdict;

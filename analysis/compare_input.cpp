@@ -49,6 +49,7 @@ struct StepAcc {
   std::map<std::string, std::map<int, double>> oncpu_awaiting_clock;
   std::set<int> devices;  // CPUs (or unpinned workers) this step's slices ran on
   bool any_oncpu = false, any_runq = false;
+  double stream_bytes = 0, stream_ns = 0, other_ops_ns = 0;  // see RunCycles
   double slice_runq_ns = 0;          // runq_ns summed over every slice of the step
   bool slices_without_runq = false;  // some slice has no runq_ns
 };
@@ -75,6 +76,12 @@ class CycleBuilder : public LogVisitor {
     }
     Cell& host = acc.cells[{op.name, kHostDevice}];
     host.time_ns += static_cast<double>(op.duration_ns());
+    if (op.weight_bytes > 0) {
+      acc.stream_bytes += static_cast<double>(op.weight_bytes);
+      acc.stream_ns += static_cast<double>(op.duration_ns());
+    } else {
+      acc.other_ops_ns += static_cast<double>(op.duration_ns());
+    }
     OpTiming& t = acc.timing[op.name];
     t.wall_ns += static_cast<double>(op.duration_ns());
     ++t.instances;
@@ -223,6 +230,9 @@ class CycleBuilder : public LogVisitor {
     run_.steal_ns.push_back(step.steal_ms ? *step.steal_ms * 1e6 : kNaN);
     run_.throttled_ns.push_back(
         step.cgroup_throttled_ns ? static_cast<double>(*step.cgroup_throttled_ns) : kNaN);
+    run_.stream_bytes.push_back(acc.stream_bytes);
+    run_.stream_ns.push_back(acc.stream_ns);
+    run_.other_ops_ns.push_back(acc.other_ops_ns);
     run_.runq_outside_ns.push_back(
         step.runq_ns && !acc.slices_without_runq && !acc.devices.empty()
             ? std::max(0.0, static_cast<double>(*step.runq_ns) - acc.slice_runq_ns)

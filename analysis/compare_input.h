@@ -95,6 +95,10 @@ struct RunCycles {
   // waits before a worker's chunk started (a late wake-up) or between ops. NaN when the step or
   // its slices have no runq_ns.
   std::vector<double> runq_outside_ns;
+  // per cycle: ops that stream weights (weight_bytes > 0: the matmuls, embed) and the rest.
+  std::vector<double> stream_bytes;  // weight bytes the step's ops read
+  std::vector<double> stream_ns;     // wall time of those ops
+  std::vector<double> other_ops_ns;  // wall time of every other op
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

@@ -10,6 +10,13 @@
 namespace pacer::analysis::detail {
 namespace {
 
+constexpr const char* kMembwAdvice =
+    "Another process competed for memory bandwidth: only the ops that stream weights slowed, at "
+    "the same clock and without run-queue wait. Find the co-runner that streams memory on other "
+    "cores of the same socket or NUMA node (`perf stat -a -e` memory events, `pcm-memory`, "
+    "`top` for busy neighbours; on a VM, the host's other tenants), move it or pacer to another "
+    "NUMA node, or measure the bandwidth left (`pacer bench` roofline column) while it runs.";
+
 std::string_view part_label(Part p, bool slower) {
   switch (p) {
     case Part::Frequency:
@@ -30,6 +37,15 @@ std::string_view part_label(Part p, bool slower) {
       return "unexplained";
   }
   return "?";
+}
+
+// part_label, with the names a comparison's own evidence gives a part: run-queue wait that the
+// cgroup's throttling explains, CPU work that only the weight-streaming ops did.
+std::string cause_label(const Comparison& c, Part p, bool slower) {
+  if (slower && p == Part::RunQueue && c.quota_throttling) return "CPU quota throttling (cgroup)";
+  if (slower && c.membw_contention && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
+    return "memory bandwidth contention";
+  return std::string(part_label(p, slower));
 }
 
 std::string pts(double v) {
@@ -205,14 +221,51 @@ void write_verdict(Comparison& c) {
                              std::isfinite(c.throttled_ns[0]) ? c.throttled_ns[0] * 1e-6 : 0.0,
                              c.throttled_ns[1] * 1e-6);
       }
+      if (c.membw_contention &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu)) {
+        // More cycles (or on-CPU time) at the same clock, spent in the weight-streaming ops only:
+        // the cores waited on a DRAM another process was saturating.
+        label = "memory bandwidth contention";
+        detail = fmt::format(
+            "the weight-streaming ops read {:.1f} -> {:.1f} GB/s at the same clock; the other "
+            "ops {:+.0f}%",
+            c.stream_gbs[0], c.stream_gbs[1], (c.other_ops_ms[1] / c.other_ops_ms[0] - 1) * 100);
+      }
       items.push_back(
           fmt::format("{} {}{}", pts(value), label, detail.empty() ? "" : " (" + detail + ")"));
       listed += value;
       freq_listed = freq_listed || part == Part::Frequency;
     }
-    const double other = std::fabs(dpct) - listed;
+    // Parts against the change are named too: a clock drop on memory-bound ops typically comes
+    // with fewer cycles per step (the cores wait on memory, not on the clock), so the frequency
+    // part alone overstates what restoring the clock would win back.
+    double against = 0;
+    std::vector<std::string> offsets;
+    for (auto it = contrib.rbegin(); it != contrib.rend(); ++it) {
+      const auto& [value, part] = *it;
+      if (value > -threshold || offsets.size() == 2) break;
+      std::string detail = part_detail(c, part, -dir);
+      const bool fewer_cycles_at_lower_clock =
+          dir > 0 && c.main_cause == Part::Frequency &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu);
+      if (fewer_cycles_at_lower_clock)
+        detail =
+            "fewer cycles at the lower clock, typical of memory-bound ops, which wait on "
+            "memory rather than on the clock";
+      offsets.push_back(fmt::format("{} {}{}", pts(value), part_label(part, dir < 0),
+                                    detail.empty() ? "" : " (" + detail + ")"));
+      against += value;
+    }
+    for (std::string& o : offsets) items.push_back(std::move(o));
+    const double other = std::fabs(dpct) - listed - against;
     if (items.empty() || std::fabs(other) >= 0.05) items.push_back(pts(other) + " other");
     v += " " + fmt::format("{}", fmt::join(items, ", ")) + ".";
+    if (-against > std::fabs(dpct) && c.main_cause) {
+      v += fmt::format(
+          " Parts of opposite sign ({} against) exceed the net change: fixing the {} alone "
+          "would win back less than its {}.",
+          pts(-against), cause_label(c, *c.main_cause, dir > 0), pts(c.main_cause_pts));
+    }
   }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
@@ -334,7 +387,7 @@ void write_overview(Comparison& c) {
   }
   if (c.main_cause)
     s += fmt::format("The additive attribution names **{}** as the main cause ({}).",
-                     part_label(*c.main_cause, c.delta_pct() > 0), pts(c.main_cause_pts));
+                     cause_label(c, *c.main_cause, c.delta_pct() > 0), pts(c.main_cause_pts));
   else
     s += "The step-time difference is not significant, so no cause is named.";
   c.overview = std::move(s);
@@ -369,6 +422,10 @@ void write_recommendation(Comparison& c) {
             "to idle CPUs with an explicit `--pin` list; use fewer threads (`-t`) than free cores.";
         break;
       case Part::Ipc:
+        if (c.membw_contention) {
+          s = kMembwAdvice;
+          break;
+        }
         s = "The same instructions took more cycles each: look for cache or memory-bandwidth "
             "contention (the `llc_misses` rows), a busy SMT sibling, or different NUMA placement.";
         break;
@@ -379,6 +436,10 @@ void write_recommendation(Comparison& c) {
         break;
       case Part::CpuWork:
       case Part::OnCpu:
+        if (c.membw_contention) {
+          s = kMembwAdvice;
+          break;
+        }
         s = "More on-CPU work at the same clock, and no hardware counters to tell IPC from "
             "instruction count: rerun where the PMU is exposed, and compare ISA, build and "
             "context length in the headers.";

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -293,6 +294,71 @@ TEST(CompareCauses, VmStealIsNamedWhenItCoversTheSlowdown) {
   const Comparison plain = compare_runs(load({}, "n2.jsonl"), load_run_text(slow, "p.jsonl"));
   EXPECT_FALSE(plain.vm_steal);
   EXPECT_EQ(plain.verdict.find("VM steal"), std::string::npos);
+}
+
+// A memory-bound clock drop: every op's clock -30% while its cycles per instruction fall 20% (the
+// cores wait on memory, not on the clock), so step time grows only ~14%. The frequency part
+// (L ln(1/0.7) = 0.357 L) is larger than the change; the IPC part (L ln 0.8 = -0.223 L) offsets it
+// and must be named in the verdict, with a warning that the parts of opposite sign exceed the net.
+TEST(CompareCauses, MemoryBoundClockDropNamesTheOffsettingPart) {
+  synth::RunSpec slow;
+  slow.seed = 5;
+  slow.effects.push_back({.freq_scale = 0.7, .cpi_scale = 0.8});
+  const Comparison c = compare_runs(load({}, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  ASSERT_EQ(c.main_cause, Part::Frequency);
+  EXPECT_NEAR(c.attribution.part(Part::Ipc) / c.attribution.part(Part::Frequency),
+              -std::log(0.8) / std::log(0.7), 0.05);
+  EXPECT_NE(c.verdict.find("IPC gain (fewer cycles at the lower clock, typical of memory-bound "
+                           "ops"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.verdict.find("Parts of opposite sign"), std::string::npos) << c.verdict;
+  // A plain clock drop (no offsetting part) says neither.
+  const Comparison plain = compare_runs(load({}, "n.jsonl"), load(slow_spec(), "p.jsonl"));
+  EXPECT_EQ(plain.verdict.find("Parts of opposite sign"), std::string::npos) << plain.verdict;
+  EXPECT_EQ(plain.verdict.find("fewer cycles at the lower clock"), std::string::npos);
+}
+
+// Memory-bandwidth contention without a PMU: only the matmuls (the ops with weight_bytes) take 40%
+// more cycles per instruction at the same clock; the other ops keep their time. The CPU-work part
+// is then named memory bandwidth contention with the streaming rate, and the advice is about a
+// co-runner streaming memory, not "rerun where the PMU is exposed".
+TEST(CompareCauses, MemoryBandwidthContentionIsNamed) {
+  const std::vector<std::string> matmuls = {"attn_qkv", "attn_out", "ffn_gate_up", "ffn_down",
+                                            "output"};
+  synth::RunSpec normal;
+  normal.hardware_counters = false;
+  synth::RunSpec slow = normal;
+  slow.seed = 3;
+  slow.effects.push_back({.ops = matmuls, .cpi_scale = 1.4});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  EXPECT_TRUE(c.membw_contention);
+  // The matmuls' rate falls by about 1/1.4 (their time is almost all on-CPU time).
+  EXPECT_NEAR(c.stream_gbs[1] / c.stream_gbs[0], 1 / 1.4, 0.05);
+  EXPECT_NE(c.verdict.find("memory bandwidth contention (the weight-streaming ops read"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.recommendation.find("competed for memory bandwidth"), std::string::npos);
+  EXPECT_EQ(c.recommendation.find("PMU is exposed"), std::string::npos);
+
+  // With hardware counters the same stall is an IPC part: named the same way.
+  synth::RunSpec pmu_normal, pmu_slow;
+  pmu_slow.seed = 3;
+  pmu_slow.effects = slow.effects;
+  const Comparison p = compare_runs(load(pmu_normal, "n.jsonl"), load(pmu_slow, "s.jsonl"));
+  EXPECT_TRUE(p.membw_contention);
+  EXPECT_NE(p.verdict.find("memory bandwidth contention"), std::string::npos) << p.verdict;
+
+  // Not when every op slows alike (a CPU-wide IPC loss), nor on a clock drop.
+  synth::RunSpec all_ops = normal;
+  all_ops.seed = 3;
+  all_ops.effects.push_back({.cpi_scale = 1.4});
+  const Comparison w = compare_runs(load(normal, "n.jsonl"), load(all_ops, "w.jsonl"));
+  ASSERT_TRUE(w.significant);
+  EXPECT_FALSE(w.membw_contention) << w.verdict;
+  EXPECT_FALSE(freq_comparison().membw_contention);
 }
 
 }  // namespace
