@@ -222,13 +222,26 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
     const auto k = static_cast<double>(dropped.size());
     const double a = sum[0] / k, b = sum[1] / k;
     Flag f{FlagKind::FrequencyDrop, "", dropped, "", pct_change(a, b)};
-    const auto nominal = c.header[1].frequency.nominal_mhz;
+    // Against the normal run's own reference: its pre-run clock (freq_before_mhz, measured on
+    // idle workers) where the log has one, else the highest step clock of either run. The TSC
+    // ("nominal") rate is no reference: a turbo clock reads 142% of it.
+    double ref = 0;
+    std::string ref_name;
+    const auto& before = c.header[0].freq_before_mhz;
+    if (!before.empty()) {
+      for (double v : before) ref += v / static_cast<double>(before.size());
+      ref_name = "the normal run's pre-run clock";
+    } else {
+      for (const auto& series : c.step_freq_mhz)
+        for (double v : series)
+          if (std::isfinite(v)) ref = std::max(ref, v);
+      ref_name = "the highest step clock seen";
+    }
     f.text = fmt::format("CPU frequency dropped on {}: {:.0f} -> {:.0f} MHz ({:+.1f}%){}",
                          describe_devices(dropped), a, b, f.pct_change,
-                         nominal && *nominal > 0
-                             ? fmt::format("; {:.0f}% -> {:.0f}% of nominal {:.0f} MHz",
-                                           a / *nominal * 100, b / *nominal * 100, *nominal)
-                             : "");
+                         ref > 0 ? fmt::format("; {:.0f}% -> {:.0f}% of {} ({:.0f} MHz)",
+                                               a / ref * 100, b / ref * 100, ref_name, ref)
+                                 : "");
     flags.push_back(std::move(f));
   } else {
     // No CPU-wide drop: look for ops that ran at a lower clock (a drop confined to some phases).
@@ -263,7 +276,7 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
       Flag f{FlagKind::RunQueue, "", devs, "", pct_change(rq->mu[0].mean, rq->mu[1].mean)};
       f.text = fmt::format(
           "Run-queue wait grew{}: {:.1f} -> {:.1f} us per step summed over workers "
-          "(+{:.1f} pts of the cycle per worker)",
+          "(+{:.1f} pts of the step per worker)",
           devs.empty() ? "" : " on " + describe_devices(devs), rq->mu[0].mean * 1e-3,
           rq->mu[1].mean * 1e-3, pts);
       flags.push_back(std::move(f));
@@ -400,6 +413,13 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   compare_field(w, "host", a.host.hostname, b.host.hostname);
   compare_field(w, "governor", a.host.governor, b.host.governor);
   compare_field(w, "counter mode", a.counters.mode, b.counters.mode);
+  // User-only counts leave out the kernel's instructions and cycles (page faults, syscalls):
+  // instructions and IPC of a user-only run are not comparable with a user+kernel one.
+  if (!a.counters.scope.empty() && !b.counters.scope.empty())
+    compare_field(w,
+                  "counter scope (instructions/IPC of 'user' exclude kernel work, so they are not "
+                  "comparable with 'user+kernel')",
+                  a.counters.scope, b.counters.scope);
   compare_field(w, "live counters", fmt::format("{}", a.counters.live),
                 fmt::format("{}", b.counters.live));
   compare_field(w, "frequency source", a.frequency.source, b.frequency.source);

@@ -364,8 +364,8 @@ void finish_run(RunCycles& run, CycleBuilder& builder) {
   for (const std::string& w : run.summary.warnings()) run.notes.push_back(w);
   if (run.cycles() == 0)
     throw std::runtime_error(fmt::format(
-        "{}: no decode steps to compare ({} seen, {} skipped; a cycle is one decode step)",
-        run.path, run.decode_steps_seen, run.skipped_steps));
+        "{}: no decode steps to compare ({} seen, {} skipped; a step is one decode step)", run.path,
+        run.decode_steps_seen, run.skipped_steps));
 }
 
 }  // namespace

@@ -101,7 +101,24 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
     case Part::Frequency: {
       std::string where;
       std::array<double, 2> ghz{};
-      const bool concentrated = !ops.empty() && ops.size() < a.ops.size();
+      bool concentrated = !ops.empty() && ops.size() < a.ops.size();
+      if (concentrated) {
+        // The few ops that carry most of the part are not "where" the clock fell when every other
+        // op lost about as much clock: they are just the biggest ops of a CPU-wide drop.
+        std::array<double, 2> sum{}, weight{};  // [0]: carrying ops, [1]: the others
+        for (const OpAttribution& o : a.ops) {
+          if (!(o.freq_mhz[0] > 0) || !std::isfinite(o.freq_mhz[1]) || !(o.oncpu_ns[0] > 0))
+            continue;
+          const size_t k = std::find(ops.begin(), ops.end(), &o) != ops.end() ? 0 : 1;
+          sum[k] += (o.freq_mhz[1] / o.freq_mhz[0] - 1) * o.oncpu_ns[0];
+          weight[k] += o.oncpu_ns[0];
+        }
+        if (weight[0] > 0 && weight[1] > 0) {
+          const double carrying = sum[0] / weight[0], others = sum[1] / weight[1];
+          if (others * dir < 0 && std::fabs(others) >= 0.5 * std::fabs(carrying))
+            concentrated = false;
+        }
+      }
       const Flag* f = find_flag(c, FlagKind::FrequencyDrop);
       if (f && f->op.empty() && !f->devices.empty()) where = " on " + describe_devices(f->devices);
       if (f && f->op.empty() && !concentrated) {
@@ -126,7 +143,11 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
       }
       std::string out =
           ghz[0] > 0 ? fmt::format("{} -> {}", format_mhz(ghz[0]), format_mhz(ghz[1])) : "";
-      if (concentrated) out += (out.empty() ? "in " : " in ") + op_names(ops);
+      if (concentrated) {
+        out += (out.empty() ? "in " : " in ") + op_names(ops);
+      } else if (where.empty()) {
+        out += out.empty() ? "CPU-wide, every op" : ", CPU-wide: every op";
+      }
       return out + where;
     }
     case Part::Ipc:
@@ -305,7 +326,7 @@ void write_findings(Comparison& c) {
       case FlagKind::FrequencyDrop:
         why =
             " A lower clock slows every op on those CPUs about equally, so it hardly moves any "
-            "op's share of the cycle (β) and a β-weighted score can bury it; pacer flags it by "
+            "op's share of the step (β) and a β-weighted score can bury it; pacer flags it by "
             "rule.";
         c.findings.push_back("⚑ **Frequency drop.** " + f.text + "." + why);
         break;
@@ -339,7 +360,7 @@ void write_findings(Comparison& c) {
     const bool up = r.d_beta > 0;
     const bool sig = std::isfinite(r.p_beta) && r.p_beta < 0.05;
     std::string s = fmt::format(
-        "**`{}` on {}**: its share of the cycle (β) {} from {:.2f}% to {:.2f}% ({:+.2f} ppt), {} "
+        "**`{}` on {}**: its share of the step (β) {} from {:.2f}% to {:.2f}% ({:+.2f} ppt), {} "
         "(Welch p {}, U-test p {}).",
         r.op, device_label(r.device), up ? "increased" : "decreased", r.beta[0].mean,
         r.beta[1].mean, r.d_beta,
@@ -376,7 +397,7 @@ void write_overview(Comparison& c) {
     const MetricRow& r = c.rows[0];
     s = fmt::format(
         "The top-ranked difference between `{}` and `{}` is **`{}`** ({} on {}, suspicion score "
-        "{:.1f}): its share of the cycle went from {:.2f}% to {:.2f}%",
+        "{:.1f}): its share of the step went from {:.2f}% to {:.2f}%",
         c.label[0], c.label[1], r.op, r.metric ? metric_info(*r.metric).name : "time",
         device_label(r.device), r.score, r.beta[0].mean, r.beta[1].mean);
     if (r.metric)
@@ -458,7 +479,7 @@ void write_recommendation(Comparison& c) {
     s += " Also investigate the flagged frequency drop: it costs time on every op that runs on "
          "those CPUs.";
   s += " Then work down the detailed table from the highest suspicion score, reading β (share of "
-       "the cycle) together with μ (what the CPU was doing during the op).";
+       "the step) together with μ (what the CPU was doing during the op).";
   if (c.vm_steal) {
     s += " The VM lost CPU time to its host (steal): ask for dedicated or pinned vCPUs, move to a "
          "less loaded host, or compare runs taken at quieter times; pacer cannot fix steal from "
@@ -487,24 +508,24 @@ namespace pacer::analysis {
 
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& o) {
   return {
-      {"Cycle",
-       "one decode step (prefill batches are not cycles). Every statistic below treats "
-       "the per-cycle values of a run as its sample."},
+      {"Step",
+       "one decode step (prefill batches are not compared). Every statistic below treats "
+       "the per-step values of a run as its sample."},
       {"β (beta)",
-       "the op's time in a cycle as % of that cycle's duration: on `host` the op's "
+       "the op's time in a step as % of that step's duration: on `host` the op's "
        "wall time (all its layers), on `CPU n` the time of the worker slices that "
        "ran on CPU n. β above 100% (oncpu on host) sums several workers."},
       {"μ (mu)",
-       "the metric's value during the op in a cycle: cpu_frequency weighted by on-CPU "
-       "time, ipc = instructions / cycles, counts and times summed per cycle; host "
-       "rows aggregate all workers. The table shows its mean over cycles."},
+       "the metric's value during the op in a step: cpu_frequency weighted by on-CPU "
+       "time, ipc = instructions / cycles, counts and times summed per step; host "
+       "rows aggregate all workers. The table shows its mean over steps."},
       {"oncpu / runq",
        "pseudo-ops from the scheduler: time on a CPU, and time runnable but "
-       "waiting for a CPU, per cycle (host: summed over threads)."},
+       "waiting for a CPU, per step (host: summed over threads)."},
       {"Δβ, Δμ", "abnormal mean minus normal mean (β in percentage points)."},
       {"Z-Score(β), Z-Score(μ)",
        fmt::format("effect size: Δ / s with s = sqrt((sd_normal² + sd_abnormal²) / 2), the root "
-                   "mean square of the two runs' per-cycle standard deviations (symmetric: "
+                   "mean square of the two runs' per-step standard deviations (symmetric: "
                    "swapping the runs flips the sign only). Zero variance is handled by a floor "
                    "on s of {:.0f}% of the larger mean (measurement resolution): a noise-free 1% "
                    "change scores 1, a noise-free change never scores infinity and is never "
@@ -525,9 +546,9 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
       {"p-value",
        "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
        "freedom, Student's t) on each run's n_eff. Both runs constant: p = 0 if the means differ, "
-       "1 if not. Fewer than 2 cycles on a side: n/a."},
+       "1 if not. Fewer than 2 steps on a side: n/a."},
       {"U-test p", fmt::format("two-sided Mann–Whitney U: exact distribution when the runs have "
-                               "{} cycles or fewer together, no ties and no autocorrelation; "
+                               "{} steps or fewer together, no ties and no autocorrelation; "
                                "otherwise the normal approximation with midranks for ties, the "
                                "variance of U/(n1·n2) taken from the effective sizes, "
                                "(n1_eff + n2_eff + 1) / (12 n1_eff n2_eff), times the tie factor "
@@ -535,10 +556,10 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                                "All values tied: p = 1.",
                                stats::kExactMaxTotal)},
       {"Impact (pts)",
-       "the part of the normal cycle the row's change accounts for: for "
+       "the part of the normal step the row's change accounts for: for "
        "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
        "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
-       "|Δμ| as % of the normal cycle; otherwise |Δβ|; never less than |Δβ|. "
+       "|Δμ| as % of the normal step; otherwise |Δβ|; never less than |Δβ|. "
        "Host pseudo-op rows are divided by the number of worker CPUs."},
       {"Suspicion Score",
        fmt::format("Impact × (min(|Z(β)|, {0:g}) + min(|Z(log μ)|, {0:g})). Unlike |Δβ| × (|Z(β)| "
@@ -548,7 +569,7 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    o.z_cap)},
       {"⚑ (flag)",
        fmt::format("raised by rule, whatever the score: a CPU clock drop of ≥ {:g}%, run-queue "
-                   "growth of ≥ {:g} pts of the cycle per worker, or an IPC / instruction change "
+                   "growth of ≥ {:g} pts of the step per worker, or an IPC / instruction change "
                    "of ≥ {:g}% in an op with β ≥ 1%, each significant at p < {:g} (Welch or U).",
                    o.freq_drop_pct, o.runq_flag_pts, o.counter_flag_pct, o.alpha)},
       {"Attribution",
@@ -559,7 +580,7 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
        "split exactly with the logarithmic-mean Divisia index; residual = sync, "
        "time outside ops and ops without data. pts = ns / normal mean step × 100; "
        "the parts sum to the measured change."},
-      {"n/a", "not computable from the logs (too few cycles, or the metric was not measured)."},
+      {"n/a", "not computable from the logs (too few steps, or the metric was not measured)."},
   };
 }
 

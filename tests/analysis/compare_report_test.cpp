@@ -90,9 +90,9 @@ TEST(CompareRender, MarkdownHasTheReferenceSectionsAndMore) {
   const std::string md = render_markdown(freq_comparison(), ro);
   for (const char* s : {"**Verdict:** Decode",
                         "## 1. High-Level Performance Summary",
-                        "| Total Cycles",
-                        "| Avg Cycle Time (us)",
-                        "## 2. Cycle Duration Distribution Comparison",
+                        "| Total Decode Steps",
+                        "| Avg Step Time (us)",
+                        "## 2. Decode Step Duration Distribution Comparison",
                         "| p50 |",
                         "| p90 |",
                         "| p99 |",
@@ -359,6 +359,36 @@ TEST(CompareCauses, MemoryBandwidthContentionIsNamed) {
   ASSERT_TRUE(w.significant);
   EXPECT_FALSE(w.membw_contention) << w.verdict;
   EXPECT_FALSE(freq_comparison().membw_contention);
+}
+
+// Every op loses 30% of its clock; two big matmuls carry 95% of the frequency part. The drop is
+// CPU-wide, not "in big_a, big_b"; and clocks are quoted against the run's own highest step clock,
+// not the TSC rate (turbo read 142% of "nominal").
+TEST(CompareWords, ClockDropOnEveryOpIsCpuWide) {
+  synth::RunSpec normal;
+  normal.ops = {
+      {.name = "big_a", .kind = "matmul", .instructions = 1e6, .cpi = 0.8},
+      {.name = "big_b", .kind = "matmul", .instructions = 1e6, .cpi = 0.8},
+      {.name = "norm", .kind = "norm", .instructions = 2e4, .cpi = 0.6},
+      {.name = "rope", .kind = "elementwise", .instructions = 2e4, .cpi = 0.7},
+      {.name = "attention", .kind = "attention", .instructions = 3e4, .cpi = 0.9},
+  };
+  normal.freq_mhz = 4260;  // turbo above a 3000 MHz TSC
+  synth::RunSpec slow = normal;
+  slow.seed = 4;
+  slow.effects.push_back({.freq_scale = 0.7});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_EQ(c.main_cause, Part::Frequency);
+  EXPECT_EQ(c.verdict.find(" in big_a"), std::string::npos) << c.verdict;
+  const Flag* f = nullptr;
+  for (const Flag& x : c.flags)
+    if (x.kind == FlagKind::FrequencyDrop) f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->text.find("nominal"), std::string::npos) << f->text;
+  EXPECT_NE(f->text.find("100% -> 70% of the normal run's pre-run clock (4260 MHz)"),
+            std::string::npos)
+      << f->text;
+  EXPECT_EQ(f->text.find("142%"), std::string::npos) << f->text;
 }
 
 }  // namespace
