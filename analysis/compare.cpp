@@ -77,7 +77,42 @@ struct RowContext {
   double t0_ns;    // normal mean step time
   double workers;  // CPUs the workers ran on (host pseudo-op rows sum over them)
   const CompareOptions* opts;
+  const Attribution* attribution;  // the impact of host rows is their attribution part
 };
+
+const OpAttribution* find_op(const Attribution& a, const std::string& op) {
+  for (const OpAttribution& o : a.ops)
+    if (o.op == op) return &o;
+  return nullptr;
+}
+
+// The time (ns per step, signed) a metric's change accounts for, by the attribution's own model
+// (compare_attribution.h): the op's (or, for the pseudo-ops, the whole step's) LMDI part.
+// NaN when the model does not cover the metric or the op could not be split.
+double attributed_ns(const Attribution& a, const OpAttribution* op, Metric m) {
+  auto part = [&](Part p) { return op ? op->part(p) : a.part(p); };
+  if (op && op->level == SplitLevel::None) return kNaN;
+  switch (m) {
+    case Metric::CpuFrequency:
+      return part(Part::Frequency);
+    case Metric::Ipc:
+      return part(Part::Ipc);
+    case Metric::Instructions:
+      return part(Part::Instructions);
+    // The composite rows carry what no row of their own covers: cycles at a constant clock that
+    // no PMU split into IPC and instructions ("CPU work"), and on-CPU time that could not be
+    // split at all. Where the counters split them, the IPC / instructions / frequency rows carry
+    // the parts and the composite adds nothing (impact 0) instead of repeating them.
+    case Metric::Cycles:
+      return part(Part::CpuWork);
+    case Metric::OncpuTime:
+      return part(Part::CpuWork) + part(Part::OnCpu);
+    case Metric::RunqDelay:
+      return part(Part::RunQueue);
+    default:
+      return kNaN;
+  }
+}
 
 MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
                    std::optional<Metric> metric, const std::vector<double> beta[2]) {
@@ -93,7 +128,7 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
   r.u_p_beta = stats::mann_whitney_u_series(beta[0], beta[1]).p;
   // Host pseudo-op time sums over the workers; per-worker terms keep it comparable to op rows.
   const double per_worker = (r.pseudo && device == kHostDevice) ? ctx.workers : 1.0;
-  double model = 0;
+  double model = kNaN;
   if (metric) {
     std::vector<double> mu[2];
     for (int i = 0; i < 2; ++i) {
@@ -109,27 +144,52 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
         stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
     r.p_mu = stats::welch_t_test(r.mu[0], r.mu[1]).p;
     r.u_p_mu = stats::mann_whitney_u_series(mu[0], mu[1]).p;
-    // The time the metric's change accounts for, by the time model of compare_attribution.h:
-    // on-CPU time goes as 1/frequency, 1/IPC and instructions; run-queue wait is time itself.
-    const double share = (r.beta[0].mean + r.beta[1].mean) / 2 / per_worker;
-    const bool factor_row = !r.pseudo || op == kOncpuOp;
+    // The time the metric's change accounts for, by the one time model of
+    // compare_attribution.h, so the table's Impact and the attribution agree. Host rows take
+    // their op's attribution part (the pseudo-ops: the step's); a CPU's rows apply the same LMDI
+    // to that CPU's own on-CPU time: L(on-CPU_a, on-CPU_b) x |ln(μ_b / μ_a)| for the factors of
+    // on-CPU time (frequency, IPC, instructions, cycles), and time itself for on-CPU time and
+    // run-queue wait.
     const double m0 = r.mu[0].mean, m1 = r.mu[1].mean;
-    switch (*metric) {
-      case Metric::CpuFrequency:
-      case Metric::Ipc:
-      case Metric::Instructions:
-        if (factor_row && m0 > 0 && m1 > 0) model = share * std::fabs(std::log(m1 / m0));
-        break;
-      case Metric::RunqDelay: {
-        const double hosts = device == kHostDevice ? ctx.workers : 1.0;
-        model = std::fabs(r.d_mu) / hosts / ctx.t0_ns * 100;
-        break;
+    if (device == kHostDevice) {
+      const OpAttribution* oa = r.pseudo ? nullptr : find_op(*ctx.attribution, op);
+      const bool covered =
+          r.pseudo ? (op == kOncpuOp || *metric == Metric::RunqDelay) : oa != nullptr;
+      if (covered)
+        model = std::fabs(attributed_ns(*ctx.attribution, oa, *metric)) / ctx.t0_ns * 100;
+    } else {
+      std::array<double, 2> oncpu{}, mhz{};
+      for (int i = 0; i < 2; ++i) {
+        const auto* cells = ctx.run[i]->find(op, device);
+        oncpu[i] = stats::summarize(mu_series(*ctx.run[i], cells, Metric::OncpuTime)).mean;
+        mhz[i] = stats::summarize(mu_series(*ctx.run[i], cells, Metric::CpuFrequency)).mean;
       }
-      default:
-        break;
+      const bool have_oncpu = oncpu[0] > 0 && oncpu[1] > 0;
+      const double lm = have_oncpu ? stats::log_mean(oncpu[0], oncpu[1]) : kNaN;
+      switch (*metric) {
+        case Metric::CpuFrequency:
+        case Metric::Ipc:
+        case Metric::Instructions:
+          if (m0 > 0 && m1 > 0 && have_oncpu)
+            model = lm * std::fabs(std::log(m1 / m0)) / ctx.t0_ns * 100;
+          break;
+        case Metric::OncpuTime: {
+          // What the CPU's clock does not explain (its frequency row carries that part).
+          const double from_clock =
+              mhz[0] > 0 && mhz[1] > 0 && have_oncpu ? -lm * std::log(mhz[1] / mhz[0]) : 0.0;
+          model = std::fabs(r.d_mu - from_clock) / ctx.t0_ns * 100;
+          break;
+        }
+        case Metric::RunqDelay:
+          model = std::fabs(r.d_mu) / ctx.t0_ns * 100;
+          break;
+        default:
+          break;
+      }
     }
   }
-  r.impact_pts = std::max(std::fabs(r.d_beta) / per_worker, finite_or(model, 0));
+  // Rows the model covers take its figure; the others the change of their share of the step.
+  r.impact_pts = std::isfinite(model) ? model : std::fabs(r.d_beta) / per_worker;
   const double cap = ctx.opts->z_cap;
   const double evidence = std::min(std::fabs(finite_or(r.z_beta, 0)), cap) +
                           std::min(std::fabs(finite_or(r.z_log_mu, 0)), cap);
@@ -539,7 +599,8 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   double workers = static_cast<double>(std::max<size_t>(1, cpus.size()));
   const auto t0 = normal.header.run.threads, t1 = abnormal.header.run.threads;
   if (t0 && t1 && *t0 > 0 && *t1 > 0) workers = static_cast<double>(std::max(*t0, *t1));
-  const RowContext ctx{{&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts};
+  const RowContext ctx{
+      {&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts, &c.attribution};
   detect_membw_contention(c, normal, abnormal, opts);
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);

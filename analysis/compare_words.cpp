@@ -556,11 +556,14 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                                "All values tied: p = 1.",
                                stats::kExactMaxTotal)},
       {"Impact (pts)",
-       "the part of the normal step the row's change accounts for: for "
-       "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
-       "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
-       "|Δμ| as % of the normal step; otherwise |Δβ|; never less than |Δβ|. "
-       "Host pseudo-op rows are divided by the number of worker CPUs."},
+       "the part of the normal step the row's change accounts for, by the attribution's own model "
+       "(one model: the table and the attribution agree). Host rows: the op's attribution part "
+       "(cpu_frequency: frequency; ipc: IPC; instructions: instructions; runq_delay: run queue; "
+       "oncpu_time and cycles: what no finer row carries, i.e. CPU work that no PMU split and "
+       "unsplit on-CPU time; the oncpu/runq pseudo-ops: the whole step's parts). CPU rows: the "
+       "same LMDI on that CPU's on-CPU time, L(on-CPU_normal, on-CPU_abnormal) × |ln(μ_abnormal / "
+       "μ_normal)|, on-CPU time net of its clock's part, run-queue wait as time. Other metrics: "
+       "|Δβ| (host pseudo-ops per worker)."},
       {"Suspicion Score",
        fmt::format("Impact × (min(|Z(β)|, {0:g}) + min(|Z(log μ)|, {0:g})). Unlike |Δβ| × (|Z(β)| "
                    "+ |Z(log μ)|), it does not bury a change that slows every op alike (a "
