@@ -432,6 +432,20 @@ void detect_membw_contention(Comparison& c, const RunCycles& a, const RunCycles&
   const double other_growth =
       c.other_ops_ms[0] > 0 ? c.other_ops_ms[1] / c.other_ops_ms[0] - 1 : 0.0;
   if (other_growth >= 0.5 * stream_growth) return;
+  // Contention for DRAM slows every op that streams weights, not one of them (that is the op's
+  // own IPC or instructions): each streaming op with at least 5% of the streaming time must grow
+  // by at least half the streaming ops' growth.
+  for (const std::string& op : a.streaming_ops) {
+    auto ia = a.timing.find(op), ib = b.timing.find(op);
+    if (ia == a.timing.end() || ib == b.timing.end()) continue;
+    std::array<double, 2> wall{};
+    for (const OpTiming& t : ia->second) wall[0] += t.wall_ns;
+    for (const OpTiming& t : ib->second) wall[1] += t.wall_ns;
+    wall[0] /= static_cast<double>(a.cycles());
+    wall[1] /= static_cast<double>(b.cycles());
+    if (wall[0] < 0.05 * stream_ms[0] * 1e6) continue;
+    if (wall[1] / wall[0] - 1 < 0.5 * stream_growth) return;
+  }
   for (const DeviceFrequency& f : c.frequency)
     if (f.device == kHostDevice && std::fabs(f.pct_change) >= o.freq_drop_pct) return;
   const double runq = std::max(0.0, c.attribution.part(Part::RunQueue));

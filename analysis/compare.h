@@ -135,6 +135,12 @@ struct Comparison {
 Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
                         const CompareOptions& opts = {});
 
+// The cause the verdict names first, as a stable key for scripts and trial tables:
+// "configuration" (the headers differ in the work), "none" (no significant difference), else the
+// leading part by its evidence: "cpu quota", "memory bandwidth", "vm steal", "frequency",
+// "run queue", "ipc", "instructions", "cpu work", "on-cpu time", "blocked", "unexplained".
+std::string leading_cause(const Comparison& c);
+
 // The legend shared by every renderer: (term, definition) pairs.
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& opts = {});
 

@@ -77,6 +77,7 @@ class CycleBuilder : public LogVisitor {
     Cell& host = acc.cells[{op.name, kHostDevice}];
     host.time_ns += static_cast<double>(op.duration_ns());
     if (op.weight_bytes > 0) {
+      run_.streaming_ops.insert(op.name);
       acc.stream_bytes += static_cast<double>(op.weight_bytes);
       acc.stream_ns += static_cast<double>(op.duration_ns());
     } else {

@@ -99,6 +99,7 @@ struct RunCycles {
   std::vector<double> stream_bytes;  // weight bytes the step's ops read
   std::vector<double> stream_ns;     // wall time of those ops
   std::vector<double> other_ops_ns;  // wall time of every other op
+  std::set<std::string> streaming_ops;  // names of the ops with weight_bytes
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

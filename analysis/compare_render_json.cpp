@@ -92,6 +92,9 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
   j["significant"] = c.significant;
   j["main_cause"] = c.main_cause ? Json(std::string(part_name(*c.main_cause))) : Json(nullptr);
   j["main_cause_pts"] = num(c.main_cause_pts);
+  j["leading_cause"] = leading_cause(c);
+  j["membw_contention"] = c.membw_contention;
+  j["stream_gbs"] = pair_json(c.stream_gbs);
   j["delta_pct"] = num(c.delta_pct());
   j["step_test"] = {{"welch_t", num(c.step_welch.t)}, {"welch_df", num(c.step_welch.df)},
                     {"welch_p", num(c.step_welch.p)}, {"u", num(c.step_u.u)},

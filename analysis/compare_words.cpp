@@ -506,6 +506,32 @@ void write_words(Comparison& c, const CompareOptions& opts) {
 
 namespace pacer::analysis {
 
+std::string leading_cause(const Comparison& c) {
+  if (!c.compat.work_changes.empty()) return "configuration";
+  if (!c.significant || !c.main_cause) return "none";
+  const bool slower = c.delta_pct() > 0;
+  if (slower && c.vm_steal) return "vm steal";
+  switch (*c.main_cause) {
+    case Part::Frequency:
+      return "frequency";
+    case Part::RunQueue:
+      return slower && c.quota_throttling ? "cpu quota" : "run queue";
+    case Part::Ipc:
+      return slower && c.membw_contention ? "memory bandwidth" : "ipc";
+    case Part::Instructions:
+      return "instructions";
+    case Part::CpuWork:
+      return slower && c.membw_contention ? "memory bandwidth" : "cpu work";
+    case Part::OnCpu:
+      return slower && c.membw_contention ? "memory bandwidth" : "on-cpu time";
+    case Part::Blocked:
+      return "blocked";
+    case Part::Residual:
+      return "unexplained";
+  }
+  return "unexplained";
+}
+
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& o) {
   return {
       {"Step",

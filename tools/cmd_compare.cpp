@@ -76,8 +76,8 @@ void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   auto* cmd = app.add_subcommand(
       "compare",
-      "Why was ABNORMAL slower than NORMAL? Compares two event logs cycle by cycle (a cycle is one "
-      "decode step): suspicion-ranked (op, metric, device) table, additive attribution to "
+      "Why was ABNORMAL slower than NORMAL? Compares two event logs decode step by decode step: "
+      "suspicion-ranked (op, metric, device) table, additive attribution to "
       "frequency / IPC / instructions / run queue / blocked time, and a verdict");
   cmd->add_option("normal", args->normal, "event log of the normal (baseline) run")
       ->required()

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   pacer::tools::add_trace_command(app);
   pacer::tools::add_bench_command(app);
   pacer::tools::add_perplexity_command(app);
+  pacer::tools::add_scenario_command(app);
 
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());

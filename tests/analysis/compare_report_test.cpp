@@ -359,6 +359,13 @@ TEST(CompareCauses, MemoryBandwidthContentionIsNamed) {
   ASSERT_TRUE(w.significant);
   EXPECT_FALSE(w.membw_contention) << w.verdict;
   EXPECT_FALSE(freq_comparison().membw_contention);
+  // Nor when one matmul alone loses IPC: that op's own problem, not contention for DRAM.
+  synth::RunSpec one_op = normal;
+  one_op.seed = 3;
+  one_op.effects.push_back({.ops = {"ffn_down"}, .cpi_scale = 1.6});
+  const Comparison o = compare_runs(load(normal, "n.jsonl"), load(one_op, "o.jsonl"));
+  ASSERT_TRUE(o.significant);
+  EXPECT_FALSE(o.membw_contention) << o.verdict;
 }
 
 // Every op loses 30% of its clock; two big matmuls carry 95% of the frequency part. The drop is
