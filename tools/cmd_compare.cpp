@@ -23,15 +23,8 @@ struct CompareArgs {
 };
 
 std::string infer_format(const CompareArgs& a) {
-  if (!a.format.empty()) return a.format;
-  auto ends_with = [&](const char* ext) {
-    const std::string e(ext);
-    return a.output.size() >= e.size() &&
-           a.output.compare(a.output.size() - e.size(), e.size(), e) == 0;
-  };
-  if (ends_with(".html") || ends_with(".htm")) return "html";
-  if (ends_with(".json")) return "json";
-  return "md";
+  return format_for_output(a.format, a.output,
+                           {{".html", "html"}, {".htm", "html"}, {".json", "json"}}, "md");
 }
 
 void run_compare(const CompareArgs& a) {

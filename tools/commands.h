@@ -2,6 +2,9 @@
 // Each subcommand lives in its own tools/cmd_<name>.cpp: it declares its options on the CLI11 app
 // and calls into the libraries. Errors are exceptions; main() catches them once.
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -27,6 +30,22 @@ inline CLI::Validator at_least_or_auto(long long lo, std::string minus_one = "au
         return "value " + in + " out of range: -1 (" + minus_one + ") or >= " + std::to_string(lo);
       },
       "-1|>=" + std::to_string(lo));
+}
+
+// The output format: `format` when the user gave --format, else the one the output path's
+// extension names (`by_extension`: {".html", "html"}, ...), else `fallback`. One rule for every
+// command that writes a report to `-o FILE` (bench alone keeps llama-bench's `-o FORMAT`).
+inline std::string format_for_output(
+    const std::string& format, const std::string& path,
+    std::initializer_list<std::pair<const char*, const char*>> by_extension,
+    const std::string& fallback) {
+  if (!format.empty()) return format;
+  for (const auto& [ext, name] : by_extension) {
+    const std::string e(ext);
+    if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
+      return name;
+  }
+  return fallback;
 }
 
 // Warns (one line each, stderr) about more threads than allowed CPUs and a context above the
