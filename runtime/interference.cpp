@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -97,13 +98,11 @@ MemoryStreamers::~MemoryStreamers() {
 }
 
 std::optional<CpuQuotaGroup> CpuQuotaGroup::create(double cpus, std::string* why) {
-  if (!(cpus > 0)) {
-    if (why) *why = "the quota must be a positive number of CPUs";
-    return std::nullopt;
-  }
   constexpr int64_t kPeriodUs = 100000;
-  const auto quota_us = static_cast<int64_t>(std::llround(cpus * kPeriodUs));
-  const std::string name = fmt::format("pacer-scenario-{}", getpid());
+  const int64_t quota_us = cpus > 0 ? static_cast<int64_t>(std::llround(cpus * kPeriodUs)) : -1;
+  // Unique per process and group (a scenario makes two: the control's and the quota's).
+  const std::string name = fmt::format("pacer-scenario-{}-{}", getpid(),
+                                       std::chrono::steady_clock::now().time_since_epoch().count());
   std::string reasons;
   // cgroup v1: the cpu controller's own hierarchy (mounted as cpu or cpu,cpuacct).
   for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
@@ -151,7 +150,9 @@ std::optional<CpuQuotaGroup> CpuQuotaGroup::create(double cpus, std::string* why
       reasons += fmt::format("cannot create {}: {}; ", g.dir_.string(), ec.message());
       continue;
     }
-    if (write_control(g.dir_ / "cpu.max", fmt::format("{} {}", quota_us, kPeriodUs), &w)) {
+    const std::string max =
+        quota_us > 0 ? fmt::format("{} {}", quota_us, kPeriodUs) : fmt::format("max {}", kPeriodUs);
+    if (write_control(g.dir_ / "cpu.max", max, &w)) {
       g.procs_file_ = (g.dir_ / "cgroup.procs").string();
       return g;
     }

@@ -58,9 +58,10 @@ class MemoryStreamers {
 class CpuQuotaGroup {
  public:
   // A new child group of the machine's cpu controller with a quota of `cpus` CPUs per 100 ms
-  // period: cgroup v1 (/sys/fs/cgroup/cpu or cpu,cpuacct) when mounted, else v2 where the `cpu`
-  // controller is enabled. nullopt with the reason in *why when neither can be written (not
-  // root, no cpu controller).
+  // period (cpus <= 0: no quota, a plain group, so that a control run sees the same group
+  // scheduling as the quota'd run): cgroup v1 (/sys/fs/cgroup/cpu or cpu,cpuacct) when mounted,
+  // else v2 where the `cpu` controller is enabled. nullopt with the reason in *why when neither can
+  // be written (not root, no cpu controller).
   static std::optional<CpuQuotaGroup> create(double cpus, std::string* why);
   ~CpuQuotaGroup();
   CpuQuotaGroup(CpuQuotaGroup&& other) noexcept;

@@ -202,7 +202,7 @@ ScenarioRuns run_scenario(const ScenarioOptions& o) {
   // Everything that can refuse is checked before the first run.
   int abnormal_threads = threads;
   std::vector<std::string> env_add;
-  std::optional<CpuQuotaGroup> group;
+  std::optional<CpuQuotaGroup> group, control_group;
   switch (o.kind) {
     case ScenarioKind::MemoryBandwidth:
       if (free_cpus.empty())
@@ -234,6 +234,10 @@ ScenarioRuns run_scenario(const ScenarioOptions& o) {
       std::string why;
       group = CpuQuotaGroup::create(0.5 * threads, &why);
       if (!group) throw std::runtime_error("scenario quota: " + why);
+      // The normal run goes into a group too, without a quota: group scheduling then treats the
+      // two runs alike (a lone group competes with the root's tasks as one entity).
+      control_group = CpuQuotaGroup::create(0, &why);
+      if (!control_group) throw std::runtime_error("scenario quota: " + why);
       break;
     }
     default:
@@ -246,7 +250,7 @@ ScenarioRuns run_scenario(const ScenarioOptions& o) {
   say(fmt::format("normal run: {} thread(s) on CPUs {}", threads, format_cpu_list(r.worker_cpus)));
   run_child(o.pacer_exe, {run_args(o, threads, r.normal_log),
                           {},
-                          nullptr,
+                          control_group ? &*control_group : nullptr,
                           o.dir / "normal.out",
                           o.dir / "normal.err"});
 
