@@ -32,7 +32,7 @@ struct KindInfo {
 constexpr std::array<KindInfo, 6> kKinds = {{
     {ScenarioKind::Equal, "equal", "nothing: the same run twice (the control)"},
     {ScenarioKind::RunQueue, "runq", "a busy-loop thread pinned to each worker CPU"},
-    {ScenarioKind::Quota, "quota", "a cgroup CPU quota of half a CPU per worker thread"},
+    {ScenarioKind::Quota, "quota", "a cgroup CPU quota of a quarter CPU per worker thread"},
     {ScenarioKind::MemoryBandwidth, "membw",
      "a memory-copying thread on each CPU the workers do not use"},
     {ScenarioKind::Threads, "threads", "one worker thread more (or fewer when no CPU is free)"},
@@ -232,7 +232,9 @@ ScenarioRuns run_scenario(const ScenarioOptions& o) {
     }
     case ScenarioKind::Quota: {
       std::string why;
-      group = CpuQuotaGroup::create(0.5 * threads, &why);
+      // A quarter CPU per thread: below what the workers get even on a busy host, so the quota
+      // binds (at half a CPU per thread, a host already taking half the CPUs left it idle).
+      group = CpuQuotaGroup::create(0.25 * threads, &why);
       if (!group) throw std::runtime_error("scenario quota: " + why);
       // The normal run goes into a group too, without a quota: group scheduling then treats the
       // two runs alike (a lone group competes with the root's tasks as one entity).

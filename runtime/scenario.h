@@ -21,7 +21,7 @@ namespace pacer::runtime {
 enum class ScenarioKind {
   Equal,            // the same run twice: the control
   RunQueue,         // a busy loop on each worker CPU
-  Quota,            // the abnormal run in a cgroup with a CPU quota of half a CPU per thread
+  Quota,            // the abnormal run in a cgroup with a CPU quota of a quarter CPU per thread
   MemoryBandwidth,  // memory-copying threads on the CPUs the workers do not use
   Threads,          // one thread more (or fewer, when no CPU is free)
   Isa,              // PACER_ISA one tier lower (avx512 -> avx2 -> scalar)
