@@ -616,6 +616,25 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   const RowContext ctx{
       {&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts, &c.attribution};
   detect_membw_contention(c, normal, abnormal, opts);
+  c.same_build_and_config = c.compat.work_changes.empty() && c.compat.errors.empty() &&
+                            normal.header.pacer_version == abnormal.header.pacer_version &&
+                            normal.header.git_sha == abnormal.header.git_sha &&
+                            !normal.header.git_sha.empty();
+  {
+    std::array<double, 2> total{};
+    for (const OpAttribution& o : c.attribution.ops)
+      if (std::isfinite(o.oncpu_ns[0]) && std::isfinite(o.oncpu_ns[1]))
+        for (size_t i = 0; i < 2; ++i) total[i] += o.oncpu_ns[i];
+    const double growth = total[0] > 0 ? total[1] / total[0] - 1 : 0.0;
+    bool broad = growth > 0;
+    for (const OpAttribution& o : c.attribution.ops) {
+      if (!broad) break;
+      if (!std::isfinite(o.oncpu_ns[0]) || !std::isfinite(o.oncpu_ns[1])) continue;
+      if (o.oncpu_ns[0] < 0.05 * total[0] || !(o.oncpu_ns[0] > 0)) continue;
+      broad = o.oncpu_ns[1] / o.oncpu_ns[0] - 1 >= 0.5 * growth;
+    }
+    c.oncpu_growth_broad = broad;
+  }
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);
   mark_flagged_rows(c, opts);

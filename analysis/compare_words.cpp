@@ -17,6 +17,13 @@ constexpr const char* kMembwAdvice =
     "`top` for busy neighbours; on a VM, the host's other tenants), move it or pacer to another "
     "NUMA node, or measure the bandwidth left (`pacer bench` roofline column) while it runs.";
 
+constexpr const char* kInterferenceAdvice =
+    "The same build and configuration did more CPU work per step at the same clock: other work "
+    "on the host slowed it through shared resources (last-level cache, memory bandwidth, an SMT "
+    "sibling; on a VM, the neighbours). Find it (`top`, `perf stat -a`, the host's other "
+    "tenants), pin pacer away from it (`--pin` with CPUs of another core or socket), and repeat "
+    "the runs on a quiet host before suspecting the code.";
+
 std::string_view part_label(Part p, bool slower) {
   switch (p) {
     case Part::Frequency:
@@ -45,6 +52,8 @@ std::string cause_label(const Comparison& c, Part p, bool slower) {
   if (slower && p == Part::RunQueue && c.quota_throttling) return "CPU quota throttling (cgroup)";
   if (slower && c.membw_contention && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
     return "memory bandwidth contention";
+  if (slower && c.interference && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
+    return "interference from other work on the host";
   return std::string(part_label(p, slower));
 }
 
@@ -226,6 +235,11 @@ void write_verdict(Comparison& c) {
       c.main_cause = contrib[0].second;
       c.main_cause_pts = contrib[0].first;
     }
+    const auto cpu_work_cause = [](std::optional<Part> p) {
+      return p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu;
+    };
+    c.interference = dir > 0 && c.same_build_and_config && c.oncpu_growth_broad &&
+                     !c.membw_contention && cpu_work_cause(c.main_cause);
     v = fmt::format("Decode {:.1f}% {} ({:.3f} -> {:.3f} ms/step):", std::fabs(dpct),
                     dir > 0 ? "slower" : "faster", t0 * 1e-6, t1 * 1e-6);
     const double threshold = std::max(0.5, 0.1 * std::fabs(dpct));
@@ -251,6 +265,14 @@ void write_verdict(Comparison& c) {
             "the weight-streaming ops read {:.1f} -> {:.1f} GB/s at the same clock; the other "
             "ops {:+.0f}%",
             c.stream_gbs[0], c.stream_gbs[1], (c.other_ops_ms[1] / c.other_ops_ms[0] - 1) * 100);
+      }
+      if (c.interference && !c.membw_contention &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu)) {
+        label = "interference from other work on the host";
+        detail =
+            "the same build and configuration took more cycles per step: shared caches, "
+            "memory bandwidth, an SMT sibling or a VM neighbour, not the code" +
+            (detail.empty() ? std::string() : "; " + detail);
       }
       items.push_back(
           fmt::format("{} {}{}", pts(value), label, detail.empty() ? "" : " (" + detail + ")"));
@@ -447,6 +469,10 @@ void write_recommendation(Comparison& c) {
           s = kMembwAdvice;
           break;
         }
+        if (c.interference) {
+          s = kInterferenceAdvice;
+          break;
+        }
         s = "The same instructions took more cycles each: look for cache or memory-bandwidth "
             "contention (the `llc_misses` rows), a busy SMT sibling, or different NUMA placement.";
         break;
@@ -459,6 +485,10 @@ void write_recommendation(Comparison& c) {
       case Part::OnCpu:
         if (c.membw_contention) {
           s = kMembwAdvice;
+          break;
+        }
+        if (c.interference) {
+          s = kInterferenceAdvice;
           break;
         }
         s = "More on-CPU work at the same clock, and no hardware counters to tell IPC from "
@@ -517,13 +547,16 @@ std::string leading_cause(const Comparison& c) {
     case Part::RunQueue:
       return slower && c.quota_throttling ? "cpu quota" : "run queue";
     case Part::Ipc:
-      return slower && c.membw_contention ? "memory bandwidth" : "ipc";
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return slower && c.interference ? "interference" : "ipc";
     case Part::Instructions:
       return "instructions";
     case Part::CpuWork:
-      return slower && c.membw_contention ? "memory bandwidth" : "cpu work";
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return slower && c.interference ? "interference" : "cpu work";
     case Part::OnCpu:
-      return slower && c.membw_contention ? "memory bandwidth" : "on-cpu time";
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return slower && c.interference ? "interference" : "on-cpu time";
     case Part::Blocked:
       return "blocked";
     case Part::Residual:

@@ -160,7 +160,8 @@ std::vector<std::string> scenario_expected_causes(ScenarioKind kind) {
   switch (kind) {
     case ScenarioKind::Equal:
       // No difference, or interference from the host or co-tenants: never code or configuration.
-      return {"none", "vm steal", "run queue", "cpu quota", "memory bandwidth", "frequency"};
+      return {"none",      "vm steal",         "run queue",   "cpu quota",
+              "frequency", "memory bandwidth", "interference"};
     case ScenarioKind::RunQueue:
       return {"run queue"};
     case ScenarioKind::Quota:

@@ -398,5 +398,33 @@ TEST(CompareWords, ClockDropOnEveryOpIsCpuWide) {
   EXPECT_EQ(f->text.find("142%"), std::string::npos) << f->text;
 }
 
+// The same build and configuration doing more cycles on every op, at the same clock (no PMU):
+// the code did the same work, so the verdict names interference from other work on the host,
+// never the code. A different build (another git sha) with the same symptom is "more CPU work".
+TEST(CompareCauses, SameBuildMoreCyclesEverywhereIsInterference) {
+  synth::RunSpec normal;
+  normal.hardware_counters = false;
+  synth::RunSpec slow = normal;
+  slow.seed = 6;
+  slow.effects.push_back({.cpi_scale = 1.3});
+  const std::string slow_log = synth::event_log(slow);
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load_run_text(slow_log, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  EXPECT_TRUE(c.same_build_and_config);
+  EXPECT_TRUE(c.interference);
+  EXPECT_EQ(leading_cause(c), "interference");
+  EXPECT_NE(c.verdict.find("interference from other work on the host"), std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.recommendation.find("quiet host"), std::string::npos) << c.recommendation;
+
+  std::string other_build = slow_log;
+  const std::string sha = "\"git_sha\":\"synthetic\"";
+  ASSERT_NE(other_build.find(sha), std::string::npos);
+  other_build.replace(other_build.find(sha), sha.size(), "\"git_sha\":\"0123abcd\"");
+  const Comparison b = compare_runs(load(normal, "n.jsonl"), load_run_text(other_build, "b.jsonl"));
+  EXPECT_FALSE(b.interference);
+  EXPECT_EQ(leading_cause(b), "cpu work") << b.verdict;
+}
+
 }  // namespace
 }  // namespace pacer::analysis
