@@ -626,12 +626,12 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
       if (std::isfinite(o.oncpu_ns[0]) && std::isfinite(o.oncpu_ns[1]))
         for (size_t i = 0; i < 2; ++i) total[i] += o.oncpu_ns[i];
     const double growth = total[0] > 0 ? total[1] / total[0] - 1 : 0.0;
-    bool broad = growth > 0;
+    bool broad = growth != 0;  // either way: a faster abnormal run means a disturbed normal one
     for (const OpAttribution& o : c.attribution.ops) {
       if (!broad) break;
       if (!std::isfinite(o.oncpu_ns[0]) || !std::isfinite(o.oncpu_ns[1])) continue;
       if (o.oncpu_ns[0] < 0.05 * total[0] || !(o.oncpu_ns[0] > 0)) continue;
-      broad = o.oncpu_ns[1] / o.oncpu_ns[0] - 1 >= 0.5 * growth;
+      broad = (o.oncpu_ns[1] / o.oncpu_ns[0] - 1) / growth >= 0.25;
     }
     c.oncpu_growth_broad = broad;
   }

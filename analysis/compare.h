@@ -125,10 +125,12 @@ struct Comparison {
   // The same build (pacer version and git sha) and the same configuration did more cycles per
   // step, and not only in the weight-streaming ops: the code did the same work, so the extra
   // cycles came from other work on the host (shared caches, memory bandwidth, an SMT sibling,
-  // a noisy VM neighbour). Then the CPU-work / IPC part is named "interference".
+  // a noisy VM neighbour). Then the CPU-work / IPC part is named "interference" (when the
+  // abnormal run was faster: the normal run was the disturbed one).
   bool same_build_and_config = false;
-  // Every op with at least 5% of the on-CPU time grew by at least half the on-CPU growth of all
-  // ops: a host-wide effect, not one op's (an IPC loss in one op stays that op's IPC loss).
+  // Every op with at least 5% of the on-CPU time changed by at least a quarter of the on-CPU change
+  // of all ops, in the same direction: a host-wide effect, not one op's (an IPC loss in one op
+  // stays that op's IPC loss).
   bool oncpu_growth_broad = false;
   bool interference = false;
   double main_cause_pts = 0;

@@ -52,8 +52,10 @@ std::string cause_label(const Comparison& c, Part p, bool slower) {
   if (slower && p == Part::RunQueue && c.quota_throttling) return "CPU quota throttling (cgroup)";
   if (slower && c.membw_contention && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
     return "memory bandwidth contention";
-  if (slower && c.interference && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
-    return "interference from other work on the host";
+  if (c.interference && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
+    return slower ? "interference from other work on the host"
+                  : "less interference from other work on the host (the normal run was the "
+                    "disturbed one)";
   return std::string(part_label(p, slower));
 }
 
@@ -238,8 +240,8 @@ void write_verdict(Comparison& c) {
     const auto cpu_work_cause = [](std::optional<Part> p) {
       return p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu;
     };
-    c.interference = dir > 0 && c.same_build_and_config && c.oncpu_growth_broad &&
-                     !c.membw_contention && cpu_work_cause(c.main_cause);
+    c.interference = c.same_build_and_config && c.oncpu_growth_broad && !c.membw_contention &&
+                     cpu_work_cause(c.main_cause);
     v = fmt::format("Decode {:.1f}% {} ({:.3f} -> {:.3f} ms/step):", std::fabs(dpct),
                     dir > 0 ? "slower" : "faster", t0 * 1e-6, t1 * 1e-6);
     const double threshold = std::max(0.5, 0.1 * std::fabs(dpct));
@@ -268,7 +270,7 @@ void write_verdict(Comparison& c) {
       }
       if (c.interference && !c.membw_contention &&
           (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu)) {
-        label = "interference from other work on the host";
+        label = cause_label(c, part, dir > 0);
         detail =
             "the same build and configuration took more cycles per step: shared caches, "
             "memory bandwidth, an SMT sibling or a VM neighbour, not the code" +
@@ -548,15 +550,15 @@ std::string leading_cause(const Comparison& c) {
       return slower && c.quota_throttling ? "cpu quota" : "run queue";
     case Part::Ipc:
       if (slower && c.membw_contention) return "memory bandwidth";
-      return slower && c.interference ? "interference" : "ipc";
+      return c.interference ? "interference" : "ipc";
     case Part::Instructions:
       return "instructions";
     case Part::CpuWork:
       if (slower && c.membw_contention) return "memory bandwidth";
-      return slower && c.interference ? "interference" : "cpu work";
+      return c.interference ? "interference" : "cpu work";
     case Part::OnCpu:
       if (slower && c.membw_contention) return "memory bandwidth";
-      return slower && c.interference ? "interference" : "on-cpu time";
+      return c.interference ? "interference" : "on-cpu time";
     case Part::Blocked:
       return "blocked";
     case Part::Residual:
