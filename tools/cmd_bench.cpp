@@ -1,5 +1,6 @@
 // `pacer bench`: llama-bench style pp/tg benchmark with repeatability checks and the roofline.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -45,6 +46,16 @@ struct BenchArgs {
   double drift_flag = 5.0;
   int64_t bandwidth_mb = 1024;
   int overhead_pairs = 0;
+  // llama-bench's spellings.
+  std::vector<std::string> pg;             // -pg PP,TG (repeatable)
+  std::string batch, ubatch;               // -b / -ub (one value; pacer has one prefill batch size)
+  std::string cache_type_k, cache_type_v;  // -ctk / -ctv
+  std::string cpu_mask;                    // -C/--cpu-mask: hex mask of the workers' CPUs
+  std::string numa;                        // --numa distribute|isolate|numactl
+  int prio = 0;                            // --prio 0..3
+  double delay = 0;                        // --delay seconds between tests
+  bool verbose = false;                    // -v: every rep's tok/s on stderr
+  bool progress = false;                   // --progress: progress on stderr even if not a tty
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -62,25 +73,53 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// A comma list of integers, each >= min (or -1 where allow_auto).
+// A comma list of integers and llama-bench ranges, each >= min (or -1 where allow_auto):
+// "16,32", "16-64+16" (16,32,48,64), "1-8*2" (1,2,4,8), "1-4" (step 1). A bad list is a usage
+// error (exit 2) naming the flag.
 std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int64_t min = 0,
                                     bool allow_auto = false) {
-  std::vector<int64_t> out;
-  for (const std::string& item : split(s, ',')) {
+  auto bad = [&](const std::string& why) {
+    return CLI::ValidationError(flag, fmt::format("'{}': {}", s, why));
+  };
+  auto integer = [&](const std::string& text) {
     long long v = 0;
     try {
       size_t used = 0;
-      v = std::stoll(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
+      v = std::stoll(text, &used);
+      if (used != text.size() || text.empty()) throw std::invalid_argument(text);
     } catch (const std::exception&) {
-      throw std::invalid_argument(fmt::format("{}: '{}' is not an integer list", flag, s));
+      throw bad(fmt::format("'{}' is not an integer", text));
     }
-    if (v < min && !(allow_auto && v == -1)) {
-      throw std::invalid_argument(fmt::format("{}: {} out of range: each value must be >= {}{}",
-                                              flag, v, min, allow_auto ? " (or -1: auto)" : ""));
+    return static_cast<int64_t>(v);
+  };
+  std::vector<int64_t> out;
+  for (const std::string& item : split(s, ',')) {
+    // A range: FIRST-LAST, FIRST-LAST+STEP or FIRST-LAST*FACTOR (FIRST >= 0, no leading '-').
+    const size_t dash = item.find('-', 1);
+    if (!item.empty() && item[0] != '-' && dash != std::string::npos) {
+      const size_t op = item.find_first_of("+*", dash);
+      const int64_t first = integer(item.substr(0, dash));
+      const int64_t last = integer(
+          item.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1));
+      const int64_t step = op == std::string::npos ? 1 : integer(item.substr(op + 1));
+      const bool mult = op != std::string::npos && item[op] == '*';
+      if (last < first) throw bad(fmt::format("range {} runs backwards", item));
+      if (step < (mult ? 2 : 1))
+        throw bad(fmt::format("range {}: the {} must be >= {}", item, mult ? "factor" : "step",
+                              mult ? 2 : 1));
+      if (mult && first == 0) throw bad(fmt::format("range {}: a *factor needs FIRST >= 1", item));
+      for (int64_t v = first; v <= last; v = mult ? v * step : v + step) {
+        out.push_back(v);
+        if (out.size() > 10000) throw bad("more than 10000 values");
+      }
+    } else {
+      out.push_back(integer(item));
     }
-    out.push_back(v);
   }
+  for (int64_t v : out)
+    if (v < min && !(allow_auto && v == -1))
+      throw bad(fmt::format("{} out of range: each value must be >= {}{}", v, min,
+                            allow_auto ? " (or -1: auto)" : ""));
   return out;
 }
 
@@ -252,14 +291,25 @@ void progress_bar(int done, int total, const std::string& label) {
   std::fflush(stderr);
 }
 
-void run(const BenchArgs& a) {
-  if (a.model.empty() == a.synthetic.empty()) {
-    throw std::invalid_argument("bench: give exactly one of -m MODEL or --synthetic ARCH:TYPE");
+// A hex CPU mask (llama-bench's -C, e.g. 0x3 or ff) as a pin list.
+runtime::PinSpec pin_from_mask(const std::string& mask) {
+  std::string hex = mask;
+  if (hex.rfind("0x", 0) == 0 || hex.rfind("0X", 0) == 0) hex = hex.substr(2);
+  if (hex.empty() || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    throw CLI::ValidationError("-C,--cpu-mask", fmt::format("'{}' is not a hex CPU mask", mask));
+  std::vector<int> cpus;
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const int nibble = std::stoi(std::string(1, hex[hex.size() - 1 - i]), nullptr, 16);
+    for (int b = 0; b < 4; ++b)
+      if (nibble >> b & 1) cpus.push_back(static_cast<int>(i) * 4 + b);
   }
-  const std::filesystem::path path =
-      a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
-  const runtime::Model model = runtime::Model::load(path);
+  if (cpus.empty())
+    throw CLI::ValidationError("-C,--cpu-mask", fmt::format("'{}' selects no CPU", mask));
+  return runtime::PinSpec::parse("list:" + runtime::format_cpu_list(cpus));
+}
 
+// Everything the command line says, checked before the model loads (usage errors exit 2).
+runtime::BenchOptions bench_options(const BenchArgs& a) {
   runtime::BenchOptions o;
   o.n_prompt = parse_int_list(a.prompts, "-p");
   o.n_gen = parse_int_list(a.gens, "-n");
@@ -267,7 +317,36 @@ void run(const BenchArgs& a) {
   o.threads.clear();
   for (int64_t t : parse_int_list(a.threads, "-t", 1, true))
     o.threads.push_back(static_cast<int>(t));
-  o.pins = parse_pins(a.pins);
+  for (const std::string& pg : a.pg) {
+    const std::vector<int64_t> v = parse_int_list(pg, "-pg");
+    if (v.size() != 2 || v[0] + v[1] == 0)
+      throw CLI::ValidationError("-pg", fmt::format("'{}': expected PP,TG, not both 0", pg));
+    o.n_pg.emplace_back(v[0], v[1]);
+  }
+  if (!a.pg.empty() && a.prompts == "512" && a.gens == "128") {
+    o.n_prompt = {};  // as llama-bench: -pg alone runs only the pp+tg tests
+    o.n_gen = {};
+  }
+  for (const auto& [flag, text] : {std::pair{"-b", a.batch}, std::pair{"-ub", a.ubatch}}) {
+    if (text.empty()) continue;
+    const std::vector<int64_t> v = parse_int_list(text, flag, 1);
+    if (v.size() != 1)
+      throw CLI::ValidationError(flag, "one value: pacer has one prefill batch size per run");
+    o.n_batch = o.n_batch > 0 ? std::min(o.n_batch, v[0]) : v[0];
+  }
+  if (a.cpu_mask.empty() && a.numa.empty()) {
+    o.pins = parse_pins(a.pins);
+  } else if (!a.pins.empty()) {
+    throw CLI::ValidationError("--pin", "give --pin or -C/--numa, not both");
+  } else if (!a.cpu_mask.empty()) {
+    o.pins = {pin_from_mask(a.cpu_mask)};
+  } else {
+    // llama-bench's --numa: distribute spreads over nodes (scatter), isolate keeps to the
+    // node the process starts on (compact), numactl leaves placement to the CPU set it was given.
+    o.pins = {runtime::PinSpec::parse(a.numa == "distribute" ? "scatter"
+                                      : a.numa == "isolate"  ? "compact"
+                                                             : "none")};
+  }
   o.reps = a.reps;
   o.warmup = !a.no_warmup;
   o.events_dir = a.events_dir;
@@ -275,18 +354,55 @@ void run(const BenchArgs& a) {
   o.freq_drift_flag = a.drift_flag / 100.0;
   o.roofline = !a.no_roofline;
   o.bandwidth_bytes = static_cast<size_t>(a.bandwidth_mb) << 20;
-  auto kv = ops::weight_type_from_name(a.kv_type);
+  o.delay_s = a.delay;
+  // -ctk / -ctv name the KV cache type as --kv-type does; pacer keeps K and V in one type.
+  std::string kv_name = a.kv_type;
+  if (!a.cache_type_k.empty() && !a.cache_type_v.empty() && a.cache_type_k != a.cache_type_v)
+    throw CLI::ValidationError("-ctv", fmt::format("'{}' differs from -ctk '{}': pacer keeps K "
+                                                   "and V in one type",
+                                                   a.cache_type_v, a.cache_type_k));
+  if (!a.cache_type_k.empty()) kv_name = a.cache_type_k;
+  if (!a.cache_type_v.empty()) kv_name = a.cache_type_v;
+  auto kv = ops::weight_type_from_name(kv_name);
   if (!kv || (*kv != ops::WeightType::F16 && *kv != ops::WeightType::F32)) {
-    throw std::invalid_argument(fmt::format("--kv-type '{}': expected f16 or f32", a.kv_type));
+    throw CLI::ValidationError("--kv-type", fmt::format("'{}': expected f16 or f32", kv_name));
   }
   o.kv_type = *kv;
-  if (isatty(STDERR_FILENO)) o.progress = progress_bar;
+  return o;
+}
+
+// llama-bench's --prio: 0 normal, 1 medium, 2 high, 3 realtime, as a nice value (3: the highest
+// nice priority, not SCHED_FIFO, so a runaway bench cannot lock the machine).
+void apply_priority(int prio) {
+  if (prio == 0) return;
+  const int nice = prio == 1 ? -5 : prio == 2 ? -10 : -20;
+  if (setpriority(PRIO_PROCESS, 0, nice) != 0)
+    throw std::runtime_error(fmt::format("--prio {}: setpriority(nice {}) failed: {}", prio, nice,
+                                         std::strerror(errno)));
+}
+
+void run(const BenchArgs& a) {
+  if (a.model.empty() == a.synthetic.empty()) {
+    throw CLI::ValidationError("-m", "give exactly one of -m MODEL or --synthetic ARCH:TYPE");
+  }
+  runtime::BenchOptions o = bench_options(a);
+  apply_priority(a.prio);
+  const std::filesystem::path path =
+      a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
+  const runtime::Model model = runtime::Model::load(path);
+  if (a.progress || isatty(STDERR_FILENO)) o.progress = progress_bar;
 
   // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
   // finished rows and the footer, and exits 130.
   BenchPrinter printer(a.output);
   o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
     printer.row(so_far, row);
+    if (a.verbose) {
+      std::string samples;
+      for (double v : row.tok_s) samples += fmt::format(" {:.2f}", v);
+      std::fprintf(stderr, "bench: %s t%d %s: tok/s per rep:%s\n", row.test.c_str(), row.threads,
+                   row.pin.c_str(), samples.c_str());
+    }
   };
   const SigintGuard sigint;
   o.stop = [] { return SigintGuard::interrupted(); };
@@ -307,13 +423,22 @@ void run(const BenchArgs& a) {
 
 }  // namespace
 
+std::string llama_bench_flag(const std::string& token) {
+  if (token == "-pg") return "--pg";
+  if (token == "-ub") return "--ubatch-size";
+  if (token == "-ctk") return "--cache-type-k";
+  if (token == "-ctv") return "--cache-type-v";
+  return token;
+}
+
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "llama-bench style pp/tg benchmark with roofline");
   cmd->add_option("-m,--model", args->model, "GGUF model file");
   cmd->add_option("--synthetic", args->synthetic,
                   "bench a generated model ARCH:TYPE (e.g. qwen2.5-0.5b:q8_0), cached");
-  cmd->add_option("-p,--n-prompt", args->prompts, "prompt sizes, comma list (0: no pp test)")
+  cmd->add_option("-p,--n-prompt", args->prompts,
+                  "prompt sizes: comma list or llama-bench ranges 16-64+16, 1-8*2 (0: no pp test)")
       ->capture_default_str();
   cmd->add_option(
          "-d,--n-depth", args->depths,
@@ -347,6 +472,27 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--pg", args->pg,
+                  "PP,TG (or -pg): a prompt of PP tokens then TG generated, timed together "
+                  "(llama-bench's -pg; repeatable)");
+  cmd->add_option("-b,--batch-size", args->batch, "prompt tokens per prefill step");
+  cmd->add_option("--ubatch-size", args->ubatch,
+                  "-ub: as -b (pacer has one prefill batch size; the smaller of -b and -ub is "
+                  "used)");
+  cmd->add_option("--cache-type-k", args->cache_type_k, "KV cache type (-ctk; same as --kv-type)");
+  cmd->add_option("--cache-type-v", args->cache_type_v,
+                  "KV cache type (-ctv; must equal -ctk: one type for K and V)");
+  cmd->add_option("-C,--cpu-mask", args->cpu_mask,
+                  "hex mask of the CPUs the workers run on, e.g. 0x3 (a --pin list:...)");
+  cmd->add_option("--numa", args->numa,
+                  "distribute (pin scatter) | isolate (pin compact) | numactl (pin none)")
+      ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
+  cmd->add_option("--prio", args->prio, "0 normal, 1 medium, 2 high, 3 highest (nice -20)")
+      ->check(CLI::Range(0, 3));
+  cmd->add_option("--delay", args->delay, "seconds to wait before each test after the first")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_flag("-v,--verbose", args->verbose, "print every repetition's tok/s to stderr");
+  cmd->add_flag("--progress", args->progress, "progress on stderr even when it is not a terminal");
   cmd->add_option("--recording-overhead", args->overhead_pairs,
                   "after the table: N off/on pairs per tg row, decode tok/s with full recording vs "
                   "without (medians and ratio)")

@@ -52,6 +52,10 @@ inline std::string format_for_output(
 // model's training length.
 void warn_configuration(const runtime::Executor& ex, int64_t ctx, int64_t n_ctx_train);
 
+// llama-bench's multi-letter single-dash flags (-pg, -ub, -ctk, -ctv) as the long options
+// `pacer bench` registers (CLI11 allows one letter after a single dash); other tokens unchanged.
+std::string llama_bench_flag(const std::string& token);
+
 void add_gguf_command(CLI::App& app);        // gguf synth | quantize | inspect
 void add_tokenize_command(CLI::App& app);    // tokenize
 void add_run_command(CLI::App& app);         // run
