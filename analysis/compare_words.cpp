@@ -538,11 +538,22 @@ void write_words(Comparison& c, const CompareOptions& opts) {
 
 namespace pacer::analysis {
 
+namespace {
+double finite_or_zero(double v) {
+  return std::isfinite(v) ? v : 0.0;
+}
+}  // namespace
+
 std::string leading_cause(const Comparison& c) {
   if (!c.compat.work_changes.empty()) return "configuration";
   if (!c.significant || !c.main_cause) return "none";
   const bool slower = c.delta_pct() > 0;
-  if (slower && c.vm_steal) return "vm steal";
+  // Steal leads when it is at least as large as the leading part (else it is a second cause, as
+  // the verdict's own sentence says).
+  if (slower && c.vm_steal &&
+      c.steal_ns[1] - finite_or_zero(c.steal_ns[0]) >=
+          c.main_cause_pts / 100 * c.attribution.mean_ns[0])
+    return "vm steal";
   switch (*c.main_cause) {
     case Part::Frequency:
       return "frequency";
