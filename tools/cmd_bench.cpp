@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,8 +18,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/history_db.h"
 #include "loader/synth.h"
 #include "ops/types.h"
+#include "pacer/version.h"
 #include "runtime/bench.h"
 #include "runtime/model.h"
 #include "runtime/topology.h"
@@ -45,6 +48,7 @@ struct BenchArgs {
   double drift_flag = 5.0;
   int64_t bandwidth_mb = 1024;
   int overhead_pairs = 0;
+  std::string db;  // results database (--db / $PACER_DB); empty: none
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -252,6 +256,71 @@ void progress_bar(int done, int total, const std::string& label) {
   std::fflush(stderr);
 }
 
+// A private directory under the temp directory, removed with everything in it when done: where
+// `--db` records the rows' logs when the user keeps none (--events-out).
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pacer-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      throw std::runtime_error(
+          fmt::format("bench: cannot create a temporary directory: {}", std::strerror(errno)));
+    }
+    path_ = tmpl;
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// What the results database keeps of a row (the host facts the record leaves empty come from the
+// row's event log header).
+analysis::BenchRecord history_record(const runtime::BenchResult& r, const runtime::BenchRow& row,
+                                     const std::string& model_hash, const std::string& host_id) {
+  analysis::BenchRecord rec;
+  rec.time_utc = row.test_time;
+  rec.host_id = host_id;
+  rec.cpu_model = r.cpu_model;
+  rec.pacer_version = kVersion;
+  rec.git_sha = kGitSha;
+  rec.model_name = r.model_name;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(r.model_path, ec);
+  rec.model_path = ec ? r.model_path : abs.lexically_normal().string();
+  rec.model_hash = model_hash;
+  rec.model_bytes = r.model_bytes;
+  rec.params = r.params;
+  rec.arch = r.arch;
+  rec.type = r.type;
+  rec.kv_type = std::string(ops::type_name(r.kv_type));
+  rec.test = row.test;
+  rec.n_prompt = row.n_prompt;
+  rec.n_gen = row.n_gen;
+  rec.n_depth = row.n_depth;
+  rec.threads = row.threads;
+  rec.pin = row.pin;
+  rec.cpus = row.cpus;
+  rec.tok_s = row.tok_s;
+  rec.tok_s_mean = row.mean;
+  rec.tok_s_sd = row.sd;
+  rec.cv = row.cv;
+  rec.freq_min_mhz = row.freq_min_mhz;
+  rec.freq_mean_mhz = row.freq_mean_mhz;
+  rec.freq_max_mhz = row.freq_max_mhz;
+  rec.bandwidth_gbs = row.bandwidth_gbs;
+  rec.roofline_pct = row.roofline_pct;
+  rec.flags = row.flags;
+  rec.events_path = row.events_path;
+  return rec;
+}
+
 void run(const BenchArgs& a) {
   if (a.model.empty() == a.synthetic.empty()) {
     throw std::invalid_argument("bench: give exactly one of -m MODEL or --synthetic ARCH:TYPE");
@@ -284,9 +353,25 @@ void run(const BenchArgs& a) {
 
   // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
   // finished rows and the footer, and exits 130.
+  // --db: open (or create) the database before any work, so a foreign file is refused at once;
+  // every row is recorded (its last rep) so the database holds the log a later compare needs.
+  std::optional<analysis::HistoryDb> db;
+  std::unique_ptr<ScopedTempDir> db_events;
+  std::string model_hash, host_id;
+  if (!a.db.empty()) {
+    db = analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadWrite);
+    if (o.events_dir.empty()) {
+      db_events = std::make_unique<ScopedTempDir>();
+      o.events_dir = db_events->path().string();
+    }
+    model_hash = analysis::file_fingerprint(path);
+    host_id = analysis::local_host_id();
+  }
+
   BenchPrinter printer(a.output);
   o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
     printer.row(so_far, row);
+    if (db) db->append(history_record(so_far, row, model_hash, host_id));
   };
   const SigintGuard sigint;
   o.stop = [] { return SigintGuard::interrupted(); };
@@ -336,6 +421,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--events-out", args->events_dir,
                   "record the last rep of every row into DIR/<arch>-<test>-t<T>-<pin>.jsonl");
+  cmd->add_option("--db", args->db,
+                  "append every row (with a per-op summary and its event log) to this results "
+                  "database (SQLite; `pacer history`, `pacer regress`); default: $PACER_DB")
+      ->envname("PACER_DB");
   cmd->add_option("--kv-type", args->kv_type, "f16 | f32")->capture_default_str();
   cmd->add_flag("--no-warmup", args->no_warmup, "skip the untimed warm-up run");
   cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");
