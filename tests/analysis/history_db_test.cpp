@@ -154,7 +154,9 @@ void expect_refused(const fs::path& file, HistoryDb::Mode mode, const std::strin
   EXPECT_EQ(slurp(file), before) << file << " was modified";
   // Not even put into WAL mode (a pacer file of a newer schema already is one; a reader of a
   // WAL file leaves an empty -wal beside it, as SQLite does).
-  if (why != "newer pacer") EXPECT_FALSE(fs::exists(file.string() + "-wal"));
+  if (why != "newer pacer") {
+    EXPECT_FALSE(fs::exists(file.string() + "-wal"));
+  }
 }
 
 TEST(HistoryDb, RefusesAFileThatIsNotSQLite) {
