@@ -10,6 +10,7 @@
 #include <array>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -72,6 +73,13 @@ CREATE TABLE event_logs (
   encoding TEXT NOT NULL,   -- 'identity': data is the JSONL text as written
   raw_bytes INTEGER NOT NULL,
   data BLOB NOT NULL
+);
+-- file_fingerprint() of a model file, by path, size and modification time: a later bench of the
+-- same unchanged file skips reading it whole.
+CREATE TABLE model_fingerprints (
+  path TEXT NOT NULL, bytes INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+  fingerprint TEXT NOT NULL,
+  PRIMARY KEY (path, bytes, mtime_ns)
 );
 )sql",
 };
@@ -238,6 +246,29 @@ struct StoredLog {
   int64_t raw_bytes = 0;
 };
 
+// SQLite answers SQLITE_BUSY without calling the busy handler to a journal-mode change while
+// another connection has the file open, and to a reader that meets another process's first WAL
+// set-up: such steps are retried here until the busy timeout has passed.
+template <typename Step>
+void retry_busy(sql::Database& db, Step&& step) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    try {
+      step();
+      return;
+    } catch (const HistoryError&) {
+      throw;
+    } catch (const std::runtime_error&) {
+      const int code = sqlite3_errcode(db.handle()) & 0xff;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+          std::chrono::steady_clock::now() > deadline)
+        throw;
+      ::usleep(2000);
+    }
+  }
+}
+
 }  // namespace
 
 struct HistoryDb::Impl {
@@ -345,6 +376,7 @@ HistoryDb HistoryDb::open(const fs::path& path, Mode mode) {
       return static_cast<int32_t>(query_int(db, "PRAGMA application_id"));
     } catch (const std::runtime_error&) {
       const int code = sqlite3_errcode(db.handle()) & 0xff;
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED) throw;  // retry_busy waits
       if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) {
         throw HistoryError(fmt::format(
             "{}: not a pacer history database (not an SQLite file, or a corrupt one); refusing "
@@ -373,35 +405,55 @@ HistoryDb HistoryDb::open(const fs::path& path, Mode mode) {
   };
 
   try {
-    int32_t app_id = identify();
-    refuse_foreign(app_id);
+    // One consistent snapshot: another process may be creating the file right now.
+    int32_t app_id = 0;
+    retry_busy(db, [&] {
+      db.exec("BEGIN");
+      try {
+        app_id = identify();
+        refuse_foreign(app_id);
+        if (app_id == kHistoryApplicationId) impl->schema = stored_schema_version(db);
+      } catch (...) {
+        sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+      }
+      db.exec("COMMIT");
+    });
     if (app_id == 0 && mode == Mode::ReadOnly) {
       throw HistoryError(fmt::format("{}: an empty database, not a pacer history database", name));
     }
-    if (app_id == kHistoryApplicationId) {
-      impl->schema = stored_schema_version(db);
-      if (impl->schema > kHistorySchemaVersion) {
-        throw HistoryError(fmt::format(
-            "{}: written by a newer pacer (history schema {}, this pacer reads up to {}); "
-            "refusing to use it",
-            name, impl->schema, kHistorySchemaVersion));
-      }
+    if (impl->schema > kHistorySchemaVersion) {
+      throw HistoryError(fmt::format(
+          "{}: written by a newer pacer (history schema {}, this pacer reads up to {}); "
+          "refusing to use it",
+          name, impl->schema, kHistorySchemaVersion));
     }
     if (mode == Mode::ReadWrite && (app_id == 0 || impl->schema < kHistorySchemaVersion)) {
       // WAL lets readers run beside a writer and writers queue on the busy timeout; it is a
       // property of the file, set once (outside any transaction, as SQLite requires).
-      db.exec("PRAGMA journal_mode = WAL");
-      sql::Transaction tx(db);
-      // Another process may have created or migrated the file since we looked: look again
-      // under the write lock.
-      app_id = static_cast<int32_t>(query_int(db, "PRAGMA application_id"));
-      refuse_foreign(app_id);
-      const int from = app_id == 0 ? 0 : stored_schema_version(db);
-      if (from < kHistorySchemaVersion) migrate(db, from);
-      tx.commit();
+      // Rows carry multi-megabyte logs: 64 KiB pages store them in fewer, larger writes. The
+      // page size only takes effect on a new file (before WAL mode is set), later opens keep it.
+      if (app_id == 0) db.exec("PRAGMA page_size = 65536");
+      retry_busy(db, [&] { db.exec("PRAGMA journal_mode = WAL"); });
+      retry_busy(db, [&] {
+        sql::Transaction tx(db);
+        // Another process may have created or migrated the file since we looked: look again
+        // under the write lock.
+        app_id = static_cast<int32_t>(query_int(db, "PRAGMA application_id"));
+        refuse_foreign(app_id);
+        const int from = app_id == 0 ? 0 : stored_schema_version(db);
+        if (from < kHistorySchemaVersion) migrate(db, from);
+        tx.commit();
+      });
       impl->schema = kHistorySchemaVersion;
     }
-    if (mode == Mode::ReadWrite) db.exec("PRAGMA foreign_keys = ON");
+    if (mode == Mode::ReadWrite) {
+      db.exec("PRAGMA foreign_keys = ON");
+      // In WAL mode NORMAL syncs at checkpoints, not at every commit: a crash cannot corrupt the
+      // file, a power loss can lose the last rows. A bench row is not worth an fsync per commit
+      // on the machine being measured.
+      db.exec("PRAGMA synchronous = NORMAL");
+    }
   } catch (const HistoryError&) {
     throw;
   } catch (const std::runtime_error& e) {
@@ -444,6 +496,40 @@ std::string HistoryDb::append(const BenchRecord& record) {
     throw HistoryError(fmt::format("appending a run: {}", e.what()));
   }
   return r.run_uuid;
+}
+
+std::string HistoryDb::model_fingerprint(const fs::path& model) {
+  struct stat st {};
+  if (::stat(model.c_str(), &st) != 0) return file_fingerprint(model);  // throws with the reason
+  std::error_code ec;
+  const fs::path abs = fs::absolute(model, ec);
+  const std::string key = (ec ? model : abs).lexically_normal().string();
+  const int64_t mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  try {
+    sql::Statement q = impl_->db.prepare(
+        "SELECT fingerprint FROM model_fingerprints WHERE path = ?1 AND bytes = ?2 AND "
+        "mtime_ns = ?3");
+    q.bind(1, key).bind(2, static_cast<int64_t>(st.st_size)).bind(3, mtime_ns);
+    if (q.step()) return q.text(0);
+  } catch (const std::runtime_error& e) {
+    throw HistoryError(e.what());
+  }
+  const std::string fp = file_fingerprint(model);
+  try {
+    impl_->db
+        .prepare(
+            "INSERT OR REPLACE INTO model_fingerprints (path, bytes, mtime_ns, fingerprint) "
+            "VALUES (?1, ?2, ?3, ?4)")
+        .bind(1, key)
+        .bind(2, static_cast<int64_t>(st.st_size))
+        .bind(3, mtime_ns)
+        .bind(4, fp)
+        .run();
+  } catch (const std::runtime_error& e) {
+    throw HistoryError(e.what());
+  }
+  return fp;
 }
 
 std::vector<StoredRun> HistoryDb::runs(const RunFilter& f) const {

@@ -15,8 +15,8 @@
 // file each keep every row.
 //
 // Tables (schema 1): meta(key, value); runs (one row per bench row, unique run_uuid);
-// op_summary (run_id, phase, op, ...); event_logs (run_id, encoding, raw_bytes, data).
-// docs/history.md.
+// op_summary (run_id, phase, op, ...); event_logs (run_id, encoding, raw_bytes, data);
+// model_fingerprints (a cache of file_fingerprint). docs/history.md.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -108,6 +108,10 @@ class HistoryDb {
   // The row, its per-op summary (built from record.events_path) and the log, in one transaction.
   // Returns the run's UUID.
   std::string append(const BenchRecord& record);
+
+  // file_fingerprint(model), remembered in the database by path, size and modification time so
+  // that benchmarking the same unchanged file again does not read it whole again.
+  std::string model_fingerprint(const std::filesystem::path& model);
 
   // Oldest first (time, then insertion order).
   std::vector<StoredRun> runs(const RunFilter& filter = {}) const;

@@ -133,6 +133,16 @@ std::string commits_of(const std::vector<const StoredRun*>& runs) {
 
 }  // namespace
 
+std::string selector_error(const std::string& text, bool candidate) {
+  try {
+    const Selector s = parse_selector(text, candidate ? "candidate" : "baseline");
+    if (candidate && (s.rest || s.fleet)) return "'rest' and 'fleet' describe a baseline";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) {
   const Selector base_sel =
       parse_selector(opts.baseline.empty() ? "rest" : opts.baseline, "baseline");

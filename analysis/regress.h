@@ -67,6 +67,9 @@ struct RegressResult {
   bool fails = false;                  // some regression is above fail_above_pct
 };
 
+// Why `text` is not a valid selector ("" when it is); `candidate` refuses rest and fleet.
+std::string selector_error(const std::string& text, bool candidate);
+
 // Throws std::invalid_argument for a malformed selector.
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts);
 

@@ -364,7 +364,7 @@ void run(const BenchArgs& a) {
       db_events = std::make_unique<ScopedTempDir>();
       o.events_dir = db_events->path().string();
     }
-    model_hash = analysis::file_fingerprint(path);
+    model_hash = db->model_fingerprint(path);
     host_id = analysis::local_host_id();
   }
 

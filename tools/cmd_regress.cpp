@@ -2,6 +2,7 @@
 // `pacer compare` on the stored event logs (analysis/regress.h). Exit 1 when one is above
 // --fail-above, so it can gate CI.
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -23,8 +24,8 @@ struct RegressArgs {
   bool no_explain = false;
 };
 
-// "5" or "5%".
-double parse_percent(std::string text) {
+// "5" or "5%"; nullopt when it is neither.
+std::optional<double> parse_percent(std::string text) {
   if (!text.empty() && text.back() == '%') text.pop_back();
   try {
     size_t used = 0;
@@ -32,14 +33,19 @@ double parse_percent(std::string text) {
     if (used == text.size() && v >= 0) return v;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument(
-      fmt::format("--fail-above '{}': expected a percentage >= 0, e.g. 5 or 5%", text));
+  return std::nullopt;
+}
+
+// Selector and percentage mistakes are usage errors (exit 2), found while parsing.
+CLI::Validator selector_check(bool candidate) {
+  return CLI::Validator(
+      [candidate](std::string& in) { return analysis::selector_error(in, candidate); }, "SEL");
 }
 
 void run_regress(RegressArgs a) {
   if (a.db.empty())
     throw std::invalid_argument("regress: no database: give --db FILE or set PACER_DB");
-  a.opts.fail_above_pct = parse_percent(a.fail_above);
+  a.opts.fail_above_pct = parse_percent(a.fail_above).value_or(5.0);
   if (a.threads > 0) a.opts.filter.threads = a.threads;
   a.opts.explain = !a.no_explain;
   const analysis::HistoryDb db =
@@ -61,13 +67,20 @@ void add_regress_command(CLI::App& app) {
   cmd->add_option("--baseline", args->opts.baseline,
                   "runs to compare against, comma-separated terms: rest | fleet | latest | "
                   "since:DATE | until:DATE | commit:SHA | host:NAME | run:UUID")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(selector_check(false));
   cmd->add_option("--candidate", args->opts.candidate,
                   "runs under test, same terms (not rest/fleet)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(selector_check(true));
   cmd->add_option("--fail-above", args->fail_above,
                   "exit 1 when a significant slowdown exceeds this % (5 or 5%)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& in) -> std::string {
+            return parse_percent(in) ? "" : "'" + in + "' is not a percentage >= 0 (5 or 5%)";
+          },
+          "PCT"));
   cmd->add_option("--alpha", args->opts.alpha, "one-sided significance level")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5));

@@ -378,5 +378,22 @@ TEST(HistoryDb, FingerprintDependsOnEveryByteAndTheLength) {
   EXPECT_EQ(seen.size(), 7u);
 }
 
+TEST(HistoryDb, ModelFingerprintIsRememberedUntilTheFileChanges) {
+  TempDir dir;
+  const fs::path model = dir.path() / "m.gguf";
+  std::ofstream(model, std::ios::binary) << std::string(4096, 'a');
+  HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);
+  const std::string first = db.model_fingerprint(model);
+  EXPECT_EQ(first, file_fingerprint(model));
+  EXPECT_EQ(db.model_fingerprint(model), first);  // from the cache
+  // Same size, new bytes, a later modification time: hashed again.
+  std::ofstream(model, std::ios::binary) << std::string(4096, 'b');
+  fs::last_write_time(model, fs::last_write_time(model) + std::chrono::seconds(5));
+  const std::string second = db.model_fingerprint(model);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second, file_fingerprint(model));
+  EXPECT_THROW(db.model_fingerprint(dir.path() / "missing.gguf"), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace pacer::analysis
