@@ -132,6 +132,13 @@ TEST(HistoryCli, RefusesAForeignFileWithOneLineAndLeavesItAlone) {
   const CommandResult missing = run_command(kPacer + " history --db " + (dir / "none.sqlite"));
   EXPECT_EQ(missing.rc, 1);
   EXPECT_THAT(missing.err, HasSubstr("no such history database"));
+  // A malformed selector or threshold is a usage error (exit 2) naming the flag.
+  for (const std::string& bad : {std::string("--baseline bogus:1"), std::string("--candidate rest"),
+                                 std::string("--fail-above five")}) {
+    const CommandResult r = run_command(kPacer + " regress --db " + notes + " " + bad);
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(bad.substr(0, bad.find(' ')))) << r.err;
+  }
   const CommandResult no_db = run_command("env -u PACER_DB " + kPacer + " regress");
   EXPECT_EQ(no_db.rc, 1);
   EXPECT_THAT(no_db.err, HasSubstr("--db"));
