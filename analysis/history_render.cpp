@@ -47,6 +47,28 @@ Table history_table(const std::vector<StoredRun>& runs) {
   return t;
 }
 
+// Columns padded to their widest cell ('±' counts as one character), two spaces apart.
+std::string aligned(const Table& t) {
+  auto shown = [](const std::string& s) { return s.size() - (s.find("±") != std::string::npos); };
+  std::vector<size_t> width(t.head.size());
+  for (size_t c = 0; c < t.head.size(); ++c) {
+    width[c] = shown(t.head[c]);
+    for (const auto& row : t.rows) width[c] = std::max(width[c], shown(row[c]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string o;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(width[c] - std::min(width[c], shown(cells[c])), ' ');
+      if (c) o += "  ";
+      o += t.numeric[c] ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
+    }
+    return o + "\n";
+  };
+  std::string out = line(t.head);
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string o = "\"";
@@ -138,24 +160,7 @@ std::string render_history(const std::vector<StoredRun>& runs, HistoryFormat f) 
 
 std::string render_history_text(const std::vector<StoredRun>& runs) {
   if (runs.empty()) return "no runs match\n";
-  const Table t = history_table(runs);
-  std::vector<size_t> width(t.head.size());
-  for (size_t c = 0; c < t.head.size(); ++c) {
-    width[c] = t.head[c].size() - (t.head[c] == "± sd" ? 1 : 0);  // '±' is two bytes
-    for (const auto& row : t.rows) width[c] = std::max(width[c], row[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string o;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const size_t shown = cells[c].size() - (cells[c] == "± sd" ? 1 : 0);
-      const std::string pad(width[c] - std::min(width[c], shown), ' ');
-      if (c) o += "  ";
-      o += t.numeric[c] ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
-    }
-    return o + "\n";
-  };
-  std::string out = line(t.head);
-  for (const auto& row : t.rows) out += line(row);
+  std::string out = aligned(history_table(runs));
   size_t flagged = 0;
   for (const StoredRun& s : runs) flagged += !s.record.flags.empty();
   out += fmt::format("{} run{}", runs.size(), runs.size() == 1 ? "" : "s");
@@ -278,6 +283,65 @@ std::string render_history_json(const std::vector<StoredRun>& runs) {
                    {"has_log", s.has_log}});
   }
   return arr.dump(2) + "\n";
+}
+
+std::string render_op_summary(const StoredRun& run, const std::vector<OpSummary>& ops,
+                              HistoryFormat f) {
+  auto opt = [](const std::optional<double>& v, int digits) {
+    return v ? num(*v, digits) : std::string("-");
+  };
+  if (f == HistoryFormat::Json) {
+    nlohmann::json arr = nlohmann::json::array();
+    auto opt_json = [](const std::optional<double>& v) {
+      return v ? json_number(*v) : nlohmann::json(nullptr);
+    };
+    for (const OpSummary& o : ops) {
+      arr.push_back({{"phase", o.phase},
+                     {"op", o.op},
+                     {"count", o.count},
+                     {"mean_ns", json_number(o.mean_ns)},
+                     {"p50_ns", json_number(o.p50_ns)},
+                     {"p95_ns", json_number(o.p95_ns)},
+                     {"mean_mhz", opt_json(o.mean_mhz)},
+                     {"gbs", opt_json(o.gbs)},
+                     {"offcpu_share", opt_json(o.offcpu_share)}});
+    }
+    return nlohmann::json{{"run_uuid", run.record.run_uuid}, {"ops", arr}}.dump(2) + "\n";
+  }
+  if (f == HistoryFormat::Csv) {
+    std::string out = "phase,op,count,mean_ns,p50_ns,p95_ns,mean_mhz,gbs,offcpu_share\n";
+    auto c = [](const std::optional<double>& v) { return v ? csv_number(*v) : std::string(); };
+    for (const OpSummary& o : ops) {
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(o.phase), csv_field(o.op),
+                         o.count, csv_number(o.mean_ns), csv_number(o.p50_ns), csv_number(o.p95_ns),
+                         c(o.mean_mhz), c(o.gbs), c(o.offcpu_share));
+    }
+    return out;
+  }
+  if (f != HistoryFormat::Text && f != HistoryFormat::Markdown) {
+    throw std::invalid_argument("the per-op summary is text, md, csv or json");
+  }
+  Table t;
+  t.head = {"phase", "op", "count", "mean us", "p50 us", "p95 us", "MHz", "GB/s", "off-CPU %"};
+  t.numeric = {false, false, true, true, true, true, true, true, true};
+  for (const OpSummary& o : ops) {
+    t.rows.push_back({o.phase, o.op, std::to_string(o.count), num(o.mean_ns / 1e3, 2),
+                      num(o.p50_ns / 1e3, 2), num(o.p95_ns / 1e3, 2), opt(o.mean_mhz, 0),
+                      opt(o.gbs, 2),
+                      o.offcpu_share ? fmt::format("{:.1f}", 100 * *o.offcpu_share) : "-"});
+  }
+  const BenchRecord& r = run.record;
+  const std::string title =
+      fmt::format("run {} ({}, {}, {} {}, {}, {} thread{}, pin {})", r.run_uuid, r.time_utc, r.host,
+                  r.model_name, r.type, r.test, r.threads, r.threads == 1 ? "" : "s", r.pin);
+  if (f == HistoryFormat::Markdown) {
+    std::string out = "**" + title + "**\n\n| " + join(t.head, " | ") + " |\n|";
+    for (size_t c = 0; c < t.head.size(); ++c) out += t.numeric[c] ? "---:|" : "---|";
+    out += "\n";
+    for (const auto& row : t.rows) out += "| " + join(row, " | ") + " |\n";
+    return out;
+  }
+  return title + "\n" + aligned(t);
 }
 
 std::string render_history_openmetrics(const std::vector<StoredRun>& runs) {

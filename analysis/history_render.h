@@ -28,4 +28,9 @@ std::string render_history_html(const std::vector<StoredRun>& runs);
 // "# EOF".
 std::string render_history_openmetrics(const std::vector<StoredRun>& runs);
 
+// One stored run's per-op summary (phase, op, count, mean/p50/p95 time, MHz, GB/s, off-CPU
+// share): text, md, csv or json (html and openmetrics: std::invalid_argument).
+std::string render_op_summary(const StoredRun& run, const std::vector<OpSummary>& ops,
+                              HistoryFormat f);
+
 }  // namespace pacer::analysis

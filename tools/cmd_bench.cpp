@@ -377,6 +377,10 @@ void run(const BenchArgs& a) {
   o.stop = [] { return SigintGuard::interrupted(); };
   const runtime::BenchResult r = runtime::run_bench(model, o);
   printer.finish(r);
+  if (db) {
+    fmt::print(stderr, "bench: {} row{} appended to {}\n", r.rows.size(),
+               r.rows.size() == 1 ? "" : "s", a.db);
+  }
   if (r.interrupted) throw ExitRequest{130};
   if (a.overhead_pairs > 0) {
     const std::filesystem::path log =

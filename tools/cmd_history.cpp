@@ -3,6 +3,7 @@
 // writes a stored event log back out for `pacer compare` / `pacer report`.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct HistoryArgs {
   std::string output;
   std::vector<std::string> merge;
   std::string log_run;
+  std::string ops_run;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -67,6 +69,18 @@ void run_merge(const HistoryArgs& a) {
   fmt::print("{}: {} runs\n", a.output, out.runs().size());
 }
 
+// The run whose UUID starts with `prefix`; an error unless exactly one does.
+analysis::StoredRun unique_run(const analysis::HistoryDb& db, const std::string& prefix) {
+  std::vector<analysis::StoredRun> hits;
+  for (analysis::StoredRun& r : db.runs())
+    if (r.record.run_uuid.rfind(prefix, 0) == 0) hits.push_back(std::move(r));
+  if (hits.size() != 1) {
+    throw std::runtime_error(fmt::format("{}: {} runs match '{}' (give more of the run UUID)",
+                                         db.path().string(), hits.size(), prefix));
+  }
+  return std::move(hits.front());
+}
+
 void run_history(HistoryArgs a) {
   if (!a.merge.empty()) {
     run_merge(a);
@@ -78,19 +92,18 @@ void run_history(HistoryArgs a) {
   const analysis::HistoryDb db =
       analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadOnly);
   if (!a.log_run.empty()) {
-    // A prefix names a run when it is unique.
-    std::vector<analysis::StoredRun> hits;
-    for (analysis::StoredRun& r : db.runs())
-      if (r.record.run_uuid.rfind(a.log_run, 0) == 0) hits.push_back(std::move(r));
-    if (hits.size() != 1) {
-      throw std::runtime_error(fmt::format("{}: {} runs match '{}' (give more of the run UUID)",
-                                           a.db, hits.size(), a.log_run));
-    }
-    const std::optional<std::string> log = db.event_log(hits.front().id);
-    if (!log)
+    const analysis::StoredRun run = unique_run(db, a.log_run);
+    const std::optional<std::string> log = db.event_log(run.id);
+    if (!log) {
       throw std::runtime_error(
-          fmt::format("{}: run {} has no stored event log", a.db, hits.front().record.run_uuid));
+          fmt::format("{}: run {} has no stored event log", a.db, run.record.run_uuid));
+    }
     emit(a.output, *log);
+    return;
+  }
+  if (!a.ops_run.empty()) {
+    const analysis::StoredRun run = unique_run(db, a.ops_run);
+    emit(a.output, analysis::render_op_summary(run, db.op_summary(run.id), infer_format(a)));
     return;
   }
   if (a.threads > 0) a.filter.threads = a.threads;
@@ -124,6 +137,8 @@ void add_history_command(CLI::App& app) {
       ->expected(1, -1);
   cmd->add_option("--log", args->log_run,
                   "write the stored event log of run UUID (or a unique prefix) to -o or stdout");
+  cmd->add_option("--ops", args->ops_run,
+                  "the per-op summary of run UUID (or a unique prefix): text, md, csv or json");
   cmd->callback([args] { run_history(*args); });
 }
 

@@ -186,6 +186,24 @@ TEST(HistoryCli, WritesEveryFormatMergesAndExtractsLogs) {
   const CommandResult report = run_command(kPacer + " report " + (dir / "run.jsonl"));
   EXPECT_EQ(report.rc, 0) << report.err;
   EXPECT_THAT(report.out, HasSubstr("decode"));
+
+  // The per-op summary stored with the run: the decode ops of `pacer report --format json`.
+  const CommandResult ops =
+      run_command(kPacer + " history --db " + fleet + " --ops " + uuid + " -f json");
+  ASSERT_EQ(ops.rc, 0) << ops.err;
+  const nlohmann::json summary = nlohmann::json::parse(ops.out);
+  EXPECT_EQ(summary["run_uuid"], uuid);
+  std::set<std::string> decode_ops;
+  for (const auto& o : summary["ops"]) {
+    if (o["phase"] == "decode") decode_ops.insert(o["op"].get<std::string>());
+    EXPECT_GT(o["count"].get<int64_t>(), 0);
+  }
+  EXPECT_TRUE(decode_ops.count("attn_qkv")) << ops.out;
+  EXPECT_TRUE(decode_ops.count("ffn_down")) << ops.out;
+  const CommandResult ops_text = run_command(kPacer + " history --db " + fleet + " --ops " + uuid);
+  EXPECT_THAT(ops_text.out, HasSubstr("off-CPU %"));
+  const CommandResult ambiguous = run_command(kPacer + " history --db " + fleet + " --ops \"\"x");
+  EXPECT_EQ(ambiguous.rc, 1);
 }
 
 // A process busy-looping on `cpu` until killed.
