@@ -45,12 +45,15 @@ double epoch_of(const std::string& iso) {
   return static_cast<double>(timegm(&tm));
 }
 
-std::string time_label(double epoch) {
-  const std::time_t t = static_cast<std::time_t>(epoch);
+// A tick label as precise as the axis span needs: seconds within an hour, minutes within a few
+// days, dates beyond.
+std::string time_label(double epoch, double span_s) {
+  const std::time_t t = static_cast<std::time_t>(std::llround(epoch));
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%m-%d %H:%M", &tm);
+  const char* format = span_s < 3600 ? "%H:%M:%S" : span_s < 4 * 86400 ? "%m-%d %H:%M" : "%Y-%m-%d";
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
 }
 
@@ -93,7 +96,14 @@ std::string panel(const Series& series, double t0, double t1, const std::string&
         fmt::format(R"(<text x="{}" y="{}" class="none">no data</text></svg>)", W / 2 - 30, H / 2);
     return svg;
   }
-  // Include 0 when the data is near it, pad otherwise, so a flat series does not fill the panel.
+  // At least 5% of the values on the axis, so a 0.2% wobble of the clock does not look like a
+  // cliff; then some padding.
+  const double min_span = 0.05 * std::max(std::abs(y0), std::abs(y1));
+  if (y1 - y0 < min_span) {
+    const double mid = (y0 + y1) / 2;
+    y0 = mid - min_span / 2;
+    y1 = mid + min_span / 2;
+  }
   const double pad = y1 > y0 ? 0.1 * (y1 - y0) : std::max(1.0, 0.05 * std::abs(y1));
   y0 = std::max(0.0, y0 - pad);
   y1 += pad;
@@ -109,10 +119,16 @@ std::string panel(const Series& series, double t0, double t1, const std::string&
         L, Y(v), W - R, Y(v), L - 6, Y(v) + 4, v);
   }
   const int n_time_ticks = 4;
+  std::string previous;
   for (int i = 0; i <= n_time_ticks; ++i) {
     const double t = t0 + (t1 - t0) * i / n_time_ticks;
-    svg += fmt::format(R"(<text x="{:.1f}" y="{}" text-anchor="middle">{}</text>)", X(t),
-                       H - B + 16, time_label(t));
+    const std::string label = time_label(t, t1 - t0);
+    if (label == previous) continue;  // a short span: no repeated labels
+    previous = label;
+    // The end labels align inward so they stay inside the panel.
+    const char* anchor = i == 0 ? "start" : i == n_time_ticks ? "end" : "middle";
+    svg += fmt::format(R"(<text x="{:.1f}" y="{}" text-anchor="{}">{}</text>)", X(t), H - B + 16,
+                       anchor, label);
   }
   svg += "</g>";
   svg += fmt::format(
