@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "analysis/compare.h"
 #include "analysis/compare_input.h"
@@ -270,6 +271,46 @@ std::string render_regress_text(const RegressResult& r, const RegressOptions& op
       r.regressions.size(), r.regressions.size() == 1 ? "" : "s", failing, opts.fail_above_pct,
       r.others.size(), r.others.size() == 1 ? "" : "s", r.untested);
   return out;
+}
+
+std::string render_regress_json(const RegressResult& r, const RegressOptions& opts) {
+  auto group = [](const GroupTest& g) {
+    nlohmann::json j = {{"host", g.host},
+                        {"model", g.model},
+                        {"type", g.type},
+                        {"test", g.test},
+                        {"threads", g.threads},
+                        {"pin", g.pin},
+                        {"baseline_runs", g.baseline_runs},
+                        {"candidate_runs", g.candidate_runs},
+                        {"baseline_tok_s", g.baseline_tok_s},
+                        {"candidate_tok_s", g.candidate_tok_s},
+                        {"baseline_median", g.baseline_median},
+                        {"candidate_median", g.candidate_median},
+                        {"slowdown_pct", g.slowdown_pct},
+                        {"p", g.p},
+                        {"exact", g.exact},
+                        {"confidence", g.confidence()},
+                        {"significant", g.significant},
+                        {"fails", g.fails},
+                        {"candidate_time", g.candidate_time},
+                        {"candidate_commit", g.candidate_commit},
+                        {"baseline_commits", g.baseline_commits}};
+    if (!g.baseline_run.empty()) j["baseline_run"] = g.baseline_run;
+    if (!g.candidate_run.empty()) j["candidate_run"] = g.candidate_run;
+    if (!g.verdict.empty()) j["verdict"] = g.verdict;
+    if (!g.compare_error.empty()) j["compare_error"] = g.compare_error;
+    return j;
+  };
+  nlohmann::json regressions = nlohmann::json::array(), others = nlohmann::json::array();
+  for (const GroupTest& g : r.regressions) regressions.push_back(group(g));
+  for (const GroupTest& g : r.others) others.push_back(group(g));
+  const nlohmann::json j = {{"baseline", opts.baseline}, {"candidate", opts.candidate},
+                            {"alpha", opts.alpha},       {"fail_above_pct", opts.fail_above_pct},
+                            {"groups", r.groups},        {"untested", r.untested},
+                            {"fails", r.fails},          {"regressions", regressions},
+                            {"others", others}};
+  return j.dump(2) + "\n";
 }
 
 }  // namespace pacer::analysis

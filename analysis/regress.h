@@ -74,5 +74,8 @@ std::string selector_error(const std::string& text, bool candidate);
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts);
 
 std::string render_regress_text(const RegressResult& r, const RegressOptions& opts);
+// {"groups", "untested", "fails", "regressions": [...], "others": [...]}: every GroupTest field,
+// the repetitions included, for a CI job that wants more than the exit code.
+std::string render_regress_json(const RegressResult& r, const RegressOptions& opts);
 
 }  // namespace pacer::analysis

@@ -22,6 +22,7 @@ struct RegressArgs {
   std::string fail_above = "5";
   int threads = 0;
   bool no_explain = false;
+  std::string format = "text";
 };
 
 // "5" or "5%"; nullopt when it is neither.
@@ -51,7 +52,8 @@ void run_regress(RegressArgs a) {
   const analysis::HistoryDb db =
       analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadOnly);
   const analysis::RegressResult r = analysis::find_regressions(db, a.opts);
-  analysis::write_stdout(analysis::render_regress_text(r, a.opts));
+  analysis::write_stdout(a.format == "json" ? analysis::render_regress_json(r, a.opts)
+                                            : analysis::render_regress_text(r, a.opts));
   if (r.fails) throw ExitRequest{1};
 }
 
@@ -90,6 +92,9 @@ void add_regress_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "only this thread count")->check(CLI::PositiveNumber);
   cmd->add_option("--since", args->opts.filter.since, "only runs at or after DATE");
   cmd->add_flag("--no-explain", args->no_explain, "skip the compare of the stored logs");
+  cmd->add_option("--format,-f", args->format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->callback([args] { run_regress(*args); });
 }
 

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "analysis/compare.h"
 #include "analysis/compare_input.h"
@@ -64,6 +65,11 @@ TEST(Regress, FindsAKnownSlowdownWithItsExactConfidence) {
   EXPECT_FALSE(lenient.fails);
   EXPECT_THAT(render_regress_text(lenient, o), HasSubstr("slowdown 20.4% slower"));
   EXPECT_THAT(render_regress_text(r, RegressOptions{}), HasSubstr("REGRESSION 20.4% slower"));
+  const nlohmann::json j = nlohmann::json::parse(render_regress_json(r, RegressOptions{}));
+  EXPECT_EQ(j["fails"], true);
+  ASSERT_EQ(j["regressions"].size(), 1u);
+  EXPECT_NEAR(j["regressions"][0]["p"].get<double>(), 1.0 / 84, 1e-12);
+  EXPECT_EQ(j["regressions"][0]["candidate_tok_s"], nlohmann::json({80, 81, 79}));
 }
 
 TEST(Regress, ACleanDatabasePasses) {
