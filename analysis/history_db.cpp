@@ -482,10 +482,16 @@ std::string HistoryDb::append(const BenchRecord& record) {
     l.name = fs::path(r.events_path).filename().string();
     l.encoding = std::string(kIdentityEncoding);
     l.raw_bytes = static_cast<int64_t>(l.data.size());
-    const Report report = build_report_from_text(l.data, r.events_path);
-    fill_from_header(r, report.header);
-    ops = summarize_ops(report);
-    log = std::move(l);
+    // A log the report cannot read (bench records some rows without a header) still leaves its
+    // row in the database, flagged, without a per-op summary.
+    try {
+      const Report report = build_report_from_text(l.data, r.events_path);
+      fill_from_header(r, report.header);
+      ops = summarize_ops(report);
+    } catch (const LogError& e) {
+      r.flags.push_back(fmt::format("no per-op summary: {}", e.what()));
+    }
+    if (!l.data.empty()) log = std::move(l);
   }
   r.events_path.clear();
   try {

@@ -106,7 +106,8 @@ class HistoryDb {
   int schema_version() const;
 
   // The row, its per-op summary (built from record.events_path) and the log, in one transaction.
-  // Returns the run's UUID.
+  // A log without a header (or empty) is no error: the row is stored with a flag saying why it
+  // has no per-op summary (and without a log when it is empty). Returns the run's UUID.
   std::string append(const BenchRecord& record);
 
   // file_fingerprint(model), remembered in the database by path, size and modification time so

@@ -327,6 +327,14 @@ void run(const BenchArgs& a) {
   }
   const std::filesystem::path path =
       a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
+  // --db: opened (or created) before the model loads, so a foreign file is refused at once.
+  std::optional<analysis::HistoryDb> db;
+  std::string model_hash, host_id;
+  if (!a.db.empty()) {
+    db = analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadWrite);
+    model_hash = db->model_fingerprint(path);
+    host_id = analysis::local_host_id();
+  }
   const runtime::Model model = runtime::Model::load(path);
 
   runtime::BenchOptions o;
@@ -351,23 +359,16 @@ void run(const BenchArgs& a) {
   o.kv_type = *kv;
   if (isatty(STDERR_FILENO)) o.progress = progress_bar;
 
-  // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
-  // finished rows and the footer, and exits 130.
-  // --db: open (or create) the database before any work, so a foreign file is refused at once;
-  // every row is recorded (its last rep) so the database holds the log a later compare needs.
-  std::optional<analysis::HistoryDb> db;
+  // --db: every row is recorded (its last rep) so the database holds the log a later compare
+  // needs.
   std::unique_ptr<ScopedTempDir> db_events;
-  std::string model_hash, host_id;
-  if (!a.db.empty()) {
-    db = analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadWrite);
-    if (o.events_dir.empty()) {
-      db_events = std::make_unique<ScopedTempDir>();
-      o.events_dir = db_events->path().string();
-    }
-    model_hash = db->model_fingerprint(path);
-    host_id = analysis::local_host_id();
+  if (db && o.events_dir.empty()) {
+    db_events = std::make_unique<ScopedTempDir>();
+    o.events_dir = db_events->path().string();
   }
 
+  // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
+  // finished rows and the footer, and exits 130.
   BenchPrinter printer(a.output);
   o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
     printer.row(so_far, row);

@@ -139,6 +139,26 @@ TEST(HistoryDb, AppendWithoutALogStoresTheRowOnly) {
   EXPECT_EQ(runs[0].record.host, "host-a");
 }
 
+TEST(HistoryDb, ARowWhoseLogCannotBeSummarizedIsKeptAndFlagged) {
+  TempDir dir;
+  HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);
+  const fs::path empty = dir.path() / "empty.jsonl";
+  { std::ofstream f(empty); }
+  const fs::path headless = dir.path() / "headless.jsonl";
+  std::ofstream(headless) << "{\"type\":\"footer\",\"steps\":0}\n";
+  for (const fs::path& log : {empty, headless}) {
+    BenchRecord r = make_record("2026-11-20T10:00:00Z", {10, 11});
+    r.events_path = log.string();
+    const std::string uuid = db.append(r);
+    const auto run = db.find_run(uuid);
+    ASSERT_TRUE(run.has_value());
+    ASSERT_EQ(run->record.flags.size(), 1u);
+    EXPECT_THAT(run->record.flags[0], HasSubstr("no per-op summary"));
+    EXPECT_TRUE(db.op_summary(run->id).empty());
+    EXPECT_EQ(run->has_log, log == headless);  // an empty log is not stored
+  }
+}
+
 // Opening `file` must fail with one line naming it, and leave its bytes as they were.
 void expect_refused(const fs::path& file, HistoryDb::Mode mode, const std::string& why) {
   const std::string before = slurp(file);
