@@ -401,12 +401,12 @@ std::string render_history_openmetrics(const std::vector<StoredRun>& runs) {
     out += samples;
   }
   if (!latest.empty()) {
-    out += "# TYPE pacer_bench_run_info gauge\n";
-    out += "# HELP pacer_bench_run_info Facts of the latest run of each series (value 1).\n";
+    out += "# TYPE pacer_bench_run_labels gauge\n";
+    out += "# HELP pacer_bench_run_labels Facts of the latest run of each series (value 1).\n";
     for (const auto& [key, run] : latest) {
       const BenchRecord& r = run->record;
       out += fmt::format(
-          "pacer_bench_run_info{{{},run_uuid=\"{}\",pacer_version=\"{}\",git_sha=\"{}\","
+          "pacer_bench_run_labels{{{},run_uuid=\"{}\",pacer_version=\"{}\",git_sha=\"{}\","
           "cpu_model=\"{}\",kernel=\"{}\",governor=\"{}\",microcode=\"{}\"}} 1\n",
           labels(key), label_value(r.run_uuid), label_value(r.pacer_version),
           label_value(r.git_sha), label_value(r.cpu_model), label_value(r.kernel),

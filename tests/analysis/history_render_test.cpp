@@ -89,7 +89,7 @@ TEST(HistoryRender, OpenMetricsHasOneLatestSamplePerSeriesAndEndsInEof) {
   }
   // Three series: host-a tg64, host-b tg64, host-a pp512.
   EXPECT_EQ(samples["pacer_bench_tokens_per_second"], 3);
-  EXPECT_EQ(samples["pacer_bench_run_info"], 3);
+  EXPECT_EQ(samples["pacer_bench_run_labels"], 3);
   // host-a tg64's latest run (90 tok/s, 2700 MHz), not its mean over time.
   EXPECT_THAT(
       text,
