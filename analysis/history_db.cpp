@@ -542,10 +542,11 @@ std::vector<StoredRun> HistoryDb::runs(const RunFilter& f) const {
   std::string where = "1";
   if (!f.host.empty()) where += " AND (host = ?1 OR host_id = ?1)";
   if (!f.model.empty()) {
-    // The file name of the path: what follows its last '/'.
+    // The file name: the path ends in '/' and the name (compared exactly, not as a LIKE
+    // pattern, so '_' and '%' in a name are themselves).
     where +=
-        " AND (model_name = ?2 OR model_path = ?2 OR model_path LIKE '%/' || ?2 OR "
-        "model_hash = ?2)";
+        " AND (model_name = ?2 OR model_path = ?2 OR "
+        "substr(model_path, -length(?2) - 1) = '/' || ?2 OR model_hash = ?2)";
   }
   if (!f.test.empty()) where += " AND test = ?3";
   if (f.threads) where += " AND threads = ?4";

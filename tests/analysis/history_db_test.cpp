@@ -271,6 +271,8 @@ TEST(HistoryDb, FiltersByHostModelTestThreadsAndDate) {
             (std::vector<std::string>{"2026-11-21"}));
   EXPECT_EQ(times(only([](RunFilter& f) { f.model = "other.gguf"; })),
             (std::vector<std::string>{"2026-11-22"}));
+  EXPECT_TRUE(times(only([](RunFilter& f) { f.model = "other_gguf"; })).empty());
+  EXPECT_TRUE(times(only([](RunFilter& f) { f.model = "her.gguf"; })).empty());
   EXPECT_EQ(times(only([](RunFilter& f) { f.model = "other"; })),
             (std::vector<std::string>{"2026-11-22"}));
   EXPECT_EQ(times(only([](RunFilter& f) { f.test = "tg64"; })),
