@@ -29,21 +29,16 @@ struct HistoryArgs {
   std::string ops_run;
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 analysis::HistoryFormat infer_format(const HistoryArgs& a) {
-  if (!a.format.empty()) return analysis::parse_history_format(a.format);
-  if (ends_with(a.output, ".html") || ends_with(a.output, ".htm"))
-    return analysis::HistoryFormat::Html;
-  if (ends_with(a.output, ".json")) return analysis::HistoryFormat::Json;
-  if (ends_with(a.output, ".csv")) return analysis::HistoryFormat::Csv;
-  if (ends_with(a.output, ".md")) return analysis::HistoryFormat::Markdown;
-  if (ends_with(a.output, ".prom") || ends_with(a.output, ".om"))
-    return analysis::HistoryFormat::OpenMetrics;
-  return analysis::HistoryFormat::Text;
+  return analysis::parse_history_format(format_for_output(a.format, a.output,
+                                                          {{".html", "html"},
+                                                           {".htm", "html"},
+                                                           {".json", "json"},
+                                                           {".csv", "csv"},
+                                                           {".md", "md"},
+                                                           {".prom", "openmetrics"},
+                                                           {".om", "openmetrics"}},
+                                                          "text"));
 }
 
 void emit(const std::string& output, const std::string& text) {

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   pacer::tools::add_trace_command(app);
   pacer::tools::add_bench_command(app);
   pacer::tools::add_perplexity_command(app);
+  pacer::tools::add_scenario_command(app);
   pacer::tools::add_history_command(app);
   pacer::tools::add_regress_command(app);
 
