@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,8 +19,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/history_db.h"
 #include "loader/synth.h"
 #include "ops/types.h"
+#include "pacer/version.h"
 #include "runtime/bench.h"
 #include "runtime/model.h"
 #include "runtime/topology.h"
@@ -46,6 +49,7 @@ struct BenchArgs {
   double drift_flag = 5.0;
   int64_t bandwidth_mb = 1024;
   int overhead_pairs = 0;
+  std::string db;  // results database (--db / $PACER_DB); empty: none
   // llama-bench's spellings.
   std::vector<std::string> pg;             // -pg PP,TG (repeatable)
   std::string batch, ubatch;               // -b / -ub (one value; pacer has one prefill batch size)
@@ -291,6 +295,71 @@ void progress_bar(int done, int total, const std::string& label) {
   std::fflush(stderr);
 }
 
+// A private directory under the temp directory, removed with everything in it when done: where
+// `--db` records the rows' logs when the user keeps none (--events-out).
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pacer-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      throw std::runtime_error(
+          fmt::format("bench: cannot create a temporary directory: {}", std::strerror(errno)));
+    }
+    path_ = tmpl;
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// What the results database keeps of a row (the host facts the record leaves empty come from the
+// row's event log header).
+analysis::BenchRecord history_record(const runtime::BenchResult& r, const runtime::BenchRow& row,
+                                     const std::string& model_hash, const std::string& host_id) {
+  analysis::BenchRecord rec;
+  rec.time_utc = row.test_time;
+  rec.host_id = host_id;
+  rec.cpu_model = r.cpu_model;
+  rec.pacer_version = kVersion;
+  rec.git_sha = kGitSha;
+  rec.model_name = r.model_name;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(r.model_path, ec);
+  rec.model_path = ec ? r.model_path : abs.lexically_normal().string();
+  rec.model_hash = model_hash;
+  rec.model_bytes = r.model_bytes;
+  rec.params = r.params;
+  rec.arch = r.arch;
+  rec.type = r.type;
+  rec.kv_type = std::string(ops::type_name(r.kv_type));
+  rec.test = row.test;
+  rec.n_prompt = row.n_prompt;
+  rec.n_gen = row.n_gen;
+  rec.n_depth = row.n_depth;
+  rec.threads = row.threads;
+  rec.pin = row.pin;
+  rec.cpus = row.cpus;
+  rec.tok_s = row.tok_s;
+  rec.tok_s_mean = row.mean;
+  rec.tok_s_sd = row.sd;
+  rec.cv = row.cv;
+  rec.freq_min_mhz = row.freq_min_mhz;
+  rec.freq_mean_mhz = row.freq_mean_mhz;
+  rec.freq_max_mhz = row.freq_max_mhz;
+  rec.bandwidth_gbs = row.bandwidth_gbs;
+  rec.roofline_pct = row.roofline_pct;
+  rec.flags = row.flags;
+  rec.events_path = row.events_path;
+  return rec;
+}
+
 // A hex CPU mask (llama-bench's -C, e.g. 0x3 or ff) as a pin list.
 runtime::PinSpec pin_from_mask(const std::string& mask) {
   std::string hex = mask;
@@ -389,14 +458,31 @@ void run(const BenchArgs& a) {
   apply_priority(a.prio);
   const std::filesystem::path path =
       a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
+  // --db: opened (or created) before the model loads, so a foreign file is refused at once.
+  std::optional<analysis::HistoryDb> db;
+  std::string model_hash, host_id;
+  if (!a.db.empty()) {
+    db = analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadWrite);
+    model_hash = db->model_fingerprint(path);
+    host_id = analysis::local_host_id();
+  }
   const runtime::Model model = runtime::Model::load(path);
   if (a.progress || isatty(STDERR_FILENO)) o.progress = progress_bar;
+
+  // --db: every row is recorded (its last rep) so the database holds the log a later compare
+  // needs.
+  std::unique_ptr<ScopedTempDir> db_events;
+  if (db && o.events_dir.empty()) {
+    db_events = std::make_unique<ScopedTempDir>();
+    o.events_dir = db_events->path().string();
+  }
 
   // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
   // finished rows and the footer, and exits 130.
   BenchPrinter printer(a.output);
   o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
     printer.row(so_far, row);
+    if (db) db->append(history_record(so_far, row, model_hash, host_id));
     if (a.verbose) {
       std::string samples;
       for (double v : row.tok_s) samples += fmt::format(" {:.2f}", v);
@@ -408,6 +494,10 @@ void run(const BenchArgs& a) {
   o.stop = [] { return SigintGuard::interrupted(); };
   const runtime::BenchResult r = runtime::run_bench(model, o);
   printer.finish(r);
+  if (db) {
+    fmt::print(stderr, "bench: {} row{} appended to {}\n", r.rows.size(),
+               r.rows.size() == 1 ? "" : "s", a.db);
+  }
   if (r.interrupted) throw ExitRequest{130};
   if (a.overhead_pairs > 0) {
     const std::filesystem::path log =
@@ -461,6 +551,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--events-out", args->events_dir,
                   "record the last rep of every row into DIR/<arch>-<test>-t<T>-<pin>.jsonl");
+  cmd->add_option("--db", args->db,
+                  "append every row (with a per-op summary and its event log) to this results "
+                  "database (SQLite; `pacer history`, `pacer regress`); default: $PACER_DB")
+      ->envname("PACER_DB");
   cmd->add_option("--kv-type", args->kv_type, "f16 | f32")->capture_default_str();
   cmd->add_flag("--no-warmup", args->no_warmup, "skip the untimed warm-up run");
   cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");

@@ -66,5 +66,7 @@ void add_trace_command(CLI::App& app);       // trace
 void add_bench_command(CLI::App& app);       // bench
 void add_perplexity_command(CLI::App& app);  // perplexity
 void add_scenario_command(CLI::App& app);    // scenario
+void add_history_command(CLI::App& app);     // history
+void add_regress_command(CLI::App& app);     // regress
 
 }  // namespace pacer::tools

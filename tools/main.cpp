@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   pacer::tools::add_bench_command(app);
   pacer::tools::add_perplexity_command(app);
   pacer::tools::add_scenario_command(app);
+  pacer::tools::add_history_command(app);
+  pacer::tools::add_regress_command(app);
 
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
