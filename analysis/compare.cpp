@@ -42,7 +42,7 @@ CycleStats cycle_stats(const std::vector<double>& step_ns) {
   std::vector<double> ms;
   ms.reserve(step_ns.size());
   for (double ns : step_ns) ms.push_back(ns * 1e-6);
-  c.ms = stats::summarize(ms);
+  c.ms = stats::summarize_series(ms);
   c.p50 = stats::quantile(ms, 0.5);
   c.p90 = stats::quantile(ms, 0.9);
   c.p99 = stats::quantile(ms, 0.99);
@@ -77,7 +77,42 @@ struct RowContext {
   double t0_ns;    // normal mean step time
   double workers;  // CPUs the workers ran on (host pseudo-op rows sum over them)
   const CompareOptions* opts;
+  const Attribution* attribution;  // the impact of host rows is their attribution part
 };
+
+const OpAttribution* find_op(const Attribution& a, const std::string& op) {
+  for (const OpAttribution& o : a.ops)
+    if (o.op == op) return &o;
+  return nullptr;
+}
+
+// The time (ns per step, signed) a metric's change accounts for, by the attribution's own model
+// (compare_attribution.h): the op's (or, for the pseudo-ops, the whole step's) LMDI part.
+// NaN when the model does not cover the metric or the op could not be split.
+double attributed_ns(const Attribution& a, const OpAttribution* op, Metric m) {
+  auto part = [&](Part p) { return op ? op->part(p) : a.part(p); };
+  if (op && op->level == SplitLevel::None) return kNaN;
+  switch (m) {
+    case Metric::CpuFrequency:
+      return part(Part::Frequency);
+    case Metric::Ipc:
+      return part(Part::Ipc);
+    case Metric::Instructions:
+      return part(Part::Instructions);
+    // The composite rows carry what no row of their own covers: cycles at a constant clock that
+    // no PMU split into IPC and instructions ("CPU work"), and on-CPU time that could not be
+    // split at all. Where the counters split them, the IPC / instructions / frequency rows carry
+    // the parts and the composite adds nothing (impact 0) instead of repeating them.
+    case Metric::Cycles:
+      return part(Part::CpuWork);
+    case Metric::OncpuTime:
+      return part(Part::CpuWork) + part(Part::OnCpu);
+    case Metric::RunqDelay:
+      return part(Part::RunQueue);
+    default:
+      return kNaN;
+  }
+}
 
 MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
                    std::optional<Metric> metric, const std::vector<double> beta[2]) {
@@ -86,19 +121,19 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
   r.device = device;
   r.metric = metric;
   r.pseudo = op == kOncpuOp || op == kRunqOp;
-  for (int i = 0; i < 2; ++i) r.beta[i] = stats::summarize(beta[i]);
+  for (int i = 0; i < 2; ++i) r.beta[i] = stats::summarize_series(beta[i]);
   r.d_beta = r.beta[1].mean - r.beta[0].mean;
   r.z_beta = stats::z_score(r.beta[0], r.beta[1], stats::relative_sd_floor(r.beta[0], r.beta[1]));
   r.p_beta = stats::welch_t_test(r.beta[0], r.beta[1]).p;
-  r.u_p_beta = stats::mann_whitney_u(beta[0], beta[1]).p;
+  r.u_p_beta = stats::mann_whitney_u_series(beta[0], beta[1]).p;
   // Host pseudo-op time sums over the workers; per-worker terms keep it comparable to op rows.
   const double per_worker = (r.pseudo && device == kHostDevice) ? ctx.workers : 1.0;
-  double model = 0;
+  double model = kNaN;
   if (metric) {
     std::vector<double> mu[2];
     for (int i = 0; i < 2; ++i) {
       mu[i] = mu_series(*ctx.run[i], ctx.run[i]->find(op, device), *metric);
-      r.mu[i] = stats::summarize(mu[i]);
+      r.mu[i] = stats::summarize_series(mu[i]);
     }
     r.d_mu = r.mu[1].mean - r.mu[0].mean;
     r.z_mu = stats::z_score(r.mu[0], r.mu[1], stats::relative_sd_floor(r.mu[0], r.mu[1]));
@@ -108,28 +143,53 @@ MetricRow make_row(const RowContext& ctx, const std::string& op, int device,
     r.z_log_mu =
         stats::z_score(stats::summarize(log_a), stats::summarize(log_b), stats::kLogSdFloor);
     r.p_mu = stats::welch_t_test(r.mu[0], r.mu[1]).p;
-    r.u_p_mu = stats::mann_whitney_u(mu[0], mu[1]).p;
-    // The time the metric's change accounts for, by the time model of compare_attribution.h:
-    // on-CPU time goes as 1/frequency, 1/IPC and instructions; run-queue wait is time itself.
-    const double share = (r.beta[0].mean + r.beta[1].mean) / 2 / per_worker;
-    const bool factor_row = !r.pseudo || op == kOncpuOp;
+    r.u_p_mu = stats::mann_whitney_u_series(mu[0], mu[1]).p;
+    // The time the metric's change accounts for, by the one time model of
+    // compare_attribution.h, so the table's Impact and the attribution agree. Host rows take
+    // their op's attribution part (the pseudo-ops: the step's); a CPU's rows apply the same LMDI
+    // to that CPU's own on-CPU time: L(on-CPU_a, on-CPU_b) x |ln(μ_b / μ_a)| for the factors of
+    // on-CPU time (frequency, IPC, instructions, cycles), and time itself for on-CPU time and
+    // run-queue wait.
     const double m0 = r.mu[0].mean, m1 = r.mu[1].mean;
-    switch (*metric) {
-      case Metric::CpuFrequency:
-      case Metric::Ipc:
-      case Metric::Instructions:
-        if (factor_row && m0 > 0 && m1 > 0) model = share * std::fabs(std::log(m1 / m0));
-        break;
-      case Metric::RunqDelay: {
-        const double hosts = device == kHostDevice ? ctx.workers : 1.0;
-        model = std::fabs(r.d_mu) / hosts / ctx.t0_ns * 100;
-        break;
+    if (device == kHostDevice) {
+      const OpAttribution* oa = r.pseudo ? nullptr : find_op(*ctx.attribution, op);
+      const bool covered =
+          r.pseudo ? (op == kOncpuOp || *metric == Metric::RunqDelay) : oa != nullptr;
+      if (covered)
+        model = std::fabs(attributed_ns(*ctx.attribution, oa, *metric)) / ctx.t0_ns * 100;
+    } else {
+      std::array<double, 2> oncpu{}, mhz{};
+      for (int i = 0; i < 2; ++i) {
+        const auto* cells = ctx.run[i]->find(op, device);
+        oncpu[i] = stats::summarize(mu_series(*ctx.run[i], cells, Metric::OncpuTime)).mean;
+        mhz[i] = stats::summarize(mu_series(*ctx.run[i], cells, Metric::CpuFrequency)).mean;
       }
-      default:
-        break;
+      const bool have_oncpu = oncpu[0] > 0 && oncpu[1] > 0;
+      const double lm = have_oncpu ? stats::log_mean(oncpu[0], oncpu[1]) : kNaN;
+      switch (*metric) {
+        case Metric::CpuFrequency:
+        case Metric::Ipc:
+        case Metric::Instructions:
+          if (m0 > 0 && m1 > 0 && have_oncpu)
+            model = lm * std::fabs(std::log(m1 / m0)) / ctx.t0_ns * 100;
+          break;
+        case Metric::OncpuTime: {
+          // What the CPU's clock does not explain (its frequency row carries that part).
+          const double from_clock =
+              mhz[0] > 0 && mhz[1] > 0 && have_oncpu ? -lm * std::log(mhz[1] / mhz[0]) : 0.0;
+          model = std::fabs(r.d_mu - from_clock) / ctx.t0_ns * 100;
+          break;
+        }
+        case Metric::RunqDelay:
+          model = std::fabs(r.d_mu) / ctx.t0_ns * 100;
+          break;
+        default:
+          break;
+      }
     }
   }
-  r.impact_pts = std::max(std::fabs(r.d_beta) / per_worker, finite_or(model, 0));
+  // Rows the model covers take its figure; the others the change of their share of the step.
+  r.impact_pts = std::isfinite(model) ? model : std::fabs(r.d_beta) / per_worker;
   const double cap = ctx.opts->z_cap;
   const double evidence = std::min(std::fabs(finite_or(r.z_beta, 0)), cap) +
                           std::min(std::fabs(finite_or(r.z_log_mu, 0)), cap);
@@ -174,11 +234,11 @@ std::vector<DeviceFrequency> device_frequencies(const RunCycles& a, const RunCyc
     const std::vector<double>& sb = ib->second;
     DeviceFrequency f;
     f.device = dev;
-    f.mhz = {stats::summarize(sa), stats::summarize(sb)};
+    f.mhz = {stats::summarize_series(sa), stats::summarize_series(sb)};
     if (f.mhz[0].n == 0 || f.mhz[1].n == 0) continue;
     f.pct_change = pct_change(f.mhz[0].mean, f.mhz[1].mean);
     f.p_welch = stats::welch_t_test(f.mhz[0], f.mhz[1]).p;
-    f.p_u = stats::mann_whitney_u(sa, sb).p;
+    f.p_u = stats::mann_whitney_u_series(sa, sb).p;
     out.push_back(f);
   }
   // CPUs first (ascending), the host last.
@@ -222,13 +282,26 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
     const auto k = static_cast<double>(dropped.size());
     const double a = sum[0] / k, b = sum[1] / k;
     Flag f{FlagKind::FrequencyDrop, "", dropped, "", pct_change(a, b)};
-    const auto nominal = c.header[1].frequency.nominal_mhz;
+    // Against the normal run's own reference: its pre-run clock (freq_before_mhz, measured on
+    // idle workers) where the log has one, else the highest step clock of either run. The TSC
+    // ("nominal") rate is no reference: a turbo clock reads 142% of it.
+    double ref = 0;
+    std::string ref_name;
+    const auto& before = c.header[0].freq_before_mhz;
+    if (!before.empty()) {
+      for (double v : before) ref += v / static_cast<double>(before.size());
+      ref_name = "the normal run's pre-run clock";
+    } else {
+      for (const auto& series : c.step_freq_mhz)
+        for (double v : series)
+          if (std::isfinite(v)) ref = std::max(ref, v);
+      ref_name = "the highest step clock seen";
+    }
     f.text = fmt::format("CPU frequency dropped on {}: {:.0f} -> {:.0f} MHz ({:+.1f}%){}",
                          describe_devices(dropped), a, b, f.pct_change,
-                         nominal && *nominal > 0
-                             ? fmt::format("; {:.0f}% -> {:.0f}% of nominal {:.0f} MHz",
-                                           a / *nominal * 100, b / *nominal * 100, *nominal)
-                             : "");
+                         ref > 0 ? fmt::format("; {:.0f}% -> {:.0f}% of {} ({:.0f} MHz)",
+                                               a / ref * 100, b / ref * 100, ref_name, ref)
+                                 : "");
     flags.push_back(std::move(f));
   } else {
     // No CPU-wide drop: look for ops that ran at a lower clock (a drop confined to some phases).
@@ -263,7 +336,7 @@ std::vector<Flag> rule_flags(const Comparison& c, const RowContext& ctx, const C
       Flag f{FlagKind::RunQueue, "", devs, "", pct_change(rq->mu[0].mean, rq->mu[1].mean)};
       f.text = fmt::format(
           "Run-queue wait grew{}: {:.1f} -> {:.1f} us per step summed over workers "
-          "(+{:.1f} pts of the cycle per worker)",
+          "(+{:.1f} pts of the step per worker)",
           devs.empty() ? "" : " on " + describe_devices(devs), rq->mu[0].mean * 1e-3,
           rq->mu[1].mean * 1e-3, pts);
       flags.push_back(std::move(f));
@@ -327,6 +400,59 @@ void mark_flagged_rows(Comparison& c, const CompareOptions& opts) {
   }
 }
 
+double vector_sum(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v;
+  return s;
+}
+
+// See Comparison::membw_contention. Thresholds: the streaming rate falls by at least 5%, the
+// streaming ops carry at least half of the step-time growth, the other ops grow by less than half
+// the streaming ops' relative growth, the clock moves less than the frequency rule's threshold,
+// and the run queue, quota and steal explain less than a quarter of the growth.
+void detect_membw_contention(Comparison& c, const RunCycles& a, const RunCycles& b,
+                             const CompareOptions& o) {
+  const RunCycles* runs[2] = {&a, &b};
+  std::array<double, 2> stream_ms{};
+  for (size_t i = 0; i < 2; ++i) {
+    const RunCycles& r = *runs[i];
+    const double bytes = vector_sum(r.stream_bytes), ns = vector_sum(r.stream_ns);
+    const auto n = static_cast<double>(r.cycles());
+    c.stream_gbs[i] = bytes > 0 && ns > 0 ? bytes / ns : kNaN;  // bytes per ns = GB/s
+    stream_ms[i] = ns / n * 1e-6;
+    c.other_ops_ms[i] = vector_sum(r.other_ops_ns) / n * 1e-6;
+  }
+  const double d_step = c.attribution.delta_ns();
+  if (!(d_step > 0) || !std::isfinite(c.stream_gbs[0]) || !std::isfinite(c.stream_gbs[1])) return;
+  if (!c.compat.work_changes.empty()) return;
+  const double rate_change = pct_change(c.stream_gbs[0], c.stream_gbs[1]);
+  if (!(rate_change <= -5.0)) return;
+  if ((stream_ms[1] - stream_ms[0]) * 1e6 < 0.5 * d_step) return;
+  const double stream_growth = stream_ms[1] / stream_ms[0] - 1;
+  const double other_growth =
+      c.other_ops_ms[0] > 0 ? c.other_ops_ms[1] / c.other_ops_ms[0] - 1 : 0.0;
+  if (other_growth >= 0.5 * stream_growth) return;
+  // Contention for DRAM slows every op that streams weights, not one of them (that is the op's
+  // own IPC or instructions): each streaming op with at least 5% of the streaming time must grow
+  // by at least half the streaming ops' growth.
+  for (const std::string& op : a.streaming_ops) {
+    auto ia = a.timing.find(op), ib = b.timing.find(op);
+    if (ia == a.timing.end() || ib == b.timing.end()) continue;
+    std::array<double, 2> wall{};
+    for (const OpTiming& t : ia->second) wall[0] += t.wall_ns;
+    for (const OpTiming& t : ib->second) wall[1] += t.wall_ns;
+    wall[0] /= static_cast<double>(a.cycles());
+    wall[1] /= static_cast<double>(b.cycles());
+    if (wall[0] < 0.05 * stream_ms[0] * 1e6) continue;
+    if (wall[1] / wall[0] - 1 < 0.5 * stream_growth) return;
+  }
+  for (const DeviceFrequency& f : c.frequency)
+    if (f.device == kHostDevice && std::fabs(f.pct_change) >= o.freq_drop_pct) return;
+  const double runq = std::max(0.0, c.attribution.part(Part::RunQueue));
+  if (runq >= 0.25 * d_step || c.quota_throttling || c.vm_steal) return;
+  c.membw_contention = true;
+}
+
 }  // namespace
 
 double Comparison::delta_pct() const noexcept {
@@ -361,6 +487,13 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   compare_field(w, "host", a.host.hostname, b.host.hostname);
   compare_field(w, "governor", a.host.governor, b.host.governor);
   compare_field(w, "counter mode", a.counters.mode, b.counters.mode);
+  // User-only counts leave out the kernel's instructions and cycles (page faults, syscalls):
+  // instructions and IPC of a user-only run are not comparable with a user+kernel one.
+  if (!a.counters.scope.empty() && !b.counters.scope.empty())
+    compare_field(w,
+                  "counter scope (instructions/IPC of 'user' exclude kernel work, so they are not "
+                  "comparable with 'user+kernel')",
+                  a.counters.scope, b.counters.scope);
   compare_field(w, "live counters", fmt::format("{}", a.counters.live),
                 fmt::format("{}", b.counters.live));
   compare_field(w, "frequency source", a.frequency.source, b.frequency.source);
@@ -437,8 +570,10 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     c.step_freq_mhz[i] =
         it != r.step_freq_mhz.end() ? it->second : std::vector<double>(r.cycles(), kNaN);
   }
-  c.step_welch = stats::welch_t_test(normal.step_ns, abnormal.step_ns);
-  c.step_u = stats::mann_whitney_u(normal.step_ns, abnormal.step_ns);
+  // Steps are a time series: both tests use each run's effective sample size (stats.h).
+  c.step_welch = stats::welch_t_test(stats::summarize_series(normal.step_ns),
+                                     stats::summarize_series(abnormal.step_ns));
+  c.step_u = stats::mann_whitney_u_series(normal.step_ns, abnormal.step_ns);
   c.attribution = attribute(normal, abnormal);
   for (int i = 0; i < 2; ++i) {
     const RunCycles& r = i == 0 ? normal : abnormal;
@@ -478,7 +613,28 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
   double workers = static_cast<double>(std::max<size_t>(1, cpus.size()));
   const auto t0 = normal.header.run.threads, t1 = abnormal.header.run.threads;
   if (t0 && t1 && *t0 > 0 && *t1 > 0) workers = static_cast<double>(std::max(*t0, *t1));
-  const RowContext ctx{{&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts};
+  const RowContext ctx{
+      {&normal, &abnormal}, c.attribution.mean_ns[0], workers, &opts, &c.attribution};
+  detect_membw_contention(c, normal, abnormal, opts);
+  c.same_build_and_config = c.compat.work_changes.empty() && c.compat.errors.empty() &&
+                            normal.header.pacer_version == abnormal.header.pacer_version &&
+                            normal.header.git_sha == abnormal.header.git_sha &&
+                            !normal.header.git_sha.empty();
+  {
+    std::array<double, 2> total{};
+    for (const OpAttribution& o : c.attribution.ops)
+      if (std::isfinite(o.oncpu_ns[0]) && std::isfinite(o.oncpu_ns[1]))
+        for (size_t i = 0; i < 2; ++i) total[i] += o.oncpu_ns[i];
+    const double growth = total[0] > 0 ? total[1] / total[0] - 1 : 0.0;
+    bool broad = growth != 0;  // either way: a faster abnormal run means a disturbed normal one
+    for (const OpAttribution& o : c.attribution.ops) {
+      if (!broad) break;
+      if (!std::isfinite(o.oncpu_ns[0]) || !std::isfinite(o.oncpu_ns[1])) continue;
+      if (o.oncpu_ns[0] < 0.05 * total[0] || !(o.oncpu_ns[0] > 0)) continue;
+      broad = (o.oncpu_ns[1] / o.oncpu_ns[0] - 1) / growth >= 0.25;
+    }
+    c.oncpu_growth_broad = broad;
+  }
   c.rows = build_rows(ctx);
   c.flags = rule_flags(c, ctx, opts);
   mark_flagged_rows(c, opts);

@@ -114,6 +114,25 @@ struct Comparison {
   // whether its growth is at least a quarter of the step-time growth: then the verdict names it.
   std::array<double, 2> steal_ns{std::nan(""), std::nan("")};
   bool vm_steal = false;
+  // Memory-bandwidth contention: the weight-streaming ops' rate (weight bytes / their wall time,
+  // GB/s) and the other ops' mean time per step, per run; `membw_contention` when the streaming
+  // rate fell at the same clock, without run-queue, quota or steal growth and with the same
+  // configuration, while the other ops kept their time (the co-runner competes for DRAM, not for
+  // the core). Then the CPU-work / IPC part is named "memory bandwidth contention".
+  std::array<double, 2> stream_gbs{std::nan(""), std::nan("")};
+  std::array<double, 2> other_ops_ms{std::nan(""), std::nan("")};
+  bool membw_contention = false;
+  // The same build (pacer version and git sha) and the same configuration did more cycles per
+  // step, and not only in the weight-streaming ops: the code did the same work, so the extra
+  // cycles came from other work on the host (shared caches, memory bandwidth, an SMT sibling,
+  // a noisy VM neighbour). Then the CPU-work / IPC part is named "interference" (when the
+  // abnormal run was faster: the normal run was the disturbed one).
+  bool same_build_and_config = false;
+  // Every op with at least 5% of the on-CPU time changed by at least a quarter of the on-CPU change
+  // of all ops, in the same direction: a host-wide effect, not one op's (an IPC loss in one op
+  // stays that op's IPC loss).
+  bool oncpu_growth_broad = false;
+  bool interference = false;
   double main_cause_pts = 0;
   bool significant = false;
   std::string verdict;
@@ -126,6 +145,12 @@ struct Comparison {
 
 Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
                         const CompareOptions& opts = {});
+
+// The cause the verdict names first, as a stable key for scripts and trial tables:
+// "configuration" (the headers differ in the work), "none" (no significant difference), else the
+// leading part by its evidence: "cpu quota", "memory bandwidth", "vm steal", "frequency",
+// "run queue", "ipc", "instructions", "cpu work", "on-cpu time", "blocked", "unexplained".
+std::string leading_cause(const Comparison& c);
 
 // The legend shared by every renderer: (term, definition) pairs.
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& opts = {});

@@ -20,6 +20,7 @@ bool positive(double x) {
 // in any instance is missing for the op).
 struct OpMeans {
   double wall = 0, span = 0, oncpu = 0, runq = 0, instr = 0, cycles = 0, freq_cycles = 0;
+  double dispatch = 0;
   bool present = false;
   bool without_workers = false;
 };
@@ -37,12 +38,23 @@ OpMeans op_means(const RunCycles& run, const std::string& op) {
     m.instr += t.instructions;
     m.cycles += t.cycles;
     m.freq_cycles += t.freq_cycles;
+    m.dispatch += t.dispatch_ns;
     m.without_workers = m.without_workers || t.instances_without_workers > 0;
   }
   const auto n = static_cast<double>(run.cycles());
-  for (double* v : {&m.wall, &m.span, &m.oncpu, &m.runq, &m.instr, &m.cycles, &m.freq_cycles})
+  for (double* v :
+       {&m.wall, &m.span, &m.oncpu, &m.runq, &m.instr, &m.cycles, &m.freq_cycles, &m.dispatch})
     *v /= n;
   return m;
+}
+
+// Mean of a per-cycle series; NaN when any value is missing (a quantity the log lacks somewhere
+// is not compared at all).
+double series_mean(const std::vector<double>& x) {
+  if (x.empty()) return kNaN;
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
 }
 
 SplitLevel level_of(const OpMeans& m) {
@@ -166,6 +178,8 @@ Attribution attribute(const RunCycles& normal, const RunCycles& abnormal) {
       out.residual_unmeasured_ns += r.delta_ns();
     } else {
       out.residual_sync_ns += r.part(Part::Residual);
+      const double d_dispatch = b.dispatch - a.dispatch;
+      if (std::isfinite(d_dispatch)) out.residual_dispatch_ns += d_dispatch;
       any_level = true;
       min_level = std::min(min_level, r.level);
       all_runq = all_runq && r.runq_measured;
@@ -175,6 +189,26 @@ Attribution attribute(const RunCycles& normal, const RunCycles& abnormal) {
   const double outside_delta = (out.mean_ns[1] - ops_total[1]) - (out.mean_ns[0] - ops_total[0]);
   out.parts[static_cast<size_t>(Part::Residual)] += outside_delta;
   out.residual_outside_ns = outside_delta;
+  out.residual_join_ns = out.residual_sync_ns - out.residual_dispatch_ns;
+  // Run-queue wait no slice covers: a late wake-up shows as dispatch delay, a wait between ops as
+  // time outside ops. Move it into the run-queue part, no more than those two parts changed by
+  // (same sign), so the parts still add up.
+  const double d_runq_outside =
+      series_mean(abnormal.runq_outside_ns) - series_mean(normal.runq_outside_ns);
+  const double room = out.residual_dispatch_ns + out.residual_outside_ns;
+  if (std::isfinite(d_runq_outside) && d_runq_outside * room > 0) {
+    const double moved =
+        d_runq_outside > 0 ? std::min(d_runq_outside, room) : std::max(d_runq_outside, room);
+    out.runq_outside_ns = moved;
+    out.parts[static_cast<size_t>(Part::RunQueue)] += moved;
+    out.parts[static_cast<size_t>(Part::Residual)] -= moved;
+    // Taken from dispatch first (same sign as moved), then from time outside ops.
+    const double from_dispatch = moved > 0 ? std::clamp(out.residual_dispatch_ns, 0.0, moved)
+                                           : std::clamp(out.residual_dispatch_ns, moved, 0.0);
+    out.residual_dispatch_ns -= from_dispatch;
+    out.residual_sync_ns -= from_dispatch;
+    out.residual_outside_ns -= moved - from_dispatch;
+  }
   out.level = any_level ? min_level : SplitLevel::None;
   out.runq_measured = any_level && all_runq;
   std::stable_sort(out.ops.begin(), out.ops.end(), [](const auto& x, const auto& y) {

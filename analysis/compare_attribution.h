@@ -1,8 +1,9 @@
 #pragma once
 // Additive attribution of a change in mean decode-step time to its causes.
 //
-// Per op, along its critical path (the slowest worker of each instance):
-//   wall    = span + sync                       sync: fork/join and waiting for the slowest worker
+// Per op, along its critical path (the worker of each instance that finished last):
+//   wall    = span + sync                       sync = dispatch (op start -> its chunk start: fork,
+//                                               late wake-up) + join (its chunk end -> op end)
 //   span    = on-CPU + run-queue + blocked      blocked: off-CPU and not runnable
 //   on-CPU  = instructions x CPI / frequency    (CPI = cycles / instructions, frequency = cycles /
 //                                                on-CPU time)
@@ -60,7 +61,13 @@ struct OpAttribution {
 struct Attribution {
   std::array<double, 2> mean_ns{};  // mean decode step time
   std::array<double, kPartCount> parts{};
-  double residual_sync_ns = 0;          // of the residual: sync inside ops
+  double residual_sync_ns = 0;      // of the residual: sync inside ops (dispatch + join)
+  double residual_dispatch_ns = 0;  // ... of which: op start -> critical chunk start
+  double residual_join_ns = 0;      // ... of which: critical chunk end -> op end
+  // Run-queue wait outside every slice (a worker woken late, before its chunk began; or between
+  // ops), moved from the residual (dispatch first, then time outside ops) into the run-queue
+  // part, at most as much as those residual parts changed.
+  double runq_outside_ns = 0;
   double residual_outside_ns = 0;       // of the residual: time outside recorded ops
   double residual_unmeasured_ns = 0;    // of the residual: ops without worker data
   std::vector<OpAttribution> ops;       // by |delta| descending

@@ -1,5 +1,6 @@
 #include "analysis/compare_input.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -48,6 +49,9 @@ struct StepAcc {
   std::map<std::string, std::map<int, double>> oncpu_awaiting_clock;
   std::set<int> devices;  // CPUs (or unpinned workers) this step's slices ran on
   bool any_oncpu = false, any_runq = false;
+  double stream_bytes = 0, stream_ns = 0, other_ops_ns = 0;  // see RunCycles
+  double slice_runq_ns = 0;          // runq_ns summed over every slice of the step
+  bool slices_without_runq = false;  // some slice has no runq_ns
 };
 
 class CycleBuilder : public LogVisitor {
@@ -72,20 +76,44 @@ class CycleBuilder : public LogVisitor {
     }
     Cell& host = acc.cells[{op.name, kHostDevice}];
     host.time_ns += static_cast<double>(op.duration_ns());
+    if (op.weight_bytes > 0) {
+      run_.streaming_ops.insert(op.name);
+      acc.stream_bytes += static_cast<double>(op.weight_bytes);
+      acc.stream_ns += static_cast<double>(op.duration_ns());
+    } else {
+      acc.other_ops_ns += static_cast<double>(op.duration_ns());
+    }
     OpTiming& t = acc.timing[op.name];
     t.wall_ns += static_cast<double>(op.duration_ns());
     ++t.instances;
     if (op.workers.empty()) {
       ++t.instances_without_workers;
       t.span_ns = t.oncpu_ns = t.runq_ns = t.instructions = t.cycles = t.freq_cycles = kNaN;
+      t.dispatch_ns = t.join_ns = kNaN;
       return;
     }
+    // The critical worker is the one the op waited for: the last to finish (the longest slice
+    // breaks ties). A worker woken late starts late and finishes last with a normal-length slice.
     const WorkerSample* critical = &op.workers.front();
     for (const WorkerSample& w : op.workers) {
-      if (w.duration_ns() > critical->duration_ns()) critical = &w;
+      if (w.t1_ns > critical->t1_ns ||
+          (w.t1_ns == critical->t1_ns && w.duration_ns() > critical->duration_ns()))
+        critical = &w;
       add_worker(acc, op.name, w, host);
+      if (w.runq_ns) {
+        acc.slice_runq_ns += static_cast<double>(*w.runq_ns);
+      } else {
+        acc.slices_without_runq = true;
+      }
     }
     add_critical(t, *critical);
+    // Sync split: before the critical chunk began and after it ended (clamped to the op's wall:
+    // slice clocks are read a little inside the op's bracket).
+    const double wall = static_cast<double>(op.duration_ns());
+    const double sync = std::max(0.0, wall - static_cast<double>(critical->duration_ns()));
+    const double dispatch = std::clamp(static_cast<double>(critical->t0_ns - op.t0_ns), 0.0, sync);
+    t.dispatch_ns += dispatch;
+    t.join_ns += sync - dispatch;
     const double oncpu = slice_oncpu(*critical);
     if (!critical->freq_mhz && !critical->counter("cycles") && std::isfinite(oncpu)) {
       acc.oncpu_awaiting_clock[op.name][worker_device(*critical, by_worker_)] += oncpu;
@@ -203,6 +231,13 @@ class CycleBuilder : public LogVisitor {
     run_.steal_ns.push_back(step.steal_ms ? *step.steal_ms * 1e6 : kNaN);
     run_.throttled_ns.push_back(
         step.cgroup_throttled_ns ? static_cast<double>(*step.cgroup_throttled_ns) : kNaN);
+    run_.stream_bytes.push_back(acc.stream_bytes);
+    run_.stream_ns.push_back(acc.stream_ns);
+    run_.other_ops_ns.push_back(acc.other_ops_ns);
+    run_.runq_outside_ns.push_back(
+        step.runq_ns && !acc.slices_without_runq && !acc.devices.empty()
+            ? std::max(0.0, static_cast<double>(*step.runq_ns) - acc.slice_runq_ns)
+            : kNaN);
 
     // Per-device clock of the step: the step line's freq[], else the slices' weighted mean.
     std::map<int, double> freq;
@@ -330,8 +365,8 @@ void finish_run(RunCycles& run, CycleBuilder& builder) {
   for (const std::string& w : run.summary.warnings()) run.notes.push_back(w);
   if (run.cycles() == 0)
     throw std::runtime_error(fmt::format(
-        "{}: no decode steps to compare ({} seen, {} skipped; a cycle is one decode step)",
-        run.path, run.decode_steps_seen, run.skipped_steps));
+        "{}: no decode steps to compare ({} seen, {} skipped; a step is one decode step)", run.path,
+        run.decode_steps_seen, run.skipped_steps));
 }
 
 }  // namespace

@@ -60,11 +60,16 @@ struct Cell {
   }
 };
 
-// The timing of one op in one cycle along its critical path: for every instance, the slowest
-// worker (the one the op waited for), summed over instances. Quantities a log lacks are NaN.
-// wall = span + sync; span = oncpu + runq + blocked; oncpu = instructions x CPI / frequency.
+// The timing of one op in one cycle along its critical path: for every instance, the worker that
+// finished last (the one the op waited for: a worker that started late and finished last is
+// critical even when another's slice was longer), summed over instances. Quantities a log lacks
+// are NaN.
+// wall = dispatch + span + join; span = oncpu + runq + blocked; oncpu = instructions x CPI /
+// frequency. sync = dispatch + join.
 struct OpTiming {
   double wall_ns = 0;       // sum of (op t1 - t0)
+  double dispatch_ns = 0;   // op start -> critical worker's chunk start (late wake-up, fork)
+  double join_ns = 0;       // critical worker's chunk end -> op end (join, bookkeeping)
   double span_ns = 0;       // critical worker's slice
   double oncpu_ns = 0;      // its on-CPU time (oncpu_ns, else task_clock_ns)
   double runq_ns = 0;       // its run-queue wait
@@ -86,6 +91,15 @@ struct RunCycles {
   std::vector<double> tok_s;         // per cycle (as logged; NaN absent)
   std::vector<double> throttled_ns;  // per cycle: cgroup CPU-quota throttling (NaN absent)
   std::vector<double> steal_ns;      // per cycle: VM steal over all CPUs (NaN absent)
+  // per cycle: the step's run-queue wait (sched.runq_ns, all workers) that no op slice covers:
+  // waits before a worker's chunk started (a late wake-up) or between ops. NaN when the step or
+  // its slices have no runq_ns.
+  std::vector<double> runq_outside_ns;
+  // per cycle: ops that stream weights (weight_bytes > 0: the matmuls, embed) and the rest.
+  std::vector<double> stream_bytes;  // weight bytes the step's ops read
+  std::vector<double> stream_ns;     // wall time of those ops
+  std::vector<double> other_ops_ns;  // wall time of every other op
+  std::set<std::string> streaming_ops;  // names of the ops with weight_bytes
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

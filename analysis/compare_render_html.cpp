@@ -165,7 +165,7 @@ std::string timeline_svg(const Comparison& c) {
                     fmt::format("{}: mean CPU clock (MHz)", c.label[i]));
   }
   o += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">decode step (cycle) "
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">decode step "
       "index</text>\n",
       (l + w - r) / 2, h - 8);
   for (size_t k = 0; k < 5 && n > 1; ++k) {
@@ -329,7 +329,7 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
 
   o += "<h2>1. Step latency and CPU clock</h2>\n" + timeline_svg(c);
   Table sum{{"Metric", l[0], l[1], "Δ", "Change (%)"}, {}, ""};
-  sum.rows.push_back({"Total Cycles (decode steps)", fmt::format("{}", c.cycles[0].ms.n),
+  sum.rows.push_back({"Total Decode Steps", fmt::format("{}", c.cycles[0].ms.n),
                       fmt::format("{}", c.cycles[1].ms.n),
                       fmt::format("{:+d}", static_cast<int>(c.cycles[1].ms.n) -
                                                static_cast<int>(c.cycles[0].ms.n)),
@@ -338,15 +338,15 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
     sum.rows.push_back({name, group_thousands(x, dec), group_thousands(y, dec),
                         fmt_signed(y - x, dec), pct(x, y)});
   };
-  srow("Avg Cycle Time (us)", c.cycles[0].ms.mean * 1e3, c.cycles[1].ms.mean * 1e3, 2);
-  srow("Median Cycle Time (us)", c.cycles[0].p50 * 1e3, c.cycles[1].p50 * 1e3, 2);
+  srow("Avg Step Time (us)", c.cycles[0].ms.mean * 1e3, c.cycles[1].ms.mean * 1e3, 2);
+  srow("Median Step Time (us)", c.cycles[0].p50 * 1e3, c.cycles[1].p50 * 1e3, 2);
   srow("Decode throughput (tok/s)", 1e3 / c.cycles[0].ms.mean, 1e3 / c.cycles[1].ms.mean, 2);
   o += sum.html();
   o += fmt::format(
       "<p class=\"muted\">Step-time difference: Welch p = {}, Mann–Whitney U p = {}.</p>\n",
       fmt_p(c.step_welch.p), fmt_p(c.step_u.p));
 
-  o += "<h2>2. Cycle duration distribution</h2>\n" + ranked_svg(c);
+  o += "<h2>2. Decode step duration distribution</h2>\n" + ranked_svg(c);
   Table q{{"Statistic", l[0] + " (us)", l[1] + " (us)", "Δ (us)", "Δ (%)"}, {}, ""};
   const CycleStats &ca = c.cycles[0], &cb = c.cycles[1];
   for (const auto& [name, x, y] :
@@ -443,7 +443,7 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
   o += "<h2>5. Runs and comparability</h2><ul>\n";
   for (int i = 0; i < 2; ++i)
     o += fmt::format(
-        "<li>{}: <code>{}</code> — {} {}, {} decode cycles, CPU {}, counters {}, clock {}</li>\n",
+        "<li>{}: <code>{}</code> — {} {}, {} decode steps, CPU {}, counters {}, clock {}</li>\n",
         esc(l[i]), esc(c.path[i]), esc(c.header[i].model.arch), esc(c.header[i].model.type),
         c.cycles[i].ms.n, esc(c.header[i].host.cpu_model), esc(c.header[i].counters.mode),
         esc(c.header[i].frequency.source));

@@ -92,6 +92,9 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
   j["significant"] = c.significant;
   j["main_cause"] = c.main_cause ? Json(std::string(part_name(*c.main_cause))) : Json(nullptr);
   j["main_cause_pts"] = num(c.main_cause_pts);
+  j["leading_cause"] = leading_cause(c);
+  j["membw_contention"] = c.membw_contention;
+  j["stream_gbs"] = pair_json(c.stream_gbs);
   j["delta_pct"] = num(c.delta_pct());
   j["step_test"] = {{"welch_t", num(c.step_welch.t)}, {"welch_df", num(c.step_welch.df)},
                     {"welch_p", num(c.step_welch.p)}, {"u", num(c.step_u.u)},
@@ -109,6 +112,9 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
                {"sum_of_parts_ns", num(a.sum_of_parts())},
                {"parts_ns", parts_json(a.parts)},
                {"residual_sync_ns", num(a.residual_sync_ns)},
+               {"residual_dispatch_ns", num(a.residual_dispatch_ns)},
+               {"residual_join_ns", num(a.residual_join_ns)},
+               {"runq_outside_ns", num(a.runq_outside_ns)},
                {"residual_outside_ns", num(a.residual_outside_ns)},
                {"residual_unmeasured_ns", num(a.residual_unmeasured_ns)},
                {"level", level_name(a.level)},

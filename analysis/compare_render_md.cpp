@@ -78,13 +78,13 @@ void summary_section(std::string& o, const Comparison& c) {
   o += fmt::format("| Metric | {} | {} | Δ ({} - {}) | Change (%) |\n", l[0], l[1], l[1], l[0]);
   o += "|:--|--:|--:|--:|--:|\n";
   const auto n0 = static_cast<double>(c.cycles[0].ms.n), n1 = static_cast<double>(c.cycles[1].ms.n);
-  o += fmt::format("| Total Cycles (decode steps) | {} | {} | {:+.0f} | - |\n", n0, n1, n1 - n0);
+  o += fmt::format("| Total Decode Steps | {} | {} | {:+.0f} | - |\n", n0, n1, n1 - n0);
   auto row = [&](const char* name, double a, double b, int dec) {
     o += fmt::format("| {} | {} | {} | {} | {} |\n", name, group_thousands(a, dec),
                      group_thousands(b, dec), fmt_signed(b - a, dec), pct_text(a, b));
   };
-  row("Avg Cycle Time (us)", c.cycles[0].ms.mean * 1e3, c.cycles[1].ms.mean * 1e3, 2);
-  row("Median Cycle Time (us)", c.cycles[0].p50 * 1e3, c.cycles[1].p50 * 1e3, 2);
+  row("Avg Step Time (us)", c.cycles[0].ms.mean * 1e3, c.cycles[1].ms.mean * 1e3, 2);
+  row("Median Step Time (us)", c.cycles[0].p50 * 1e3, c.cycles[1].p50 * 1e3, 2);
   row("Decode throughput (tok/s, 1/mean)", 1e3 / c.cycles[0].ms.mean, 1e3 / c.cycles[1].ms.mean, 2);
   for (const DeviceFrequency& f : c.frequency)
     if (f.device == kHostDevice) row("Mean CPU clock (MHz)", f.mhz[0].mean, f.mhz[1].mean, 0);
@@ -94,7 +94,7 @@ void summary_section(std::string& o, const Comparison& c) {
 
 void distribution_section(std::string& o, const Comparison& c, const RenderOptions& ro) {
   const auto& l = c.label;
-  o += "## 2. Cycle Duration Distribution Comparison\n\n";
+  o += "## 2. Decode Step Duration Distribution Comparison\n\n";
   o += fmt::format("| Statistic | {} (us) | {} (us) | Δ (us) | Δ (%) |\n", l[0], l[1]);
   o += "|:--|--:|--:|--:|--:|\n";
   auto row = [&](const char* name, double a, double b) {
@@ -112,7 +112,7 @@ void distribution_section(std::string& o, const Comparison& c, const RenderOptio
   row("sd", a.ms.sd(), b.ms.sd());
   o += fmt::format("| CV | {:.2f}% | {:.2f}% | | |\n\n", a.ms.sd() / a.ms.mean * 100,
                    b.ms.sd() / b.ms.mean * 100);
-  o += "Ranked cycles, slowest first:\n\n";
+  o += "Ranked decode steps, slowest first:\n\n";
   o += fmt::format("| Time Rank | {} Time (us) | {} Time (us) | Δ (us) | Δ (%) |\n", l[0], l[1]);
   o += "|--:|--:|--:|--:|--:|\n";
   const size_t n = std::max(a.sorted_desc_ms.size(), b.sorted_desc_ms.size());
@@ -147,9 +147,19 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
                      fmt_signed(v * 1e-3, 2), fmt_signed(v / t0 * 100, 2),
                      delta != 0 ? fmt::format("{:.0f}%", v / delta * 100) : "-");
   }
-  o += fmt::format("| &nbsp;&nbsp;residual: sync (imbalance, fork/join) | {} | {} | |\n",
-                   fmt_signed(a.residual_sync_ns * 1e-3, 2),
-                   fmt_signed(a.residual_sync_ns / t0 * 100, 2));
+  if (a.runq_outside_ns != 0)
+    o += fmt::format(
+        "| &nbsp;&nbsp;run queue: outside slices (late wake-ups, between ops) | {} | "
+        "{} | |\n",
+        fmt_signed(a.runq_outside_ns * 1e-3, 2), fmt_signed(a.runq_outside_ns / t0 * 100, 2));
+  o += fmt::format(
+      "| &nbsp;&nbsp;residual: dispatch delay (op start -> last worker's start) | {} "
+      "| {} | |\n",
+      fmt_signed(a.residual_dispatch_ns * 1e-3, 2),
+      fmt_signed(a.residual_dispatch_ns / t0 * 100, 2));
+  o += fmt::format("| &nbsp;&nbsp;residual: join (last worker's end -> op end) | {} | {} | |\n",
+                   fmt_signed(a.residual_join_ns * 1e-3, 2),
+                   fmt_signed(a.residual_join_ns / t0 * 100, 2));
   o += fmt::format("| &nbsp;&nbsp;residual: outside recorded ops | {} | {} | |\n",
                    fmt_signed(a.residual_outside_ns * 1e-3, 2),
                    fmt_signed(a.residual_outside_ns / t0 * 100, 2));
@@ -268,7 +278,8 @@ std::string header_cell(const Header& h, const std::string& what) {
   if (what == "cpu")
     return h.host.cpu_model + (h.host.hostname.empty() ? "" : " on " + h.host.hostname);
   if (what == "counters")
-    return h.counters.mode + ": " + fmt::format("{}", fmt::join(h.counters.live, ", "));
+    return h.counters.mode + ": " + fmt::format("{}", fmt::join(h.counters.live, ", ")) +
+           (h.counters.scope.empty() ? "" : " (" + h.counters.scope + ")");
   if (what == "freq")
     return h.frequency.source +
            (h.frequency.nominal_mhz ? fmt::format(" (nominal {:.0f} MHz)", *h.frequency.nominal_mhz)
@@ -288,7 +299,7 @@ void runs_section(std::string& o, const Comparison& c) {
                                                         {"frequency source", "freq"}})
     o += fmt::format("| {} | {} | {} |\n", name, header_cell(c.header[0], key),
                      header_cell(c.header[1], key));
-  o += fmt::format("| decode cycles compared | {} | {} |\n\n", c.cycles[0].ms.n, c.cycles[1].ms.n);
+  o += fmt::format("| decode steps compared | {} | {} |\n\n", c.cycles[0].ms.n, c.cycles[1].ms.n);
   if (c.forced)
     for (const std::string& e : c.compat.errors) o += "- **Forced despite:** " + e + "\n";
   for (const std::string& w : c.compat.warnings) o += "- Warning: " + w + "\n";

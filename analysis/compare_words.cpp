@@ -10,6 +10,20 @@
 namespace pacer::analysis::detail {
 namespace {
 
+constexpr const char* kMembwAdvice =
+    "Another process competed for memory bandwidth: only the ops that stream weights slowed, at "
+    "the same clock and without run-queue wait. Find the co-runner that streams memory on other "
+    "cores of the same socket or NUMA node (`perf stat -a -e` memory events, `pcm-memory`, "
+    "`top` for busy neighbours; on a VM, the host's other tenants), move it or pacer to another "
+    "NUMA node, or measure the bandwidth left (`pacer bench` roofline column) while it runs.";
+
+constexpr const char* kInterferenceAdvice =
+    "The same build and configuration did more CPU work per step at the same clock: other work "
+    "on the host slowed it through shared resources (last-level cache, memory bandwidth, an SMT "
+    "sibling; on a VM, the neighbours). Find it (`top`, `perf stat -a`, the host's other "
+    "tenants), pin pacer away from it (`--pin` with CPUs of another core or socket), and repeat "
+    "the runs on a quiet host before suspecting the code.";
+
 std::string_view part_label(Part p, bool slower) {
   switch (p) {
     case Part::Frequency:
@@ -30,6 +44,19 @@ std::string_view part_label(Part p, bool slower) {
       return "unexplained";
   }
   return "?";
+}
+
+// part_label, with the names a comparison's own evidence gives a part: run-queue wait that the
+// cgroup's throttling explains, CPU work that only the weight-streaming ops did.
+std::string cause_label(const Comparison& c, Part p, bool slower) {
+  if (slower && p == Part::RunQueue && c.quota_throttling) return "CPU quota throttling (cgroup)";
+  if (slower && c.membw_contention && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
+    return "memory bandwidth contention";
+  if (c.interference && (p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu))
+    return slower ? "interference from other work on the host"
+                  : "less interference from other work on the host (the normal run was the "
+                    "disturbed one)";
+  return std::string(part_label(p, slower));
 }
 
 std::string pts(double v) {
@@ -85,7 +112,24 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
     case Part::Frequency: {
       std::string where;
       std::array<double, 2> ghz{};
-      const bool concentrated = !ops.empty() && ops.size() < a.ops.size();
+      bool concentrated = !ops.empty() && ops.size() < a.ops.size();
+      if (concentrated) {
+        // The few ops that carry most of the part are not "where" the clock fell when every other
+        // op lost about as much clock: they are just the biggest ops of a CPU-wide drop.
+        std::array<double, 2> sum{}, weight{};  // [0]: carrying ops, [1]: the others
+        for (const OpAttribution& o : a.ops) {
+          if (!(o.freq_mhz[0] > 0) || !std::isfinite(o.freq_mhz[1]) || !(o.oncpu_ns[0] > 0))
+            continue;
+          const size_t k = std::find(ops.begin(), ops.end(), &o) != ops.end() ? 0 : 1;
+          sum[k] += (o.freq_mhz[1] / o.freq_mhz[0] - 1) * o.oncpu_ns[0];
+          weight[k] += o.oncpu_ns[0];
+        }
+        if (weight[0] > 0 && weight[1] > 0) {
+          const double carrying = sum[0] / weight[0], others = sum[1] / weight[1];
+          if (others * dir < 0 && std::fabs(others) >= 0.5 * std::fabs(carrying))
+            concentrated = false;
+        }
+      }
       const Flag* f = find_flag(c, FlagKind::FrequencyDrop);
       if (f && f->op.empty() && !f->devices.empty()) where = " on " + describe_devices(f->devices);
       if (f && f->op.empty() && !concentrated) {
@@ -110,7 +154,11 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
       }
       std::string out =
           ghz[0] > 0 ? fmt::format("{} -> {}", format_mhz(ghz[0]), format_mhz(ghz[1])) : "";
-      if (concentrated) out += (out.empty() ? "in " : " in ") + op_names(ops);
+      if (concentrated) {
+        out += (out.empty() ? "in " : " in ") + op_names(ops);
+      } else if (where.empty()) {
+        out += out.empty() ? "CPU-wide, every op" : ", CPU-wide: every op";
+      }
       return out + where;
     }
     case Part::Ipc:
@@ -135,16 +183,21 @@ std::string part_detail(const Comparison& c, Part p, double dir) {
              (ops.empty() ? std::string() : "; in " + op_names(ops));
     case Part::RunQueue: {
       const auto devs = runq_devices(c);
-      return fmt::format("{:+.3f} ms/step runnable but waiting for a CPU{}",
+      return fmt::format("{:+.3f} ms/step runnable but waiting for a CPU{}{}",
                          a.part(Part::RunQueue) * 1e-6,
-                         devs.empty() ? "" : " on " + describe_devices(devs));
+                         devs.empty() ? "" : " on " + describe_devices(devs),
+                         a.runq_outside_ns != 0
+                             ? fmt::format(" ({:+.3f} ms of it outside op slices: workers woken "
+                                           "late, or waiting between ops)",
+                                           a.runq_outside_ns * 1e-6)
+                             : "");
     }
     case Part::Blocked:
       return fmt::format("{:+.3f} ms/step off-CPU and not runnable", a.part(Part::Blocked) * 1e-6);
     case Part::Residual:
       return fmt::format(
-          "worker imbalance and fork/join {:+.3f} ms, outside ops {:+.3f} ms{}",
-          a.residual_sync_ns * 1e-6, a.residual_outside_ns * 1e-6,
+          "dispatch delay {:+.3f} ms, join {:+.3f} ms, outside ops {:+.3f} ms{}",
+          a.residual_dispatch_ns * 1e-6, a.residual_join_ns * 1e-6, a.residual_outside_ns * 1e-6,
           a.residual_unmeasured_ns != 0
               ? fmt::format(", ops without data {:+.3f} ms", a.residual_unmeasured_ns * 1e-6)
               : "");
@@ -184,6 +237,11 @@ void write_verdict(Comparison& c) {
       c.main_cause = contrib[0].second;
       c.main_cause_pts = contrib[0].first;
     }
+    const auto cpu_work_cause = [](std::optional<Part> p) {
+      return p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu;
+    };
+    c.interference = c.same_build_and_config && c.oncpu_growth_broad && !c.membw_contention &&
+                     cpu_work_cause(c.main_cause);
     v = fmt::format("Decode {:.1f}% {} ({:.3f} -> {:.3f} ms/step):", std::fabs(dpct),
                     dir > 0 ? "slower" : "faster", t0 * 1e-6, t1 * 1e-6);
     const double threshold = std::max(0.5, 0.1 * std::fabs(dpct));
@@ -200,14 +258,59 @@ void write_verdict(Comparison& c) {
                              std::isfinite(c.throttled_ns[0]) ? c.throttled_ns[0] * 1e-6 : 0.0,
                              c.throttled_ns[1] * 1e-6);
       }
+      if (c.membw_contention &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu)) {
+        // More cycles (or on-CPU time) at the same clock, spent in the weight-streaming ops only:
+        // the cores waited on a DRAM another process was saturating.
+        label = "memory bandwidth contention";
+        detail = fmt::format(
+            "the weight-streaming ops read {:.1f} -> {:.1f} GB/s at the same clock; the other "
+            "ops {:+.0f}%",
+            c.stream_gbs[0], c.stream_gbs[1], (c.other_ops_ms[1] / c.other_ops_ms[0] - 1) * 100);
+      }
+      if (c.interference && !c.membw_contention &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu)) {
+        label = cause_label(c, part, dir > 0);
+        detail =
+            "the same build and configuration took more cycles per step: shared caches, "
+            "memory bandwidth, an SMT sibling or a VM neighbour, not the code" +
+            (detail.empty() ? std::string() : "; " + detail);
+      }
       items.push_back(
           fmt::format("{} {}{}", pts(value), label, detail.empty() ? "" : " (" + detail + ")"));
       listed += value;
       freq_listed = freq_listed || part == Part::Frequency;
     }
-    const double other = std::fabs(dpct) - listed;
+    // Parts against the change are named too: a clock drop on memory-bound ops typically comes
+    // with fewer cycles per step (the cores wait on memory, not on the clock), so the frequency
+    // part alone overstates what restoring the clock would win back.
+    double against = 0;
+    std::vector<std::string> offsets;
+    for (auto it = contrib.rbegin(); it != contrib.rend(); ++it) {
+      const auto& [value, part] = *it;
+      if (value > -threshold || offsets.size() == 2) break;
+      std::string detail = part_detail(c, part, -dir);
+      const bool fewer_cycles_at_lower_clock =
+          dir > 0 && c.main_cause == Part::Frequency &&
+          (part == Part::CpuWork || part == Part::Ipc || part == Part::OnCpu);
+      if (fewer_cycles_at_lower_clock)
+        detail =
+            "fewer cycles at the lower clock, typical of memory-bound ops, which wait on "
+            "memory rather than on the clock";
+      offsets.push_back(fmt::format("{} {}{}", pts(value), part_label(part, dir < 0),
+                                    detail.empty() ? "" : " (" + detail + ")"));
+      against += value;
+    }
+    for (std::string& o : offsets) items.push_back(std::move(o));
+    const double other = std::fabs(dpct) - listed - against;
     if (items.empty() || std::fabs(other) >= 0.05) items.push_back(pts(other) + " other");
     v += " " + fmt::format("{}", fmt::join(items, ", ")) + ".";
+    if (-against > std::fabs(dpct) && c.main_cause) {
+      v += fmt::format(
+          " Parts of opposite sign ({} against) exceed the net change: fixing the {} alone "
+          "would win back less than its {}.",
+          pts(-against), cause_label(c, *c.main_cause, dir > 0), pts(c.main_cause_pts));
+    }
   }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
@@ -247,7 +350,7 @@ void write_findings(Comparison& c) {
       case FlagKind::FrequencyDrop:
         why =
             " A lower clock slows every op on those CPUs about equally, so it hardly moves any "
-            "op's share of the cycle (β) and a β-weighted score can bury it; pacer flags it by "
+            "op's share of the step (β) and a β-weighted score can bury it; pacer flags it by "
             "rule.";
         c.findings.push_back("⚑ **Frequency drop.** " + f.text + "." + why);
         break;
@@ -281,7 +384,7 @@ void write_findings(Comparison& c) {
     const bool up = r.d_beta > 0;
     const bool sig = std::isfinite(r.p_beta) && r.p_beta < 0.05;
     std::string s = fmt::format(
-        "**`{}` on {}**: its share of the cycle (β) {} from {:.2f}% to {:.2f}% ({:+.2f} ppt), {} "
+        "**`{}` on {}**: its share of the step (β) {} from {:.2f}% to {:.2f}% ({:+.2f} ppt), {} "
         "(Welch p {}, U-test p {}).",
         r.op, device_label(r.device), up ? "increased" : "decreased", r.beta[0].mean,
         r.beta[1].mean, r.d_beta,
@@ -318,7 +421,7 @@ void write_overview(Comparison& c) {
     const MetricRow& r = c.rows[0];
     s = fmt::format(
         "The top-ranked difference between `{}` and `{}` is **`{}`** ({} on {}, suspicion score "
-        "{:.1f}): its share of the cycle went from {:.2f}% to {:.2f}%",
+        "{:.1f}): its share of the step went from {:.2f}% to {:.2f}%",
         c.label[0], c.label[1], r.op, r.metric ? metric_info(*r.metric).name : "time",
         device_label(r.device), r.score, r.beta[0].mean, r.beta[1].mean);
     if (r.metric)
@@ -329,7 +432,7 @@ void write_overview(Comparison& c) {
   }
   if (c.main_cause)
     s += fmt::format("The additive attribution names **{}** as the main cause ({}).",
-                     part_label(*c.main_cause, c.delta_pct() > 0), pts(c.main_cause_pts));
+                     cause_label(c, *c.main_cause, c.delta_pct() > 0), pts(c.main_cause_pts));
   else
     s += "The step-time difference is not significant, so no cause is named.";
   c.overview = std::move(s);
@@ -364,6 +467,14 @@ void write_recommendation(Comparison& c) {
             "to idle CPUs with an explicit `--pin` list; use fewer threads (`-t`) than free cores.";
         break;
       case Part::Ipc:
+        if (c.membw_contention) {
+          s = kMembwAdvice;
+          break;
+        }
+        if (c.interference) {
+          s = kInterferenceAdvice;
+          break;
+        }
         s = "The same instructions took more cycles each: look for cache or memory-bandwidth "
             "contention (the `llc_misses` rows), a busy SMT sibling, or different NUMA placement.";
         break;
@@ -374,6 +485,14 @@ void write_recommendation(Comparison& c) {
         break;
       case Part::CpuWork:
       case Part::OnCpu:
+        if (c.membw_contention) {
+          s = kMembwAdvice;
+          break;
+        }
+        if (c.interference) {
+          s = kInterferenceAdvice;
+          break;
+        }
         s = "More on-CPU work at the same clock, and no hardware counters to tell IPC from "
             "instruction count: rerun where the PMU is exposed, and compare ISA, build and "
             "context length in the headers.";
@@ -392,7 +511,7 @@ void write_recommendation(Comparison& c) {
     s += " Also investigate the flagged frequency drop: it costs time on every op that runs on "
          "those CPUs.";
   s += " Then work down the detailed table from the highest suspicion score, reading β (share of "
-       "the cycle) together with μ (what the CPU was doing during the op).";
+       "the step) together with μ (what the CPU was doing during the op).";
   if (c.vm_steal) {
     s += " The VM lost CPU time to its host (steal): ask for dedicated or pinned vCPUs, move to a "
          "less loaded host, or compare runs taken at quieter times; pacer cannot fix steal from "
@@ -419,26 +538,66 @@ void write_words(Comparison& c, const CompareOptions& opts) {
 
 namespace pacer::analysis {
 
+namespace {
+double finite_or_zero(double v) {
+  return std::isfinite(v) ? v : 0.0;
+}
+}  // namespace
+
+std::string leading_cause(const Comparison& c) {
+  if (!c.compat.work_changes.empty()) return "configuration";
+  if (!c.significant || !c.main_cause) return "none";
+  const bool slower = c.delta_pct() > 0;
+  // Steal leads when it is at least as large as the leading part (else it is a second cause, as
+  // the verdict's own sentence says).
+  if (slower && c.vm_steal &&
+      c.steal_ns[1] - finite_or_zero(c.steal_ns[0]) >=
+          c.main_cause_pts / 100 * c.attribution.mean_ns[0])
+    return "vm steal";
+  switch (*c.main_cause) {
+    case Part::Frequency:
+      return "frequency";
+    case Part::RunQueue:
+      return slower && c.quota_throttling ? "cpu quota" : "run queue";
+    case Part::Ipc:
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return c.interference ? "interference" : "ipc";
+    case Part::Instructions:
+      return "instructions";
+    case Part::CpuWork:
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return c.interference ? "interference" : "cpu work";
+    case Part::OnCpu:
+      if (slower && c.membw_contention) return "memory bandwidth";
+      return c.interference ? "interference" : "on-cpu time";
+    case Part::Blocked:
+      return "blocked";
+    case Part::Residual:
+      return "unexplained";
+  }
+  return "unexplained";
+}
+
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& o) {
   return {
-      {"Cycle",
-       "one decode step (prefill batches are not cycles). Every statistic below treats "
-       "the per-cycle values of a run as its sample."},
+      {"Step",
+       "one decode step (prefill batches are not compared). Every statistic below treats "
+       "the per-step values of a run as its sample."},
       {"β (beta)",
-       "the op's time in a cycle as % of that cycle's duration: on `host` the op's "
+       "the op's time in a step as % of that step's duration: on `host` the op's "
        "wall time (all its layers), on `CPU n` the time of the worker slices that "
        "ran on CPU n. β above 100% (oncpu on host) sums several workers."},
       {"μ (mu)",
-       "the metric's value during the op in a cycle: cpu_frequency weighted by on-CPU "
-       "time, ipc = instructions / cycles, counts and times summed per cycle; host "
-       "rows aggregate all workers. The table shows its mean over cycles."},
+       "the metric's value during the op in a step: cpu_frequency weighted by on-CPU "
+       "time, ipc = instructions / cycles, counts and times summed per step; host "
+       "rows aggregate all workers. The table shows its mean over steps."},
       {"oncpu / runq",
        "pseudo-ops from the scheduler: time on a CPU, and time runnable but "
-       "waiting for a CPU, per cycle (host: summed over threads)."},
+       "waiting for a CPU, per step (host: summed over threads)."},
       {"Δβ, Δμ", "abnormal mean minus normal mean (β in percentage points)."},
       {"Z-Score(β), Z-Score(μ)",
        fmt::format("effect size: Δ / s with s = sqrt((sd_normal² + sd_abnormal²) / 2), the root "
-                   "mean square of the two runs' per-cycle standard deviations (symmetric: "
+                   "mean square of the two runs' per-step standard deviations (symmetric: "
                    "swapping the runs flips the sign only). Zero variance is handled by a floor "
                    "on s of {:.0f}% of the larger mean (measurement resolution): a noise-free 1% "
                    "change scores 1, a noise-free change never scores infinity and is never "
@@ -450,22 +609,33 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    "{:.2f} (~1% relative). It measures relative change: a clock going 3.0 -> 2.1 "
                    "GHz and a count going 3000 -> 2100 score alike.",
                    stats::kLogSdFloor)},
+      {"n_eff",
+       "effective sample size of a run's per-step series: decode steps are autocorrelated (a "
+       "slow step tends to follow a slow one), so both tests count n_eff = n (1 − r1) / (1 + r1) "
+       "independent values, r1 being the series' lag-1 autocorrelation (n when r1 ≤ 0; at least "
+       "2). Without it, equal runs with r1 = 0.6 would test 'significant' at 5% about a third of "
+       "the time."},
       {"p-value",
        "two-sided Welch t-test (unequal variances, Welch–Satterthwaite degrees of "
-       "freedom, Student's t). Both runs constant: p = 0 if the means differ, 1 if "
-       "not. Fewer than 2 cycles on a side: n/a."},
+       "freedom, Student's t) on each run's n_eff. Both runs constant: p = 0 if the means differ, "
+       "1 if not. Fewer than 2 steps on a side: n/a."},
       {"U-test p", fmt::format("two-sided Mann–Whitney U: exact distribution when the runs have "
-                               "{} cycles or fewer together and no ties; otherwise the normal "
-                               "approximation with midranks for ties, the tie-corrected variance "
-                               "n1·n2/12·((n+1) − Σ(t³−t)/(n(n−1))) and a 0.5 continuity "
-                               "correction. All values tied: p = 1.",
+                               "{} steps or fewer together, no ties and no autocorrelation; "
+                               "otherwise the normal approximation with midranks for ties, the "
+                               "variance of U/(n1·n2) taken from the effective sizes, "
+                               "(n1_eff + n2_eff + 1) / (12 n1_eff n2_eff), times the tie factor "
+                               "1 − Σ(t³−t)/((n+1) n (n−1)), and a 0.5 continuity correction. "
+                               "All values tied: p = 1.",
                                stats::kExactMaxTotal)},
       {"Impact (pts)",
-       "the part of the normal cycle the row's change accounts for: for "
-       "cpu_frequency, ipc and instructions, β̄ × |ln(μ_abnormal / μ_normal)| "
-       "(on-CPU time goes as instructions / (IPC × frequency)); for runq_delay, "
-       "|Δμ| as % of the normal cycle; otherwise |Δβ|; never less than |Δβ|. "
-       "Host pseudo-op rows are divided by the number of worker CPUs."},
+       "the part of the normal step the row's change accounts for, by the attribution's own model "
+       "(one model: the table and the attribution agree). Host rows: the op's attribution part "
+       "(cpu_frequency: frequency; ipc: IPC; instructions: instructions; runq_delay: run queue; "
+       "oncpu_time and cycles: what no finer row carries, i.e. CPU work that no PMU split and "
+       "unsplit on-CPU time; the oncpu/runq pseudo-ops: the whole step's parts). CPU rows: the "
+       "same LMDI on that CPU's on-CPU time, L(on-CPU_normal, on-CPU_abnormal) × |ln(μ_abnormal / "
+       "μ_normal)|, on-CPU time net of its clock's part, run-queue wait as time. Other metrics: "
+       "|Δβ| (host pseudo-ops per worker)."},
       {"Suspicion Score",
        fmt::format("Impact × (min(|Z(β)|, {0:g}) + min(|Z(log μ)|, {0:g})). Unlike |Δβ| × (|Z(β)| "
                    "+ |Z(log μ)|), it does not bury a change that slows every op alike (a "
@@ -474,16 +644,18 @@ std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOpt
                    o.z_cap)},
       {"⚑ (flag)",
        fmt::format("raised by rule, whatever the score: a CPU clock drop of ≥ {:g}%, run-queue "
-                   "growth of ≥ {:g} pts of the cycle per worker, or an IPC / instruction change "
+                   "growth of ≥ {:g} pts of the step per worker, or an IPC / instruction change "
                    "of ≥ {:g}% in an op with β ≥ 1%, each significant at p < {:g} (Welch or U).",
                    o.freq_drop_pct, o.runq_flag_pts, o.counter_flag_pct, o.alpha)},
       {"Attribution",
-       "wall = on-CPU + run-queue + blocked + sync per op (critical path: the "
-       "slowest worker of each instance); on-CPU = instructions × CPI / frequency, "
+       "wall = on-CPU + run-queue + blocked + sync per op (critical path: the worker of each "
+       "instance that finished last; sync = dispatch delay before its chunk + join after it; "
+       "run-queue wait no slice covers moves from dispatch/outside into run queue); on-CPU = "
+       "instructions × CPI / frequency, "
        "split exactly with the logarithmic-mean Divisia index; residual = sync, "
        "time outside ops and ops without data. pts = ns / normal mean step × 100; "
        "the parts sum to the measured change."},
-      {"n/a", "not computable from the logs (too few cycles, or the metric was not measured)."},
+      {"n/a", "not computable from the logs (too few steps, or the metric was not measured)."},
   };
 }
 

@@ -199,6 +199,9 @@ struct Header {
     std::vector<std::string> live;
     std::vector<UnavailableCounter> unavailable;
     std::string read;
+    // "user+kernel" or "user" (perf_event_paranoid forbade kernel counting): whether the counts
+    // include the kernel's share (page faults, syscalls). Empty in older logs.
+    std::string scope, software_scope;
   } counters;
   struct Frequency {
     std::string source, detail;

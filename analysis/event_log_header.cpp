@@ -138,6 +138,8 @@ void parse_header_json(const json& j, Header& h) {
   take(c, "counters.", "mode", h.counters.mode);
   take_array(c, "counters.", "live", h.counters.live);
   take(c, "counters.", "read", h.counters.read);
+  take(c, "counters.", "scope", h.counters.scope);
+  take(c, "counters.", "software_scope", h.counters.software_scope);
   if (const json* un = member(c, "unavailable")) {
     if (!un->is_array()) wrong_type("counters.", "unavailable", "an array");
     for (const json& e : *un) {

@@ -124,6 +124,185 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
   return std::nullopt;
 }
 
+// What every loss rule sees: the dominant phase, its op row and CPU metrics, and the losses the
+// rules before it found (a rule may defer to an earlier one).
+struct RuleContext {
+  const Report& r;
+  const BottleneckThresholds& t;
+  Phase focus;
+  std::string focus_name;
+  const OpRow& phase_row;
+  const CpuMetrics& cpu;
+  int64_t phase_ns;
+  const std::vector<Loss>& found;  // earlier rules' losses, in table order
+  std::vector<std::string>& notes;
+};
+
+// Workers runnable but not running: lost = runq share x phase time.
+std::optional<Loss> offcpu_rule(const RuleContext& c) {
+  const CpuMetrics& cpu = c.cpu;
+  if (!cpu.offcpu_share) {
+    c.notes.push_back("no run-queue data (runq_ns): off-CPU time cannot be judged");
+    return std::nullopt;
+  }
+  if (*cpu.offcpu_share <= c.t.offcpu_share) return std::nullopt;
+  Loss l;
+  l.lost_ns = static_cast<int64_t>(*cpu.offcpu_share * static_cast<double>(c.phase_ns));
+  l.finding = {
+      BottleneckKind::OffCpu,
+      c.focus_name,
+      fmt::format("workers were runnable but not running for {} of their time "
+                  "during {} (threshold {}), about {} of the phase",
+                  pct(*cpu.offcpu_share), c.focus_name, pct(c.t.offcpu_share), ms(l.lost_ns)),
+      {"another process competes for these CPUs: check the host load (step "
+       "host_cpu_usage) and stop or move it",
+       fmt::format("pin the workers (--pin compact|scatter|LIST; this run: {}) and "
+                   "leave one CPU free for the OS and other work",
+                   c.r.header.run.pin.empty() ? "?" : c.r.header.run.pin),
+       "use fewer threads than allowed CPUs so no worker waits for a core"}};
+  return l;
+}
+
+// The phase's mean clock below the run's reference: lost = (1 - f / f_ref) x phase time.
+std::optional<Loss> frequency_mean_rule(const RuleContext& c) {
+  const CpuMetrics& cpu = c.cpu;
+  const Report& r = c.r;
+  if (!cpu.freq_mean_mhz || !r.reference_freq_mhz) {
+    c.notes.push_back("no per-op frequency or no reference frequency: frequency cannot be judged");
+    return std::nullopt;
+  }
+  const double ratio = *cpu.freq_mean_mhz / *r.reference_freq_mhz;
+  if (ratio >= c.t.frequency_ratio) return std::nullopt;
+  Loss l;
+  l.lost_ns = static_cast<int64_t>((1.0 - ratio) * static_cast<double>(c.phase_ns));
+  l.finding = {
+      BottleneckKind::FrequencyLimited,
+      c.focus_name,
+      fmt::format("mean effective frequency {:.0f} MHz (lowest sample {:.0f} MHz) is {:.0f}% "
+                  "of the reference {:.0f} MHz ({}); threshold {:.0f}%",
+                  *cpu.freq_mean_mhz, cpu.freq_min_mhz.value_or(0), 100 * ratio,
+                  *r.reference_freq_mhz, r.reference_freq_source, 100 * c.t.frequency_ratio),
+      {fmt::format("check the governor (this run: {}) and set it to performance",
+                   r.header.host.governor.empty() ? "unknown" : r.header.host.governor),
+       "check thermal and power limits (throttle counters, RAPL) and the cooling",
+       "wide AVX-512 code can lower the clock: compare with PACER_ISA=avx2",
+       "on a VM the host may be oversubscribed: compare with `pacer compare` against a "
+       "quiet run"}};
+  return l;
+}
+
+// A throttling episode hides in a run-wide mean: steps that ran below the reference clock cost
+// (their time - the typical step's) each. Defers to the mean rule when that one fired.
+std::optional<Loss> frequency_episode_rule(const RuleContext& c) {
+  const Report& r = c.r;
+  const bool mean_flagged =
+      !c.found.empty() && c.found.back().finding.kind == BottleneckKind::FrequencyLimited;
+  if (mean_flagged || !r.reference_freq_mhz ||
+      (c.focus != Phase::Decode && c.focus != Phase::Prefill))
+    return std::nullopt;
+  const double limit = c.t.frequency_ratio * *r.reference_freq_mhz;
+  std::vector<int64_t> normal;
+  int64_t n_slow = 0, n_all = 0, slow_ns = 0;
+  double slow_freq = 0;
+  for (const StepRow& s : r.steps) {
+    if (s.phase != c.focus || !s.freq_mhz) continue;
+    ++n_all;
+    if (*s.freq_mhz < limit) {
+      ++n_slow;
+      slow_ns += s.dur_ns;
+      slow_freq += *s.freq_mhz;
+    } else {
+      normal.push_back(s.dur_ns);
+    }
+  }
+  if (n_slow < 3 || n_slow * 20 < n_all || normal.empty()) return std::nullopt;
+  std::nth_element(normal.begin(), normal.begin() + normal.size() / 2, normal.end());
+  const int64_t typical = normal[normal.size() / 2];
+  Loss l;
+  l.lost_ns = std::max<int64_t>(slow_ns - n_slow * typical, 0);
+  l.finding = {
+      BottleneckKind::FrequencyLimited,
+      c.focus_name,
+      fmt::format("{} of {} {} steps ran below {:.0f}% of the reference {:.0f} MHz ({}) at "
+                  "{:.0f} MHz on average; they took {:.2f} ms each vs {:.2f} ms for the "
+                  "others, {} lost",
+                  n_slow, n_all, c.focus_name, 100 * c.t.frequency_ratio, *r.reference_freq_mhz,
+                  r.reference_freq_source, slow_freq / static_cast<double>(n_slow),
+                  static_cast<double>(slow_ns) / static_cast<double>(n_slow) / 1e6,
+                  static_cast<double>(typical) / 1e6, ms(l.lost_ns)),
+      {"a throttling episode: see the step timeline; check thermal and power limits and "
+       "what else ran on the host at that time",
+       "compare a slow stretch with a normal one: `pacer compare` splits the difference into "
+       "frequency, IPC, instruction and off-CPU parts"}};
+  if (static_cast<double>(l.lost_ns) <= 0.02 * static_cast<double>(c.phase_ns)) return std::nullopt;
+  return l;
+}
+
+// Step time not covered by any op (gaps) plus op time no worker was busy (waits).
+std::optional<Loss> overhead_rule(const RuleContext& c) {
+  if (c.focus != Phase::Decode && c.focus != Phase::Prefill) return std::nullopt;
+  const Report& r = c.r;
+  int64_t step_ns = 0, gap_ns = 0, n = 0;
+  for (const StepRow& s : r.steps)
+    if (s.phase == c.focus) {
+      step_ns += s.dur_ns;
+      gap_ns += s.gap_ns();
+      ++n;
+    }
+  const int64_t wait_ns = c.cpu.wait_ns;
+  const double share =
+      step_ns > 0 ? static_cast<double>(gap_ns + wait_ns) / static_cast<double>(step_ns) : 0.0;
+  if (n == 0 || share <= c.t.overhead_share) return std::nullopt;
+  const int64_t ops_per_step = c.phase_row.dist.count / std::max<int64_t>(n, 1);
+  Loss l;
+  l.lost_ns = gap_ns + wait_ns;
+  l.finding = {
+      BottleneckKind::OverheadBound,
+      c.focus_name,
+      fmt::format("{} of {} step time is overhead (threshold {}): {} between ops ({:.2f} us "
+                  "per gap over ~{} ops per step) and {} inside ops with no worker busy "
+                  "(dispatch, join, workers starting late)",
+                  pct(share), c.focus_name, pct(c.t.overhead_share), ms(gap_ns),
+                  static_cast<double>(gap_ns) / static_cast<double>(n) / 1e3 /
+                      static_cast<double>(std::max<int64_t>(ops_per_step, 1)),
+                  ops_per_step, ms(wait_ns)),
+      {}};
+  auto& sug = l.finding.suggestions;
+  const Header& h = r.header;
+  if (wait_ns > gap_ns) {
+    // Workers that share one CPU wait for each other's time slices.
+    std::vector<int> cpus;
+    bool shared = false;
+    for (const WorkerRow& w : r.workers)
+      for (int cpu : w.cpus) {
+        if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) shared = true;
+        cpus.push_back(cpu);
+      }
+    sug.push_back(fmt::format(
+        "workers start late or wait at the join{}: pin one worker per CPU (--pin compact; "
+        "this run: pin={}) and use no more threads than idle CPUs",
+        shared ? " and several ran on the same CPU (see Workers)" : "",
+        h.run.pin.empty() ? "?" : h.run.pin));
+    sug.push_back(
+        "keep workers spinning briefly between ops instead of sleeping, so a "
+        "dispatch does not pay a wake-up");
+  }
+  sug.push_back(
+      "fuse small ops (norm into the next matmul's activation quantization, gate+up in one "
+      "pass) so a token has fewer parallel regions");
+  sug.push_back(
+      fmt::format("recording itself costs time per op (recording={}): compare "
+                  "tok/s with recording off",
+                  h.run.recording.empty() ? "?" : h.run.recording));
+  return l;
+}
+
+// The loss rules, in the order they are evaluated (a rule may look at the earlier ones' losses).
+// The losses are then ranked by the time they cost; the first is the verdict.
+using LossRule = std::optional<Loss> (*)(const RuleContext&);
+constexpr LossRule kLossRules[] = {offcpu_rule, frequency_mean_rule, frequency_episode_rule,
+                                   overhead_rule};
+
 }  // namespace
 
 void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
@@ -160,156 +339,11 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
     return;
   }
   const CpuMetrics& cpu = phase_row->cpu;
-  const int64_t phase_ns = top->total_ns;
-  const Header& h = r.header;
   std::vector<Loss> losses;
-
-  if (cpu.offcpu_share) {
-    if (*cpu.offcpu_share > t.offcpu_share) {
-      Loss l;
-      l.lost_ns = static_cast<int64_t>(*cpu.offcpu_share * static_cast<double>(phase_ns));
-      l.finding = {
-          BottleneckKind::OffCpu,
-          focus_name,
-          fmt::format("workers were runnable but not running for {} of their time "
-                      "during {} (threshold {}), about {} of the phase",
-                      pct(*cpu.offcpu_share), focus_name, pct(t.offcpu_share), ms(l.lost_ns)),
-          {"another process competes for these CPUs: check the host load (step "
-           "host_cpu_usage) and stop or move it",
-           fmt::format("pin the workers (--pin compact|scatter|LIST; this run: {}) and "
-                       "leave one CPU free for the OS and other work",
-                       h.run.pin.empty() ? "?" : h.run.pin),
-           "use fewer threads than allowed CPUs so no worker waits for a core"}};
-      losses.push_back(std::move(l));
-    }
-  } else {
-    b.notes.push_back("no run-queue data (runq_ns): off-CPU time cannot be judged");
+  for (LossRule rule : kLossRules) {
+    const RuleContext ctx{r, t, focus, focus_name, *phase_row, cpu, top->total_ns, losses, b.notes};
+    if (std::optional<Loss> l = rule(ctx)) losses.push_back(std::move(*l));
   }
-
-  if (cpu.freq_mean_mhz && r.reference_freq_mhz) {
-    const double ratio = *cpu.freq_mean_mhz / *r.reference_freq_mhz;
-    if (ratio < t.frequency_ratio) {
-      Loss l;
-      l.lost_ns = static_cast<int64_t>((1.0 - ratio) * static_cast<double>(phase_ns));
-      l.finding = {
-          BottleneckKind::FrequencyLimited,
-          focus_name,
-          fmt::format("mean effective frequency {:.0f} MHz (lowest sample {:.0f} MHz) is {:.0f}% "
-                      "of the reference {:.0f} MHz ({}); threshold {:.0f}%",
-                      *cpu.freq_mean_mhz, cpu.freq_min_mhz.value_or(0), 100 * ratio,
-                      *r.reference_freq_mhz, r.reference_freq_source, 100 * t.frequency_ratio),
-          {fmt::format("check the governor (this run: {}) and set it to performance",
-                       h.host.governor.empty() ? "unknown" : h.host.governor),
-           "check thermal and power limits (throttle counters, RAPL) and the cooling",
-           "wide AVX-512 code can lower the clock: compare with PACER_ISA=avx2",
-           "on a VM the host may be oversubscribed: compare with `pacer compare` against a "
-           "quiet run"}};
-      losses.push_back(std::move(l));
-    }
-  } else {
-    b.notes.push_back("no per-op frequency or no reference frequency: frequency cannot be judged");
-  }
-  // A throttling episode hides in a run-wide mean: look for steps that ran slow.
-  const bool mean_flagged =
-      !losses.empty() && losses.back().finding.kind == BottleneckKind::FrequencyLimited;
-  if (!mean_flagged && r.reference_freq_mhz &&
-      (focus == Phase::Decode || focus == Phase::Prefill)) {
-    const double limit = t.frequency_ratio * *r.reference_freq_mhz;
-    std::vector<int64_t> normal;
-    int64_t n_slow = 0, n_all = 0, slow_ns = 0;
-    double slow_freq = 0;
-    for (const StepRow& s : r.steps) {
-      if (s.phase != focus || !s.freq_mhz) continue;
-      ++n_all;
-      if (*s.freq_mhz < limit) {
-        ++n_slow;
-        slow_ns += s.dur_ns;
-        slow_freq += *s.freq_mhz;
-      } else {
-        normal.push_back(s.dur_ns);
-      }
-    }
-    if (n_slow >= 3 && n_slow * 20 >= n_all && !normal.empty()) {
-      std::nth_element(normal.begin(), normal.begin() + normal.size() / 2, normal.end());
-      const int64_t typical = normal[normal.size() / 2];
-      Loss l;
-      l.lost_ns = std::max<int64_t>(slow_ns - n_slow * typical, 0);
-      l.finding = {
-          BottleneckKind::FrequencyLimited,
-          focus_name,
-          fmt::format("{} of {} {} steps ran below {:.0f}% of the reference {:.0f} MHz ({}) at "
-                      "{:.0f} MHz on average; they took {:.2f} ms each vs {:.2f} ms for the "
-                      "others, {} lost",
-                      n_slow, n_all, focus_name, 100 * t.frequency_ratio, *r.reference_freq_mhz,
-                      r.reference_freq_source, slow_freq / static_cast<double>(n_slow),
-                      static_cast<double>(slow_ns) / static_cast<double>(n_slow) / 1e6,
-                      static_cast<double>(typical) / 1e6, ms(l.lost_ns)),
-          {"a throttling episode: see the step timeline; check thermal and power limits and "
-           "what else ran on the host at that time",
-           "compare a slow stretch with a normal one: `pacer compare` splits the difference into "
-           "frequency, IPC, instruction and off-CPU parts"}};
-      if (static_cast<double>(l.lost_ns) > 0.02 * static_cast<double>(phase_ns))
-        losses.push_back(std::move(l));
-    }
-  }
-
-  if (focus == Phase::Decode || focus == Phase::Prefill) {
-    // Overhead: step time between ops (gaps) plus op time no worker was busy (waits).
-    int64_t step_ns = 0, gap_ns = 0, n = 0;
-    for (const StepRow& s : r.steps)
-      if (s.phase == focus) {
-        step_ns += s.dur_ns;
-        gap_ns += s.gap_ns();
-        ++n;
-      }
-    const int64_t wait_ns = cpu.wait_ns;
-    const double share =
-        step_ns > 0 ? static_cast<double>(gap_ns + wait_ns) / static_cast<double>(step_ns) : 0.0;
-    if (n > 0 && share > t.overhead_share) {
-      const int64_t ops_per_step = phase_row->dist.count / std::max<int64_t>(n, 1);
-      Loss l;
-      l.lost_ns = gap_ns + wait_ns;
-      l.finding = {
-          BottleneckKind::OverheadBound,
-          focus_name,
-          fmt::format("{} of {} step time is overhead (threshold {}): {} between ops ({:.2f} us "
-                      "per gap over ~{} ops per step) and {} inside ops with no worker busy "
-                      "(dispatch, join, workers starting late)",
-                      pct(share), focus_name, pct(t.overhead_share), ms(gap_ns),
-                      static_cast<double>(gap_ns) / static_cast<double>(n) / 1e3 /
-                          static_cast<double>(std::max<int64_t>(ops_per_step, 1)),
-                      ops_per_step, ms(wait_ns)),
-          {}};
-      auto& sug = l.finding.suggestions;
-      if (wait_ns > gap_ns) {
-        // Workers that share one CPU wait for each other's time slices.
-        std::vector<int> cpus;
-        bool shared = false;
-        for (const WorkerRow& w : r.workers)
-          for (int c : w.cpus) {
-            if (std::find(cpus.begin(), cpus.end(), c) != cpus.end()) shared = true;
-            cpus.push_back(c);
-          }
-        sug.push_back(fmt::format(
-            "workers start late or wait at the join{}: pin one worker per CPU (--pin compact; "
-            "this run: pin={}) and use no more threads than idle CPUs",
-            shared ? " and several ran on the same CPU (see Workers)" : "",
-            h.run.pin.empty() ? "?" : h.run.pin));
-        sug.push_back(
-            "keep workers spinning briefly between ops instead of sleeping, so a "
-            "dispatch does not pay a wake-up");
-      }
-      sug.push_back(
-          "fuse small ops (norm into the next matmul's activation quantization, gate+up in one "
-          "pass) so a token has fewer parallel regions");
-      sug.push_back(
-          fmt::format("recording itself costs time per op (recording={}): compare "
-                      "tok/s with recording off",
-                      h.run.recording.empty() ? "?" : h.run.recording));
-      losses.push_back(std::move(l));
-    }
-  }
-
   std::stable_sort(losses.begin(), losses.end(),
                    [](const Loss& a, const Loss& c) { return a.lost_ns > c.lost_ns; });
   std::optional<Finding> kind = nature(r, focus_name, cpu, t, &b.notes);

@@ -113,6 +113,13 @@ bool is_step_phase(Phase p) {
   return p == Phase::Prefill || p == Phase::Decode;
 }
 
+// The phases that have steps, in the order of the per-phase accumulator arrays (components_,
+// component_events_, blocks_).
+constexpr std::array<Phase, 2> kStepPhases = {Phase::Prefill, Phase::Decode};
+constexpr size_t step_phase_index(Phase p) {
+  return p == Phase::Prefill ? 0 : 1;
+}
+
 class Builder : public LogVisitor {
  public:
   explicit Builder(Report& r) : r_(r) {}
@@ -190,7 +197,7 @@ class Builder : public LogVisitor {
         if (p.phase == Phase::Sample) row.sample_ns += d;
         comp[static_cast<int>(p.component)] += d;
         if (is_step_phase(e.phase))
-          ++component_events_[e.phase == Phase::Prefill ? 0 : 1][static_cast<int>(p.component)];
+          ++component_events_[step_phase_index(e.phase)][static_cast<int>(p.component)];
         if (p.layer >= 0 && p.layer < 100000) {
           if (static_cast<size_t>(p.layer) >= layers.size()) layers.resize(p.layer + 1, 0);
           layers[p.layer] += d;
@@ -209,7 +216,7 @@ class Builder : public LogVisitor {
       row.freq_mhz = s / static_cast<double>(e.freq.size());
     }
     if (is_step_phase(e.phase)) {
-      const int pi = e.phase == Phase::Prefill ? 0 : 1;
+      const size_t pi = step_phase_index(e.phase);
       for (int c = 0; c < kComponentCount; ++c)
         if (comp[c] > 0) components_[pi][c].add(comp[c]);
       for (size_t l = 0; l < layers.size(); ++l)
@@ -231,6 +238,13 @@ class Builder : public LogVisitor {
   void finish();
 
  private:
+  void finish_op_groups();
+  void finish_blocks_and_components();
+  void finish_shapes();
+  void finish_event_types();
+  void finish_steps_and_phases();
+  void finish_workers();
+  void finish_reference_frequency();
   void note_time(int64_t t) {
     if (!origin_) origin_ = t;
     origin_ = std::min(*origin_, t);
@@ -251,9 +265,9 @@ class Builder : public LogVisitor {
   std::map<ShapeKey, ShapeAccum> shapes_;
   std::vector<WorkerAccum> workers_;
   DistAccum all_ops_, all_steps_, prefill_steps_, decode_steps_;
-  std::array<std::array<DistAccum, kComponentCount>, 2> components_;  // [prefill, decode]
-  std::array<std::array<int64_t, kComponentCount>, 2> component_events_{};
-  std::array<std::vector<DistAccum>, 2> blocks_;
+  std::array<std::array<DistAccum, kComponentCount>, kStepPhases.size()> components_;
+  std::array<std::array<int64_t, kComponentCount>, kStepPhases.size()> component_events_{};
+  std::array<std::vector<DistAccum>, kStepPhases.size()> blocks_;
   std::vector<PendingOp> pending_;
   std::vector<int64_t> layer_scratch_;
   bool pending_active_ = false;
@@ -279,12 +293,21 @@ double share_of(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
+// The passes of finish(), in order: each fills its own part of the Report from the accumulators.
 void Builder::finish() {
   if (pending_active_) flush_orphan();  // the log ended inside a step
-  const std::optional<double> bw = r_.header.bandwidth_gbs;
-  const int64_t origin = origin_.value_or(0);
+  finish_op_groups();
+  finish_blocks_and_components();
+  finish_shapes();
+  finish_event_types();
+  finish_steps_and_phases();
+  finish_workers();
+  finish_reference_frequency();
+}
 
-  // Op groups: every distinct key, then merged up to phase::op, phase and op.
+// Op rows: every distinct key, then merged up to phase::op, phase and op.
+void Builder::finish_op_groups() {
+  const std::optional<double> bw = r_.header.bandwidth_gbs;
   struct Group {
     DistAccum dist;
     CpuAccum cpu;
@@ -340,10 +363,12 @@ void Builder::finish() {
   sort_by_total(r_.by_phase);
   sort_by_total(r_.by_op);
   r_.decode_cpu = decode_all.cpu.finish(bw);
+}
 
-  // Blocks and components: per-step sums, shares of the phase's in-step op time.
-  for (int pi = 0; pi < 2; ++pi) {
-    const Phase p = pi == 0 ? Phase::Prefill : Phase::Decode;
+// Per-step sums of the blocks and components, as shares of the phase's in-step op time.
+void Builder::finish_blocks_and_components() {
+  for (size_t pi = 0; pi < kStepPhases.size(); ++pi) {
+    const Phase p = kStepPhases[pi];
     int64_t in_steps = 0;
     for (const DistAccum& c : components_[pi]) in_steps += c.total_ns;
     for (size_t l = 0; l < blocks_[pi].size(); ++l) {
@@ -365,15 +390,19 @@ void Builder::finish() {
                      if (a.phase != b.phase) return a.phase == Phase::Decode;
                      return a.per_step.total_ns > b.per_step.total_ns;
                    });
+}
 
+void Builder::finish_shapes() {
+  const std::optional<double> bw = r_.header.bandwidth_gbs;
   for (const auto& [key, s] : shapes_) {
     ShapeRow row{key.name,   key.wtype,       key.rows,        key.cols,
                  key.tokens, s.dist.finish(), s.cpu.finish(bw)};
     r_.shapes.push_back(std::move(row));
   }
   sort_by_total(r_.shapes);
+}
 
-  // Event types.
+void Builder::finish_event_types() {
   const ReadSummary& rs = r_.read;
   r_.event_types.push_back({"header", rs.n_header, std::nullopt});
   r_.event_types.push_back(
@@ -386,8 +415,12 @@ void Builder::finish() {
   if (rs.n_unknown) r_.event_types.push_back({"(unknown type)", rs.n_unknown, std::nullopt});
   if (rs.malformed_count)
     r_.event_types.push_back({"(malformed, skipped)", rs.malformed_count, std::nullopt});
+}
 
-  // Steps and the phase breakdown.
+// Steps (times from the run's origin), the phase breakdown and the throughput figures.
+void Builder::finish_steps_and_phases() {
+  const std::optional<double> bw = r_.header.bandwidth_gbs;
+  const int64_t origin = origin_.value_or(0);
   int64_t prefill_ns = 0, decode_ns = 0, n_prefill = 0, n_decode = 0;
   int64_t prefill_step_ns = 0, decode_step_ns = 0;
   for (StepRow& s : r_.steps) {
@@ -459,7 +492,10 @@ void Builder::finish() {
       *r_.header.model.matmul_bytes_per_token > 0)
     t.decode_roofline_tok_s =
         *bw * 1e9 / static_cast<double>(*r_.header.model.matmul_bytes_per_token);
+}
 
+void Builder::finish_workers() {
+  const std::optional<double> bw = r_.header.bandwidth_gbs;
   for (size_t w = 0; w < workers_.size(); ++w) {
     const WorkerAccum& wa = workers_[w];
     if (wa.chunks == 0) continue;
@@ -467,8 +503,10 @@ void Builder::finish() {
     std::sort(row.cpus.begin(), row.cpus.end());
     r_.workers.push_back(std::move(row));
   }
+}
 
-  // The frequency the run could reach: nominal or what the CPU showed before the run.
+// The frequency the run could reach: nominal or what the CPU showed before the run.
+void Builder::finish_reference_frequency() {
   double ref = 0;
   std::string src;
   if (r_.header.frequency.nominal_mhz && *r_.header.frequency.nominal_mhz > 0) {

@@ -101,6 +101,33 @@ double quantile(std::span<const double> x, double q) {
   return v[lo] + frac * (v[hi] - v[lo]);
 }
 
+double lag1_autocorrelation(std::span<const double> x) noexcept {
+  const Summary s = summarize(x);
+  if (s.n < 3 || !(s.var > 0)) return 0;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) continue;
+    const double d = x[i] - s.mean;
+    den += d * d;
+    if (i + 1 < x.size() && !std::isnan(x[i + 1])) num += d * (x[i + 1] - s.mean);
+  }
+  return den > 0 ? std::clamp(num / den, -1.0, 1.0) : 0.0;
+}
+
+double effective_sample_size(size_t n, double r1) noexcept {
+  const auto dn = static_cast<double>(n);
+  if (n < 2 || !(r1 > 0)) return dn;
+  // r1 -> 1 would give n_eff -> 0: keep two values' worth so a test can still be computed.
+  return std::clamp(dn * (1 - r1) / (1 + r1), 2.0, dn);
+}
+
+Summary summarize_series(std::span<const double> x) noexcept {
+  Summary s = summarize(x);
+  s.r1 = lag1_autocorrelation(x);
+  s.n_eff = effective_sample_size(s.n, s.r1);
+  return s;
+}
+
 WelchResult welch_t_test(const Summary& a, const Summary& b) {
   WelchResult r;
   if (a.n < 2 || b.n < 2) {
@@ -109,8 +136,9 @@ WelchResult welch_t_test(const Summary& a, const Summary& b) {
     r.p = kNaN;
     return r;
   }
-  const double va = a.var / static_cast<double>(a.n);
-  const double vb = b.var / static_cast<double>(b.n);
+  const double na = a.effective_n(), nb = b.effective_n();
+  const double va = a.var / na;
+  const double vb = b.var / nb;
   const double se2 = va + vb;
   const double diff = b.mean - a.mean;
   if (se2 <= 0) {
@@ -128,8 +156,7 @@ WelchResult welch_t_test(const Summary& a, const Summary& b) {
   }
   r.t = diff / std::sqrt(se2);
   // Welch-Satterthwaite: df = (va + vb)^2 / (va^2/(na-1) + vb^2/(nb-1)); a zero term drops out.
-  const double den =
-      va * va / static_cast<double>(a.n - 1) + vb * vb / static_cast<double>(b.n - 1);
+  const double den = va * va / std::max(na - 1, 1.0) + vb * vb / std::max(nb - 1, 1.0);
   r.df = se2 * se2 / den;
   const boost::math::students_t_distribution<double> dist(r.df);
   r.p = std::min(1.0, 2.0 * boost::math::cdf(boost::math::complement(dist, std::fabs(r.t))));
@@ -140,7 +167,10 @@ WelchResult welch_t_test(std::span<const double> a, std::span<const double> b) {
   return welch_t_test(summarize(a), summarize(b));
 }
 
-MannWhitneyResult mann_whitney_u(std::span<const double> a_in, std::span<const double> b_in) {
+namespace {
+// n_eff_a / n_eff_b: 0 = independent values (the classical test, exact when small).
+MannWhitneyResult mann_whitney_impl(std::span<const double> a_in, std::span<const double> b_in,
+                                    double n_eff_a, double n_eff_b) {
   MannWhitneyResult r;
   const std::vector<double> a = finite_values(a_in);
   const std::vector<double> b = finite_values(b_in);
@@ -174,13 +204,22 @@ MannWhitneyResult mann_whitney_u(std::span<const double> a_in, std::span<const d
   const double dn = static_cast<double>(n);
   r.u = rank_sum_a - dna * (dna + 1) / 2.0;
   const double mean_u = dna * dnb / 2.0;
-  if (tie_term == 0 && n <= kExactMaxTotal) {
+  const bool correlated = (n_eff_a > 0 && n_eff_a < dna) || (n_eff_b > 0 && n_eff_b < dnb);
+  if (tie_term == 0 && n <= kExactMaxTotal && !correlated) {
     r.exact = true;
     r.z = 0;
     r.p = exact_u_p(na, nb, r.u);
     return r;
   }
-  const double var_u = dna * dnb / 12.0 * ((dn + 1) - tie_term / (dn * (dn - 1)));
+  double var_u = dna * dnb / 12.0 * ((dn + 1) - tie_term / (dn * (dn - 1)));
+  if (correlated) {
+    // var(U) = (na nb)^2 var(AUC), with var(AUC) from the effective sizes; the tie factor
+    // ((n + 1) - T / (n (n - 1))) / (n + 1) carries over unchanged.
+    const double ea = n_eff_a > 0 ? std::min(n_eff_a, dna) : dna;
+    const double eb = n_eff_b > 0 ? std::min(n_eff_b, dnb) : dnb;
+    const double tie_factor = ((dn + 1) - tie_term / (dn * (dn - 1))) / (dn + 1);
+    var_u = dna * dna * dnb * dnb * (ea + eb + 1) / (12.0 * ea * eb) * tie_factor;
+  }
   if (var_u <= 0) {
     // Every value tied: no ordering evidence at all.
     r.z = 0;
@@ -191,6 +230,16 @@ MannWhitneyResult mann_whitney_u(std::span<const double> a_in, std::span<const d
   r.z = (r.u >= mean_u ? 1.0 : -1.0) * dev / std::sqrt(var_u);
   r.p = normal_two_sided(r.z);
   return r;
+}
+}  // namespace
+
+MannWhitneyResult mann_whitney_u(std::span<const double> a, std::span<const double> b) {
+  return mann_whitney_impl(a, b, 0, 0);
+}
+
+MannWhitneyResult mann_whitney_u_series(std::span<const double> a, std::span<const double> b) {
+  const Summary sa = summarize_series(a), sb = summarize_series(b);
+  return mann_whitney_impl(a, b, sa.n_eff, sb.n_eff);
 }
 
 double z_score(const Summary& a, const Summary& b, double sd_floor) {

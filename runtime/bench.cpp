@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -117,8 +118,9 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
 
   struct Test {
     bool tg;
-    int64_t n;
+    int64_t n;  // pp: prompt tokens; tg: generated tokens
     int64_t depth;
+    int64_t pg_gen = 0;  // > 0: a pp+tg test generating this many after the n-token prompt
   };
   std::vector<Test> tests;
   for (int64_t d : opts.n_depth) {
@@ -128,6 +130,17 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
     }
     for (int64_t g : opts.n_gen) {
       if (g > 0) tests.push_back({true, g, d});
+    }
+    for (const auto& [p, g] : opts.n_pg) {
+      if (p < 0 || g < 0 || p + g == 0)
+        throw std::invalid_argument("bench: a -pg test needs pp,tg >= 0, not both 0");
+      if (g == 0) {
+        tests.push_back({false, p, d});
+      } else if (p == 0) {
+        tests.push_back({true, g, d});
+      } else {
+        tests.push_back({false, p, d, g});
+      }
     }
   }
   const int total = static_cast<int>(tests.size() * opts.threads.size() * opts.pins.size());
@@ -162,11 +175,14 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   for (const PinSpec& pin : opts.pins) {
     for (int threads_req : opts.threads) {
       for (const Test& test : tests) {
+        if (done > 0 && opts.delay_s > 0)
+          std::this_thread::sleep_for(std::chrono::duration<double>(opts.delay_s));
         BenchRow row;
         row.test = fmt::format("{}{}", test.tg ? "tg" : "pp", test.n);
+        if (test.pg_gen > 0) row.test += fmt::format("+tg{}", test.pg_gen);
         if (test.depth > 0) row.test += fmt::format(" @ d{}", test.depth);
         row.n_prompt = test.tg ? 0 : test.n;
-        row.n_gen = test.tg ? test.n : 0;
+        row.n_gen = test.tg ? test.n : test.pg_gen;
         row.n_depth = test.depth;
         row.test_time = utc_now_iso();
         row.pin = pin.to_string();
@@ -174,7 +190,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
 
         // The context holds the test plus the BOS/first token.
         SessionOptions so;
-        so.ctx = test.depth + test.n + 8;
+        so.ctx = test.depth + test.n + test.pg_gen + 8;
         so.threads = threads_req;
         so.pin = pin;
         so.kv_type = opts.kv_type;
@@ -182,7 +198,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         so.sampler.top_k = 0;
         so.sampler.top_p = 1;
         so.sampler.min_p = 0;
-        so.max_batch = std::max<int64_t>(512, test.n);
+        so.max_batch = opts.n_batch > 0 ? opts.n_batch : std::max<int64_t>(512, test.n);
+        row.n_batch = so.max_batch;
 
         std::unique_ptr<Recorder> rec;
         const int reps_total = opts.reps + (opts.warmup ? 1 : 0);
@@ -223,7 +240,32 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             for (auto& t : ctx) t = toks.next();
             session->prefill(ctx);
           };
-          if (!test.tg && recorded && test.depth == 0) {
+          if (test.pg_gen > 0) {
+            // pp+tg: the prompt, then the generated tokens, timed together (llama-bench -pg).
+            // The recorded rep runs the same calls with the recorder attached.
+            TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
+            std::vector<int32_t> prompt(static_cast<size_t>(test.n));
+            for (auto& t : prompt) t = toks.next();
+            session->reset();
+            if (recorded)
+              session->write_log_header({{"command", "bench"}, {"bench_test", row.test}},
+                                        test.depth + test.n, test.pg_gen);
+            fill_depth(toks);
+            const auto t0 = Clock::now();
+            session->prefill(prompt);
+            for (int64_t i = 0; i < test.pg_gen; ++i) {
+              if (opts.stop && i % 16 == 0 && opts.stop()) {
+                res.interrupted = true;
+                return res;
+              }
+              session->decode(toks.next());
+            }
+            rate = static_cast<double>(test.n + test.pg_gen) / seconds_since(t0);
+            if (recorded)
+              session->write_log_footer({{"n_prompt", test.depth + test.n},
+                                         {"n_generated", test.pg_gen},
+                                         {"stop", "n_predict"}});
+          } else if (!test.tg && recorded && test.depth == 0) {
             // The recorded pp rep goes through generate() with the same kind of random prompt so
             // its log has a header, the prefill step and a footer; tok/s is its prefill rate.
             TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
@@ -459,8 +501,8 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), r.type)},
       {"model_size", r.model_bytes},
       {"model_n_params", r.params},
-      {"n_batch", std::max<int64_t>(512, row.n_prompt)},
-      {"n_ubatch", std::max<int64_t>(512, row.n_prompt)},
+      {"n_batch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
+      {"n_ubatch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
       {"n_cpu_moe", 0},
       {"devices", "auto"},
       {"tensor_buft_overrides", "none"},

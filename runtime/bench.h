@@ -26,6 +26,11 @@ struct BenchOptions {
   // Every test runs after a context of each depth (llama-bench's -d/--n-depth): that many random
   // tokens are prefilled first, untimed, so pp/tg measure the attention over a long KV cache.
   std::vector<int64_t> n_depth = {0};
+  // pp+tg tests (llama-bench's -pg): process a prompt of `first` tokens, then generate `second`;
+  // tok/s = (first + second) / the time of both.
+  std::vector<std::pair<int64_t, int64_t>> n_pg;
+  int64_t n_batch = 0;  // prompt tokens per prefill step (llama-bench's -b/-ub); 0: max(512, pp)
+  double delay_s = 0;   // pause before every row after the first (llama-bench's --delay)
   std::vector<int> threads = {-1};  // -1: one per allowed physical core
   std::vector<PinSpec> pins = {PinSpec{}};
   int reps = 5;
@@ -47,9 +52,10 @@ struct BenchOptions {
 };
 
 struct BenchRow {
-  std::string test;  // "pp512" | "tg128" | "tg128 @ d4096"
+  std::string test;  // "pp512" | "tg128" | "pp512+tg128" | "tg128 @ d4096"
   int64_t n_prompt = 0, n_gen = 0;
   int64_t n_depth = 0;  // tokens already in the cache when the test starts
+  int64_t n_batch = 0;  // prompt tokens per prefill step
   int threads = 0;
   std::string pin;            // PinSpec::to_string()
   std::vector<int> cpus;      // pinned CPUs (empty when not pinned)

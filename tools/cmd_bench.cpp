@@ -1,5 +1,6 @@
 // `pacer bench`: llama-bench style pp/tg benchmark with repeatability checks and the roofline.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,8 +19,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/history_db.h"
 #include "loader/synth.h"
 #include "ops/types.h"
+#include "pacer/version.h"
 #include "runtime/bench.h"
 #include "runtime/model.h"
 #include "runtime/topology.h"
@@ -45,6 +49,17 @@ struct BenchArgs {
   double drift_flag = 5.0;
   int64_t bandwidth_mb = 1024;
   int overhead_pairs = 0;
+  std::string db;  // results database (--db / $PACER_DB); empty: none
+  // llama-bench's spellings.
+  std::vector<std::string> pg;             // -pg PP,TG (repeatable)
+  std::string batch, ubatch;               // -b / -ub (one value; pacer has one prefill batch size)
+  std::string cache_type_k, cache_type_v;  // -ctk / -ctv
+  std::string cpu_mask;                    // -C/--cpu-mask: hex mask of the workers' CPUs
+  std::string numa;                        // --numa distribute|isolate|numactl
+  int prio = 0;                            // --prio 0..3
+  double delay = 0;                        // --delay seconds between tests
+  bool verbose = false;                    // -v: every rep's tok/s on stderr
+  bool progress = false;                   // --progress: progress on stderr even if not a tty
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -62,25 +77,53 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// A comma list of integers, each >= min (or -1 where allow_auto).
+// A comma list of integers and llama-bench ranges, each >= min (or -1 where allow_auto):
+// "16,32", "16-64+16" (16,32,48,64), "1-8*2" (1,2,4,8), "1-4" (step 1). A bad list is a usage
+// error (exit 2) naming the flag.
 std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int64_t min = 0,
                                     bool allow_auto = false) {
-  std::vector<int64_t> out;
-  for (const std::string& item : split(s, ',')) {
+  auto bad = [&](const std::string& why) {
+    return CLI::ValidationError(flag, fmt::format("'{}': {}", s, why));
+  };
+  auto integer = [&](const std::string& text) {
     long long v = 0;
     try {
       size_t used = 0;
-      v = std::stoll(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
+      v = std::stoll(text, &used);
+      if (used != text.size() || text.empty()) throw std::invalid_argument(text);
     } catch (const std::exception&) {
-      throw std::invalid_argument(fmt::format("{}: '{}' is not an integer list", flag, s));
+      throw bad(fmt::format("'{}' is not an integer", text));
     }
-    if (v < min && !(allow_auto && v == -1)) {
-      throw std::invalid_argument(fmt::format("{}: {} out of range: each value must be >= {}{}",
-                                              flag, v, min, allow_auto ? " (or -1: auto)" : ""));
+    return static_cast<int64_t>(v);
+  };
+  std::vector<int64_t> out;
+  for (const std::string& item : split(s, ',')) {
+    // A range: FIRST-LAST, FIRST-LAST+STEP or FIRST-LAST*FACTOR (FIRST >= 0, no leading '-').
+    const size_t dash = item.find('-', 1);
+    if (!item.empty() && item[0] != '-' && dash != std::string::npos) {
+      const size_t op = item.find_first_of("+*", dash);
+      const int64_t first = integer(item.substr(0, dash));
+      const int64_t last = integer(
+          item.substr(dash + 1, op == std::string::npos ? std::string::npos : op - dash - 1));
+      const int64_t step = op == std::string::npos ? 1 : integer(item.substr(op + 1));
+      const bool mult = op != std::string::npos && item[op] == '*';
+      if (last < first) throw bad(fmt::format("range {} runs backwards", item));
+      if (step < (mult ? 2 : 1))
+        throw bad(fmt::format("range {}: the {} must be >= {}", item, mult ? "factor" : "step",
+                              mult ? 2 : 1));
+      if (mult && first == 0) throw bad(fmt::format("range {}: a *factor needs FIRST >= 1", item));
+      for (int64_t v = first; v <= last; v = mult ? v * step : v + step) {
+        out.push_back(v);
+        if (out.size() > 10000) throw bad("more than 10000 values");
+      }
+    } else {
+      out.push_back(integer(item));
     }
-    out.push_back(v);
   }
+  for (int64_t v : out)
+    if (v < min && !(allow_auto && v == -1))
+      throw bad(fmt::format("{} out of range: each value must be >= {}{}", v, min,
+                            allow_auto ? " (or -1: auto)" : ""));
   return out;
 }
 
@@ -252,14 +295,90 @@ void progress_bar(int done, int total, const std::string& label) {
   std::fflush(stderr);
 }
 
-void run(const BenchArgs& a) {
-  if (a.model.empty() == a.synthetic.empty()) {
-    throw std::invalid_argument("bench: give exactly one of -m MODEL or --synthetic ARCH:TYPE");
+// A private directory under the temp directory, removed with everything in it when done: where
+// `--db` records the rows' logs when the user keeps none (--events-out).
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pacer-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      throw std::runtime_error(
+          fmt::format("bench: cannot create a temporary directory: {}", std::strerror(errno)));
+    }
+    path_ = tmpl;
   }
-  const std::filesystem::path path =
-      a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
-  const runtime::Model model = runtime::Model::load(path);
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
 
+ private:
+  std::filesystem::path path_;
+};
+
+// What the results database keeps of a row (the host facts the record leaves empty come from the
+// row's event log header).
+analysis::BenchRecord history_record(const runtime::BenchResult& r, const runtime::BenchRow& row,
+                                     const std::string& model_hash, const std::string& host_id) {
+  analysis::BenchRecord rec;
+  rec.time_utc = row.test_time;
+  rec.host_id = host_id;
+  rec.cpu_model = r.cpu_model;
+  rec.pacer_version = kVersion;
+  rec.git_sha = kGitSha;
+  rec.model_name = r.model_name;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(r.model_path, ec);
+  rec.model_path = ec ? r.model_path : abs.lexically_normal().string();
+  rec.model_hash = model_hash;
+  rec.model_bytes = r.model_bytes;
+  rec.params = r.params;
+  rec.arch = r.arch;
+  rec.type = r.type;
+  rec.kv_type = std::string(ops::type_name(r.kv_type));
+  rec.test = row.test;
+  rec.n_prompt = row.n_prompt;
+  rec.n_gen = row.n_gen;
+  rec.n_depth = row.n_depth;
+  rec.threads = row.threads;
+  rec.pin = row.pin;
+  rec.cpus = row.cpus;
+  rec.tok_s = row.tok_s;
+  rec.tok_s_mean = row.mean;
+  rec.tok_s_sd = row.sd;
+  rec.cv = row.cv;
+  rec.freq_min_mhz = row.freq_min_mhz;
+  rec.freq_mean_mhz = row.freq_mean_mhz;
+  rec.freq_max_mhz = row.freq_max_mhz;
+  rec.bandwidth_gbs = row.bandwidth_gbs;
+  rec.roofline_pct = row.roofline_pct;
+  rec.flags = row.flags;
+  rec.events_path = row.events_path;
+  return rec;
+}
+
+// A hex CPU mask (llama-bench's -C, e.g. 0x3 or ff) as a pin list.
+runtime::PinSpec pin_from_mask(const std::string& mask) {
+  std::string hex = mask;
+  if (hex.rfind("0x", 0) == 0 || hex.rfind("0X", 0) == 0) hex = hex.substr(2);
+  if (hex.empty() || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    throw CLI::ValidationError("-C,--cpu-mask", fmt::format("'{}' is not a hex CPU mask", mask));
+  std::vector<int> cpus;
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const int nibble = std::stoi(std::string(1, hex[hex.size() - 1 - i]), nullptr, 16);
+    for (int b = 0; b < 4; ++b)
+      if (nibble >> b & 1) cpus.push_back(static_cast<int>(i) * 4 + b);
+  }
+  if (cpus.empty())
+    throw CLI::ValidationError("-C,--cpu-mask", fmt::format("'{}' selects no CPU", mask));
+  return runtime::PinSpec::parse("list:" + runtime::format_cpu_list(cpus));
+}
+
+// Everything the command line says, checked before the model loads (usage errors exit 2).
+runtime::BenchOptions bench_options(const BenchArgs& a) {
   runtime::BenchOptions o;
   o.n_prompt = parse_int_list(a.prompts, "-p");
   o.n_gen = parse_int_list(a.gens, "-n");
@@ -267,7 +386,36 @@ void run(const BenchArgs& a) {
   o.threads.clear();
   for (int64_t t : parse_int_list(a.threads, "-t", 1, true))
     o.threads.push_back(static_cast<int>(t));
-  o.pins = parse_pins(a.pins);
+  for (const std::string& pg : a.pg) {
+    const std::vector<int64_t> v = parse_int_list(pg, "-pg");
+    if (v.size() != 2 || v[0] + v[1] == 0)
+      throw CLI::ValidationError("-pg", fmt::format("'{}': expected PP,TG, not both 0", pg));
+    o.n_pg.emplace_back(v[0], v[1]);
+  }
+  if (!a.pg.empty() && a.prompts == "512" && a.gens == "128") {
+    o.n_prompt = {};  // as llama-bench: -pg alone runs only the pp+tg tests
+    o.n_gen = {};
+  }
+  for (const auto& [flag, text] : {std::pair{"-b", a.batch}, std::pair{"-ub", a.ubatch}}) {
+    if (text.empty()) continue;
+    const std::vector<int64_t> v = parse_int_list(text, flag, 1);
+    if (v.size() != 1)
+      throw CLI::ValidationError(flag, "one value: pacer has one prefill batch size per run");
+    o.n_batch = o.n_batch > 0 ? std::min(o.n_batch, v[0]) : v[0];
+  }
+  if (a.cpu_mask.empty() && a.numa.empty()) {
+    o.pins = parse_pins(a.pins);
+  } else if (!a.pins.empty()) {
+    throw CLI::ValidationError("--pin", "give --pin or -C/--numa, not both");
+  } else if (!a.cpu_mask.empty()) {
+    o.pins = {pin_from_mask(a.cpu_mask)};
+  } else {
+    // llama-bench's --numa: distribute spreads over nodes (scatter), isolate keeps to the
+    // node the process starts on (compact), numactl leaves placement to the CPU set it was given.
+    o.pins = {runtime::PinSpec::parse(a.numa == "distribute" ? "scatter"
+                                      : a.numa == "isolate"  ? "compact"
+                                                             : "none")};
+  }
   o.reps = a.reps;
   o.warmup = !a.no_warmup;
   o.events_dir = a.events_dir;
@@ -275,23 +423,81 @@ void run(const BenchArgs& a) {
   o.freq_drift_flag = a.drift_flag / 100.0;
   o.roofline = !a.no_roofline;
   o.bandwidth_bytes = static_cast<size_t>(a.bandwidth_mb) << 20;
-  auto kv = ops::weight_type_from_name(a.kv_type);
+  o.delay_s = a.delay;
+  // -ctk / -ctv name the KV cache type as --kv-type does; pacer keeps K and V in one type.
+  std::string kv_name = a.kv_type;
+  if (!a.cache_type_k.empty() && !a.cache_type_v.empty() && a.cache_type_k != a.cache_type_v)
+    throw CLI::ValidationError("-ctv", fmt::format("'{}' differs from -ctk '{}': pacer keeps K "
+                                                   "and V in one type",
+                                                   a.cache_type_v, a.cache_type_k));
+  if (!a.cache_type_k.empty()) kv_name = a.cache_type_k;
+  if (!a.cache_type_v.empty()) kv_name = a.cache_type_v;
+  auto kv = ops::weight_type_from_name(kv_name);
   if (!kv || (*kv != ops::WeightType::F16 && *kv != ops::WeightType::F32)) {
-    throw std::invalid_argument(fmt::format("--kv-type '{}': expected f16 or f32", a.kv_type));
+    throw CLI::ValidationError("--kv-type", fmt::format("'{}': expected f16 or f32", kv_name));
   }
   o.kv_type = *kv;
-  if (isatty(STDERR_FILENO)) o.progress = progress_bar;
+  return o;
+}
+
+// llama-bench's --prio: 0 normal, 1 medium, 2 high, 3 realtime, as a nice value (3: the highest
+// nice priority, not SCHED_FIFO, so a runaway bench cannot lock the machine).
+void apply_priority(int prio) {
+  if (prio == 0) return;
+  const int nice = prio == 1 ? -5 : prio == 2 ? -10 : -20;
+  if (setpriority(PRIO_PROCESS, 0, nice) != 0)
+    throw std::runtime_error(fmt::format("--prio {}: setpriority(nice {}) failed: {}", prio, nice,
+                                         std::strerror(errno)));
+}
+
+void run(const BenchArgs& a) {
+  if (a.model.empty() == a.synthetic.empty()) {
+    throw CLI::ValidationError("-m", "give exactly one of -m MODEL or --synthetic ARCH:TYPE");
+  }
+  runtime::BenchOptions o = bench_options(a);
+  apply_priority(a.prio);
+  const std::filesystem::path path =
+      a.model.empty() ? synthetic_model(a.synthetic) : std::filesystem::path(a.model);
+  // --db: opened (or created) before the model loads, so a foreign file is refused at once.
+  std::optional<analysis::HistoryDb> db;
+  std::string model_hash, host_id;
+  if (!a.db.empty()) {
+    db = analysis::HistoryDb::open(a.db, analysis::HistoryDb::Mode::ReadWrite);
+    model_hash = db->model_fingerprint(path);
+    host_id = analysis::local_host_id();
+  }
+  const runtime::Model model = runtime::Model::load(path);
+  if (a.progress || isatty(STDERR_FILENO)) o.progress = progress_bar;
+
+  // --db: every row is recorded (its last rep) so the database holds the log a later compare
+  // needs.
+  std::unique_ptr<ScopedTempDir> db_events;
+  if (db && o.events_dir.empty()) {
+    db_events = std::make_unique<ScopedTempDir>();
+    o.events_dir = db_events->path().string();
+  }
 
   // Rows are printed as each finishes; Ctrl-C stops after the current repetition, prints the
   // finished rows and the footer, and exits 130.
   BenchPrinter printer(a.output);
   o.on_row = [&](const runtime::BenchResult& so_far, const runtime::BenchRow& row) {
     printer.row(so_far, row);
+    if (db) db->append(history_record(so_far, row, model_hash, host_id));
+    if (a.verbose) {
+      std::string samples;
+      for (double v : row.tok_s) samples += fmt::format(" {:.2f}", v);
+      std::fprintf(stderr, "bench: %s t%d %s: tok/s per rep:%s\n", row.test.c_str(), row.threads,
+                   row.pin.c_str(), samples.c_str());
+    }
   };
   const SigintGuard sigint;
   o.stop = [] { return SigintGuard::interrupted(); };
   const runtime::BenchResult r = runtime::run_bench(model, o);
   printer.finish(r);
+  if (db) {
+    fmt::print(stderr, "bench: {} row{} appended to {}\n", r.rows.size(),
+               r.rows.size() == 1 ? "" : "s", a.db);
+  }
   if (r.interrupted) throw ExitRequest{130};
   if (a.overhead_pairs > 0) {
     const std::filesystem::path log =
@@ -307,13 +513,22 @@ void run(const BenchArgs& a) {
 
 }  // namespace
 
+std::string llama_bench_flag(const std::string& token) {
+  if (token == "-pg") return "--pg";
+  if (token == "-ub") return "--ubatch-size";
+  if (token == "-ctk") return "--cache-type-k";
+  if (token == "-ctv") return "--cache-type-v";
+  return token;
+}
+
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "llama-bench style pp/tg benchmark with roofline");
   cmd->add_option("-m,--model", args->model, "GGUF model file");
   cmd->add_option("--synthetic", args->synthetic,
                   "bench a generated model ARCH:TYPE (e.g. qwen2.5-0.5b:q8_0), cached");
-  cmd->add_option("-p,--n-prompt", args->prompts, "prompt sizes, comma list (0: no pp test)")
+  cmd->add_option("-p,--n-prompt", args->prompts,
+                  "prompt sizes: comma list or llama-bench ranges 16-64+16, 1-8*2 (0: no pp test)")
       ->capture_default_str();
   cmd->add_option(
          "-d,--n-depth", args->depths,
@@ -336,6 +551,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--events-out", args->events_dir,
                   "record the last rep of every row into DIR/<arch>-<test>-t<T>-<pin>.jsonl");
+  cmd->add_option("--db", args->db,
+                  "append every row (with a per-op summary and its event log) to this results "
+                  "database (SQLite; `pacer history`, `pacer regress`); default: $PACER_DB")
+      ->envname("PACER_DB");
   cmd->add_option("--kv-type", args->kv_type, "f16 | f32")->capture_default_str();
   cmd->add_flag("--no-warmup", args->no_warmup, "skip the untimed warm-up run");
   cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");
@@ -347,6 +566,27 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--pg", args->pg,
+                  "PP,TG (or -pg): a prompt of PP tokens then TG generated, timed together "
+                  "(llama-bench's -pg; repeatable)");
+  cmd->add_option("-b,--batch-size", args->batch, "prompt tokens per prefill step");
+  cmd->add_option("--ubatch-size", args->ubatch,
+                  "-ub: as -b (pacer has one prefill batch size; the smaller of -b and -ub is "
+                  "used)");
+  cmd->add_option("--cache-type-k", args->cache_type_k, "KV cache type (-ctk; same as --kv-type)");
+  cmd->add_option("--cache-type-v", args->cache_type_v,
+                  "KV cache type (-ctv; must equal -ctk: one type for K and V)");
+  cmd->add_option("-C,--cpu-mask", args->cpu_mask,
+                  "hex mask of the CPUs the workers run on, e.g. 0x3 (a --pin list:...)");
+  cmd->add_option("--numa", args->numa,
+                  "distribute (pin scatter) | isolate (pin compact) | numactl (pin none)")
+      ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
+  cmd->add_option("--prio", args->prio, "0 normal, 1 medium, 2 high, 3 highest (nice -20)")
+      ->check(CLI::Range(0, 3));
+  cmd->add_option("--delay", args->delay, "seconds to wait before each test after the first")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_flag("-v,--verbose", args->verbose, "print every repetition's tok/s to stderr");
+  cmd->add_flag("--progress", args->progress, "progress on stderr even when it is not a terminal");
   cmd->add_option("--recording-overhead", args->overhead_pairs,
                   "after the table: N off/on pairs per tg row, decode tok/s with full recording vs "
                   "without (medians and ratio)")

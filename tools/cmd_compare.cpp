@@ -23,15 +23,8 @@ struct CompareArgs {
 };
 
 std::string infer_format(const CompareArgs& a) {
-  if (!a.format.empty()) return a.format;
-  auto ends_with = [&](const char* ext) {
-    const std::string e(ext);
-    return a.output.size() >= e.size() &&
-           a.output.compare(a.output.size() - e.size(), e.size(), e) == 0;
-  };
-  if (ends_with(".html") || ends_with(".htm")) return "html";
-  if (ends_with(".json")) return "json";
-  return "md";
+  return format_for_output(a.format, a.output,
+                           {{".html", "html"}, {".htm", "html"}, {".json", "json"}}, "md");
 }
 
 void run_compare(const CompareArgs& a) {
@@ -76,8 +69,8 @@ void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   auto* cmd = app.add_subcommand(
       "compare",
-      "Why was ABNORMAL slower than NORMAL? Compares two event logs cycle by cycle (a cycle is one "
-      "decode step): suspicion-ranked (op, metric, device) table, additive attribution to "
+      "Why was ABNORMAL slower than NORMAL? Compares two event logs decode step by decode step: "
+      "suspicion-ranked (op, metric, device) table, additive attribution to "
       "frequency / IPC / instructions / run queue / blocked time, and a verdict");
   cmd->add_option("normal", args->normal, "event log of the normal (baseline) run")
       ->required()

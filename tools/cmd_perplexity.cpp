@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/output_file.h"
 #include "runtime/model.h"
 #include "runtime/perplexity.h"
 #include "runtime/recorder.h"
@@ -33,7 +34,8 @@ struct PerplexityCliOptions {
   std::string kv_type = "f16";
   std::string kld_base_out;
   std::string kld_base_in;
-  std::string format = "text";
+  std::string format;  // text | json; empty: from -o's extension, else text
+  std::string output;  // -o FILE: the final figures go here
   std::string events_out;
 };
 
@@ -50,8 +52,8 @@ std::string read_text(const std::string& path) {
 }
 
 void say(const std::string& s, bool json) {
-  // Text mode: stdout, like llama-perplexity's LOG; with -o json the figures go to stdout as one
-  // object and the progress lines to stderr.
+  // Text mode: stdout, like llama-perplexity's LOG; with --format json the figures go to stdout as
+  // one object and the progress lines to stderr.
   std::FILE* to = json ? stderr : stdout;
   std::fputs(s.c_str(), to);
   std::fflush(to);
@@ -136,9 +138,12 @@ nlohmann::json kld_json(const runtime::KldSummary& k) {
 }
 
 void run_perplexity(const PerplexityCliOptions& o) {
+  // stdout is JSON with --format json only; the -o file is JSON with it or by its extension.
   const bool json = o.format == "json";
-  if (o.format != "text" && o.format != "json") {
-    throw std::runtime_error("-o/--output must be text or json, got '" + o.format + "'");
+  const bool file_json =
+      format_for_output(o.format, o.output, {{".json", "json"}}, "text") == "json";
+  if (!o.format.empty() && o.format != "text" && o.format != "json") {
+    throw std::runtime_error("--format must be text or json, got '" + o.format + "'");
   }
   if (o.ctx < 4) throw std::runtime_error(fmt::format("-c {}: must be at least 4", o.ctx));
   if (o.batch < 1) throw std::runtime_error(fmt::format("-b {}: must be at least 1", o.batch));
@@ -245,41 +250,48 @@ void run_perplexity(const PerplexityCliOptions& o) {
                             {"chunks", r.n_chunks},
                             {"prefill_tok_s", r.tokens_per_second}});
 
+  nlohmann::json j = {{"model", o.model},
+                      {"n_ctx", r.n_ctx},
+                      {"n_batch", std::min(o.batch, n_ctx)},
+                      {"chunks", r.n_chunks},
+                      {"n_tokens", r.n_tokens},
+                      {"scored", r.count},
+                      {"ppl", r.ppl},
+                      {"ppl_error", r.ppl_error},
+                      {"nll_mean", r.nll_mean},
+                      {"chunk_ppl", r.chunk_ppl},
+                      {"seconds", r.seconds},
+                      {"tokens_per_second", r.tokens_per_second},
+                      {"threads", session.executor().workers()}};
+  if (!o.kld_base_out.empty()) j["kl_divergence_base"] = o.kld_base_out;
+  if (r.kld) j["kl_divergence"] = kld_json(*r.kld);
+  const std::string json_text = j.dump(2) + "\n";
+  std::string figures;
+  if (r.kld) {
+    if (r.count < 100) {
+      figures +=
+          fmt::format("({} scored positions: llama.cpp prints no statistics below 100)\n", r.count);
+    }
+    figures += kld_report(*r.kld);
+  } else {
+    figures = fmt::format("Final estimate: PPL = {:.4f} +/- {:.5f}\n", r.ppl, r.ppl_error);
+  }
   if (json) {
-    nlohmann::json j = {{"model", o.model},
-                        {"n_ctx", r.n_ctx},
-                        {"n_batch", std::min(o.batch, n_ctx)},
-                        {"chunks", r.n_chunks},
-                        {"n_tokens", r.n_tokens},
-                        {"scored", r.count},
-                        {"ppl", r.ppl},
-                        {"ppl_error", r.ppl_error},
-                        {"nll_mean", r.nll_mean},
-                        {"chunk_ppl", r.chunk_ppl},
-                        {"seconds", r.seconds},
-                        {"tokens_per_second", r.tokens_per_second},
-                        {"threads", session.executor().workers()}};
-    if (!o.kld_base_out.empty()) j["kl_divergence_base"] = o.kld_base_out;
-    if (r.kld) j["kl_divergence"] = kld_json(*r.kld);
-    const std::string out = j.dump(2) + "\n";
-    if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    if (std::fwrite(json_text.data(), 1, json_text.size(), stdout) != json_text.size() ||
+        std::fflush(stdout) != 0) {
       throw std::runtime_error("writing the JSON to stdout failed");
     }
-    return;
-  }
-  if (r.kld) {
-    say("\n", false);
-    if (r.count < 100) {
-      say(fmt::format("({} scored positions: llama.cpp prints no statistics below 100)\n", r.count),
-          false);
-    }
-    say(kld_report(*r.kld), false);
   } else {
-    say(fmt::format("Final estimate: PPL = {:.4f} +/- {:.5f}\n", r.ppl, r.ppl_error), false);
+    say(r.kld ? "\n" + figures : figures, false);
   }
-  say(fmt::format("{} chunks of {} in {:.2f} s: {:.1f} tok/s\n", r.n_chunks, r.n_ctx, r.seconds,
-                  r.tokens_per_second),
-      true);
+  if (!o.output.empty()) {
+    analysis::write_file_atomically(o.output, file_json ? json_text : figures);
+    say(fmt::format("perplexity: wrote {}\n", o.output), true);
+  }
+  if (!json)
+    say(fmt::format("{} chunks of {} in {:.2f} s: {:.1f} tok/s\n", r.n_chunks, r.n_ctx, r.seconds,
+                    r.tokens_per_second),
+        true);
 }
 
 }  // namespace
@@ -313,7 +325,18 @@ void add_perplexity_command(CLI::App& app) {
                   "Compare with a base file written by pacer or llama-perplexity (as llama.cpp: "
                   "a flag reading --kl-divergence-base, or the file itself)")
       ->expected(0, 1);
-  cmd->add_option("-o,--output", o->format, "text | json")->capture_default_str();
+  cmd->add_option("--format", o->format,
+                  "text | json: json prints the figures as one object on stdout (progress to "
+                  "stderr); default from -o's extension, else text")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("-o,--output", o->output,
+                  "also write the final figures to FILE (JSON when it ends in .json or with "
+                  "--format json)")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "json" || v == "text")
+          return "-o takes a file path; for the " + v + " format use --format " + v;
+        return {};
+      });
   cmd->add_option("--events-out", o->events_out, "Write the per-op event log (JSONL) here");
   cmd->callback([o, cmd] {
     o->ctx_given = cmd->count("-c") > 0;

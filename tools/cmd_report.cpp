@@ -19,13 +19,15 @@ namespace {
 
 struct ReportArgs {
   std::string events;
-  std::string format = "text";
+  std::string format;  // empty: from -o's extension, else text
   std::string output;
   int top = 25;
 };
 
 void run_report(const ReportArgs& a) {
-  const analysis::Format format = analysis::parse_format(a.format);
+  const analysis::Format format = analysis::parse_format(format_for_output(
+      a.format, a.output, {{".html", "html"}, {".htm", "html"}, {".json", "json"}, {".md", "md"}},
+      "text"));
   const analysis::Report report = analysis::build_report(a.events);
   for (const std::string& w : report.read.warnings()) fmt::print(stderr, "warning: {}\n", w);
   const std::string text = analysis::render(report, format, {.top = a.top});
@@ -44,7 +46,8 @@ void add_report_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "single-run profile report of an event log");
   cmd->add_option("EVENTS", args->events, "event log (JSONL) from `pacer run --events-out`")
       ->required();
-  cmd->add_option("--format,-f", args->format, "text | md | json | html (default: text)")
+  cmd->add_option("--format", args->format,
+                  "text | md | json | html (default: from -o's extension, else text)")
       ->check(CLI::IsMember({"text", "txt", "md", "markdown", "json", "html"}));
   cmd->add_option("-o,--output", args->output, "write the report to FILE instead of stdout");
   cmd->add_option("--top", args->top,

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/counter_summary.h"
 #include "runtime/model.h"
 #include "runtime/recorder.h"
 #include "runtime/session.h"
@@ -110,7 +111,8 @@ void run_generate(const RunOptions& o) {
     so.recorder = recorder.get();
   }
 
-  runtime::Session session(model, so);
+  auto session_holder = std::make_unique<runtime::Session>(model, so);
+  runtime::Session& session = *session_holder;
   warn_configuration(session.executor(), session.ctx(), model.config().n_ctx_train);
   runtime::GenerateOptions go;
   go.n_predict = o.n_predict;
@@ -140,6 +142,15 @@ void run_generate(const RunOptions& o) {
                            t.decode_tok_s(), static_cast<double>(t.peak_rss_kb) / 1024.0,
                            ex.workers(), ex.pin().to_string(), g.stop_reason)
                    .c_str());
+  if (recorder) {
+    // As `perf stat` does at exit: what was counted, and what was not and why. The log is
+    // complete once the session and the recorder are gone.
+    session_holder.reset();
+    recorder.reset();
+    const std::string summary =
+        analysis::render_counter_summary(analysis::summarize_counters(o.events_out));
+    std::fputs(summary.c_str(), stderr);
+  }
 }
 
 }  // namespace

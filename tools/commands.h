@@ -2,6 +2,9 @@
 // Each subcommand lives in its own tools/cmd_<name>.cpp: it declares its options on the CLI11 app
 // and calls into the libraries. Errors are exceptions; main() catches them once.
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -29,9 +32,29 @@ inline CLI::Validator at_least_or_auto(long long lo, std::string minus_one = "au
       "-1|>=" + std::to_string(lo));
 }
 
+// The output format: `format` when the user gave --format, else the one the output path's
+// extension names (`by_extension`: {".html", "html"}, ...), else `fallback`. One rule for every
+// command that writes a report to `-o FILE` (bench alone keeps llama-bench's `-o FORMAT`).
+inline std::string format_for_output(
+    const std::string& format, const std::string& path,
+    std::initializer_list<std::pair<const char*, const char*>> by_extension,
+    const std::string& fallback) {
+  if (!format.empty()) return format;
+  for (const auto& [ext, name] : by_extension) {
+    const std::string e(ext);
+    if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
+      return name;
+  }
+  return fallback;
+}
+
 // Warns (one line each, stderr) about more threads than allowed CPUs and a context above the
 // model's training length.
 void warn_configuration(const runtime::Executor& ex, int64_t ctx, int64_t n_ctx_train);
+
+// llama-bench's multi-letter single-dash flags (-pg, -ub, -ctk, -ctv) as the long options
+// `pacer bench` registers (CLI11 allows one letter after a single dash); other tokens unchanged.
+std::string llama_bench_flag(const std::string& token);
 
 void add_gguf_command(CLI::App& app);        // gguf synth | quantize | inspect
 void add_tokenize_command(CLI::App& app);    // tokenize
@@ -42,5 +65,8 @@ void add_compare_command(CLI::App& app);     // compare
 void add_trace_command(CLI::App& app);       // trace
 void add_bench_command(CLI::App& app);       // bench
 void add_perplexity_command(CLI::App& app);  // perplexity
+void add_scenario_command(CLI::App& app);    // scenario
+void add_history_command(CLI::App& app);     // history
+void add_regress_command(CLI::App& app);     // regress
 
 }  // namespace pacer::tools

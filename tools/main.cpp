@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
   pacer::tools::add_trace_command(app);
   pacer::tools::add_bench_command(app);
   pacer::tools::add_perplexity_command(app);
+  pacer::tools::add_scenario_command(app);
+  pacer::tools::add_history_command(app);
+  pacer::tools::add_regress_command(app);
 
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
@@ -73,8 +76,15 @@ int main(int argc, char** argv) {
                        (best.empty() ? "" : "; did you mean '" + best + "'?") +
                        " (commands: " + CLI::detail::join(commands, ", ") + ")");
   }
+  // `pacer bench` takes llama-bench's multi-letter single-dash flags too.
+  std::vector<std::string> args(argv, argv + argc);
+  if (argc > 1 && args[1] == "bench")
+    for (size_t i = 2; i < args.size(); ++i) args[i] = pacer::tools::llama_bench_flag(args[i]);
+  std::vector<char*> args_c;
+  for (std::string& a : args) args_c.push_back(a.data());
+  args_c.push_back(nullptr);
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args_c.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -128,5 +128,45 @@ TEST(CompareAttribution, OpInOneRunOnlyIsResidual) {
   EXPECT_NEAR(r.ops[0].part(Part::Residual), 500, 1e-9);
 }
 
+// Late wake-ups: the abnormal run's critical workers start 1400 ns after the op (normal: 100), and
+// the step shows 1300 ns of run-queue wait that no slice covers. The op's sync grows by 1300, all
+// of it dispatch delay, and all of that is explained by the run-queue wait outside slices.
+//   normal:   wall 1000 = dispatch 100 + span 800 + join 100; span = oncpu 800.
+//   abnormal: wall 2300 = dispatch 1400 + span 800 + join 100; runq outside slices 1300.
+// Δ step = 1300 = run queue 1300 (moved from dispatch), residual 0.
+TEST(CompareAttribution, RunQueueOutsideSlicesExplainsDispatchDelay) {
+  OpTiming ta = timing(1000, 800, 800, 0, kNaN, kNaN, kNaN);
+  ta.dispatch_ns = 100;
+  ta.join_ns = 100;
+  OpTiming tb = timing(2300, 800, 800, 0, kNaN, kNaN, kNaN);
+  tb.dispatch_ns = 1400;
+  tb.join_ns = 100;
+  RunCycles a = one_op_run(1000, ta), b = one_op_run(2300, tb);
+  a.runq_outside_ns = {0};
+  b.runq_outside_ns = {1300};
+  const Attribution r = attribute(a, b);
+  EXPECT_NEAR(r.part(Part::RunQueue), 1300, 1e-9);
+  EXPECT_NEAR(r.runq_outside_ns, 1300, 1e-9);
+  EXPECT_NEAR(r.part(Part::Residual), 0, 1e-9);
+  EXPECT_NEAR(r.residual_dispatch_ns, 0, 1e-9);
+  EXPECT_NEAR(r.residual_join_ns, 0, 1e-9);
+  EXPECT_NEAR(r.sum_of_parts(), 1300, 1e-9);
+
+  // Without the step-level run-queue figure the same delay stays residual, as dispatch delay.
+  a.runq_outside_ns = {kNaN};
+  const Attribution u = attribute(a, b);
+  EXPECT_NEAR(u.part(Part::RunQueue), 0, 1e-9);
+  EXPECT_NEAR(u.residual_dispatch_ns, 1300, 1e-9);
+  EXPECT_NEAR(u.part(Part::Residual), 1300, 1e-9);
+
+  // Never more than the dispatch and outside time grew by: 5000 ns of uncovered wait (e.g. while
+  // another op ran) still moves only 1300.
+  a.runq_outside_ns = {0};
+  b.runq_outside_ns = {5000};
+  const Attribution capped = attribute(a, b);
+  EXPECT_NEAR(capped.part(Part::RunQueue), 1300, 1e-9);
+  EXPECT_NEAR(capped.sum_of_parts(), 1300, 1e-9);
+}
+
 }  // namespace
 }  // namespace pacer::analysis

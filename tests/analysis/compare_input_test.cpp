@@ -88,6 +88,29 @@ TEST_F(CompareInputTest, CriticalPathTiming) {
   EXPECT_DOUBLE_EQ(t.instructions, 4000 + 3000);
   EXPECT_DOUBLE_EQ(t.cycles, 6000 + 4500);
   EXPECT_DOUBLE_EQ(t.freq_cycles, 3000 * 2.0 + 1500 * 3.0);  // on-CPU ns x GHz
+  // Sync around the critical chunks: layer 0 starts 100 after the op and ends 100 before it;
+  // layer 1 starts 100 after and ends 8000 - 7600 = 400 before.
+  EXPECT_DOUBLE_EQ(t.dispatch_ns, 100 + 100);
+  EXPECT_DOUBLE_EQ(t.join_ns, 100 + 400);
+  // The step's run-queue wait (800) is all inside w1's layer-0 slice.
+  EXPECT_DOUBLE_EQ(run.runq_outside_ns.at(0), 0);
+}
+
+// A worker woken late: w1 starts 1400 ns into the op (it waited 1300 ns runnable before its
+// chunk, in no slice) and finishes last with a shorter slice than w0. The op waited for w1.
+TEST(CompareInput, CriticalWorkerIsTheLastToFinish) {
+  const char* log =
+      R"({"type":"header","schema":1,"model":{"arch":"llama","type":"q8_0","n_layers":1},"run":{"threads":2,"cpus":[0,1]}}
+{"type":"op","step":1,"phase":"decode","name":"ffn_down","layer":0,"kind":"matmul","t0_ns":2000,"t1_ns":6000,"workers":[{"w":0,"cpu":0,"t0_ns":2100,"t1_ns":5000,"runq_ns":0,"oncpu_ns":2900},{"w":1,"cpu":1,"t0_ns":3400,"t1_ns":5900,"runq_ns":0,"oncpu_ns":2500}]}
+{"type":"step","step":1,"phase":"decode","n_past":5,"token":7,"t0_ns":1000,"t1_ns":7000,"sched":{"runq_ns":1300,"oncpu_ns":5400,"nvcsw":1,"nivcsw":1}}
+)";
+  const RunCycles run = load_run_text(log, "late.jsonl");
+  const OpTiming& t = run.timing.at("ffn_down").at(0);
+  EXPECT_DOUBLE_EQ(t.span_ns, 2500);  // w1's slice, not w0's longer one
+  EXPECT_DOUBLE_EQ(t.oncpu_ns, 2500);
+  EXPECT_DOUBLE_EQ(t.dispatch_ns, 1400);  // 3400 - 2000
+  EXPECT_DOUBLE_EQ(t.join_ns, 100);       // 6000 - 5900
+  EXPECT_DOUBLE_EQ(run.runq_outside_ns.at(0), 1300);
 }
 
 TEST_F(CompareInputTest, PseudoOpsFromTheScheduler) {

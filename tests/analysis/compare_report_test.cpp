@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -89,9 +90,9 @@ TEST(CompareRender, MarkdownHasTheReferenceSectionsAndMore) {
   const std::string md = render_markdown(freq_comparison(), ro);
   for (const char* s : {"**Verdict:** Decode",
                         "## 1. High-Level Performance Summary",
-                        "| Total Cycles",
-                        "| Avg Cycle Time (us)",
-                        "## 2. Cycle Duration Distribution Comparison",
+                        "| Total Decode Steps",
+                        "| Avg Step Time (us)",
+                        "## 2. Decode Step Duration Distribution Comparison",
                         "| p50 |",
                         "| p90 |",
                         "| p99 |",
@@ -293,6 +294,136 @@ TEST(CompareCauses, VmStealIsNamedWhenItCoversTheSlowdown) {
   const Comparison plain = compare_runs(load({}, "n2.jsonl"), load_run_text(slow, "p.jsonl"));
   EXPECT_FALSE(plain.vm_steal);
   EXPECT_EQ(plain.verdict.find("VM steal"), std::string::npos);
+}
+
+// A memory-bound clock drop: every op's clock -30% while its cycles per instruction fall 20% (the
+// cores wait on memory, not on the clock), so step time grows only ~14%. The frequency part
+// (L ln(1/0.7) = 0.357 L) is larger than the change; the IPC part (L ln 0.8 = -0.223 L) offsets it
+// and must be named in the verdict, with a warning that the parts of opposite sign exceed the net.
+TEST(CompareCauses, MemoryBoundClockDropNamesTheOffsettingPart) {
+  synth::RunSpec slow;
+  slow.seed = 5;
+  slow.effects.push_back({.freq_scale = 0.7, .cpi_scale = 0.8});
+  const Comparison c = compare_runs(load({}, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  ASSERT_EQ(c.main_cause, Part::Frequency);
+  EXPECT_NEAR(c.attribution.part(Part::Ipc) / c.attribution.part(Part::Frequency),
+              -std::log(0.8) / std::log(0.7), 0.05);
+  EXPECT_NE(c.verdict.find("IPC gain (fewer cycles at the lower clock, typical of memory-bound "
+                           "ops"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.verdict.find("Parts of opposite sign"), std::string::npos) << c.verdict;
+  // A plain clock drop (no offsetting part) says neither.
+  const Comparison plain = compare_runs(load({}, "n.jsonl"), load(slow_spec(), "p.jsonl"));
+  EXPECT_EQ(plain.verdict.find("Parts of opposite sign"), std::string::npos) << plain.verdict;
+  EXPECT_EQ(plain.verdict.find("fewer cycles at the lower clock"), std::string::npos);
+}
+
+// Memory-bandwidth contention without a PMU: only the matmuls (the ops with weight_bytes) take 40%
+// more cycles per instruction at the same clock; the other ops keep their time. The CPU-work part
+// is then named memory bandwidth contention with the streaming rate, and the advice is about a
+// co-runner streaming memory, not "rerun where the PMU is exposed".
+TEST(CompareCauses, MemoryBandwidthContentionIsNamed) {
+  const std::vector<std::string> matmuls = {"attn_qkv", "attn_out", "ffn_gate_up", "ffn_down",
+                                            "output"};
+  synth::RunSpec normal;
+  normal.hardware_counters = false;
+  synth::RunSpec slow = normal;
+  slow.seed = 3;
+  slow.effects.push_back({.ops = matmuls, .cpi_scale = 1.4});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  EXPECT_TRUE(c.membw_contention);
+  // The matmuls' rate falls by about 1/1.4 (their time is almost all on-CPU time).
+  EXPECT_NEAR(c.stream_gbs[1] / c.stream_gbs[0], 1 / 1.4, 0.05);
+  EXPECT_NE(c.verdict.find("memory bandwidth contention (the weight-streaming ops read"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.recommendation.find("competed for memory bandwidth"), std::string::npos);
+  EXPECT_EQ(c.recommendation.find("PMU is exposed"), std::string::npos);
+
+  // With hardware counters the same stall is an IPC part: named the same way.
+  synth::RunSpec pmu_normal, pmu_slow;
+  pmu_slow.seed = 3;
+  pmu_slow.effects = slow.effects;
+  const Comparison p = compare_runs(load(pmu_normal, "n.jsonl"), load(pmu_slow, "s.jsonl"));
+  EXPECT_TRUE(p.membw_contention);
+  EXPECT_NE(p.verdict.find("memory bandwidth contention"), std::string::npos) << p.verdict;
+
+  // Not when every op slows alike (a CPU-wide IPC loss), nor on a clock drop.
+  synth::RunSpec all_ops = normal;
+  all_ops.seed = 3;
+  all_ops.effects.push_back({.cpi_scale = 1.4});
+  const Comparison w = compare_runs(load(normal, "n.jsonl"), load(all_ops, "w.jsonl"));
+  ASSERT_TRUE(w.significant);
+  EXPECT_FALSE(w.membw_contention) << w.verdict;
+  EXPECT_FALSE(freq_comparison().membw_contention);
+  // Nor when one matmul alone loses IPC: that op's own problem, not contention for DRAM.
+  synth::RunSpec one_op = normal;
+  one_op.seed = 3;
+  one_op.effects.push_back({.ops = {"ffn_down"}, .cpi_scale = 1.6});
+  const Comparison o = compare_runs(load(normal, "n.jsonl"), load(one_op, "o.jsonl"));
+  ASSERT_TRUE(o.significant);
+  EXPECT_FALSE(o.membw_contention) << o.verdict;
+}
+
+// Every op loses 30% of its clock; two big matmuls carry 95% of the frequency part. The drop is
+// CPU-wide, not "in big_a, big_b"; and clocks are quoted against the run's own highest step clock,
+// not the TSC rate (turbo read 142% of "nominal").
+TEST(CompareWords, ClockDropOnEveryOpIsCpuWide) {
+  synth::RunSpec normal;
+  normal.ops = {
+      {.name = "big_a", .kind = "matmul", .instructions = 1e6, .cpi = 0.8},
+      {.name = "big_b", .kind = "matmul", .instructions = 1e6, .cpi = 0.8},
+      {.name = "norm", .kind = "norm", .instructions = 2e4, .cpi = 0.6},
+      {.name = "rope", .kind = "elementwise", .instructions = 2e4, .cpi = 0.7},
+      {.name = "attention", .kind = "attention", .instructions = 3e4, .cpi = 0.9},
+  };
+  normal.freq_mhz = 4260;  // turbo above a 3000 MHz TSC
+  synth::RunSpec slow = normal;
+  slow.seed = 4;
+  slow.effects.push_back({.freq_scale = 0.7});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_EQ(c.main_cause, Part::Frequency);
+  EXPECT_EQ(c.verdict.find(" in big_a"), std::string::npos) << c.verdict;
+  const Flag* f = nullptr;
+  for (const Flag& x : c.flags)
+    if (x.kind == FlagKind::FrequencyDrop) f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->text.find("nominal"), std::string::npos) << f->text;
+  EXPECT_NE(f->text.find("100% -> 70% of the normal run's pre-run clock (4260 MHz)"),
+            std::string::npos)
+      << f->text;
+  EXPECT_EQ(f->text.find("142%"), std::string::npos) << f->text;
+}
+
+// The same build and configuration doing more cycles on every op, at the same clock (no PMU):
+// the code did the same work, so the verdict names interference from other work on the host,
+// never the code. A different build (another git sha) with the same symptom is "more CPU work".
+TEST(CompareCauses, SameBuildMoreCyclesEverywhereIsInterference) {
+  synth::RunSpec normal;
+  normal.hardware_counters = false;
+  synth::RunSpec slow = normal;
+  slow.seed = 6;
+  slow.effects.push_back({.cpi_scale = 1.3});
+  const std::string slow_log = synth::event_log(slow);
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load_run_text(slow_log, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  EXPECT_TRUE(c.same_build_and_config);
+  EXPECT_TRUE(c.interference);
+  EXPECT_EQ(leading_cause(c), "interference");
+  EXPECT_NE(c.verdict.find("interference from other work on the host"), std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.recommendation.find("quiet host"), std::string::npos) << c.recommendation;
+
+  std::string other_build = slow_log;
+  const std::string sha = "\"git_sha\":\"synthetic\"";
+  ASSERT_NE(other_build.find(sha), std::string::npos);
+  other_build.replace(other_build.find(sha), sha.size(), "\"git_sha\":\"0123abcd\"");
+  const Comparison b = compare_runs(load(normal, "n.jsonl"), load_run_text(other_build, "b.jsonl"));
+  EXPECT_FALSE(b.interference);
+  EXPECT_EQ(leading_cause(b), "cpu work") << b.verdict;
 }
 
 }  // namespace

@@ -275,5 +275,61 @@ TEST(CompareSynth, TruncatedAbnormalLogStillCompares) {
   EXPECT_TRUE(noted);
 }
 
+// The suspicion table's Impact and the attribution are one model: a host row's impact is its op's
+// attribution part, in pts of the normal step (the defect: 35.6 pts in the table against 42.8 pts
+// in the attribution for the same clock drop).
+TEST(CompareSynth, ImpactIsTheAttributionPart) {
+  RunSpec n;
+  const Case k = run_case(n, abnormal_of(n, {.ops = {"ffn_gate_up"}, .freq_scale = 0.6}));
+  const Comparison& c = k.c;
+  const double t0 = c.attribution.mean_ns[0];
+  int checked = 0;
+  for (const MetricRow& r : c.rows) {
+    if (r.device != kHostDevice || r.pseudo || !r.metric) continue;
+    const OpAttribution* o = nullptr;
+    for (const OpAttribution& x : c.attribution.ops)
+      if (x.op == r.op) o = &x;
+    ASSERT_NE(o, nullptr) << r.op;
+    if (r.metric == Metric::CpuFrequency) {
+      EXPECT_NEAR(r.impact_pts, std::fabs(o->part(Part::Frequency)) / t0 * 100, 1e-9) << r.op;
+      ++checked;
+    } else if (r.metric == Metric::Instructions) {
+      EXPECT_NEAR(r.impact_pts, std::fabs(o->part(Part::Instructions)) / t0 * 100, 1e-9);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 4);
+  // And the top frequency row's impact is the verdict's frequency figure for that op.
+  const MetricRow& top = top_real_op_row(c);
+  ASSERT_EQ(top.metric, Metric::CpuFrequency);
+  EXPECT_EQ(top.op, "ffn_gate_up");
+}
+
+// AVX-512 -> AVX2 without a PMU: every op does 59% more work at the same clock, so no op's share
+// of the step moves and the per-op rows barely score. The host on-CPU time row carries the CPU-work
+// part by the same log model and ranks near the top (the defect: 85th).
+TEST(CompareSynth, UniformMoreWorkWithoutPmuRanksOnCpuTime) {
+  RunSpec n;
+  n.hardware_counters = false;
+  const Case k = run_case(n, abnormal_of(n, {.instr_scale = 1.59}));
+  const Comparison& c = k.c;
+  expect_adds_up(k);
+  ASSERT_EQ(c.main_cause, Part::CpuWork);
+  size_t rank = c.rows.size();
+  for (size_t i = 0; i < c.rows.size(); ++i)
+    if (c.rows[i].op == kOncpuOp && c.rows[i].device == kHostDevice &&
+        c.rows[i].metric == Metric::OncpuTime) {
+      rank = i;
+      break;
+    }
+  EXPECT_LT(rank, 3u);
+  ASSERT_LT(rank, c.rows.size());
+  const double t0 = c.attribution.mean_ns[0];
+  EXPECT_NEAR(
+      c.rows[rank].impact_pts,
+      std::fabs(c.attribution.part(Part::CpuWork) + c.attribution.part(Part::OnCpu)) / t0 * 100,
+      1e-9);
+}
+
 }  // namespace
 }  // namespace pacer::analysis

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -190,6 +191,105 @@ TEST(StatsLog, LogarithmicMean) {
   EXPECT_NEAR(log_mean(e * e, e), e * e - e, 1e-12);
   EXPECT_DOUBLE_EQ(log_mean(5.0, 5.0), 5.0);
   EXPECT_NEAR(log_mean(3.0, 7.0) * std::log(3.0 / 7.0), 3.0 - 7.0, 1e-12);
+}
+
+TEST(StatsSeries, Lag1AutocorrelationByHand) {
+  // 1..5: mean 3, deviations -2,-1,0,1,2; sum of squares 10; adjacent products 2+0+0+2 = 4.
+  const std::vector<double> x = {1, 2, 3, 4, 5};
+  EXPECT_DOUBLE_EQ(lag1_autocorrelation(x), 0.4);
+  // Alternating: deviations +-1, products all -1 (3 of them), sum of squares 4 -> -0.75.
+  const std::vector<double> alt = {1, -1, 1, -1};
+  EXPECT_DOUBLE_EQ(lag1_autocorrelation(alt), -0.75);
+  // A NaN breaks the pair it sits in: 1,2,NaN,4,5 has mean 3, products (-2)(-1) + (1)(2) = 4,
+  // squares 4+1+1+4 = 10.
+  const std::vector<double> gap = {1, 2, kNaN, 4, 5};
+  EXPECT_DOUBLE_EQ(lag1_autocorrelation(gap), 0.4);
+  const std::vector<double> flat = {2, 2, 2, 2};
+  EXPECT_DOUBLE_EQ(lag1_autocorrelation(flat), 0.0);
+}
+
+TEST(StatsSeries, EffectiveSampleSize) {
+  EXPECT_DOUBLE_EQ(effective_sample_size(100, 0.6), 100 * 0.4 / 1.6);  // 25
+  EXPECT_DOUBLE_EQ(effective_sample_size(100, 0.0), 100.0);
+  EXPECT_DOUBLE_EQ(effective_sample_size(100, -0.5), 100.0);  // never more than n
+  EXPECT_DOUBLE_EQ(effective_sample_size(10, 0.95), 2.0);     // floored: still testable
+  const std::vector<double> x = {1, 2, 3, 4, 5};
+  const Summary s = summarize_series(x);
+  EXPECT_DOUBLE_EQ(s.r1, 0.4);
+  EXPECT_DOUBLE_EQ(s.n_eff, 5 * 0.6 / 1.4);
+  EXPECT_DOUBLE_EQ(s.effective_n(), s.n_eff);
+  EXPECT_DOUBLE_EQ(summarize(x).effective_n(), 5.0);
+}
+
+TEST(StatsSeries, WelchOnEffectiveSizeEqualsWelchOnThatMany) {
+  // 100 values worth 25 must give the same t, df and p as 25 independent values.
+  Summary a{100, 0.0, 1.0, 25.0, 0.6}, b{100, 0.5, 1.0, 25.0, 0.6};
+  Summary a25{25, 0.0, 1.0}, b25{25, 0.5, 1.0};
+  const WelchResult r = welch_t_test(a, b), r25 = welch_t_test(a25, b25);
+  EXPECT_DOUBLE_EQ(r.t, r25.t);
+  EXPECT_DOUBLE_EQ(r.df, r25.df);
+  EXPECT_DOUBLE_EQ(r.p, r25.p);
+  // t = 0.5 / sqrt(2/25); df = (2/25)^2 / (2 (1/25)^2 / 24) = 48.
+  EXPECT_NEAR(r.t, 0.5 / std::sqrt(2.0 / 25), 1e-12);
+  EXPECT_NEAR(r.df, 48.0, 1e-9);
+}
+
+TEST(StatsSeries, UTestOnIndependentSeriesMatchesClassicalApproximation) {
+  // Anti-correlated (r1 < 0) series keep n: same U and p as the classical test when that is not
+  // exact (n > kExactMaxTotal).
+  std::vector<double> a, b;
+  for (int i = 0; i < 15; ++i) {
+    a.push_back(i % 2 ? 10.0 + i : 30.0 - i);
+    b.push_back(i % 2 ? 12.5 + i : 31.5 - i);
+  }
+  ASSERT_LT(lag1_autocorrelation(a), 0);
+  ASSERT_LT(lag1_autocorrelation(b), 0);
+  const MannWhitneyResult c = mann_whitney_u(a, b), s = mann_whitney_u_series(a, b);
+  EXPECT_DOUBLE_EQ(s.u, c.u);
+  EXPECT_DOUBLE_EQ(s.p, c.p);
+}
+
+// The defect this guards against: decode steps with lag-1 autocorrelation 0.6 made the "Welch or
+// U at 5%" gate fire on about a third of equal-run pairs. AR(1) series, x_t = 0.6 x_{t-1} + e_t,
+// 64 steps a run, 400 equal pairs from a fixed seed.
+struct GateRates {
+  double classical = 0, series = 0;
+};
+GateRates equal_run_rejection_rates(double phi, double shift) {
+  std::mt19937_64 rng(20261124);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  auto series = [&](double mean) {
+    std::vector<double> x(64);
+    double v = noise(rng) / std::sqrt(1 - phi * phi);  // stationary start
+    for (double& xi : x) {
+      v = phi * v + noise(rng);
+      xi = 10.0 + mean + v;
+    }
+    return x;
+  };
+  int classical = 0, adjusted = 0;
+  constexpr int kPairs = 400;
+  for (int i = 0; i < kPairs; ++i) {
+    const std::vector<double> a = series(0), b = series(shift);
+    const bool c = welch_t_test(a, b).p < 0.05 || mann_whitney_u(a, b).p < 0.05;
+    const bool s = welch_t_test(summarize_series(a), summarize_series(b)).p < 0.05 ||
+                   mann_whitney_u_series(a, b).p < 0.05;
+    classical += c;
+    adjusted += s;
+  }
+  return {classical / double(kPairs), adjusted / double(kPairs)};
+}
+
+TEST(StatsSeries, EqualAutocorrelatedRunsRejectAtAboutAlpha) {
+  const GateRates r = equal_run_rejection_rates(0.6, 0.0);
+  EXPECT_GT(r.classical, 0.2);  // the old gate: far above 5%
+  EXPECT_LT(r.series, 0.10);    // two tests OR-ed at 5% each: a little above 5% is expected
+}
+
+TEST(StatsSeries, RealShiftsAreStillFound) {
+  // A shift of 2 innovation sds (1.6 marginal sds) in 64 steps at phi 0.6 is found nearly always.
+  const GateRates r = equal_run_rejection_rates(0.6, 2.0);
+  EXPECT_GT(r.series, 0.9);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST_F(PerplexityCli, BaseRoundTripAndJson) {
                            "RMS Δp    :", "Same top p:", "Mean PPL(Q)/PPL(base)"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
-  r = run_command(pacer("-m " + p("q8_0.gguf") + " --kl-divergence " + base + " -o json"));
+  r = run_command(pacer("-m " + p("q8_0.gguf") + " --kl-divergence " + base + " --format json"));
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["chunks"], 4);
@@ -82,6 +82,16 @@ TEST_F(PerplexityCli, BaseRoundTripAndJson) {
   EXPECT_GT(kld, 0.0);   // Q8_0 differs from F32
   EXPECT_LT(kld, 0.01);  // but only a little
   EXPECT_GT(j["kl_divergence"]["same_top"]["value"].get<double>(), 0.5);
+  // -o is a path, as in report/compare/trace: the figures go to the file (JSON by extension).
+  const std::string out = p("ppl.json");
+  r = run_command(pacer("-m " + p("q8_0.gguf") + " --kl-divergence " + base + " -o " + out));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(cli_test::slurp(out))["scored"], 4 * 31);
+  EXPECT_NE(r.out.find("Mean    KLD:"), std::string::npos);  // text still on stdout
+  // The old `-o json` is a usage error that says what to type instead.
+  r = run_command(pacer("-m " + p("q8_0.gguf") + " --kl-divergence " + base + " -o json"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--format json"), std::string::npos) << r.err;
 }
 
 TEST_F(PerplexityCli, EventsOutGivesAPrefillProfileThatReportReads) {

@@ -134,6 +134,27 @@ TEST_F(ReportCli, WritesMarkdownAndHtmlToAFile) {
   EXPECT_THAT(slurp(html), HasSubstr("id=\"plot-timeline\""));
 }
 
+// One meaning per flag: the format follows -o's extension as in compare, and -f is an input file
+// in every command, never a format.
+TEST_F(ReportCli, FormatFollowsTheOutputExtension) {
+  const std::string events = write("run.jsonl", log());
+  const fs::path html = dir_ / "x.html", json = dir_ / "x.json", md = dir_ / "x.md",
+                 txt = dir_ / "x.txt";
+  for (const fs::path& f : {html, json, md, txt}) {
+    const Result r = run(events + " -o " + f.string());
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  EXPECT_THAT(slurp(html), StartsWith("<!DOCTYPE html>"));
+  EXPECT_TRUE(nlohmann::json::accept(slurp(json)));
+  EXPECT_THAT(slurp(md), StartsWith("# pacer report"));
+  EXPECT_THAT(slurp(txt), Not(StartsWith("# pacer report")));
+  // --format still wins over the extension.
+  ASSERT_EQ(run(events + " --format md -o " + html.string()).rc, 0);
+  EXPECT_THAT(slurp(html), StartsWith("# pacer report"));
+  const Result f = run(events + " -f md");
+  EXPECT_EQ(f.rc, 2) << f.err;
+}
+
 TEST_F(ReportCli, WarningsGoToStderrAndTheReportStillComes) {
   std::string text = log(/*with_footer=*/false);
   text.insert(text.find('\n') + 1, "{\"type\":\"op\",\"step\":\n");  // line 2: malformed

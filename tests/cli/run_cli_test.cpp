@@ -120,6 +120,19 @@ TEST_F(RunCli, EventLogHasHeaderStepsAndFooterWithPlacements) {
   }
   EXPECT_EQ(steps, 4);        // one prefill step (the prompt) + 3 decode steps
   EXPECT_EQ(qkv_ops, 4 * 2);  // per step, per layer
+  // perf stat's habit: a counter summary at exit, every live counter with its total and every
+  // unavailable one with the header's reason.
+  EXPECT_THAT(r.err, HasSubstr("Counter summary of '" + log + "'"));
+  EXPECT_THAT(r.err, HasSubstr("on-CPU time (task-clock)"));
+  for (const auto& u : events.front()["counters"]["unavailable"]) {
+    EXPECT_THAT(r.err, HasSubstr("<not counted>  " + u["event"].get<std::string>())) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(u["reason"].get<std::string>()));
+  }
+  for (const auto& name : events.front()["counters"]["live"]) {
+    // task_clock_ns and runq_ns are the on-CPU and run-queue lines.
+    if (name == "task_clock_ns" || name == "runq_ns") continue;
+    EXPECT_THAT(r.err, HasSubstr("  " + name.get<std::string>())) << r.err;
+  }
 }
 
 TEST_F(RunCli, ErrorsAreOneLineWithExitCode1) {

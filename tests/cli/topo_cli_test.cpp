@@ -2,6 +2,7 @@
 // errors (exit 1, one line) for impossible requests.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,12 @@
 #include "tests/cli/cli_test_util.h"
 
 namespace {
+
+int allowed_cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
 
 using ::testing::HasSubstr;
 using Result = pacer::cli_test::CommandResult;
@@ -43,7 +50,8 @@ TEST(TopoCli, JsonDescribesThisMachine) {
   EXPECT_FALSE(j["allowed_cpus"].empty());
   const int threads = j["pinning"]["threads"];
   EXPECT_EQ(j["pinning"]["policies"]["cores"]["cpus"].size(), static_cast<size_t>(threads));
-  EXPECT_EQ(static_cast<long>(j["allowed_cpus"].size()), sysconf(_SC_NPROCESSORS_ONLN));
+  // The CPUs this process may use (a cpuset-limited container allows fewer than are online).
+  EXPECT_EQ(static_cast<int>(j["allowed_cpus"].size()), allowed_cpu_count());
 }
 
 TEST(TopoCli, SyntheticTwoSocketMapping) {
@@ -79,7 +87,7 @@ TEST(TopoCli, ImpossibleRequestsFailWithOneLine) {
 }
 
 TEST(TopoCli, ProcessAffinityMaskIsRespected) {
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || run("command -v taskset").rc != 0) {
+  if (allowed_cpu_count() < 2 || run("command -v taskset").rc != 0) {
     GTEST_SKIP() << "needs taskset and two CPUs";
   }
   Result r = run("taskset -c 0 " + kPacer + " topo --json");

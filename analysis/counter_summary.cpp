@@ -1,0 +1,163 @@
+#include "analysis/counter_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace pacer::analysis {
+namespace {
+
+class CounterSummer : public LogVisitor {
+ public:
+  explicit CounterSummer(CounterSummary& s) : s_(s) {}
+
+  void on_header(const Header& h) override { s_.header = h; }
+
+  void on_op(const OpEvent& op) override {
+    ++s_.ops;
+    first_ns_ = std::min(first_ns_, op.t0_ns);
+    last_ns_ = std::max(last_ns_, op.t1_ns);
+    for (const WorkerSample& w : op.workers) {
+      ++s_.slices;
+      if (w.oncpu_ns) {
+        s_.oncpu_ns += static_cast<double>(*w.oncpu_ns);
+        s_.has_oncpu = true;
+      } else if (auto tc = w.counter("task_clock_ns")) {
+        s_.oncpu_ns += *tc;
+        s_.has_oncpu = true;
+      }
+      if (w.runq_ns) {
+        s_.runq_ns += static_cast<double>(*w.runq_ns);
+        s_.has_runq = true;
+      }
+      for (const Counter& c : w.counters) {
+        auto it = std::find_if(s_.counters.begin(), s_.counters.end(),
+                               [&](const CounterTotal& t) { return t.name == c.name; });
+        if (it == s_.counters.end()) {
+          s_.counters.push_back({std::string(c.name), 0, 0});
+          it = s_.counters.end() - 1;
+        }
+        it->total += c.value;
+        ++it->slices;
+      }
+    }
+  }
+
+  void on_step(const StepEvent& st) override {
+    if (st.phase == Phase::Decode) ++decode_steps_;
+  }
+
+  void on_footer(const Footer& f) override {
+    if (f.n_prompt || f.n_generated) tokens_ = f.n_prompt.value_or(0) + f.n_generated.value_or(0);
+  }
+
+  void finish() {
+    s_.wall_ns = last_ns_ > first_ns_ ? static_cast<double>(last_ns_ - first_ns_) : 0.0;
+    s_.tokens = tokens_ > 0 ? tokens_ : decode_steps_;
+  }
+
+ private:
+  CounterSummary& s_;
+  int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = 0;
+  int64_t decode_steps_ = 0, tokens_ = 0;
+};
+
+// 1234567.8 -> "1,234,568" (perf's grouping); `decimals` digits after the point.
+std::string grouped(double v, int decimals) {
+  const std::string s = fmt::format("{:.{}f}", std::fabs(v), decimals);
+  const size_t dot = s.find('.');
+  const size_t int_end = dot == std::string::npos ? s.size() : dot;
+  std::string out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < int_end; ++i) {
+    if (i > 0 && (int_end - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  out.append(s, int_end, std::string::npos);
+  return out;
+}
+
+std::string line(const std::string& value, const std::string& event, const std::string& note) {
+  return fmt::format("  {:>20}  {:<26}{}\n", value, event, note.empty() ? "" : "#  " + note);
+}
+
+}  // namespace
+
+const CounterTotal* CounterSummary::find(std::string_view name) const noexcept {
+  for (const CounterTotal& c : counters)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+CounterSummary summarize_counters(const std::string& path) {
+  CounterSummary s;
+  s.path = path;
+  CounterSummer v(s);
+  LogReader(path).read(v);
+  v.finish();
+  return s;
+}
+
+CounterSummary summarize_counters_text(std::string_view text, const std::string& name) {
+  CounterSummary s;
+  s.path = name;
+  CounterSummer v(s);
+  LogReader::read_text(text, v, name);
+  v.finish();
+  return s;
+}
+
+std::string render_counter_summary(const CounterSummary& s) {
+  const Header& h = s.header;
+  std::string o =
+      fmt::format("\n Counter summary of '{}' ({} counters{}; {} op slices in {} ops):\n\n", s.path,
+                  h.counters.mode.empty() ? "no" : h.counters.mode,
+                  h.counters.scope.empty() ? "" : ", scope " + h.counters.scope,
+                  grouped(s.slices, 0), grouped(s.ops, 0));
+  const double wall_s = s.wall_ns * 1e-9;
+  auto per_sec = [&](double v) {
+    return wall_s > 0 ? fmt::format("{} /sec", grouped(v / wall_s, 1)) : std::string();
+  };
+  if (s.has_oncpu)
+    o += line(grouped(s.oncpu_ns * 1e-6, 2) + " msec", "on-CPU time (task-clock)",
+              wall_s > 0 ? fmt::format("{:.2f} CPUs utilized", s.oncpu_ns * 1e-9 / wall_s) : "");
+  if (s.has_runq)
+    o += line(
+        grouped(s.runq_ns * 1e-6, 2) + " msec", "run-queue wait",
+        s.oncpu_ns > 0 ? fmt::format("{:.1f}% of on-CPU time", s.runq_ns / s.oncpu_ns * 100) : "");
+  const CounterTotal* cycles = s.find("cycles");
+  const CounterTotal* instructions = s.find("instructions");
+  for (const CounterTotal& c : s.counters) {
+    if (c.name == "task_clock_ns" || c.name == "mux" || c.name.ends_with("_enabled") ||
+        c.name.ends_with("_running"))
+      continue;
+    std::string note;
+    if (c.name == "instructions" && cycles && cycles->total > 0) {
+      note = fmt::format("{:.2f} insn per cycle", c.total / cycles->total);
+    } else if (c.name == "cycles" && s.oncpu_ns > 0) {
+      note = fmt::format("{:.3f} GHz", c.total / s.oncpu_ns);
+    } else if (instructions && instructions->total > 0 &&
+               (c.name.find("miss") != std::string::npos)) {
+      note = fmt::format("{:.2f} per 1k instructions", c.total / instructions->total * 1e3);
+    } else {
+      note = per_sec(c.total);
+    }
+    o += line(grouped(c.total, 0), c.name, note);
+  }
+  for (const UnavailableCounter& u : h.counters.unavailable)
+    o += line("<not counted>", u.event, u.reason);
+  o += "\n";
+  o += fmt::format("  {:>20}  seconds in recorded ops", fmt::format("{:.3f}", wall_s));
+  if (s.tokens > 0 && wall_s > 0)
+    o += fmt::format(" ({} tokens, {:.2f} tok/s)", s.tokens, s.tokens / wall_s);
+  o += "\n";
+  if (!h.frequency.source.empty())
+    o += fmt::format("  clock: {}{}\n", h.frequency.source,
+                     h.frequency.nominal_mhz
+                         ? fmt::format(", nominal {:.0f} MHz", *h.frequency.nominal_mhz)
+                         : "");
+  return o;
+}
+
+}  // namespace pacer::analysis
