@@ -7,8 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "eventlog/schema.h"
+
 namespace pacer::analysis {
 namespace {
+
+namespace ck = eventlog::counter_key;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -115,7 +119,7 @@ class CycleBuilder : public LogVisitor {
     t.dispatch_ns += dispatch;
     t.join_ns += sync - dispatch;
     const double oncpu = slice_oncpu(*critical);
-    if (!critical->freq_mhz && !critical->counter("cycles") && std::isfinite(oncpu)) {
+    if (!critical->freq_mhz && !critical->counter(ck::kCycles) && std::isfinite(oncpu)) {
       acc.oncpu_awaiting_clock[op.name][worker_device(*critical, by_worker_)] += oncpu;
     }
   }
@@ -156,12 +160,12 @@ class CycleBuilder : public LogVisitor {
     Cell& cell = acc.cells[{name, dev}];
     const auto dur = static_cast<double>(w.duration_ns());
     cell.time_ns += dur;
-    const std::optional<double> instr = w.counter("instructions");
-    const std::optional<double> cycles = w.counter("cycles");
+    const std::optional<double> instr = w.counter(ck::kInstructions);
+    const std::optional<double> cycles = w.counter(ck::kCycles);
     std::optional<double> oncpu;
     if (w.oncpu_ns) {
       oncpu = static_cast<double>(*w.oncpu_ns);
-    } else if (auto tc = w.counter("task_clock_ns")) {
+    } else if (auto tc = w.counter(ck::kTaskClockNs)) {
       oncpu = *tc;
     }
     std::optional<double> mhz = w.freq_mhz;
@@ -171,9 +175,9 @@ class CycleBuilder : public LogVisitor {
       if (instr && cycles) c->add(Metric::Ipc, *instr, *cycles);
       if (instr) c->add(Metric::Instructions, *instr, 1);
       if (cycles) c->add(Metric::Cycles, *cycles, 1);
-      if (auto v = w.counter("llc_misses")) c->add(Metric::LlcMisses, *v, 1);
+      if (auto v = w.counter(ck::kLlcMisses)) c->add(Metric::LlcMisses, *v, 1);
       if (w.runq_ns) c->add(Metric::RunqDelay, static_cast<double>(*w.runq_ns), 1);
-      if (auto v = w.counter("context_switches")) c->add(Metric::ContextSwitches, *v, 1);
+      if (auto v = w.counter(ck::kContextSwitches)) c->add(Metric::ContextSwitches, *v, 1);
       if (oncpu) c->add(Metric::OncpuTime, *oncpu, 1);
     }
     if (oncpu) {
@@ -193,7 +197,7 @@ class CycleBuilder : public LogVisitor {
 
   static double slice_oncpu(const WorkerSample& w) {
     if (w.oncpu_ns) return static_cast<double>(*w.oncpu_ns);
-    if (auto tc = w.counter("task_clock_ns")) return *tc;
+    if (auto tc = w.counter(ck::kTaskClockNs)) return *tc;
     return kNaN;
   }
 
@@ -202,8 +206,8 @@ class CycleBuilder : public LogVisitor {
     const double oncpu = slice_oncpu(w);
     t.oncpu_ns += oncpu;
     t.runq_ns += w.runq_ns ? static_cast<double>(*w.runq_ns) : kNaN;
-    t.instructions += opt_or_nan(w.counter("instructions"));
-    const double cycles = opt_or_nan(w.counter("cycles"));
+    t.instructions += opt_or_nan(w.counter(ck::kInstructions));
+    const double cycles = opt_or_nan(w.counter(ck::kCycles));
     t.cycles += cycles;
     // Cycles implied by the clock: the frequency source's estimate, else the cycle counter.
     if (w.freq_mhz) {

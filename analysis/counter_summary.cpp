@@ -6,8 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "eventlog/schema.h"
+
 namespace pacer::analysis {
 namespace {
+
+namespace ck = eventlog::counter_key;
 
 class CounterSummer : public LogVisitor {
  public:
@@ -24,7 +28,7 @@ class CounterSummer : public LogVisitor {
       if (w.oncpu_ns) {
         s_.oncpu_ns += static_cast<double>(*w.oncpu_ns);
         s_.has_oncpu = true;
-      } else if (auto tc = w.counter("task_clock_ns")) {
+      } else if (auto tc = w.counter(ck::kTaskClockNs)) {
         s_.oncpu_ns += *tc;
         s_.has_oncpu = true;
       }
@@ -126,16 +130,16 @@ std::string render_counter_summary(const CounterSummary& s) {
     o += line(
         grouped(s.runq_ns * 1e-6, 2) + " msec", "run-queue wait",
         s.oncpu_ns > 0 ? fmt::format("{:.1f}% of on-CPU time", s.runq_ns / s.oncpu_ns * 100) : "");
-  const CounterTotal* cycles = s.find("cycles");
-  const CounterTotal* instructions = s.find("instructions");
+  const CounterTotal* cycles = s.find(ck::kCycles);
+  const CounterTotal* instructions = s.find(ck::kInstructions);
   for (const CounterTotal& c : s.counters) {
-    if (c.name == "task_clock_ns" || c.name == "mux" || c.name.ends_with("_enabled") ||
+    if (c.name == ck::kTaskClockNs || c.name == ck::kMux || c.name.ends_with("_enabled") ||
         c.name.ends_with("_running"))
       continue;
     std::string note;
-    if (c.name == "instructions" && cycles && cycles->total > 0) {
+    if (c.name == ck::kInstructions && cycles && cycles->total > 0) {
       note = fmt::format("{:.2f} insn per cycle", c.total / cycles->total);
-    } else if (c.name == "cycles" && s.oncpu_ns > 0) {
+    } else if (c.name == ck::kCycles && s.oncpu_ns > 0) {
       note = fmt::format("{:.3f} GHz", c.total / s.oncpu_ns);
     } else if (instructions && instructions->total > 0 &&
                (c.name.find("miss") != std::string::npos)) {
