@@ -584,11 +584,19 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
     }
     c.throttled_ns[static_cast<size_t>(i)] = n > 0 ? sum / static_cast<double>(n) : kNaN;
   }
+  // Steal on the workers' CPUs where both logs have it for every step (steal on a CPU the
+  // workers did not use cost them nothing), else over all CPUs.
+  const auto all_finite = [](const std::vector<double>& v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  const bool per_worker_cpu =
+      all_finite(normal.steal_workers_ns) && all_finite(abnormal.steal_workers_ns);
+  c.steal_scope = per_worker_cpu ? "the workers' CPUs" : "all CPUs";
   for (int i = 0; i < 2; ++i) {
     const RunCycles& r = i == 0 ? normal : abnormal;
     double sum = 0;
     size_t n = 0;
-    for (double v : r.steal_ns) {
+    for (double v : per_worker_cpu ? r.steal_workers_ns : r.steal_ns) {
       if (std::isfinite(v)) sum += v, ++n;
     }
     c.steal_ns[static_cast<size_t>(i)] = n > 0 ? sum / static_cast<double>(n) : kNaN;

@@ -113,6 +113,7 @@ struct Comparison {
   // Mean VM steal per step (ns, summed over the VM's CPUs; NaN where the log has none), and
   // whether its growth is at least a quarter of the step-time growth: then the verdict names it.
   std::array<double, 2> steal_ns{std::nan(""), std::nan("")};
+  std::string steal_scope;  // "the workers' CPUs" (per-CPU steal in both logs) or "all CPUs"
   bool vm_steal = false;
   // Memory-bandwidth contention: the weight-streaming ops' rate (weight bytes / their wall time,
   // GB/s) and the other ops' mean time per step, per run; `membw_contention` when the streaming

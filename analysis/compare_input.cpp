@@ -233,6 +233,22 @@ class CycleBuilder : public LogVisitor {
     run_.cpu_devices.insert(acc.devices.begin(), acc.devices.end());
     run_.tok_s.push_back(opt_or_nan(step.tok_s));
     run_.steal_ns.push_back(step.steal_ms ? *step.steal_ms * 1e6 : kNaN);
+    {
+      // The workers' CPUs: their slices' CPUs (pinned runs), else the step's freq[] entries.
+      std::set<int> cpus;
+      for (int d : acc.devices)
+        if (d >= 0) cpus.insert(d);
+      if (cpus.empty())
+        for (const StepFreq& f : step.freq)
+          if (f.cpu >= 0) cpus.insert(f.cpu);
+      double ns = kNaN;
+      if (step.steal_cpus_ms && !cpus.empty()) {
+        ns = 0;
+        for (const auto& [cpu, ms] : *step.steal_cpus_ms)
+          if (cpus.count(cpu)) ns += ms * 1e6;
+      }
+      run_.steal_workers_ns.push_back(ns);
+    }
     run_.throttled_ns.push_back(
         step.cgroup_throttled_ns ? static_cast<double>(*step.cgroup_throttled_ns) : kNaN);
     run_.stream_bytes.push_back(acc.stream_bytes);

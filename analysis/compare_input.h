@@ -91,14 +91,17 @@ struct RunCycles {
   std::vector<double> tok_s;         // per cycle (as logged; NaN absent)
   std::vector<double> throttled_ns;  // per cycle: cgroup CPU-quota throttling (NaN absent)
   std::vector<double> steal_ns;      // per cycle: VM steal over all CPUs (NaN absent)
+  // per cycle: VM steal on the CPUs this step's workers ran on (NaN where the log has no
+  // per-CPU steal or the workers' CPUs are unknown)
+  std::vector<double> steal_workers_ns;
   // per cycle: the step's run-queue wait (sched.runq_ns, all workers) that no op slice covers:
   // waits before a worker's chunk started (a late wake-up) or between ops. NaN when the step or
   // its slices have no runq_ns.
   std::vector<double> runq_outside_ns;
   // per cycle: ops that stream weights (weight_bytes > 0: the matmuls, embed) and the rest.
-  std::vector<double> stream_bytes;  // weight bytes the step's ops read
-  std::vector<double> stream_ns;     // wall time of those ops
-  std::vector<double> other_ops_ns;  // wall time of every other op
+  std::vector<double> stream_bytes;     // weight bytes the step's ops read
+  std::vector<double> stream_ns;        // wall time of those ops
+  std::vector<double> other_ops_ns;     // wall time of every other op
   std::set<std::string> streaming_ops;  // names of the ops with weight_bytes
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle

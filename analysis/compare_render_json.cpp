@@ -93,6 +93,8 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
   j["main_cause"] = c.main_cause ? Json(std::string(part_name(*c.main_cause))) : Json(nullptr);
   j["main_cause_pts"] = num(c.main_cause_pts);
   j["leading_cause"] = leading_cause(c);
+  j["steal_ns"] = pair_json(c.steal_ns);
+  j["steal_scope"] = c.steal_scope;
   j["membw_contention"] = c.membw_contention;
   j["stream_gbs"] = pair_json(c.stream_gbs);
   j["delta_pct"] = num(c.delta_pct());

@@ -317,9 +317,9 @@ void write_verdict(Comparison& c) {
   if (c.significant && c.vm_steal) {
     v += fmt::format(
         " VM steal: the hypervisor took {:.3f} -> {:.3f} ms/step of CPU time from this VM "
-        "(/proc/stat steal, all CPUs): host preemption, which shows above as a lower clock or "
+        "(/proc/stat steal, {}): host preemption, which shows above as a lower clock or "
         "lost time.",
-        c.steal_ns[0] * 1e-6, c.steal_ns[1] * 1e-6);
+        c.steal_ns[0] * 1e-6, c.steal_ns[1] * 1e-6, c.steal_scope);
   }
   // A different configuration does different work: say so first, as the leading candidate,
   // before any attribution (which assumes the same work in both runs).

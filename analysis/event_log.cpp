@@ -441,6 +441,25 @@ struct LogReader::Impl {
           });
         } else if (key == step_key::kStealMs) {
           read_opt(sc, e.steal_ms);
+        } else if (key == step_key::kStealCpus) {
+          if (sc.null()) return;
+          e.steal_cpus_ms.emplace();
+          sc.array([&] {
+            int cpu = -1;
+            double ms = 0;
+            sc.object([&](std::string_view k) {
+              in_field(k, [&] {
+                if (k == step_key::kCpu) {
+                  cpu = read_int32(sc);
+                } else if (k == step_key::kMs) {
+                  ms = sc.number();
+                } else {
+                  sc.skip_value();
+                }
+              });
+            });
+            if (cpu >= 0) e.steal_cpus_ms->emplace_back(cpu, ms);
+          });
         } else if (key == step_key::kEnergyJ) {
           read_opt(sc, e.energy_j);
         } else if (key == step_key::kPowerW) {

@@ -137,7 +137,9 @@ struct StepEvent {
   std::optional<double> process_cpu_usage, host_cpu_usage;
   std::optional<int64_t> cgroup_throttled_ns;  // `cgroup.throttled_ns`: CPU quota throttling
   std::optional<double> steal_ms;              // `steal_ms`: VM steal over all CPUs
-  std::optional<double> energy_j, power_w;     // RAPL, when the header's thermal.rapl has one
+  // `steal_cpus`: (cpu, ms) of the CPUs with steal during the step; nullopt: not recorded.
+  std::optional<std::vector<std::pair<int, double>>> steal_cpus_ms;
+  std::optional<double> energy_j, power_w;  // RAPL, when the header's thermal.rapl has one
 
   int64_t duration_ns() const noexcept { return t1_ns - t0_ns; }
   // Tokens this step processed: n_tokens for prefill, else 1.

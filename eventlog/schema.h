@@ -173,6 +173,8 @@ inline constexpr std::string_view kNivcsw = "nivcsw";
 inline constexpr std::string_view kProcessCpuUsage = "process_cpu_usage";
 inline constexpr std::string_view kHostCpuUsage = "host_cpu_usage";
 inline constexpr std::string_view kStealMs = "steal_ms";
+inline constexpr std::string_view kStealCpus = "steal_cpus";  // [{"cpu","ms"}]: CPUs with steal
+inline constexpr std::string_view kMs = "ms";
 inline constexpr std::string_view kEnergyJ = "energy_j";
 inline constexpr std::string_view kPowerW = "power_w";
 inline constexpr std::string_view kCgroup = "cgroup";
@@ -184,10 +186,11 @@ inline constexpr std::string_view kThrottleCore = "core";
 inline constexpr std::string_view kThrottlePackage = "package";
 inline constexpr std::string_view kRecorder = "recorder";
 // Every top-level key of a step line.
-inline constexpr std::array kAll{kStep,    kPhase,  kNPast,   kNTokens,         kToken,
-                                 kPiece,   kT0Ns,   kT1Ns,    kStepMs,          kTokS,
-                                 kFreq,    kSched,  kStealMs, kProcessCpuUsage, kHostCpuUsage,
-                                 kEnergyJ, kPowerW, kCgroup,  kThrottle,        kRecorder};
+inline constexpr std::array kAll{kStep,         kPhase,   kNPast,   kNTokens,   kToken,
+                                 kPiece,        kT0Ns,    kT1Ns,    kStepMs,    kTokS,
+                                 kFreq,         kSched,   kStealMs, kStealCpus, kProcessCpuUsage,
+                                 kHostCpuUsage, kEnergyJ, kPowerW,  kCgroup,    kThrottle,
+                                 kRecorder};
 }  // namespace step_key
 
 // Keys of the `footer` line.

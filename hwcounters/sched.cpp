@@ -157,24 +157,50 @@ int64_t process_cpu_ns() noexcept {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-HostCpuTimes read_host_cpu_times() noexcept {
+HostCpuTimes parse_proc_stat(std::string_view text, bool per_cpu) {
   HostCpuTimes h;
-  char buf[512];
-  // Only the first line ("cpu  user nice system idle iowait irq softirq steal ...") is needed.
-  const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return h;
-  const ssize_t got = pread_retry(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got < 5 || std::strncmp(buf, "cpu ", 4) != 0) return h;
+  // "cpu  user nice system idle iowait irq softirq steal ...", then "cpuN ..." per CPU.
+  if (text.size() < 5 || text.substr(0, 4) != "cpu ") return h;
   uint64_t f[8] = {};
-  const int n = parse_u64_fields(std::string_view(buf + 4, static_cast<size_t>(got) - 4), f, 8);
+  const size_t eol = std::min(text.find('\n'), text.size());
+  const int n = parse_u64_fields(text.substr(4, eol - 4), f, 8);
   if (n < 5) return h;
   const uint64_t idle = f[3] + f[4];
   h.busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
   h.steal = n >= 8 ? f[7] : 0;
   h.total = h.busy + idle;
   h.ok = true;
+  if (!per_cpu) return h;
+  for (size_t pos = eol + 1; pos < text.size();) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.size() < 4 || line.substr(0, 3) != "cpu") break;  // the per-CPU lines come first
+    size_t d = 3;
+    int cpu = 0;
+    while (d < line.size() && line[d] >= '0' && line[d] <= '9') cpu = cpu * 10 + (line[d++] - '0');
+    if (d == 3 || cpu > 65535) continue;
+    uint64_t g[8] = {};
+    if (parse_u64_fields(line.substr(d), g, 8) < 8) continue;
+    if (h.steal_per_cpu.size() <= static_cast<size_t>(cpu)) h.steal_per_cpu.resize(cpu + 1, 0);
+    h.steal_per_cpu[static_cast<size_t>(cpu)] = g[7];
+  }
   return h;
+}
+
+HostCpuTimes read_host_cpu_times(bool per_cpu) noexcept {
+  // The totals line fits 512 bytes; the per-CPU lines take ~100 bytes per CPU.
+  std::string buf(per_cpu ? 1 << 16 : 512, '\0');
+  const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  const ssize_t got = pread_retry(fd, buf.data(), buf.size() - 1);
+  close(fd);
+  if (got < 5) return {};
+  try {
+    return parse_proc_stat(std::string_view(buf.data(), static_cast<size_t>(got)), per_cpu);
+  } catch (...) {  // an allocation failure: report nothing rather than terminate
+    return {};
+  }
 }
 
 std::optional<double> host_cpus_busy(const HostCpuTimes& a, const HostCpuTimes& b,

@@ -98,8 +98,14 @@ struct HostCpuTimes {
   uint64_t busy = 0;   // user + nice + system + irq + softirq + steal
   uint64_t total = 0;  // busy + idle + iowait
   uint64_t steal = 0;  // time the hypervisor ran something else while this VM wanted a CPU
+  // With per_cpu: steal of CPU i ("cpuN" lines) at index i; CPUs /proc/stat does not list are 0.
+  std::vector<uint64_t> steal_per_cpu;
 };
-HostCpuTimes read_host_cpu_times() noexcept;
+// The totals line; with per_cpu also every "cpuN" line's steal (the file is generated whole by
+// the kernel either way, so the extra lines cost only their parsing).
+HostCpuTimes read_host_cpu_times(bool per_cpu = false) noexcept;
+// The same from /proc/stat text (tests).
+HostCpuTimes parse_proc_stat(std::string_view text, bool per_cpu);
 // CPUs busy between two readings (1.0 = one CPU), given how many CPUs /proc/stat sums over.
 // /proc/stat counts in 10 ms ticks, so intervals under ~100 ms are coarse.
 // nullopt when no tick elapsed.

@@ -208,6 +208,12 @@ nlohmann::json step_json(const StepRecord& r) {
   }
   if (r.host_cpu_usage) s[key::kHostCpuUsage] = std::round(*r.host_cpu_usage * 1000) / 1000;
   if (r.steal_ms) s[key::kStealMs] = *r.steal_ms;
+  if (r.steal_cpus_ms) {
+    nlohmann::json cpus = nlohmann::json::array();
+    for (const auto& [cpu, ms] : *r.steal_cpus_ms)
+      cpus.push_back({{key::kCpu, cpu}, {key::kMs, ms}});
+    s[key::kStealCpus] = std::move(cpus);
+  }
   if (r.energy_j) s[key::kEnergyJ] = *r.energy_j;
   if (r.power_w) s[key::kPowerW] = *r.power_w;
   if (r.cgroup) {

@@ -97,6 +97,8 @@ struct StepRecord {
   std::vector<SchedWorker> sched;  // empty: no thread's schedstat was readable
   std::optional<double> process_cpu_usage, host_cpu_usage;  // CPUs busy over the step
   std::optional<double> steal_ms;
+  // VM steal per CPU (ms) of the CPUs that had any; nullopt when per-CPU figures were unreadable.
+  std::optional<std::vector<std::pair<int, double>>> steal_cpus_ms;
   std::optional<double> energy_j, power_w;
   std::optional<Cgroup> cgroup;
   std::optional<Throttle> throttle;

@@ -51,7 +51,7 @@ void StepProbes::begin_slow(std::vector<int> throttle_cpus) {
 }
 
 void StepProbes::begin_host() noexcept {
-  host0_ = hwcounters::read_host_cpu_times();
+  host0_ = hwcounters::read_host_cpu_times(/*per_cpu=*/true);
 }
 
 void StepProbes::begin_process() noexcept {
@@ -63,7 +63,7 @@ void StepProbes::end_process() noexcept {
 }
 
 void StepProbes::end_host() noexcept {
-  host1_ = hwcounters::read_host_cpu_times();
+  host1_ = hwcounters::read_host_cpu_times(/*per_cpu=*/true);
 }
 
 void StepProbes::finish(StepRecord& r, int64_t step_ns) {
@@ -77,6 +77,17 @@ void StepProbes::finish(StepRecord& r, int64_t step_ns) {
     static const long kTicksPerSecond = sysconf(_SC_CLK_TCK);
     r.steal_ms = static_cast<double>(host1_.steal - host0_.steal) * 1000.0 /
                  static_cast<double>(kTicksPerSecond);
+    // Per CPU: where the workers ran is what slowed them (steal on an idle CPU costs nothing).
+    const auto& a = host0_.steal_per_cpu;
+    const auto& b = host1_.steal_per_cpu;
+    if (!a.empty() && a.size() == b.size()) {
+      std::vector<std::pair<int, double>> cpus;
+      for (size_t cpu = 0; cpu < a.size(); ++cpu)
+        if (b[cpu] > a[cpu])
+          cpus.emplace_back(static_cast<int>(cpu), static_cast<double>(b[cpu] - a[cpu]) * 1000.0 /
+                                                       static_cast<double>(kTicksPerSecond));
+      r.steal_cpus_ms = std::move(cpus);
+    }
   }
   if (energy_ && energy0_) {
     if (auto j = energy_->joules()) {

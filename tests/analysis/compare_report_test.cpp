@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -280,6 +283,43 @@ std::string with_steal(std::string log, double ms) {
 
 // A slowdown whose growth the VM's steal time covers is named VM steal with its own advice; the
 // same slowdown without steal in the logs is not.
+// Adds per-CPU steal to every decode step line: `ms` on each listed CPU.
+std::string with_steal_cpus(const std::string& log, double total_ms, const std::vector<int>& cpus,
+                            double ms) {
+  std::vector<std::string> entries;
+  for (int cpu : cpus) entries.push_back(fmt::format("{{\"cpu\":{},\"ms\":{}}}", cpu, ms));
+  const std::string fields =
+      fmt::format("{{\"steal_ms\":{},\"steal_cpus\":[{}],", total_ms, fmt::join(entries, ","));
+  std::string out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const bool decode_step = line.find("\"type\":\"step\"") != std::string::npos &&
+                             line.find("\"phase\":\"decode\"") != std::string::npos;
+    out.append(decode_step ? fields : std::string("{"));
+    out.append(line, 1, std::string::npos);
+    out.push_back('\n');
+  }
+  return out;
+}
+
+// Steal on a CPU the workers did not use (CPU 7; the workers are on CPUs 0-1) cost them nothing:
+// with per-CPU steal in both logs it is not named, though the all-CPU figure is as large as in
+// the test below. On the workers' CPUs it is, and the verdict says where it was measured.
+TEST(CompareCauses, VmStealCountsOnlyTheWorkersCpus) {
+  const std::string slow = synth::event_log(slow_spec());
+  const RunCycles normal = load_run_text(with_steal_cpus(synth::event_log({}), 0, {}, 0), "n");
+  const Comparison elsewhere =
+      compare_runs(normal, load_run_text(with_steal_cpus(slow, 50.0, {7}, 50.0), "e"));
+  ASSERT_TRUE(elsewhere.significant);
+  EXPECT_EQ(elsewhere.steal_scope, "the workers' CPUs");
+  EXPECT_FALSE(elsewhere.vm_steal) << elsewhere.verdict;
+  const Comparison on_workers =
+      compare_runs(normal, load_run_text(with_steal_cpus(slow, 50.0, {0, 1}, 25.0), "w"));
+  EXPECT_TRUE(on_workers.vm_steal);
+  EXPECT_NE(on_workers.verdict.find("(/proc/stat steal, the workers' CPUs)"), std::string::npos)
+      << on_workers.verdict;
+}
+
 TEST(CompareCauses, VmStealIsNamedWhenItCoversTheSlowdown) {
   const RunCycles normal = load_run_text(with_steal(synth::event_log({}), 0.0), "n.jsonl");
   const std::string slow = synth::event_log(slow_spec());

@@ -175,5 +175,33 @@ TEST(CpuUsage, ProcessAndHostUsageFollowABusyThread) {
   EXPECT_FALSE(host_cpus_busy(h0, h0, online).has_value());
 }
 
+// /proc/stat fixture: steal is the 8th field. Totals line: user 100 nice 0 system 50 idle 800
+// iowait 10 irq 5 softirq 5 steal 30 -> busy 190, total 1000, steal 30. CPU 0 has 10 steal,
+// CPU 1 has 20; an "intr" line ends the per-CPU lines.
+TEST(ProcStat, TotalsAndPerCpuSteal) {
+  const char* text =
+      "cpu  100 0 50 800 10 5 5 30 0 0\n"
+      "cpu0 50 0 25 400 5 2 3 10 0 0\n"
+      "cpu1 50 0 25 400 5 3 2 20 0 0\n"
+      "intr 12345 0 0\n";
+  const HostCpuTimes h = parse_proc_stat(text, true);
+  ASSERT_TRUE(h.ok);
+  EXPECT_EQ(h.busy, 190u);
+  EXPECT_EQ(h.total, 1000u);
+  EXPECT_EQ(h.steal, 30u);
+  ASSERT_EQ(h.steal_per_cpu.size(), 2u);
+  EXPECT_EQ(h.steal_per_cpu[0], 10u);
+  EXPECT_EQ(h.steal_per_cpu[1], 20u);
+  EXPECT_TRUE(parse_proc_stat(text, false).steal_per_cpu.empty());
+  EXPECT_FALSE(parse_proc_stat("intr 1 2\n", true).ok);
+  // This machine's file: as many per-CPU entries as the highest CPU listed, totals consistent.
+  const HostCpuTimes live = read_host_cpu_times(true);
+  ASSERT_TRUE(live.ok);
+  EXPECT_GE(live.steal_per_cpu.size(), 1u);
+  uint64_t sum = 0;
+  for (uint64_t v : live.steal_per_cpu) sum += v;
+  EXPECT_LE(sum, live.steal + live.steal_per_cpu.size());  // per-CPU ticks sum to the total
+}
+
 }  // namespace
 }  // namespace pacer::hwcounters
