@@ -285,8 +285,16 @@ ScenarioRuns run_scenario(const ScenarioOptions& o) {
       r.injected = env_add.front();
       break;
   }
-  // Let the scheduler see the co-runners (and the streamers touch their buffers) first.
-  if (hogs || streamers) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Let the scheduler see the co-runners first; the streamers must be streaming for real (their
+  // buffers allocated and touched, one full copy done) before the run starts: a short run that
+  // began while they were still faulting in their pages saw no contention.
+  if (hogs) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (streamers) {
+    const size_t warm = free_cpus.size() * (size_t{256} << 20);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (streamers->bytes_copied() < warm && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   say("abnormal run: " + r.injected);
   run_child(o.pacer_exe, abnormal);
   return r;
