@@ -120,7 +120,7 @@ void add_history_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "only this thread count")->check(CLI::PositiveNumber);
   cmd->add_option("--since", args->filter.since, "only runs at or after DATE (2026-11-24[THH:MM])");
   cmd->add_option("--until", args->filter.until, "only runs before DATE");
-  cmd->add_option("--format,-f", args->format,
+  cmd->add_option("--format", args->format,
                   "text | md | csv | json | html | openmetrics (default: from -o's extension, "
                   "else text)")
       ->check(CLI::IsMember(

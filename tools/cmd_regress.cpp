@@ -92,7 +92,7 @@ void add_regress_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "only this thread count")->check(CLI::PositiveNumber);
   cmd->add_option("--since", args->opts.filter.since, "only runs at or after DATE");
   cmd->add_flag("--no-explain", args->no_explain, "skip the compare of the stored logs");
-  cmd->add_option("--format,-f", args->format, "text | json")
+  cmd->add_option("--format", args->format, "text | json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
   cmd->callback([args] { run_regress(*args); });

@@ -52,7 +52,7 @@ size_t lines_of(const std::string& s) {
 }
 
 nlohmann::json history_json(const std::string& db) {
-  const CommandResult r = run_command(kPacer + " history --db " + db + " -f json");
+  const CommandResult r = run_command(kPacer + " history --db " + db + " --format json");
   EXPECT_EQ(r.rc, 0) << r.err;
   return nlohmann::json::parse(r.out);
 }
@@ -172,10 +172,10 @@ TEST(HistoryCli, WritesEveryFormatMergesAndExtractsLogs) {
   const std::string prom = slurp(dir / "h.prom");
   EXPECT_TRUE(prom.ends_with("# EOF\n"));
   EXPECT_EQ(std::count(prom.begin(), prom.end(), '\n') > 10, true);
-  const CommandResult csv = run_command(kPacer + " history --db " + fleet + " -f csv");
+  const CommandResult csv = run_command(kPacer + " history --db " + fleet + " --format csv");
   EXPECT_EQ(lines_of(csv.out), 4u);  // header + 3 runs
   const CommandResult since =
-      run_command(kPacer + " history --db " + fleet + " -f json --since 2999-01-01");
+      run_command(kPacer + " history --db " + fleet + " --format json --since 2999-01-01");
   EXPECT_EQ(nlohmann::json::parse(since.out).size(), 0u);
 
   // A stored log comes back out byte for byte usable: `pacer report` reads it.
@@ -189,7 +189,7 @@ TEST(HistoryCli, WritesEveryFormatMergesAndExtractsLogs) {
 
   // The per-op summary stored with the run: the decode ops of `pacer report --format json`.
   const CommandResult ops =
-      run_command(kPacer + " history --db " + fleet + " --ops " + uuid + " -f json");
+      run_command(kPacer + " history --db " + fleet + " --ops " + uuid + " --format json");
   ASSERT_EQ(ops.rc, 0) << ops.err;
   const nlohmann::json summary = nlohmann::json::parse(ops.out);
   EXPECT_EQ(summary["run_uuid"], uuid);
