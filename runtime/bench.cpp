@@ -208,6 +208,11 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             res.interrupted = true;
             return res;
           }
+          // Progress per repetition: a long prefill or a deep context fill is one rep.
+          if (opts.progress && reps_total > 1)
+            opts.progress(done, total,
+                          fmt::format("{} rep {}/{}{}", row.test, rep + 1, reps_total,
+                                      opts.warmup && rep == 0 ? " (warm-up)" : ""));
           const bool timed = rep >= (opts.warmup ? 1 : 0);
           const bool recorded = !opts.events_dir.empty() && rep == reps_total - 1;
           if (recorded) {

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -466,8 +467,16 @@ void run(const BenchArgs& a) {
     model_hash = db->model_fingerprint(path);
     host_id = analysis::local_host_id();
   }
+  const bool progress = a.progress || isatty(STDERR_FILENO);
+  const auto load_start = std::chrono::steady_clock::now();
+  if (progress) std::fprintf(stderr, "bench: loading %s\n", path.c_str());
   const runtime::Model model = runtime::Model::load(path);
-  if (a.progress || isatty(STDERR_FILENO)) o.progress = progress_bar;
+  if (progress) {
+    std::fprintf(
+        stderr, "bench: loaded in %.2f s\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+    o.progress = progress_bar;
+  }
 
   // --db: every row is recorded (its last rep) so the database holds the log a later compare
   // needs.

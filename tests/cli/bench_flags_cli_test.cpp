@@ -81,6 +81,9 @@ TEST_F(BenchFlagsCli, DelayVerboseAndProgress) {
   EXPECT_GE(s, 0.3);  // one pause, before the second row
   EXPECT_NE(r.err.find("bench: tg2 t1 none: tok/s per rep:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("] 2/2"), std::string::npos) << r.err;  // stderr is a file here
+  EXPECT_NE(r.err.find("bench: loading "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bench: loaded in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tg3 rep 2/2"), std::string::npos) << r.err;  // per repetition
 }
 
 TEST_F(BenchFlagsCli, BadValuesAreUsageErrorsNamingTheFlag) {
