@@ -6,20 +6,18 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
+#include "ops/q8_0.h"
 
 namespace pacer::ops {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::invalid_argument("ops::attention: " + what);
-}
-
-int64_t kv_elem_bytes(WeightType t) {
-  return t == WeightType::F16 ? 2 : 4;
 }
 
 void check_params(const AttentionParams& p) {
@@ -31,8 +29,12 @@ void check_params(const AttentionParams& p) {
     fail("head_dim " + std::to_string(p.head_dim) + " outside [1, " + std::to_string(kMaxHeadDim) +
          "]");
   }
-  if (p.kv_type != WeightType::F16 && p.kv_type != WeightType::F32) {
-    fail("kv_type " + std::string(type_name(p.kv_type)) + " unsupported (f16 or f32)");
+  if (p.kv_type != WeightType::F16 && p.kv_type != WeightType::F32 &&
+      p.kv_type != WeightType::Q8_0) {
+    fail("kv_type " + std::string(type_name(p.kv_type)) + " unsupported (f16, f32 or q8_0)");
+  }
+  if (p.kv_type == WeightType::Q8_0 && p.head_dim % kQ8_0BlockElems != 0) {
+    fail("kv_type q8_0 needs head_dim a multiple of 32, got " + std::to_string(p.head_dim));
   }
   if (p.sliding_window < 0) fail("sliding_window " + std::to_string(p.sliding_window) + " < 0");
   if (!(p.softcap >= 0.0f)) fail("softcap must be >= 0");
@@ -81,6 +83,23 @@ float load_elem(const std::byte* row, int d) {
   }
 }
 
+// One cache row slice of `dim` elements as fp32. Elem BlockQ8_0: dim is a multiple of 32.
+template <typename Elem>
+void load_row(const std::byte* src, int dim, float* dst) {
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    for (int b = 0; b < dim / kQ8_0BlockElems; ++b) {
+      BlockQ8_0 block;
+      std::memcpy(&block, src + b * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+      const float d = fp16_to_fp32(block.d);
+      for (int j = 0; j < kQ8_0BlockElems; ++j) {
+        dst[b * kQ8_0BlockElems + j] = d * static_cast<float>(block.qs[j]);
+      }
+    }
+  } else {
+    for (int d = 0; d < dim; ++d) dst[d] = load_elem<Elem>(src, d);
+  }
+}
+
 template <typename Elem>
 void attend_scalar(const AttentionTask& t) {
   const int dim = t.head_dim, n_q = t.n_q;
@@ -97,7 +116,7 @@ void attend_scalar(const AttentionTask& t) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     for (int j = 0; j < nt; ++j) {
       const std::byte* krow = t.k + (j0 + j) * t.row_bytes;
-      for (int d = 0; d < dim; ++d) row[d] = load_elem<Elem>(krow, d);
+      load_row<Elem>(krow, dim, row);
       for (int g = 0; g < n_q; ++g) {
         float dot = 0.0f;
         for (int d = 0; d < dim; ++d) dot += qs[g][d] * row[d];
@@ -120,7 +139,7 @@ void attend_scalar(const AttentionTask& t) {
     }
     for (int j = 0; j < nt; ++j) {
       const std::byte* vrow = t.v + (j0 + j) * t.row_bytes;
-      for (int d = 0; d < dim; ++d) row[d] = load_elem<Elem>(vrow, d);
+      load_row<Elem>(vrow, dim, row);
       for (int g = 0; g < n_q; ++g) {
         for (int d = 0; d < dim; ++d) acc[g][d] += s[g][j] * row[d];
       }
@@ -137,7 +156,7 @@ void to_f16_scalar(const float* src, fp16_t* dst, int64_t n) {
 }
 
 constexpr AttentionKernels kScalarKernels{attend_scalar<fp16_t>, attend_scalar<float>,
-                                          to_f16_scalar};
+                                          to_f16_scalar, attend_scalar<BlockQ8_0>};
 
 Isa active_isa() noexcept {
   static const Isa isa = detect_isa();  // once: CPUID traps to the hypervisor in a VM
@@ -145,6 +164,22 @@ Isa active_isa() noexcept {
 }
 
 }  // namespace
+
+int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems) {
+  switch (kv_type) {
+    case WeightType::F16:
+      return n_elems * 2;
+    case WeightType::F32:
+      return n_elems * 4;
+    case WeightType::Q8_0:
+      if (n_elems % kQ8_0BlockElems != 0) {
+        fail("a q8_0 cache row needs a multiple of 32 elements, got " + std::to_string(n_elems));
+      }
+      return n_elems / kQ8_0BlockElems * static_cast<int64_t>(sizeof(BlockQ8_0));
+    default:
+      fail("kv_type " + std::string(type_name(kv_type)) + " unsupported (f16, f32 or q8_0)");
+  }
+}
 
 const AttentionKernels& attention_kernels(Isa isa) noexcept {
   switch (isa) {
@@ -166,12 +201,18 @@ void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
   const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   check_span("kv_store k", k.size(), n_tokens * row);
   check_span("kv_store v", v.size(), n_tokens * row);
-  const int64_t row_bytes = row * kv_elem_bytes(p.kv_type);
+  const int64_t row_bytes = kv_row_bytes(p.kv_type, row);
   std::byte* k_dst = k_cache + pos0 * row_bytes;
   std::byte* v_dst = v_cache + pos0 * row_bytes;
   if (p.kv_type == WeightType::F32) {
     std::memcpy(k_dst, k.data(), k.size_bytes());
     std::memcpy(v_dst, v.data(), v.size_bytes());
+    return;
+  }
+  if (p.kv_type == WeightType::Q8_0) {
+    // Rows are whole blocks (head_dim % 32 == 0), so the n_tokens rows quantize as one run.
+    quantize_row_q8_0_ref(k.data(), reinterpret_cast<BlockQ8_0*>(k_dst), n_tokens * row);
+    quantize_row_q8_0_ref(v.data(), reinterpret_cast<BlockQ8_0*>(v_dst), n_tokens * row);
     return;
   }
   const ToF16Fn to_f16 = attention_kernels(isa).to_f16;
@@ -234,9 +275,11 @@ void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, 
                    std::span<float> out, const Parallel& par) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
   const AttentionKernels& kernels = attention_kernels(isa);
-  const int64_t elem = kv_elem_bytes(p.kv_type);
+  AttendFn attend = kernels.attend_f32;
+  if (p.kv_type == WeightType::F16) attend = kernels.attend_f16;
+  if (p.kv_type == WeightType::Q8_0) attend = kernels.attend_q8_0;
   const AttentionJob job{
-      .attend = p.kv_type == WeightType::F16 ? kernels.attend_f16 : kernels.attend_f32,
+      .attend = attend,
       .p = &p,
       .q = q.data(),
       .out = out.data(),
@@ -245,8 +288,8 @@ void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, 
       .k_cache = k_cache,
       .v_cache = v_cache,
       .group = p.n_heads / p.n_kv_heads,
-      .row_bytes = static_cast<int64_t>(p.n_kv_heads) * p.head_dim * elem,
-      .head_bytes = p.head_dim * elem,
+      .row_bytes = kv_row_bytes(p.kv_type, static_cast<int64_t>(p.n_kv_heads) * p.head_dim),
+      .head_bytes = kv_row_bytes(p.kv_type, p.head_dim),
   };
   par.run_chunks(n_tokens * p.n_heads, 1,
                  [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
@@ -267,6 +310,11 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
   // Cache element (position, kv head, d) as fp32.
   auto cache_at = [&](const std::byte* cache, int64_t pos, int kvh, int d) {
     const int64_t i = pos * row_elems + static_cast<int64_t>(kvh) * dim + d;
+    if (p.kv_type == WeightType::Q8_0) {
+      BlockQ8_0 block;
+      std::memcpy(&block, cache + i / kQ8_0BlockElems * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+      return fp16_to_fp32(block.d) * static_cast<float>(block.qs[i % kQ8_0BlockElems]);
+    }
     return p.kv_type == WeightType::F16 ? load_elem<fp16_t>(cache + i * 2, 0)
                                         : load_elem<float>(cache + i * 4, 0);
   };

@@ -2,7 +2,9 @@
 // Causal grouped-query attention over a KV cache, for decode (one query token) and prefill (many).
 //
 // Cache layout per layer: K and V each (capacity, n_kv_heads * head_dim) rows of `kv_type`
-// (F16 by default, F32 optional), row p holding position p. Query head h reads KV head
+// (F16 by default, F32 or Q8_0 optional), row p holding position p. A Q8_0 row is
+// n_kv_heads*head_dim/32 ggml block_q8_0 blocks (head_dim a multiple of 32, so a head never
+// splits a block). Query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include <cstdint>
 #include <span>
@@ -19,11 +21,16 @@ struct AttentionParams {
   float scale = 0.0f;          // usually 1/sqrt(head_dim); gemma3 uses query_pre_attn_scalar
   int64_t sliding_window = 0;  // 0 = full causal; else key p visible to query q iff q - p < window
   float softcap = 0.0f;        // 0 = none; else s = softcap * tanh(s / softcap)
-  WeightType kv_type = WeightType::F16;  // F16 or F32
+  WeightType kv_type = WeightType::F16;  // F16, F32 or Q8_0
 };
 
+// Bytes of one cache row of n_elems elements of kv_type (F16, F32 or Q8_0; Q8_0 needs n_elems a
+// multiple of 32). Throws std::invalid_argument for other types.
+int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems);
+
 // Appends n_tokens rows of k and v ((n_tokens, n_kv_heads*head_dim) fp32) at positions
-// [pos0, pos0 + n_tokens) of the cache, converting to kv_type.
+// [pos0, pos0 + n_tokens) of the cache, converting to kv_type (Q8_0: ggml's quantize_row_q8_0,
+// round to nearest, fp16 scale).
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
               int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache);
 

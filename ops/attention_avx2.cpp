@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops/attention_kernels.h"
+#include "ops/q8_0.h"
 #include "ops/softmax_math_avx2.h"
 
 namespace pacer::ops {
@@ -21,9 +23,16 @@ __m256i tail_mask(int64_t rem) {
 }
 
 // 8 elements of a cache row from element d as fp32.
-template <bool kF16>
+template <typename Elem>
 __m256 load_row(const std::byte* row, int d) {
-  if constexpr (kF16) {
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    // 8 elements of one block (d % 8 == 0, head_dim % 32 == 0): w = d * q.
+    const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + d / kQ8_0BlockElems;
+    const __m128i q8 =
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block->qs + d % kQ8_0BlockElems));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(block->d)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+  } else if constexpr (std::is_same_v<Elem, fp16_t>) {
     return _mm256_cvtph_ps(_mm_loadu_si128(
         reinterpret_cast<const __m128i*>(reinterpret_cast<const fp16_t*>(row) + d)));
   } else {
@@ -32,9 +41,12 @@ __m256 load_row(const std::byte* row, int d) {
 }
 
 // The last `rem` (< 8) elements of a row from element d; other lanes 0.
-template <bool kF16>
+template <typename Elem>
 __m256 load_row_tail(const std::byte* row, int d, int rem) {
-  if constexpr (kF16) {
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    static_cast<void>(row), static_cast<void>(d), static_cast<void>(rem);
+    return _mm256_setzero_ps();  // unreachable: Q8_0 rows have no tail (head_dim % 32 == 0)
+  } else if constexpr (std::is_same_v<Elem, fp16_t>) {
     alignas(16) fp16_t buf[8] = {};
     std::memcpy(buf, reinterpret_cast<const fp16_t*>(row) + d, rem * sizeof(fp16_t));
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
@@ -43,13 +55,13 @@ __m256 load_row_tail(const std::byte* row, int d, int rem) {
   }
 }
 
-template <bool kF16>
+template <typename Elem>
 __m256 load_row_any(const std::byte* row, int d, int dim) {
-  return d + 8 <= dim ? load_row<kF16>(row, d) : load_row_tail<kF16>(row, d, dim - d);
+  return d + 8 <= dim ? load_row<Elem>(row, d) : load_row_tail<Elem>(row, d, dim - d);
 }
 
 // s[g][j] = qs[g] . k_j for `nt` keys; qs rows are zero-padded to a multiple of 8.
-template <bool kF16, int G>
+template <typename Elem, int G>
 void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
                 int nt, float (*s)[kKeyTile]) {
   const int full = dim / 8 * 8;
@@ -58,11 +70,11 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
     for (int g = 0; g < G; ++g) a[g] = _mm256_setzero_ps();
     int d = 0;
     for (; d < full; d += 8) {
-      const __m256 k = load_row<kF16>(krow, d);
+      const __m256 k = load_row<Elem>(krow, d);
       for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_load_ps(qs[g] + d), k, a[g]);
     }
     if (d < dim) {
-      const __m256 k = load_row_tail<kF16>(krow, d, dim - d);
+      const __m256 k = load_row_tail<Elem>(krow, d, dim - d);
       for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_load_ps(qs[g] + d), k, a[g]);
     }
     for (int g = 0; g < G; ++g) s[g][j] = avx2::hsum_ps(a[g]);
@@ -70,7 +82,7 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
 }
 
 // acc[g] += sum_j p[g][j] * v_j, 8 dims at a time with the G accumulators in registers.
-template <bool kF16, int G>
+template <typename Elem, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
                      int dim, float (*acc)[kMaxHeadDim]) {
   for (int d = 0; d < dim; d += 8) {
@@ -78,14 +90,14 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
     for (int g = 0; g < G; ++g) a[g] = _mm256_load_ps(acc[g] + d);
     const std::byte* vrow = vrow0;
     for (int j = 0; j < nt; ++j, vrow += row_bytes) {
-      const __m256 v = load_row_any<kF16>(vrow, d, dim);
+      const __m256 v = load_row_any<Elem>(vrow, d, dim);
       for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g][j]), v, a[g]);
     }
     for (int g = 0; g < G; ++g) _mm256_store_ps(acc[g] + d, a[g]);
   }
 }
 
-template <bool kF16, int G>
+template <typename Elem, int G>
 void attend(const AttentionTask& t) {
   const int dim = t.head_dim;
   const int padded = (dim + 7) / 8 * 8;
@@ -103,7 +115,7 @@ void attend(const AttentionTask& t) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
-    score_tile<kF16, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
+    score_tile<Elem, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
     for (int g = 0; g < G; ++g) {
       __m256 vmax = neg_inf;
       for (int j = 0; j < nt; j += 8) {
@@ -134,7 +146,7 @@ void attend(const AttentionTask& t) {
       }
       m[g] = m_new;
     }
-    accumulate_tile<kF16, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
+    accumulate_tile<Elem, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
   }
   for (int g = 0; g < G; ++g) {
     const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
@@ -145,9 +157,9 @@ void attend(const AttentionTask& t) {
   }
 }
 
-template <bool kF16>
+template <typename Elem>
 void attend_any(const AttentionTask& t) {
-  with_group_size(t.n_q, [&](auto g) { attend<kF16, decltype(g)::value>(t); });
+  with_group_size(t.n_q, [&](auto g) { attend<Elem, decltype(g)::value>(t); });
 }
 
 void to_f16_avx2(const float* src, fp16_t* dst, int64_t n) {
@@ -160,7 +172,8 @@ void to_f16_avx2(const float* src, fp16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);  // same rounding as the vector path
 }
 
-constexpr AttentionKernels kAvx2Kernels{attend_any<true>, attend_any<false>, to_f16_avx2};
+constexpr AttentionKernels kAvx2Kernels{attend_any<fp16_t>, attend_any<float>, to_f16_avx2,
+                                        attend_any<BlockQ8_0>};
 
 }  // namespace
 

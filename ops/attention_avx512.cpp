@@ -1,4 +1,5 @@
-// AVX-512 attention: K/V rows convert F16 -> F32 in registers (vcvtph2ps), q.k over head_dim in
+// AVX-512 attention: K/V rows convert F16 (vcvtph2ps) or Q8_0 (vpmovsxbd, scale) -> F32 in
+// registers, q.k over head_dim in
 // 16-lane FMAs, exp over the key tile in 16 lanes. The group size G (query heads sharing a KV
 // head) is a template parameter so the G accumulators live in registers while each K/V row
 // chunk is loaded once for all of them.
@@ -12,8 +13,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/attention_kernels.h"
+#include "ops/q8_0.h"
 #include "ops/softmax_math_avx512.h"
 
 namespace pacer::ops {
@@ -24,9 +27,18 @@ __mmask16 tail_mask(int64_t rem) {
 }
 
 // 16 elements of a cache row starting at element d, as fp32; lanes outside `m` are 0.
-template <bool kF16>
+template <typename Elem>
 __m512 load_row(const std::byte* row, int d, __mmask16 m) {
-  if constexpr (kF16) {
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    // head_dim % 32 == 0 (checked by attention()), so m is full and the 16 elements are one half
+    // of one block: w = d * q.
+    (void)m;
+    const auto* block = reinterpret_cast<const BlockQ8_0*>(row) + d / kQ8_0BlockElems;
+    const __m128i q8 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs + d % kQ8_0BlockElems));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(block->d)),
+                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)));
+  } else if constexpr (std::is_same_v<Elem, fp16_t>) {
     const auto* h = reinterpret_cast<const fp16_t*>(row) + d;
     return _mm512_cvtph_ps(m == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))
                                        : _mm256_maskz_loadu_epi16(m, h));
@@ -73,14 +85,14 @@ inline float sum_lanes1(__m512 v) {
 
 // acc[ks * G + g] += qs[g] . k_ks over head_dim for `KS` consecutive key rows from `krow`.
 // qs rows are zero-padded to a multiple of 16, so the masked tail chunk adds nothing extra.
-template <bool kF16, int G, int KS>
+template <typename Elem, int G, int KS>
 void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
               __m512* acc) {
   for (int i = 0; i < G * KS; ++i) acc[i] = _mm512_setzero_ps();
   for (int d = 0; d < dim; d += 16) {
     const __mmask16 m = tail_mask(dim - d);
     for (int ks = 0; ks < KS; ++ks) {
-      const __m512 k = load_row<kF16>(krow + ks * row_bytes, d, m);
+      const __m512 k = load_row<Elem>(krow + ks * row_bytes, d, m);
       for (int g = 0; g < G; ++g) {
         acc[ks * G + g] = _mm512_fmadd_ps(_mm512_load_ps(qs[g] + d), k, acc[ks * G + g]);
       }
@@ -90,7 +102,7 @@ void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, in
 
 // Scores of `nt` keys starting at row `krow` for G scaled queries: s[g][j] = qs[g] . k_j. Keys go
 // KS at a time so that G * KS <= 16 accumulators reduce together.
-template <bool kF16, int G>
+template <typename Elem, int G>
 void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
                 int nt, float (*s)[kKeyTile]) {
   constexpr int KS = 16 / G;
@@ -98,7 +110,7 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
   if constexpr (KS > 1) {
     for (; j + KS <= nt; j += KS, krow += KS * row_bytes) {
       __m512 acc[16];
-      dot_keys<kF16, G, KS>(qs, dim, krow, row_bytes, acc);
+      dot_keys<Elem, G, KS>(qs, dim, krow, row_bytes, acc);
       for (int i = G * KS; i < 16; ++i) acc[i] = _mm512_setzero_ps();
       alignas(64) float sums[16];
       _mm512_store_ps(sums, sum_lanes16(acc));
@@ -109,14 +121,14 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
   }
   for (; j < nt; ++j, krow += row_bytes) {
     __m512 acc[G];
-    dot_keys<kF16, G, 1>(qs, dim, krow, row_bytes, acc);
+    dot_keys<Elem, G, 1>(qs, dim, krow, row_bytes, acc);
     for (int g = 0; g < G; ++g) s[g][j] = sum_lanes1(acc[g]);
   }
 }
 
 // acc[g] += sum_j p[g][j] * v_j over `nt` value rows starting at `vrow`, 16 dims at a time so the
 // G accumulators for those dims stay in registers across the whole tile.
-template <bool kF16, int G>
+template <typename Elem, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
                      int dim, float (*acc)[kMaxHeadDim]) {
   for (int d = 0; d < dim; d += 16) {
@@ -125,14 +137,14 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
     for (int g = 0; g < G; ++g) a[g] = _mm512_load_ps(acc[g] + d);
     const std::byte* vrow = vrow0;
     for (int j = 0; j < nt; ++j, vrow += row_bytes) {
-      const __m512 v = load_row<kF16>(vrow, d, m);
+      const __m512 v = load_row<Elem>(vrow, d, m);
       for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][j]), v, a[g]);
     }
     for (int g = 0; g < G; ++g) _mm512_store_ps(acc[g] + d, a[g]);
   }
 }
 
-template <bool kF16, int G>
+template <typename Elem, int G>
 void attend(const AttentionTask& t) {
   const int dim = t.head_dim;
   const int padded = (dim + 15) / 16 * 16;
@@ -149,7 +161,7 @@ void attend(const AttentionTask& t) {
   }
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
-    score_tile<kF16, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
+    score_tile<Elem, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
     // Online softmax step: new running max, rescale what was accumulated under the old one.
     for (int g = 0; g < G; ++g) {
       __m512 vmax = _mm512_set1_ps(-INFINITY);
@@ -181,7 +193,7 @@ void attend(const AttentionTask& t) {
       }
       m[g] = m_new;
     }
-    accumulate_tile<kF16, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
+    accumulate_tile<Elem, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
   }
   for (int g = 0; g < G; ++g) {
     const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
@@ -192,9 +204,9 @@ void attend(const AttentionTask& t) {
   }
 }
 
-template <bool kF16>
+template <typename Elem>
 void attend_any(const AttentionTask& t) {
-  with_group_size(t.n_q, [&](auto g) { attend<kF16, decltype(g)::value>(t); });
+  with_group_size(t.n_q, [&](auto g) { attend<Elem, decltype(g)::value>(t); });
 }
 
 void to_f16_avx512(const float* src, fp16_t* dst, int64_t n) {
@@ -206,7 +218,8 @@ void to_f16_avx512(const float* src, fp16_t* dst, int64_t n) {
   }
 }
 
-constexpr AttentionKernels kAvx512Kernels{attend_any<true>, attend_any<false>, to_f16_avx512};
+constexpr AttentionKernels kAvx512Kernels{attend_any<fp16_t>, attend_any<float>, to_f16_avx512,
+                                          attend_any<BlockQ8_0>};
 
 }  // namespace
 

@@ -67,6 +67,7 @@ struct AttentionKernels {
   AttendFn attend_f16 = nullptr;  // K/V cache rows are F16
   AttendFn attend_f32 = nullptr;  // K/V cache rows are F32
   ToF16Fn to_f16 = nullptr;
+  AttendFn attend_q8_0 = nullptr;  // K/V cache rows are Q8_0 blocks (head_dim % 32 == 0)
 };
 
 // The table for `isa`; callers check isa_supported(isa) first. The Scalar table runs the same

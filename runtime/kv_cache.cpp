@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "ops/attention.h"
+#include "ops/q8_0.h"
+
 namespace pacer::runtime {
 namespace {
 
@@ -41,17 +44,24 @@ void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t availa
       what, human_bytes(bytes), human_bytes(available)));
 }
 
-void KvCache::Free::operator()(std::byte* p) const noexcept { std::free(p); }
+void KvCache::Free::operator()(std::byte* p) const noexcept {
+  std::free(p);
+}
 
 int64_t KvCache::bytes_needed(const loader::ModelConfig& c, int64_t capacity,
                               ops::WeightType type) {
-  if (type != ops::WeightType::F16 && type != ops::WeightType::F32) {
-    throw MemoryError(fmt::format("KV cache type {} is not supported (f16 or f32)",
-                                  ops::type_name(type)));
+  if (type != ops::WeightType::F16 && type != ops::WeightType::F32 &&
+      type != ops::WeightType::Q8_0) {
+    throw MemoryError(
+        fmt::format("KV cache type {} is not supported (f16, f32 or q8_0)", ops::type_name(type)));
+  }
+  if (type == ops::WeightType::Q8_0 && c.head_dim % ops::kQ8_0BlockElems != 0) {
+    // A head must be whole Q8_0 blocks so attention reads each head's blocks on its own.
+    throw MemoryError(fmt::format(
+        "--kv-type q8_0 needs head_dim a multiple of 32; this model's head_dim is {}", c.head_dim));
   }
   if (capacity <= 0) throw MemoryError(fmt::format("context size {} must be positive", capacity));
-  const int64_t elem = type == ops::WeightType::F16 ? 2 : 4;
-  const int64_t row = c.n_kv_heads * c.head_dim * elem;
+  const int64_t row = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
   // capacity is user input: refuse sizes whose product would overflow before comparing.
   const int64_t per_position = row * 2 * c.n_layers;
   if (per_position <= 0 || capacity > std::numeric_limits<int64_t>::max() / per_position) {
@@ -70,7 +80,7 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
                   c.n_layers, capacity, c.n_kv_heads * c.head_dim, ops::type_name(type),
                   extra_bytes > 0 ? " plus activations" : ""),
       available);
-  row_bytes_ = c.n_kv_heads * c.head_dim * (type == ops::WeightType::F16 ? 2 : 4);
+  row_bytes_ = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
   layer_bytes_ = (row_bytes_ * capacity + 63) / 64 * 64;
   const size_t size = static_cast<size_t>(layer_bytes_ * 2 * n_layers_);
   // Pages are committed on first write, so a large context costs only what the run touches.

@@ -1,6 +1,6 @@
 #pragma once
 // The attention KV cache: per layer, K and V each (capacity, n_kv_heads*head_dim) rows of F16
-// (default) or F32, row p holding position p (the layout ops::attention reads). Owned memory,
+// (default), F32 or Q8_0, row p holding position p (the layout ops::attention reads). Owned memory,
 // allocated once for the requested context after checking that it fits.
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +29,7 @@ void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t availa
 class KvCache {
  public:
   // Checks KV bytes (plus `extra_bytes` the caller also needs, e.g. activations) against
-  // `available` (< 0: MemAvailable) before allocating. type: F16 or F32.
+  // `available` (< 0: MemAvailable) before allocating. type: F16, F32 or Q8_0 (head_dim a multiple of 32).
   KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type,
           int64_t extra_bytes = 0, int64_t available = -1);
 

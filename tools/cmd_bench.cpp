@@ -434,8 +434,10 @@ runtime::BenchOptions bench_options(const BenchArgs& a) {
   if (!a.cache_type_k.empty()) kv_name = a.cache_type_k;
   if (!a.cache_type_v.empty()) kv_name = a.cache_type_v;
   auto kv = ops::weight_type_from_name(kv_name);
-  if (!kv || (*kv != ops::WeightType::F16 && *kv != ops::WeightType::F32)) {
-    throw CLI::ValidationError("--kv-type", fmt::format("'{}': expected f16 or f32", kv_name));
+  if (!kv || (*kv != ops::WeightType::F16 && *kv != ops::WeightType::F32 &&
+              *kv != ops::WeightType::Q8_0)) {
+    throw CLI::ValidationError("--kv-type",
+                               fmt::format("'{}': expected f16, f32 or q8_0", kv_name));
   }
   o.kv_type = *kv;
   return o;
@@ -564,7 +566,7 @@ void add_bench_command(CLI::App& app) {
                   "append every row (with a per-op summary and its event log) to this results "
                   "database (SQLite; `pacer history`, `pacer regress`); default: $PACER_DB")
       ->envname("PACER_DB");
-  cmd->add_option("--kv-type", args->kv_type, "f16 | f32")->capture_default_str();
+  cmd->add_option("--kv-type", args->kv_type, "f16 | f32 | q8_0")->capture_default_str();
   cmd->add_flag("--no-warmup", args->no_warmup, "skip the untimed warm-up run");
   cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");
   cmd->add_option("--cv-flag", args->cv_flag, "flag rows whose CV exceeds this %")

@@ -156,8 +156,9 @@ void run_perplexity(const PerplexityCliOptions& o) {
         "give one of them");
   }
   const auto kv_type = ops::weight_type_from_name(o.kv_type);
-  if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32)) {
-    throw std::runtime_error("--kv-type must be f16 or f32, got '" + o.kv_type + "'");
+  if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32 &&
+                   *kv_type != ops::WeightType::Q8_0)) {
+    throw std::runtime_error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   }
 
   // KL-divergence mode takes the text and the chunk size from the base file.
@@ -317,7 +318,8 @@ void add_perplexity_command(CLI::App& app) {
       ->check(at_least_or_auto(1));
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
       ->capture_default_str();
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32 | q8_0")
+      ->capture_default_str();
   cmd->add_option("--kl-divergence-base", o->kld_base_out,
                   "Base file (llama.cpp's format): written from this run's log-probabilities, or "
                   "read with --kl-divergence");

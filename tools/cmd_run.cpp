@@ -80,8 +80,9 @@ void run_generate(const RunOptions& o) {
     if (prompt.empty()) throw std::runtime_error(o.prompt_file + ": the prompt file is empty (-f)");
   }
   const auto kv_type = ops::weight_type_from_name(o.kv_type);
-  if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32)) {
-    throw std::runtime_error("--kv-type must be f16 or f32, got '" + o.kv_type + "'");
+  if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32 &&
+                   *kv_type != ops::WeightType::Q8_0)) {
+    throw std::runtime_error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   }
 
   const runtime::Model model = runtime::Model::load(o.model);
@@ -196,7 +197,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per prefill step")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32 | q8_0")
+      ->capture_default_str();
   cmd->add_option("--stop", o->stop, "Stop string (repeatable; not printed)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--special", o->parse_special, "Parse special-token text in the prompt");

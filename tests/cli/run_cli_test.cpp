@@ -141,7 +141,7 @@ TEST_F(RunCli, ErrorsAreOneLineWithExitCode1) {
   };
   const std::vector<Case> cases = {
       {"-p x -t 64 --pin cores", "cannot place 64 threads"},
-      {"-p x --kv-type q8_0", "--kv-type must be f16 or f32"},
+      {"-p x --kv-type q4_0", "--kv-type must be f16, f32 or q8_0"},
       {"-p x -c 100000000000", "MemAvailable"},
       {"-p x --pin list:4000 -t 1", "CPU 4000"},
   };

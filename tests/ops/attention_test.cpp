@@ -1,9 +1,10 @@
 // Attention: every Isa's kernels and attention_ref against softmax(QK^T)V computed here in double,
-// over decode and prefill, GQA ratios, sliding windows, softcap, F16 and F32 caches, head_dim
+// over decode and prefill, GQA ratios, sliding windows, softcap, F16, F32 and Q8_0 caches, head_dim
 // tails; the F16 cache against exact fp32 math within a bound derived from fp16 rounding; and
 // bit-identical results for any worker count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -50,6 +51,14 @@ const Case kCases[] = {
     {"prefill_continued_gqa2_f32", 4, 2, 64, 60, 25, 0, 0.0f, WeightType::F32},
     {"prefill_window", 4, 1, 32, 0, 90, 16, 0.0f, WeightType::F16},
     {"prefill_window_softcap_f32", 4, 2, 48, 10, 30, 12, 3.0f, WeightType::F32},
+    {"decode_q8_0", 8, 2, 64, 150, 1, 0, 0.0f, WeightType::Q8_0},
+    {"decode_gqa7_q8_0", 14, 2, 64, 130, 1, 0, 0.0f, WeightType::Q8_0},
+    {"decode_d128_window_q8_0", 4, 1, 128, 300, 1, 40, 0.0f, WeightType::Q8_0},
+    {"decode_softcap_q8_0", 4, 2, 32, 100, 1, 0, 5.0f, WeightType::Q8_0},
+    // Longer than several key tiles (kKeyTile): the online softmax rescales across tiles.
+    {"decode_long_q8_0", 8, 2, 64, 1000, 1, 0, 0.0f, WeightType::Q8_0},
+    {"decode_long_f16", 8, 2, 64, 1000, 1, 0, 0.0f, WeightType::F16},
+    {"prefill_q8_0", 4, 2, 64, 60, 90, 0, 0.0f, WeightType::Q8_0},
 };
 
 // Inputs of one case: q, fp32 K/V for every position up to the last query, and the cache.
@@ -81,8 +90,7 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   in.v.resize(in.k.size());
   for (float& x : in.k) x = kvd(rng);
   for (float& x : in.v) x = kvd(rng);
-  const int64_t elem = c.kv_type == WeightType::F16 ? 2 : 4;
-  in.k_cache.resize(static_cast<size_t>(in.positions * row * elem));
+  in.k_cache.resize(static_cast<size_t>(in.positions * kv_row_bytes(c.kv_type, row)));
   in.v_cache.resize(in.k_cache.size());
   // Stored in two calls (a prompt, then the rest) the way the runtime appends.
   const int64_t first = in.positions / 2;
@@ -94,9 +102,22 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   return in;
 }
 
-// What the cache holds for k or v, as fp32 (F16 rounding applied where the cache is F16).
+// What the cache holds for k or v, as fp32: F16 rounding where the cache is F16; where it is
+// Q8_0, ggml's quantize_row_q8_0 per 32 consecutive values (d = max|x| / 127 stored as fp16,
+// q = round(x / d) computed as x * (1/d)) and w = fp16(d) * q.
 std::vector<float> as_cached(const std::vector<float>& x, WeightType t) {
   std::vector<float> r(x.size());
+  if (t == WeightType::Q8_0) {
+    for (size_t b = 0; b < x.size(); b += 32) {
+      float amax = 0.0f;
+      for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::abs(x[j]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float d16 = fp16_to_fp32(fp32_to_fp16(d));
+      for (size_t j = b; j < b + 32; ++j) r[j] = d16 * std::round(x[j] * id);
+    }
+    return r;
+  }
   for (size_t i = 0; i < x.size(); ++i) {
     r[i] = t == WeightType::F16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : x[i];
   }
@@ -248,6 +269,40 @@ TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
     const double bound = (std::exp(2 * ds) - 1) + u + kFp32AbsTol;
     expect_close(out, exact, bound, c.name);
   }
+}
+
+TEST(Attention, Q8_0CacheStaysWithinTheQuantizationBound) {
+  // Against exact math on the unquantized fp32 K/V (|k|, |v| <= 1). A Q8_0 value is off by at
+  // most d/2 = max|x|/254 from rounding q, plus 127 * |fp16(d) - d| <= 127 * d * 2^-11 =
+  // max|x| * 2^-11 from the fp16 scale: u = 1/254 + 2^-11 absolute. The same softmax argument as
+  // the F16 bound gives |dout| <= (e^(2 ds) - 1) + u with ds = scale * u * sum_d |q_d|.
+  const double u = 1.0 / 254 + std::ldexp(1.0, -11);
+  for (const Case& c : kCases) {
+    if (c.kv_type != WeightType::Q8_0 || c.softcap > 0) continue;
+    const Inputs in = make_inputs(c);
+    const auto exact = naive_attention(in, c, in.k, in.v);
+    std::vector<float> out(in.q.size());
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
+              SerialParallel(1));
+    double max_q = 0;
+    for (size_t i = 0; i < in.q.size(); i += c.head_dim) {
+      double s = 0;
+      for (int d = 0; d < c.head_dim; ++d) s += std::abs(in.q[i + d]);
+      max_q = std::max(max_q, s);
+    }
+    const double ds = in.p.scale * u * max_q;
+    expect_close(out, exact, (std::exp(2 * ds) - 1) + u + kFp32AbsTol, c.name);
+  }
+}
+
+TEST(Attention, Q8_0StoreNeedsWholeBlocksPerHead) {
+  std::vector<float> kv(2 * 48);
+  std::vector<std::byte> cache(4096);
+  const AttentionParams p{
+      .n_heads = 2, .n_kv_heads = 2, .head_dim = 48, .scale = 0.25f, .kv_type = WeightType::Q8_0};
+  EXPECT_THROW(kv_store(p, kv, kv, 0, 1, cache.data(), cache.data()), std::invalid_argument);
+  EXPECT_EQ(kv_row_bytes(WeightType::Q8_0, 128), 4 * 34);
+  EXPECT_THROW(kv_row_bytes(WeightType::Q8_0, 48), std::invalid_argument);
 }
 
 TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {

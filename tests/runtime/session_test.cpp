@@ -111,8 +111,27 @@ TEST(KvCache, SizeAndLayout) {
       EXPECT_GE(kv.k(il) - kv.v(il - 1), 100 * kv.row_bytes());
     }
   }
-  EXPECT_THROW(KvCache(c, 10, ops::WeightType::Q8_0), MemoryError);
+  EXPECT_THROW(KvCache(c, 10, ops::WeightType::Q4_0), MemoryError);
   EXPECT_THROW(KvCache(c, 0, ops::WeightType::F16), MemoryError);
+}
+
+TEST(KvCache, Q8_0RowsAreBlocksAndNeedHeadDimMultipleOf32) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  loader::ModelConfig c = synth.model().config();
+  ASSERT_EQ(c.head_dim % 32, 0);
+  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  // 34 bytes (fp16 scale + 32 int8) per 32 elements.
+  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::Q8_0),
+            c.n_layers * 2 * 100 * kv_dim / 32 * 34);
+  EXPECT_EQ(KvCache(c, 100, ops::WeightType::Q8_0).row_bytes(), kv_dim / 32 * 34);
+  c.head_dim = 48;
+  try {
+    KvCache(c, 10, ops::WeightType::Q8_0);
+    ADD_FAILURE() << "head_dim 48 accepted for a q8_0 cache";
+  } catch (const MemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--kv-type q8_0"));
+    EXPECT_THAT(e.what(), HasSubstr("head_dim is 48"));
+  }
 }
 
 TEST(KvCache, MemoryCheckNamesBytesNeededAndAvailable) {
