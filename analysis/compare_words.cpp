@@ -240,8 +240,11 @@ void write_verdict(Comparison& c) {
     const auto cpu_work_cause = [](std::optional<Part> p) {
       return p == Part::CpuWork || p == Part::Ipc || p == Part::OnCpu;
     };
-    c.interference = c.same_build_and_config && c.oncpu_growth_broad && !c.membw_contention &&
-                     cpu_work_cause(c.main_cause);
+    // Slower: only a change on every op is the host's (one op losing IPC is named as such).
+    // Faster: the same build cannot have done less work by itself, whatever the ops: the normal
+    // run was the disturbed one.
+    c.interference = c.same_build_and_config && (c.oncpu_growth_broad || dir < 0) &&
+                     !c.membw_contention && cpu_work_cause(c.main_cause);
     v = fmt::format("Decode {:.1f}% {} ({:.3f} -> {:.3f} ms/step):", std::fabs(dpct),
                     dir > 0 ? "slower" : "faster", t0 * 1e-6, t1 * 1e-6);
     const double threshold = std::max(0.5, 0.1 * std::fabs(dpct));
