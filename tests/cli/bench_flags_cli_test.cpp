@@ -20,13 +20,8 @@ namespace {
 class BenchFlagsCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = (std::filesystem::temp_directory_path() /
-              ("pacer-bench-flags-" + std::to_string(getpid()) + ".gguf"))
-                 .string();
-    ASSERT_EQ(cli_test::run_command(std::string(PACER_BINARY) +
-                                    " gguf synth --arch tiny --type q8_0 -o " + model_)
-                  .rc,
-              0);
+    model_ = cli_test::write_tiny_model("bench-flags");
+    ASSERT_FALSE(model_.empty());
   }
   static void TearDownTestSuite() { std::filesystem::remove(model_); }
   static cli_test::CommandResult bench(const std::string& args) {

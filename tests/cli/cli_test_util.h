@@ -43,4 +43,15 @@ inline CommandResult run_command(const std::string& cmd) {
   return r;
 }
 
+// Writes a tiny synthetic Q8_0 model (`pacer gguf synth --arch tiny`) to a temp path unique to
+// this process and `tag`; returns the path, or "" when the command failed.
+inline std::string write_tiny_model(const std::string& tag) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("pacer-" + tag + "-" + std::to_string(getpid()) + ".gguf"))
+                               .string();
+  const CommandResult r =
+      run_command(std::string(PACER_BINARY) + " gguf synth --arch tiny --type q8_0 -o " + path);
+  return r.rc == 0 ? path : std::string();
+}
+
 }  // namespace pacer::cli_test
