@@ -152,8 +152,8 @@ TEST(KvCacheTypes, Q8_0CacheDivergesMeasurablyButLessThanQ8_0Weights) {
     Session s(m, options(kv));
     LogprobReader reader(base);
     const PerplexityResult r = kl_divergence(s, reader, {});
-    std::printf("[ kv %-5s ] KLD %.3e  same top %.1f%%\n", std::string(ops::type_name(kv)).c_str(),
-                r.kld->kld.value, 100 * r.kld->same_top.value);
+    std::printf("[ %-24s ] KLD %.3e  same top %.1f%%\n", what, r.kld->kld.value,
+                100 * r.kld->same_top.value);
     return *r.kld;
   };
   const auto kv_f16 = score(f32.model(), WeightType::F16, "f32 weights, f16 cache");
