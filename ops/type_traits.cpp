@@ -159,7 +159,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q6_k.dot[kAvx512] = vnni ? dot_q6_K_q8_K_avx512vnni : dot_q6_K_q8_K_avx512;
   t.q6_k.dot_rows[kAvx512] = vnni ? dot_rows_q6_K_q8_K_avx512vnni : dot_rows_q6_K_q8_K_avx512;
   t.q6_k.gemm[kAvx512] = vnni ? gemm_q6_K_q8_K_avx512vnni : gemm_q6_K_q8_K_avx512;
-  // Q5_K (q5_k*.cpp): no GEMM yet, so prefill runs dot_rows per token.
+  // Q5_K (q5_k*.cpp): AVX-512 plain and VNNI kernels and GEMMs.
   t.q5_k.type = WeightType::Q5_K;
   t.q5_k.act_type = WeightType::Q8_K;
   t.q5_k.quantize_act = t.q4_k.quantize_act;
