@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/rope_layout.h"
 
 namespace pacer::loader {
 
