@@ -2,7 +2,7 @@
 # and runs the consumer project CONSUMER_DIR against it with find_package(pacer) alone (no path
 # into pacer's source or build tree). Run as:
 #   cmake -DBUILD_DIR=... -DCONSUMER_DIR=... -DWORK_DIR=... -DCXX_COMPILER=... -DGENERATOR=...
-#         -P check_consumer.cmake
+#         [-DLINK_FLAGS=<sanitizer link flags of a sanitized pacer>] -P check_consumer.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 function(run what)
@@ -21,7 +21,7 @@ if(NOT config
 endif()
 run("configure" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_PREFIX_PATH=${prefix})
+    -DCMAKE_PREFIX_PATH=${prefix} "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}")
 run("build" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run("run" ${WORK_DIR}/build/pacer_consumer)
 file(REMOVE_RECURSE ${WORK_DIR})
