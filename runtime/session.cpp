@@ -194,21 +194,11 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     for (const auto& c : topo.caches) {
       if (c.level == 3) l3 = c.size_bytes * c.instances;
     }
-    fields["model"] = {{"path", model_.file().path().string()},
-                       {"name", cfg.name},
-                       {"arch", loader::arch_name(cfg.arch)},
-                       {"type", ops::type_name(model_.weights().main_type)},
-                       {"params", cfg.n_params},
-                       {"bytes", model_.file().file_size()},
-                       {"matmul_bytes_per_token", model_.weights().matmul_bytes},
-                       {"n_layers", cfg.n_layers},
-                       {"n_embd", cfg.n_embd},
-                       {"n_heads", cfg.n_heads},
-                       {"n_kv_heads", cfg.n_kv_heads},
-                       {"head_dim", cfg.head_dim},
-                       {"n_ff", cfg.n_ff},
-                       {"n_vocab", cfg.n_vocab},
-                       {"n_ctx_train", cfg.n_ctx_train}};
+    nlohmann::json& model = fields["model"] = cfg;
+    model["path"] = model_.file().path().string();
+    model["type"] = ops::type_name(model_.weights().main_type);
+    model["bytes"] = model_.file().file_size();
+    model["matmul_bytes_per_token"] = model_.weights().matmul_bytes;
     const auto& sp = opts_.sampler;
     fields["run"] = {{"threads", executor_->workers()},
                      {"pin", executor_->pin().to_string()},
