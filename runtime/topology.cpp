@@ -318,31 +318,8 @@ std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threa
         if (!any) break;
       }
       std::vector<std::vector<int>> queues;
-      for (size_t d : domain_order) {
-        const auto& cores = domains[d];
-        std::vector<int> q;
-        for (size_t round = 0;; ++round) {
-          bool any = false;
-          for (const auto& pus : cores) {
-            if (round < pus.size()) {
-              q.push_back(pus[round]);
-              any = true;
-            }
-          }
-          if (!any) break;
-        }
-        queues.push_back(std::move(q));
-      }
-      for (size_t i = 0;; ++i) {
-        bool any = false;
-        for (const auto& q : queues) {
-          if (i < q.size()) {
-            order.push_back(q[i]);
-            any = true;
-          }
-        }
-        if (!any) break;
-      }
+      for (size_t d : domain_order) queues.push_back(take_in_turn(domains[d]));
+      order = take_in_turn(queues);
       what = "every allowed PU";
       break;
     }
@@ -410,6 +387,20 @@ std::vector<int> parse_cpu_list(std::string_view text) {
     for (int c = lo; c <= hi; ++c) out.push_back(c);
   }
   return out;
+}
+
+std::vector<int> take_in_turn(const std::vector<std::vector<int>>& lists) {
+  std::vector<int> out;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const auto& l : lists) {
+      if (round < l.size()) {
+        out.push_back(l[round]);
+        any = true;
+      }
+    }
+    if (!any) return out;
+  }
 }
 
 int current_cpu() noexcept { return sched_getcpu(); }

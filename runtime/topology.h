@@ -96,6 +96,10 @@ int resolve_threads(const Topology& topo, const PinSpec& pin, int threads);
 std::string format_cpu_list(std::vector<int> cpus);
 std::vector<int> parse_cpu_list(std::string_view text);
 
+// Element 0 of every list, then element 1 of every list, ...: a core's SMT siblings come after the
+// first PU of every other core, and domains take turns.
+std::vector<int> take_in_turn(const std::vector<std::vector<int>>& lists);
+
 // The CPU the calling thread is running on now (sched_getcpu), -1 if unknown.
 int current_cpu() noexcept;
 
