@@ -393,7 +393,7 @@ NumaPlacement place_memory(NumaPolicy policy, std::span<const int> worker_node,
     // so a page holds every head: it cannot follow the head partition; spreading it over the
     // workers' nodes at least balances the traffic (docs/numa.md).
     if (!kv.empty()) {
-      if (memory_nodes.size() == 1) {
+      if (memory_nodes.size() == 1 && policy != NumaPolicy::Interleave) {
         bind_memory(kv.data(), kv.size(), memory_nodes[0], true);
         p.kv = "bind";
       } else {

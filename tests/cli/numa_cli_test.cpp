@@ -88,12 +88,13 @@ TEST_F(NumaCli, PerplexityAcceptsNuma) {
   const nlohmann::json h = header_of(log);
   EXPECT_EQ(h["run"]["numa"]["policy"], "interleave");
   EXPECT_EQ(h["run"]["numa"]["weights"], "interleave");
+  EXPECT_EQ(h["run"]["numa"]["kv"], "interleave");
 }
 
 TEST_F(NumaCli, BadValuesAndPinTogetherAreUsageErrors) {
-  for (const std::string cmd : {"run -m " + model_ + " -p hi --numa everywhere",
-                                "perplexity -m " + model_ + " -f x --numa numactl",
-                                "bench -m " + model_ + " --numa spread"}) {
+  for (const std::string& cmd : {"run -m " + model_ + " -p hi --numa everywhere",
+                                 "perplexity -m " + model_ + " -f x --numa numactl",
+                                 "bench -m " + model_ + " --numa spread"}) {
     const auto r = pacer(cmd);
     EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr("--numa")) << cmd;

@@ -356,8 +356,9 @@ TEST(NumaMemory, PlaceMemoryInterleaves) {
       place_memory(NumaPolicy::Interleave, workers, nodes, fm.w, {fm.kv.p, fm.kv.bytes});
   EXPECT_EQ(p.error, "");
   EXPECT_EQ(p.weights, "interleave");
-  EXPECT_EQ(p.kv, nodes.size() == 1 ? "bind" : "interleave");
+  EXPECT_EQ(p.kv, "interleave");
   EXPECT_EQ(memory_policy_at(fm.w.output.data).mode, "interleave");
+  EXPECT_EQ(memory_policy_at(fm.kv.p).mode, "interleave");
   EXPECT_LT(p.weights_on_node_pct, 0);  // not measured: no page has one intended node
 }
 
