@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "eventlog/schema.h"
+#include "runtime/session.h"
+#include "tests/runtime/runtime_test_util.h"
 
 namespace pacer::runtime {
 namespace {
@@ -379,6 +381,40 @@ TEST(NumaMemory, PolicyNoneTouchesNothing) {
   EXPECT_EQ(p.kv, "kernel");
   EXPECT_EQ(memory_policy_at(fm.w.layers[0].wq.data).mode, "default");
   EXPECT_TRUE(numa_json(p)["weights_on_node_pct"].is_null());
+}
+
+// ---- A session: the policy alone (pin none) plans the workers; placement changes no number.
+
+TEST(NumaSession, IsolatePlansTheWorkersBindsTheWeightsAndKeepsTheLogits) {
+  const test::SynthModel synth("tiny", ops::WeightType::F32);
+  const std::vector<int32_t> prompt{1, 5, 9, 2};
+  SessionOptions so;
+  so.threads = 2;
+  so.ctx = 32;
+  std::vector<float> plain;
+  {
+    Session s(synth.model(), so);
+    const auto l = s.prefill(prompt);
+    plain.assign(l.begin(), l.end());
+    EXPECT_EQ(s.numa().policy, NumaPolicy::None);
+    EXPECT_EQ(s.numa().weights, "kernel");
+  }
+  const Topology topo = Topology::detect();
+  if (topo.allowed_cpus.size() < 2) GTEST_SKIP() << "needs 2 allowed CPUs to place 2 workers";
+  so.numa = NumaPolicy::Isolate;
+  Session s(synth.model(), so);
+  ASSERT_EQ(s.executor().cpus().size(), 2u);  // pinned by the plan
+  const std::vector<int> nodes = nodes_of_cpus(topo, s.executor().cpus());
+  EXPECT_EQ(nodes[0], nodes[1]);
+  EXPECT_EQ(s.numa().worker_node, nodes);
+  EXPECT_EQ(s.numa().error, "");
+  EXPECT_EQ(s.numa().weights, "bind");
+  EXPECT_EQ(s.numa().kv, "bind");
+  const MemPolicy pol = memory_policy_at(synth.model().weights().layers[0].w_down.data);
+  EXPECT_EQ(pol.mode, "bind");
+  EXPECT_THAT(pol.nodes, ElementsAre(nodes[0]));
+  const auto l = s.prefill(prompt);
+  EXPECT_EQ(std::vector<float>(l.begin(), l.end()), plain);  // same partition, same sums
 }
 
 }  // namespace
