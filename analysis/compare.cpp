@@ -475,6 +475,7 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   auto& work = c.work_changes;
   compare_field(work, "threads", opt_text(a.run.threads), opt_text(b.run.threads));
   compare_field(work, "pinning", a.run.pin, b.run.pin);
+  compare_field(work, "NUMA policy (where workers and their memory are)", a.run.numa, b.run.numa);
   compare_field(work, "worker CPUs", fmt::format("{}", a.run.cpus), fmt::format("{}", b.run.cpus));
   compare_field(work, "ISA", a.run.isa, b.run.isa);
   compare_field(work, "KV cache type", a.run.kv_type, b.run.kv_type);

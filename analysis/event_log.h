@@ -186,6 +186,7 @@ struct Header {
   struct Run {
     std::optional<int64_t> threads, ctx, n_prompt, n_predict, seed;
     std::string pin, isa, kv_type, recording;
+    std::string numa = "none";  // run.numa.policy (logs from before --numa: none)
     std::vector<int> cpus;
     std::optional<double> temperature;
   } run;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "analysis/event_log.h"
+#include "eventlog/schema.h"
 
 namespace pacer::analysis {
 namespace {
@@ -115,6 +116,10 @@ void parse_header_json(const json& j, Header& h) {
   take(r, "run.", "isa", h.run.isa);
   take(r, "run.", "kv_type", h.run.kv_type);
   take(r, "run.", "recording", h.run.recording);
+  // The schema's keys are string literals, so data() is NUL-terminated.
+  if (const json* numa = member(r, eventlog::numa_key::kNuma.data())) {
+    take(*numa, "run.numa.", eventlog::numa_key::kPolicy.data(), h.run.numa);
+  }
 
   const json& host = object_or_empty(j, "host");
   take(host, "host.", "hostname", h.host.hostname);

@@ -214,6 +214,27 @@ inline constexpr std::array kAll{kSteps,        kNPrompt,      kNGenerated, kPea
                                  kDetokenizeMs, kFreqAfterMhz, kStop,       kRecorder};
 }  // namespace footer_key
 
+// Keys of the header's `run.numa` object (runtime/numa.h, docs/numa.md): the --numa policy, where
+// the workers ran and what happened to the memory they stream.
+namespace numa_key {
+inline constexpr std::string_view kNuma = "numa";  // the object's key under `run`
+inline constexpr std::string_view kPolicy = "policy";
+inline constexpr std::string_view kWorkerNode = "worker_node";
+inline constexpr std::string_view kWorkersPerNode = "workers_per_node";
+inline constexpr std::string_view kNode = "node";        // in workers_per_node[]
+inline constexpr std::string_view kWorkers = "workers";  // in workers_per_node[]
+inline constexpr std::string_view kMemoryNodes = "memory_nodes";
+inline constexpr std::string_view kWeights = "weights";
+inline constexpr std::string_view kKv = "kv";
+inline constexpr std::string_view kWeightBytesOwned = "weight_bytes_owned";
+inline constexpr std::string_view kWeightBytesFile = "weight_bytes_file";
+inline constexpr std::string_view kWeightsOnNodePct = "weights_on_node_pct";
+inline constexpr std::string_view kError = "error";
+inline constexpr std::array kAll{
+    kPolicy, kWorkerNode,       kWorkersPerNode,  kMemoryNodes,      kWeights,
+    kKv,     kWeightBytesOwned, kWeightBytesFile, kWeightsOnNodePct, kError};
+}  // namespace numa_key
+
 // Keys of `bench` lines (pacer bench --events-out / -o jsonl: one result row each).
 namespace bench_key {
 inline constexpr std::string_view kTest = "test";

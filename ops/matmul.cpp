@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/interleaved.h"
+#include "ops/matmul_rows.h"
 #include "ops/q8_0.h"
 #include "ops/type_traits.h"
 
@@ -18,9 +19,6 @@ namespace {
 // of a 48 KiB L1d, so the tile plus one token's activations stay in L1. Tiles are multiples of
 // 8 rows, the kernels' row unroll. (GEMMs that tile themselves get the whole range.)
 constexpr int64_t kGemmTileBytes = 24 * 1024;
-// Row partitions between workers start on multiples of this: whole kernel row tiles (8 rows),
-// and workers rarely write the same 64-byte line of y.
-constexpr int64_t kRowAlign = 16;
 
 std::string shape_of(const WeightMatrix& w) {
   return std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
@@ -234,7 +232,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
   }
 
   // One parallel region over the concatenated rows of every output.
-  par.run_chunks(total_rows, kRowAlign, [&](int, int64_t begin, int64_t end) {
+  par.run_chunks(total_rows, kMatmulRowAlign, [&](int, int64_t begin, int64_t end) {
     int64_t first = 0;
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t last = first + outs[i].w.rows;
@@ -243,6 +241,17 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
       first = last;
     }
   });
+}
+
+std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_begin,
+                                           int64_t row_end) {
+  if (row_end <= row_begin) return {0, 0};
+  if (w.layout == WeightLayout::Interleaved16) {
+    const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
+    return {row_begin / kX16Rows * group_bytes, x16_groups(row_end) * group_bytes};
+  }
+  const int64_t rb = row_bytes(w.type, w.cols);
+  return {row_begin * rb, row_end * rb};
 }
 
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,

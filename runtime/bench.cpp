@@ -86,6 +86,15 @@ std::string file_safe(std::string s) {
   return s;
 }
 
+// The pin a row runs with and the name its rows carry: the --numa plan for the row's thread
+// count, or the listed pin policy.
+std::pair<PinSpec, std::string> row_pin(const BenchOptions& opts, const PinSpec& pin,
+                                        int threads_req, int start_cpu) {
+  if (opts.numa == NumaPolicy::None) return {pin, pin.to_string()};
+  const NumaPlan plan = plan_numa(Topology::detect(), opts.numa, threads_req, start_cpu);
+  return {plan.pin(), "numa:" + std::string(numa_policy_name(opts.numa))};
+}
+
 }  // namespace
 
 void summarize_rates(BenchRow& row) {
@@ -172,8 +181,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   }
 
   int done = 0;
-  for (const PinSpec& pin : opts.pins) {
+  const int start_cpu = current_cpu();  // --numa isolate's node
+  for (const PinSpec& listed_pin : opts.pins) {
     for (int threads_req : opts.threads) {
+      const auto [pin, pin_name] = row_pin(opts, listed_pin, threads_req, start_cpu);
       for (const Test& test : tests) {
         if (done > 0 && opts.delay_s > 0)
           std::this_thread::sleep_for(std::chrono::duration<double>(opts.delay_s));
@@ -185,7 +196,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         row.n_gen = test.tg ? test.n : test.pg_gen;
         row.n_depth = test.depth;
         row.test_time = utc_now_iso();
-        row.pin = pin.to_string();
+        row.pin = pin_name;
         if (opts.progress) opts.progress(done, total, row.test);
 
         // The context holds the test plus the BOS/first token.
@@ -193,6 +204,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         so.ctx = test.depth + test.n + test.pg_gen + 8;
         so.threads = threads_req;
         so.pin = pin;
+        so.numa = opts.numa;
         so.kv_type = opts.kv_type;
         so.sampler.temperature = 0;  // greedy: tg measures the forward pass, not the sampler
         so.sampler.top_k = 0;
@@ -665,17 +677,20 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
   if (events_path.empty())
     throw std::invalid_argument("bench: recording overhead needs a log path");
   std::vector<OverheadRow> out;
-  for (const PinSpec& pin : opts.pins) {
+  const int start_cpu = current_cpu();
+  for (const PinSpec& listed_pin : opts.pins) {
     for (int threads_req : opts.threads) {
+      const auto [pin, pin_name] = row_pin(opts, listed_pin, threads_req, start_cpu);
       for (int64_t n_gen : opts.n_gen) {
         if (n_gen <= 0) continue;
         OverheadRow row;
         row.test = fmt::format("tg{}", n_gen);
-        row.pin = pin.to_string();
+        row.pin = pin_name;
         SessionOptions so;
         so.ctx = n_gen + 8;
         so.threads = threads_req;
         so.pin = pin;
+        so.numa = opts.numa;
         so.kv_type = opts.kv_type;
         so.sampler.temperature = 0;
         GenerateOptions go;

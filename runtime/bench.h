@@ -13,6 +13,7 @@
 
 #include "ops/types.h"
 #include "runtime/model.h"
+#include "runtime/numa.h"
 #include "runtime/topology.h"
 
 namespace pacer::runtime {
@@ -33,6 +34,10 @@ struct BenchOptions {
   double delay_s = 0;   // pause before every row after the first (llama-bench's --delay)
   std::vector<int> threads = {-1};  // -1: one per allowed physical core
   std::vector<PinSpec> pins = {PinSpec{}};
+  // --numa (runtime/numa.h): not none = every row's workers come from plan_numa for its thread
+  // count (from the CPU the bench started on) and its memory follows them; `pins` is then
+  // ignored and rows say pin "numa:<policy>" (their CPUs in `cpus`).
+  NumaPolicy numa = NumaPolicy::None;
   int reps = 5;
   bool warmup = true;             // one untimed run of each test first
   double cv_flag = 0.05;          // flag rows whose CV exceeds this

@@ -260,4 +260,16 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
   }
 }
 
+std::vector<std::vector<ops::WeightMatrix>> matmul_groups(const loader::Weights& w) {
+  std::vector<std::vector<ops::WeightMatrix>> groups;
+  for (const loader::LayerWeights& L : w.layers) {
+    groups.push_back({L.wq, L.wk, L.wv});
+    groups.push_back({L.wo});
+    groups.push_back({L.w_gate, L.w_up});
+    groups.push_back({L.w_down});
+  }
+  groups.push_back({w.output});
+  return groups;
+}
+
 }  // namespace pacer::runtime

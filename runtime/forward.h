@@ -2,6 +2,7 @@
 // One forward pass of a batch of tokens through the model (llama, qwen2, gemma3).
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ops/parallel.h"
 #include "runtime/kv_cache.h"
@@ -19,5 +20,11 @@ namespace pacer::runtime {
 // bracketed by `rec` (inert when recording is off).
 void forward(const Model& model, KvCache& kv, RunState& state, std::span<const int32_t> tokens,
              int64_t pos0, int64_t n_logits, const ops::Parallel& par, Recorder& rec);
+
+// The matrices forward() multiplies in one parallel region each (rows concatenated, one static
+// partition: ops::matmul), in the order it runs them: per layer {wq, wk, wv}, {wo},
+// {w_gate, w_up}, {w_down}, then {output}. Memory placement (runtime/numa.h) derives which
+// worker streams which rows from this, so it must match the calls in forward().
+std::vector<std::vector<ops::WeightMatrix>> matmul_groups(const loader::Weights& w);
 
 }  // namespace pacer::runtime

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -29,12 +30,12 @@ void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t availa
 class KvCache {
  public:
   // Checks KV bytes (plus `extra_bytes` the caller also needs, e.g. activations) against
-  // `available` (< 0: MemAvailable) before allocating. type: F16, F32 or Q8_0 (head_dim a multiple of 32).
+  // `available` (< 0: MemAvailable) before allocating. type: F16, F32 or Q8_0 (head_dim a multiple
+  // of 32).
   KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type,
           int64_t extra_bytes = 0, int64_t available = -1);
 
-  static int64_t bytes_needed(const loader::ModelConfig& c, int64_t capacity,
-                              ops::WeightType type);
+  static int64_t bytes_needed(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type);
 
   int64_t capacity() const noexcept { return capacity_; }
   ops::WeightType type() const noexcept { return type_; }
@@ -42,6 +43,8 @@ class KvCache {
   int64_t row_bytes() const noexcept { return row_bytes_; }  // one position of one layer's K
   std::byte* k(int64_t layer) noexcept { return base() + (2 * layer) * layer_bytes_; }
   std::byte* v(int64_t layer) noexcept { return base() + (2 * layer + 1) * layer_bytes_; }
+  // The whole cache (NUMA placement binds or interleaves its pages).
+  std::span<std::byte> memory() noexcept { return {base(), static_cast<size_t>(bytes())}; }
 
  private:
   struct Free {

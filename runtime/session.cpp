@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
 #include "runtime/forward.h"
 
 namespace pacer::runtime {
@@ -40,6 +41,17 @@ size_t incomplete_utf8_tail(std::string_view s) {
     return len > back ? back : 0;
   }
   return 0;
+}
+
+// The options with a NUMA plan's CPUs as the pin list, when the policy asks for placement and the
+// caller did not plan (pin none).
+SessionOptions with_numa_pin(SessionOptions o) {
+  if (o.numa != NumaPolicy::None && o.pin.policy == PinPolicy::None) {
+    const NumaPlan plan = plan_numa(Topology::detect(), o.numa, o.threads, current_cpu());
+    o.pin = plan.pin();
+    o.threads = static_cast<int>(plan.cpus.size());
+  }
+  return o;
 }
 
 double round1(double v) {
@@ -107,7 +119,7 @@ std::string TextStream::flush() {
 
 Session::Session(const Model& model, SessionOptions opts)
     : model_(model),
-      opts_(std::move(opts)),
+      opts_(with_numa_pin(std::move(opts))),
       executor_(std::make_unique<Executor>(
           ExecutorSettings{}.set_threads(opts_.threads).set_pin(opts_.pin))),
       kv_(model.config(), opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()), opts_.kv_type,
@@ -122,6 +134,18 @@ Session::Session(const Model& model, SessionOptions opts)
       sampler_(opts_.sampler),
       rec_(opts_.recorder ? opts_.recorder : &off_) {
   if (rec_->enabled()) executor_->set_observer(rec_);
+  const Topology& topo = executor_->topology();
+  const std::vector<int> worker_node = nodes_of_cpus(topo, executor_->cpus());
+  std::vector<int> memory_nodes;
+  if (opts_.numa == NumaPolicy::Interleave) {
+    memory_nodes = nodes_with_allowed_cpus(topo);
+  } else {
+    memory_nodes = worker_node;
+    std::sort(memory_nodes.begin(), memory_nodes.end());
+    memory_nodes.erase(std::unique(memory_nodes.begin(), memory_nodes.end()), memory_nodes.end());
+    std::erase(memory_nodes, -1);
+  }
+  numa_ = place_memory(opts_.numa, worker_node, memory_nodes, model.weights(), kv_.memory());
 }
 
 Session::~Session() {
@@ -220,6 +244,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
                      {"gemv_prefetch", ops::gemv_software_prefetch()},
                      {"kv_type", ops::type_name(kv_.type())},
                      {"recording", "full"}};
+    fields["run"][eventlog::numa_key::kNuma] = numa_json(numa_);
     fields["host"]["topology"] = {{"packages", topo.packages},
                                   {"numa_nodes", topo.numa_nodes.size()},
                                   {"cores", topo.cores.size()},

@@ -16,6 +16,7 @@
 #include "runtime/executor.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model.h"
+#include "runtime/numa.h"
 #include "runtime/recorder.h"
 #include "runtime/run_state.h"
 
@@ -25,6 +26,10 @@ struct SessionOptions {
   int64_t ctx = -1;  // KV cache positions; -1: min(4096, the model's training context)
   int threads = -1;  // -1: one per allowed physical core (or the pin list's length)
   PinSpec pin;       // default none
+  // NUMA placement (runtime/numa.h). With pin none the session plans the workers itself
+  // (plan_numa from the CPU it runs on now); a caller that needs the worker count first (to size
+  // a Recorder) plans, and passes plan.pin() with the policy. Memory follows the workers' nodes.
+  NumaPolicy numa = NumaPolicy::None;
   ops::SamplerParams sampler;
   ops::WeightType kv_type = ops::WeightType::F16;  // F16 or F32
   int64_t max_batch = 512;  // prompt tokens per prefill step (longer prompts take several steps)
@@ -109,6 +114,8 @@ class Session {
   const Model& model() const noexcept { return model_; }
   Executor& executor() noexcept { return *executor_; }
   const SessionOptions& options() const noexcept { return opts_; }
+  // What --numa did (policy none: workers' nodes only, memory left to the kernel).
+  const NumaPlacement& numa() const noexcept { return numa_; }
 
  private:
   std::span<const float> run(std::span<const int32_t> tokens);
@@ -122,6 +129,7 @@ class Session {
   KvCache kv_;
   RunState state_;
   ops::Sampler sampler_;
+  NumaPlacement numa_;
   Recorder off_;  // inert recorder used when none was given
   Recorder* rec_;
   int64_t n_past_ = 0;

@@ -38,9 +38,12 @@ std::vector<int> pus_of(hwloc_const_bitmap_t set) {
 
 std::string cache_type_name(hwloc_obj_cache_type_t t) {
   switch (t) {
-    case HWLOC_OBJ_CACHE_DATA: return "data";
-    case HWLOC_OBJ_CACHE_INSTRUCTION: return "instruction";
-    default: return "unified";
+    case HWLOC_OBJ_CACHE_DATA:
+      return "data";
+    case HWLOC_OBJ_CACHE_INSTRUCTION:
+      return "instruction";
+    default:
+      return "unified";
   }
 }
 
@@ -56,9 +59,9 @@ Topology read_topology(hwloc_topology_t t, std::string source) {
   std::vector<hwloc_obj_t> numa_objs;
   for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));) {
     numa_objs.push_back(n);
-    topo.numa_nodes.push_back(
-        {static_cast<int>(n->os_index),
-         n->attr ? static_cast<int64_t>(n->attr->numanode.local_memory) : 0, pus_of(n->cpuset)});
+    topo.numa_nodes.push_back({static_cast<int>(n->os_index),
+                               n->attr ? static_cast<int64_t>(n->attr->numanode.local_memory) : 0,
+                               pus_of(n->cpuset)});
   }
 
   // Some VMs expose PUs without Core objects: then each PU is its own core.
@@ -86,9 +89,9 @@ Topology read_topology(hwloc_topology_t t, std::string source) {
   }
   if (topo.cores.empty()) throw TopologyError("hwloc: topology " + topo.source + " has no CPUs");
 
-  const hwloc_obj_type_t cache_types[] = {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE,
-                                          HWLOC_OBJ_L2ICACHE, HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L3ICACHE,
-                                          HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE};
+  const hwloc_obj_type_t cache_types[] = {
+      HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L2ICACHE,
+      HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L3ICACHE, HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE};
   for (hwloc_obj_type_t type : cache_types) {
     const int count = hwloc_get_nbobjs_by_type(t, type);
     if (count <= 0) continue;
@@ -201,7 +204,8 @@ int Topology::allowed_core_count() const noexcept {
 
 Topology Topology::detect() {
   HwlocTopology h;
-  if (hwloc_topology_load(h.t) != 0) throw TopologyError("hwloc: cannot load this machine's topology");
+  if (hwloc_topology_load(h.t) != 0)
+    throw TopologyError("hwloc: cannot load this machine's topology");
   Topology topo = read_topology(h.t, "this machine");
   topo.allowed_cpus = resolve_allowed(topo, process_affinity());
   return topo;
@@ -250,10 +254,14 @@ PinSpec PinSpec::parse(std::string_view text) {
 
 std::string PinSpec::to_string() const {
   switch (policy) {
-    case PinPolicy::None: return "none";
-    case PinPolicy::Compact: return "compact";
-    case PinPolicy::Scatter: return "scatter";
-    case PinPolicy::Cores: return "cores";
+    case PinPolicy::None:
+      return "none";
+    case PinPolicy::Compact:
+      return "compact";
+    case PinPolicy::Scatter:
+      return "scatter";
+    case PinPolicy::Cores:
+      return "cores";
     case PinPolicy::List: {
       std::string s = "list:";
       for (size_t i = 0; i < cpus.size(); ++i) s += (i ? "," : "") + std::to_string(cpus[i]);
@@ -264,7 +272,8 @@ std::string PinSpec::to_string() const {
 }
 
 std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threads) {
-  if (threads <= 0) throw TopologyError(fmt::format("thread count must be positive, got {}", threads));
+  if (threads <= 0)
+    throw TopologyError(fmt::format("thread count must be positive, got {}", threads));
   auto allowed_pus = [&](const Core& c) {
     std::vector<int> out;
     for (int p : c.pus) {
@@ -276,7 +285,8 @@ std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threa
   std::vector<int> order;  // every CPU the policy would hand out, in hand-out order
   std::string what;
   switch (pin.policy) {
-    case PinPolicy::None: return {};
+    case PinPolicy::None:
+      return {};
     case PinPolicy::Compact:
       for (const Core& c : topo.cores) {
         for (int p : allowed_pus(c)) order.push_back(p);
@@ -318,31 +328,8 @@ std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threa
         if (!any) break;
       }
       std::vector<std::vector<int>> queues;
-      for (size_t d : domain_order) {
-        const auto& cores = domains[d];
-        std::vector<int> q;
-        for (size_t round = 0;; ++round) {
-          bool any = false;
-          for (const auto& pus : cores) {
-            if (round < pus.size()) {
-              q.push_back(pus[round]);
-              any = true;
-            }
-          }
-          if (!any) break;
-        }
-        queues.push_back(std::move(q));
-      }
-      for (size_t i = 0;; ++i) {
-        bool any = false;
-        for (const auto& q : queues) {
-          if (i < q.size()) {
-            order.push_back(q[i]);
-            any = true;
-          }
-        }
-        if (!any) break;
-      }
+      for (size_t d : domain_order) queues.push_back(take_in_turn(domains[d]));
+      order = take_in_turn(queues);
       what = "every allowed PU";
       break;
     }
@@ -412,7 +399,23 @@ std::vector<int> parse_cpu_list(std::string_view text) {
   return out;
 }
 
-int current_cpu() noexcept { return sched_getcpu(); }
+std::vector<int> take_in_turn(const std::vector<std::vector<int>>& lists) {
+  std::vector<int> out;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const auto& l : lists) {
+      if (round < l.size()) {
+        out.push_back(l[round]);
+        any = true;
+      }
+    }
+    if (!any) return out;
+  }
+}
+
+int current_cpu() noexcept {
+  return sched_getcpu();
+}
 
 nlohmann::json topology_json(const Topology& topo) {
   nlohmann::json j;

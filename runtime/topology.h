@@ -21,13 +21,13 @@ class TopologyError : public std::runtime_error {
 };
 
 struct CacheLevel {
-  int level = 0;               // 1, 2, 3, ...
-  std::string type;            // "data" | "instruction" | "unified"
-  int64_t size_bytes = 0;      // one instance
+  int level = 0;           // 1, 2, 3, ...
+  std::string type;        // "data" | "instruction" | "unified"
+  int64_t size_bytes = 0;  // one instance
   int line_bytes = 0;
   int instances = 0;
-  int cpus_per_instance = 0;   // PUs sharing one instance (of the first instance)
-  std::string name() const;    // "L1d", "L1i", "L2", ...
+  int cpus_per_instance = 0;  // PUs sharing one instance (of the first instance)
+  std::string name() const;   // "L1d", "L1i", "L2", ...
 };
 
 struct NumaNode {
@@ -44,11 +44,11 @@ struct Core {
 };
 
 struct Topology {
-  std::string source;       // "this machine", "synthetic: <desc>", "xml"
-  std::string cpu_model;    // package 0's CPUModel info, may be empty
+  std::string source;     // "this machine", "synthetic: <desc>", "xml"
+  std::string cpu_model;  // package 0's CPUModel info, may be empty
   int packages = 1;
   std::vector<NumaNode> numa_nodes;
-  std::vector<Core> cores;  // every core, topology order
+  std::vector<Core> cores;         // every core, topology order
   std::vector<CacheLevel> caches;  // by level, data before instruction
   std::vector<int> allowed_cpus;   // sorted; CPUs the process may run on (sched_getaffinity)
 
@@ -95,6 +95,10 @@ int resolve_threads(const Topology& topo, const PinSpec& pin, int threads);
 // "0-3,8,10-11" (sorted, ranges collapsed) and its inverse (throws TopologyError).
 std::string format_cpu_list(std::vector<int> cpus);
 std::vector<int> parse_cpu_list(std::string_view text);
+
+// Element 0 of every list, then element 1 of every list, ...: a core's SMT siblings come after the
+// first PU of every other core, and domains take turns.
+std::vector<int> take_in_turn(const std::vector<std::vector<int>>& lists);
 
 // The CPU the calling thread is running on now (sched_getcpu), -1 if unknown.
 int current_cpu() noexcept;

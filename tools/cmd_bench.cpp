@@ -56,7 +56,7 @@ struct BenchArgs {
   std::string batch, ubatch;               // -b / -ub (one value; pacer has one prefill batch size)
   std::string cache_type_k, cache_type_v;  // -ctk / -ctv
   std::string cpu_mask;                    // -C/--cpu-mask: hex mask of the workers' CPUs
-  std::string numa;                        // --numa distribute|isolate|numactl
+  std::string numa;                        // --numa distribute|isolate|interleave|numactl
   int prio = 0;                            // --prio 0..3
   double delay = 0;                        // --delay seconds between tests
   bool verbose = false;                    // -v: every rep's tok/s on stderr
@@ -411,11 +411,11 @@ runtime::BenchOptions bench_options(const BenchArgs& a) {
   } else if (!a.cpu_mask.empty()) {
     o.pins = {pin_from_mask(a.cpu_mask)};
   } else {
-    // llama-bench's --numa: distribute spreads over nodes (scatter), isolate keeps to the
-    // node the process starts on (compact), numactl leaves placement to the CPU set it was given.
-    o.pins = {runtime::PinSpec::parse(a.numa == "distribute" ? "scatter"
-                                      : a.numa == "isolate"  ? "compact"
-                                                             : "none")};
+    // llama-bench's --numa (docs/numa.md): distribute spreads the workers over the nodes, isolate
+    // keeps them on the node the process starts on, both with memory following; interleave
+    // spreads the memory; numactl leaves placement to the CPU set the process was given.
+    o.pins = {runtime::PinSpec{}};
+    o.numa = numa_policy_of(a.numa);
   }
   o.reps = a.reps;
   o.warmup = !a.no_warmup;
@@ -589,9 +589,7 @@ void add_bench_command(CLI::App& app) {
                   "KV cache type (-ctv; must equal -ctk: one type for K and V)");
   cmd->add_option("-C,--cpu-mask", args->cpu_mask,
                   "hex mask of the CPUs the workers run on, e.g. 0x3 (a --pin list:...)");
-  cmd->add_option("--numa", args->numa,
-                  "distribute (pin scatter) | isolate (pin compact) | numactl (pin none)")
-      ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
+  add_numa_option(cmd, &args->numa, true);
   cmd->add_option("--prio", args->prio, "0 normal, 1 medium, 2 high, 3 highest (nice -20)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("--delay", args->delay, "seconds to wait before each test after the first")

@@ -31,6 +31,7 @@ struct PerplexityCliOptions {
   int64_t chunks = -1;
   int threads = -1;
   std::string pin = "none";
+  std::string numa = "none";
   std::string kv_type = "f16";
   std::string kld_base_out;
   std::string kld_base_in;
@@ -177,18 +178,19 @@ void run_perplexity(const PerplexityCliOptions& o) {
     throw std::runtime_error("pacer perplexity needs a text: -f FILE (or --kl-divergence BASE)");
   }
 
-  const runtime::Model model = runtime::Model::load(o.model);
-
   runtime::SessionOptions so;
   so.threads = o.threads;
   so.pin = runtime::PinSpec::parse(o.pin);
+  apply_numa(so, o.numa, o.pin);  // before the load: a bad combination fails fast
+  const runtime::Model model = runtime::Model::load(o.model);
+
   so.kv_type = *kv_type;
   runtime::perplexity_session_options(so, n_ctx, o.batch);
   std::unique_ptr<runtime::Recorder> recorder;
   if (!o.events_out.empty()) {
     runtime::RecorderOptions ro;
     ro.events_path = o.events_out;
-    ro.workers = runtime::resolve_threads(runtime::Topology::detect(), so.pin, o.threads);
+    ro.workers = runtime::resolve_threads(runtime::Topology::detect(), so.pin, so.threads);
     recorder = std::make_unique<runtime::Recorder>(ro);
     so.recorder = recorder.get();
   }
@@ -318,6 +320,7 @@ void add_perplexity_command(CLI::App& app) {
       ->check(at_least_or_auto(1));
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
       ->capture_default_str();
+  add_numa_option(cmd, &o->numa, false)->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32 | q8_0")
       ->capture_default_str();
   cmd->add_option("--kl-divergence-base", o->kld_base_out,

@@ -36,6 +36,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = -1;
   std::string pin = "none";
+  std::string numa = "none";
   int64_t ctx = -1;
   int64_t batch = 512;
   std::string kv_type = "f16";
@@ -85,12 +86,11 @@ void run_generate(const RunOptions& o) {
     throw std::runtime_error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   }
 
-  const runtime::Model model = runtime::Model::load(o.model);
-
   runtime::SessionOptions so;
   so.ctx = o.ctx;
   so.threads = o.threads;
   so.pin = runtime::PinSpec::parse(o.pin);
+  apply_numa(so, o.numa, o.pin);  // before the load: a bad combination fails fast
   so.kv_type = *kv_type;
   so.max_batch = o.batch;
   so.sampler.temperature = o.temp;
@@ -101,13 +101,15 @@ void run_generate(const RunOptions& o) {
   so.sampler.repeat_last_n = o.repeat_last_n;
   so.sampler.seed = o.seed;
 
+  const runtime::Model model = runtime::Model::load(o.model);
+
   std::unique_ptr<runtime::Recorder> recorder;
   if (!o.events_out.empty()) {
     runtime::RecorderOptions ro;
     ro.events_path = o.events_out;
     ro.extra_events = split_commas(o.events);
     // The recorder needs the worker count before the session builds its executor.
-    ro.workers = runtime::resolve_threads(runtime::Topology::detect(), so.pin, o.threads);
+    ro.workers = runtime::resolve_threads(runtime::Topology::detect(), so.pin, so.threads);
     recorder = std::make_unique<runtime::Recorder>(ro);
     so.recorder = recorder.get();
   }
@@ -191,6 +193,7 @@ void add_run_command(CLI::App& app) {
       ->check(at_least_or_auto(1));
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
       ->capture_default_str();
+  add_numa_option(cmd, &o->numa, false)->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx,
                   "Context size (KV cache positions; default min(4096, the model's))")
       ->check(at_least_or_auto(1));

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/executor.h"
+#include "runtime/session.h"
 
 namespace pacer::tools {
 
@@ -51,6 +52,16 @@ inline std::string format_for_output(
 // Warns (one line each, stderr) about more threads than allowed CPUs and a context above the
 // model's training length.
 void warn_configuration(const runtime::Executor& ex, int64_t ctx, int64_t n_ctx_train);
+
+// --numa (docs/numa.md) on run, perplexity and bench: none | distribute | isolate | interleave,
+// plus llama-bench's numactl (= none: placement left to the CPU set the process was given) where
+// `numactl` is true. A bad value is a usage error naming the flag.
+CLI::Option* add_numa_option(CLI::App* cmd, std::string* value, bool numactl);
+// The policy of a --numa value ("numactl" reads as none).
+runtime::NumaPolicy numa_policy_of(const std::string& value);
+// Plans --numa on this machine into the session options (pin list, thread count, policy): a
+// usage error when --pin names a policy too; TopologyError when the threads do not fit.
+void apply_numa(runtime::SessionOptions& so, const std::string& numa, const std::string& pin);
 
 // llama-bench's multi-letter single-dash flags (-pg, -ub, -ctk, -ctv) as the long options
 // `pacer bench` registers (CLI11 allows one letter after a single dash); other tokens unchanged.

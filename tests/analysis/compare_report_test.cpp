@@ -80,6 +80,18 @@ TEST(CompareCompat, EnvironmentDifferencesAreWarnings) {
   EXPECT_FALSE(has("threads"));
 }
 
+TEST(CompareCompat, ADifferentNumaPolicyIsAConfigurationChange) {
+  const Header a = load({}, "a").header;
+  Header b = a;
+  b.run.numa = "distribute";
+  EXPECT_EQ(a.run.numa, "none");  // synthetic logs predate --numa: read as none
+  const Compatibility c = check_compatibility(a, b);
+  ASSERT_EQ(c.work_changes.size(), 1u);
+  EXPECT_NE(c.work_changes[0].find("NUMA policy"), std::string::npos) << c.work_changes[0];
+  EXPECT_NE(c.work_changes[0].find("'none' vs 'distribute'"), std::string::npos);
+  EXPECT_TRUE(check_compatibility(a, a).work_changes.empty());
+}
+
 TEST(CompareDevices, DescribesCpuRanges) {
   EXPECT_EQ(describe_devices({2, 3}), "CPUs 2-3");
   EXPECT_EQ(describe_devices({5}), "CPU 5");

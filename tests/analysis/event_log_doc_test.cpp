@@ -214,6 +214,22 @@ TEST(EventLogDoc, HeaderExampleNamesCountersAsTheRecorderWritesThem) {
   EXPECT_EQ(h.host.tsc_mhz, doc["host"]["tsc_mhz"].get<double>());
   EXPECT_EQ(h.frequency.source, doc["frequency"]["source"].get<std::string>());
   EXPECT_EQ(h.freq_before_mhz, doc["freq_before_mhz"].get<std::vector<double>>());
+  // run.numa: every key the schema's, the policy read back.
+  const json& numa = doc["run"][std::string(eventlog::numa_key::kNuma)];
+  ASSERT_TRUE(numa.is_object());
+  for (const auto& [k, v] : numa.items()) {
+    EXPECT_TRUE(contains(eventlog::numa_key::kAll, k)) << k;
+  }
+  EXPECT_EQ(h.run.numa, numa["policy"].get<std::string>());
+}
+
+TEST(EventLogDoc, AHeaderWithoutNumaReadsAsNone) {
+  Collect c;
+  LogReader::read_text(R"({"type":"header","schema":1,"run":{"threads":1}})"
+                       "\n",
+                       c);
+  ASSERT_EQ(c.headers.size(), 1u);
+  EXPECT_EQ(c.headers[0].run.numa, "none");
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ TEST_F(BenchFlagsCli, PromptPlusGenerationBatchAndPlacement) {
   ASSERT_EQ(r.rc, 0) << r.err;
   v = rows(r.out);
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0]["pacer_pin"], "scatter");
+  EXPECT_EQ(v[0]["pacer_pin"], "numa:distribute");  // workers from the NUMA plan (docs/numa.md)
+  EXPECT_EQ(v[0]["pacer_cpus"].size(), 1u);
   EXPECT_EQ(v[0]["type_k"], "f32");
 }
 
