@@ -57,6 +57,8 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
 // GEMV over n_groups groups at `groups` with one act-Q8 row: out[16 g + i] = row (16 g + i)'s
 // dot (all 16 of each group; padding rows give 0). The scalar references read the layout above
 // straight from its description.
+using X16GemvFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
 void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,

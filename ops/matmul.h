@@ -23,6 +23,8 @@
 
 namespace pacer::ops {
 
+class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per session
+
 class MatmulError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
@@ -53,7 +55,7 @@ class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: Q4_0 or Q8_0, row-major, and an AVX-512 VNNI machine
   // (elsewhere the interleaved matrix would run the scalar reference).
-  static bool pays(const WeightMatrix& w, Isa isa = detect_isa());
+  static bool pays(const WeightMatrix& w, Isa isa);
   // Repacks w (Q4_0 or Q8_0, RowMajor; MatmulError otherwise), in parallel over row groups.
   static InterleavedMatrix repack(const WeightMatrix& w);
 
@@ -76,9 +78,10 @@ void check_matrix(const WeightMatrix& w);
 // buffer; reuse one object across calls so decode allocates nothing.
 class PackedActivations {
  public:
-  // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type.
+  // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type with `kernels`'
+  // quantizer.
   void pack(WeightType wtype, std::span<const float> x, int64_t cols, int64_t n_tokens,
-            Isa isa = detect_isa());
+            const KernelSet& kernels);
   WeightType weight_type() const noexcept { return wtype_; }
   int64_t cols() const noexcept { return cols_; }
   int64_t tokens() const noexcept { return tokens_; }
@@ -104,18 +107,18 @@ struct MatmulOutput {
 // y[t][r] for rows [row_begin, row_end) of one matrix and every packed token; single thread.
 // This is the unit a worker runs; the parallel entry points below only split rows.
 void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
-                 int64_t row_begin, int64_t row_end, Isa isa = detect_isa());
+                 int64_t row_begin, int64_t row_end, const KernelSet& kernels);
 
 // Packs x once and runs every output over `par` (rows of all outputs concatenated, static
 // partition). x: (n_tokens, cols) with cols equal to every output's w.cols. n_tokens == 1 is the
 // decode GEMV; n_tokens > 1 the prefill GEMM (weights stream once per tile of tokens, not once per
 // token).
 void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
-            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
 // Convenience for one matrix.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
-            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
 // Scalar dequantization of n elements (n a multiple of the block) starting at `src`: the
 // embedding lookup, tests and the quantizer's round-trip use it.

@@ -30,7 +30,6 @@ constexpr size_t kAvx2 = static_cast<size_t>(Isa::Avx2);
 constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 
 struct TraitsTable {
-  Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
   TypeTraits q4_1, q5_0, q5_1, iq4_nl;  // the other 32-element types, activations act-Q8 too
   // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
@@ -39,7 +38,6 @@ struct TraitsTable {
 
 TraitsTable build_table(const CpuFeatures& cpu) {
   TraitsTable t;
-  t.best_isa = cpu.avx512 ? Isa::Avx512 : cpu.avx2 ? Isa::Avx2 : Isa::Scalar;
   t.f32.type = WeightType::F32;
   t.f32.act_type = WeightType::F32;
   t.f32.dot[kScalar] = dot_f32_f32_ref;
@@ -206,22 +204,6 @@ const TraitsTable& table() {
   return t;
 }
 
-// `isa`, lowered to what this machine runs (so a request for AVX-512 on an AVX2 machine runs the
-// AVX2 kernels instead of faulting).
-int clamp_isa(Isa isa) {
-  const int best = static_cast<int>(table().best_isa);
-  return static_cast<int>(isa) < best ? static_cast<int>(isa) : best;
-}
-
-// First non-null slot at or below `isa` (every implemented type has a Scalar slot).
-template <typename Fn>
-Fn resolve(const std::array<Fn, kIsaCount>& slots, Isa isa) {
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (slots[static_cast<size_t>(i)] != nullptr) return slots[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 const TypeTraits& type_traits(WeightType t) {
@@ -261,50 +243,6 @@ const TypeTraits& type_traits(WeightType t) {
       break;
   }
   throw MatmulError("type " + std::string(type_name(t)) + " is not a weight type of any matmul");
-}
-
-DotFn resolve_dot(WeightType t, Isa isa) {
-  const DotFn fn = resolve(type_traits(t).dot, isa);
-  if (fn == nullptr) {
-    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
-  }
-  return fn;
-}
-
-QuantizeActFn resolve_quantize_act(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  if (tt.act_type == WeightType::F32) return nullptr;  // activations stay fp32
-  const QuantizeActFn fn = resolve(tt.quantize_act, isa);
-  if (fn == nullptr) {
-    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
-  }
-  return fn;
-}
-
-DotRowsFn resolve_dot_rows(WeightType t, Isa isa) {
-  // Only the slot of the resolved dot's own Isa, so dot and dot_rows never mix ISAs.
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.dot_rows[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
-GemmFn resolve_gemm(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.gemm[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
-bool resolve_gemm_whole_range(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr)
-      return tt.gemm_whole_range[static_cast<size_t>(i)];
-  }
-  return false;
 }
 
 }  // namespace pacer::ops

@@ -1,7 +1,8 @@
 #pragma once
 // Per weight type: what its activations are quantized to and which kernels run it, per Isa.
-// Filled once (first use) from detect_cpu_features(); the matmul entry points only index this
-// table, so no kernel body contains an ISA ladder. Internal to ops/ (not a public header).
+// Filled once (first use) from detect_cpu_features(); KernelSet (kernel_set.h) picks each type's
+// kernels from it once per session, so no kernel body contains an ISA ladder. Internal to ops/ (not
+// a public header).
 //
 // Kernel naming: <op>_<wtype>_<atype>_<isa>, e.g. dot_q4_0_q8_0_avx2; the scalar `_ref` of each is
 // written straight from the block layout and is what tests hold the SIMD versions to.
@@ -46,13 +47,9 @@ struct TypeTraits {
   std::array<bool, kIsaCount> gemm_whole_range{};
 };
 
-// The traits of t; for an Isa whose entry is null, callers fall back to the best lower Isa.
+// The traits of t (MatmulError for q8_K, which no matmul runs). For an Isa whose entry is null,
+// the kernels fall back to the best lower Isa: KernelSet::for_isa (kernel_set.h) resolves that
+// once per session, so callers run kernels from a KernelSet, not from here.
 const TypeTraits& type_traits(WeightType t);
-// The kernel actually used for (t, isa) after fallback (never null).
-DotFn resolve_dot(WeightType t, Isa isa);
-QuantizeActFn resolve_quantize_act(WeightType t, Isa isa);
-DotRowsFn resolve_dot_rows(WeightType t, Isa isa);     // may be null
-GemmFn resolve_gemm(WeightType t, Isa isa);            // may be null; the resolved dot's Isa only
-bool resolve_gemm_whole_range(WeightType t, Isa isa);  // the resolved GEMM's gemm_whole_range
 
 }  // namespace pacer::ops
