@@ -36,6 +36,8 @@ MatmulKernels resolve(const TypeTraits& tt, Isa isa) {
     k.dot_rows = tt.dot_rows[s];
     k.gemm = tt.gemm[s];
     k.gemm_whole_range = tt.gemm_whole_range[s];
+    k.gemm_prepare = tt.gemm_prepare[s];
+    k.gemm_prepared = tt.gemm_prepared[s];
     break;
   }
   if (tt.act_type != WeightType::F32) {
@@ -63,6 +65,12 @@ KernelSet KernelSet::for_isa(Isa requested) {
   if (vnni) {
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
+    if (!amx) {  // the VNNI GEMMs regroup the activations: once per call
+      ks.x16_q4_0_.gemm_prepare = gemm_prepare_q4_0x16_q8_0_avx512vnni;
+      ks.x16_q4_0_.gemm_prepared = gemm_prepared_q4_0x16_q8_0_avx512vnni;
+      ks.x16_q8_0_.gemm_prepare = gemm_prepare_q8_0x16_q8_0_avx512vnni;
+      ks.x16_q8_0_.gemm_prepared = gemm_prepared_q8_0x16_q8_0_avx512vnni;
+    }
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
   ks.attention_ = &attention_kernels(ks.isa_);

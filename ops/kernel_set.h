@@ -31,6 +31,9 @@ struct MatmulKernels {
   DotRowsFn dot_rows = nullptr;   // optional
   GemmFn gemm = nullptr;          // optional
   bool gemm_whole_range = false;  // the GEMM tiles rows itself (see TypeTraits)
+  // Optional, with gemm: its activation regrouping as a step of its own (type_traits.h).
+  GemmPrepareFn gemm_prepare = nullptr;
+  GemmPreparedFn gemm_prepared = nullptr;
 };
 
 // Kernels of a Q4_0 or Q8_0 matrix interleaved by 16 rows (interleaved.h). Below AVX-512 VNNI
@@ -39,6 +42,9 @@ struct MatmulKernels {
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token
+  // Optional, with gemm: the activations regrouped once per matmul call, then read by every worker.
+  GemmPrepareFn gemm_prepare = nullptr;
+  X16GemmPreparedFn gemm_prepared = nullptr;
 };
 
 class KernelSet {

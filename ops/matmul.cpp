@@ -46,6 +46,10 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
   const X16Kernels& k = kernels.x16(w.type);
   const X16GemvFn gemv = k.gemv;
   const X16GemmFn gemm = k.gemm;
+  // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
+  const std::byte* prepared = nullptr;
+  const bool shared =
+      x.tokens() > 1 && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t nt = x.tokens();
   const int64_t act_stride = nt > 1 ? x.token(1) - x.token(0) : 0;
@@ -54,6 +58,9 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
     const std::byte* groups = w.data + g0 * group_bytes;
     if (nt == 1) {
       gemv(w.cols, groups, g1 - g0, x.token(0), out);
+    } else if (shared) {
+      k.gemm_prepared(w.cols, groups, g1 - g0, x.token(0), act_stride, prepared, nt, out,
+                      out_stride);
     } else if (gemm != nullptr) {
       gemm(w.cols, groups, g1 - g0, x.token(0), act_stride, nt, out, out_stride);
     } else {
@@ -123,6 +130,7 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
   const size_t need = static_cast<size_t>(token_bytes_ * n_tokens + 64);
   if (buf_.size() < need) buf_.resize(need);
   offset_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64);
+  for (Prepared& p : prepared_) p.fn = nullptr;  // they regrouped the previous activations
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::byte* dst = buf_.data() + offset_ + t * token_bytes_;
     const float* src = x.data() + t * cols;
@@ -132,6 +140,39 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
       std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
     }
   }
+}
+
+void PackedActivations::prepare(GemmPrepareFn prepare) {
+  const std::byte* unused = nullptr;
+  if (prepared(prepare, &unused)) return;
+  Prepared* slot = nullptr;
+  for (Prepared& p : prepared_) {
+    if (p.fn == nullptr) slot = &p;
+  }
+  if (slot == nullptr) slot = &prepared_.emplace_back();
+  const int64_t stride = tokens_ > 1 ? token_bytes_ : 0;
+  const int64_t bytes = prepare(cols_, token(0), stride, tokens_, nullptr);
+  slot->data = nullptr;
+  if (bytes > 0) {
+    if (slot->buf.size() < static_cast<size_t>(bytes + 64)) {
+      slot->buf.resize(static_cast<size_t>(bytes + 64));
+    }
+    std::byte* dst =
+        slot->buf.data() + (64 - reinterpret_cast<uintptr_t>(slot->buf.data()) % 64) % 64;
+    prepare(cols_, token(0), stride, tokens_, dst);
+    slot->data = dst;
+  }
+  slot->fn = prepare;
+}
+
+bool PackedActivations::prepared(GemmPrepareFn fn, const std::byte** data) const noexcept {
+  for (const Prepared& p : prepared_) {
+    if (p.fn == fn) {
+      *data = p.data;
+      return true;
+    }
+  }
+  return false;
 }
 
 void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
@@ -156,6 +197,10 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
   const DotFn dot = k.dot;
   const DotRowsFn dot_rows = k.dot_rows;
   const GemmFn gemm = x.tokens() > 1 ? k.gemm : nullptr;
+  // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
+  const std::byte* prepared = nullptr;
+  const bool shared =
+      gemm != nullptr && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
   const int64_t stride = row_bytes(w.type, w.cols);
   // GEMM: a tile of rows stays in L1 while every token passes over it, so each weight byte comes
   // from memory once per call (a GemmFn kernel also reuses each unpacked block across a few
@@ -167,6 +212,11 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
                                         : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const int64_t r1 = std::min(row_end, r0 + tile_rows);
+    if (shared) {
+      k.gemm_prepared(w.cols, w.row(r0), stride, r1 - r0, x.token(0), x.token(1) - x.token(0),
+                      prepared, x.tokens(), y.data() + r0, w.rows);
+      continue;
+    }
     if (gemm != nullptr) {
       gemm(w.cols, w.row(r0), stride, r1 - r0, x.token(0), x.token(1) - x.token(0), x.tokens(),
            y.data() + r0, w.rows);
@@ -207,7 +257,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
   scratch.pack(outs[0].w.type, x, cols, n_tokens, kernels);
   const WeightType act0 = kernels.matmul(outs[0].w.type).act_type;
   std::vector<PackedActivations> extra;  // only for outputs whose act type differs from outs[0]
-  std::vector<const PackedActivations*> packed(outs.size(), &scratch);
+  std::vector<PackedActivations*> packed(outs.size(), &scratch);
   for (size_t i = 1; i < outs.size(); ++i) {
     const WeightType act = kernels.matmul(outs[i].w.type).act_type;
     if (act == act0) continue;
@@ -218,6 +268,18 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     extra.reserve(outs.size());  // pointers into `extra` must stay valid
     extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, kernels);
     packed[i] = &extra.back();
+  }
+
+  // GEMMs that regroup their activations (transposed, or by groups of tokens) do it here, once
+  // per layout, instead of once in every worker's call (fused outputs share the copy).
+  if (n_tokens > 1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const WeightMatrix& w = outs[i].w;
+      const GemmPrepareFn prepare = w.layout == WeightLayout::Interleaved16
+                                        ? kernels.x16(w.type).gemm_prepare
+                                        : kernels.matmul(w.type).gemm_prepare;
+      if (prepare != nullptr) packed[i]->prepare(prepare);
+    }
   }
 
   // One parallel region over the concatenated rows of every output.

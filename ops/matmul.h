@@ -74,8 +74,14 @@ class InterleavedMatrix {
 // Throws MatmulError unless cols is a positive multiple of the type's block and the data is set.
 void check_matrix(const WeightMatrix& w);
 
+// Regroups nt packed activation rows (token t at act + t * act_stride) into the layout one GEMM
+// reads, at dst; returns the bytes (dst null: only the bytes). See type_traits.h.
+using GemmPrepareFn = int64_t (*)(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                                  std::byte* dst);
+
 // Activations packed for one weight type: quantized blocks, or the floats themselves. Owns its
-// buffer; reuse one object across calls so decode allocates nothing.
+// buffers; reuse one object across calls so decode allocates nothing (and prefill only grows
+// them).
 class PackedActivations {
  public:
   // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type with `kernels`'
@@ -89,12 +95,23 @@ class PackedActivations {
   const std::byte* token(int64_t t) const noexcept {
     return buf_.data() + offset_ + t * token_bytes_;
   }
+  // Runs `prepare` over the packed tokens once (again only after the next pack()), keeping its
+  // copy for prepared(): matmul() does this before its workers start, so they share one copy.
+  void prepare(GemmPrepareFn prepare);
+  // Whether prepare(fn) ran since the last pack(); *data is then its copy (null if it was empty).
+  bool prepared(GemmPrepareFn fn, const std::byte** data) const noexcept;
 
  private:
   WeightType wtype_ = WeightType::F32;
   int64_t cols_ = 0, tokens_ = 0, token_bytes_ = 0;
   int64_t offset_ = 0;  // from buf_.data() to the first 64-byte boundary
   std::vector<std::byte> buf_;
+  struct Prepared {
+    GemmPrepareFn fn = nullptr;  // null: free (buffers stay allocated for the next call)
+    const std::byte* data = nullptr;
+    std::vector<std::byte> buf;
+  };
+  std::vector<Prepared> prepared_;  // one per GEMM layout of this call (fused outputs share)
 };
 
 // One output of a fused matmul: several matrices that share the same input (Q,K,V or gate,up)

@@ -47,6 +47,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
   t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
   t.f32.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.f32.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.f32.gemm_prepared[kAvx512] = gemm_prepared_f32_f32_avx512;
 
   t.f16.type = WeightType::F16;
   t.f16.act_type = WeightType::F32;
@@ -57,6 +59,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
   t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
   t.f16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.f16.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.f16.gemm_prepared[kAvx512] = gemm_prepared_f16_f32_avx512;
 
   t.bf16.type = WeightType::BF16;
   t.bf16.act_type = WeightType::F32;
@@ -67,6 +71,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
   t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;
   t.bf16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.bf16.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.bf16.gemm_prepared[kAvx512] = gemm_prepared_bf16_f32_avx512;
 
   // Q8_0 / Q4_0 dot with act-Q8 rows (q8_0.h). AVX-512 uses VNNI vpdpbusd where the CPU has it.
   const bool vnni = cpu.avx512_vnni;
@@ -86,6 +92,10 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                          : vnni ? gemm_q8_0_q8_0_avx512vnni
                                 : gemm_q8_0_q8_0_avx512;
   t.q8_0.gemm_whole_range[kAvx512] = amx || vnni;
+  if (vnni && !amx) {  // the repacked VNNI GEMM regroups the activations: once per call
+    t.q8_0.gemm_prepare[kAvx512] = gemm_prepare_q8_0_q8_0_avx512vnni;
+    t.q8_0.gemm_prepared[kAvx512] = gemm_prepared_q8_0_q8_0_avx512vnni;
+  }
 
   t.q4_0.type = WeightType::Q4_0;
   t.q4_0.act_type = WeightType::Q8_0;
@@ -99,6 +109,10 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                          : vnni ? gemm_q4_0_q8_0_avx512vnni
                                 : gemm_q4_0_q8_0_avx512;
   t.q4_0.gemm_whole_range[kAvx512] = amx || vnni;
+  if (vnni && !amx) {  // the repacked VNNI GEMM regroups the activations: once per call
+    t.q4_0.gemm_prepare[kAvx512] = gemm_prepare_q4_0_q8_0_avx512vnni;
+    t.q4_0.gemm_prepared[kAvx512] = gemm_prepared_q4_0_q8_0_avx512vnni;
+  }
 
   // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h).
   // Prefill: on AVX-512 the same quad kernels serve 4 tokens per weight load (row tiles from

@@ -186,6 +186,37 @@ TEST_P(MatmulIsaType, FusedOutputsEqualSeparateCallsBitForBit) {
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
 }
 
+// A GEMM that regroups its activations (the AVX-512 float and VNNI Q4_0/Q8_0 ones) does it once
+// per matmul() call into a copy every worker reads: the same arithmetic as each worker's call
+// making its own copy (matmul_rows on activations never prepared), so bit-identical.
+TEST_P(MatmulIsaType, SharedActivationCopyMatchesAWorkersOwn) {
+  const auto [isa, type] = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  const int64_t rows = 83, cols = 2048;
+  const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 16);
+  const GemmPrepareFn prepare = ks.matmul(type).gemm_prepare;
+  for (int64_t tokens : {3, 9, 70}) {
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 17);
+    PackedActivations act;
+    act.pack(type, x, cols, tokens, ks);
+    const std::byte* data = nullptr;
+    EXPECT_FALSE(act.prepared(prepare, &data));
+    std::vector<float> own(static_cast<size_t>(tokens * rows), NAN);
+    matmul_rows(w.view, act, own, 0, rows, ks);
+    if (prepare != nullptr) {
+      act.prepare(prepare);
+      ASSERT_TRUE(act.prepared(prepare, &data));
+      std::vector<float> shared(own.size(), NAN);
+      matmul_rows(w.view, act, shared, 0, 40, ks);  // two workers' ranges
+      matmul_rows(w.view, act, shared, 40, rows, ks);
+      EXPECT_EQ(shared, own) << tokens;
+      act.pack(type, x, cols, tokens, ks);  // new activations: the copy is stale
+      EXPECT_FALSE(act.prepared(prepare, &data));
+    }
+    EXPECT_EQ(run_matmul(w.view, x, tokens, TbbParallel(2), isa), own) << tokens;
+  }
+}
+
 TEST_P(MatmulIsaType, ResultsIndependentOfWorkerCount) {
   const auto [isa, type] = GetParam();
   const int64_t rows = 83, cols = 2048;
