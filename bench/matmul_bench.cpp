@@ -26,6 +26,7 @@
 
 #include "ops/bandwidth.h"
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 
@@ -116,6 +117,7 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved
   for (float& f : x) f = dist(rng);
   ops::PackedActivations scratch;
   const ops::TbbParallel par(threads);
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);  // once, as a Session does
   tbb::task_arena arena(threads);
   int64_t next = 0;
   // Per-call wall times as well: their minimum is the figure least disturbed by other work on a
@@ -126,7 +128,7 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved
     for (auto _ : state) {
       const auto t0 = std::chrono::steady_clock::now();
       ops::matmul(interleaved ? w.interleaved_copy(next) : w.copy(next), x, 1, y, scratch, par,
-                  isa);
+                  kernels);
       benchmark::DoNotOptimize(y.data());
       benchmark::ClobberMemory();
       const auto t1 = std::chrono::steady_clock::now();
@@ -215,10 +217,11 @@ void BM_gemm(benchmark::State& state, WeightType type, Isa isa) {
   for (float& f : x) f = dist(rng);
   ops::PackedActivations scratch;
   const ops::TbbParallel par(threads);
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   tbb::task_arena arena(threads);
   arena.execute([&] {
     for (auto _ : state) {
-      ops::matmul(w.copy(0), x, tokens, y, scratch, par, isa);
+      ops::matmul(w.copy(0), x, tokens, y, scratch, par, kernels);
       benchmark::DoNotOptimize(y.data());
       benchmark::ClobberMemory();
     }

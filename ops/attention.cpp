@@ -11,6 +11,7 @@
 
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
+#include "ops/kernel_set.h"
 #include "ops/q8_0.h"
 
 namespace pacer::ops {
@@ -158,11 +159,6 @@ void to_f16_scalar(const float* src, fp16_t* dst, int64_t n) {
 constexpr AttentionKernels kScalarKernels{attend_scalar<fp16_t>, attend_scalar<float>,
                                           to_f16_scalar, attend_scalar<BlockQ8_0>};
 
-Isa active_isa() noexcept {
-  static const Isa isa = detect_isa();  // once: CPUID traps to the hypervisor in a VM
-  return isa;
-}
-
 }  // namespace
 
 int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems) {
@@ -193,9 +189,9 @@ const AttentionKernels& attention_kernels(Isa isa) noexcept {
   return kScalarKernels;
 }
 
-void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
-                  std::span<const float> v, int64_t pos0, int64_t n_tokens, std::byte* k_cache,
-                  std::byte* v_cache) {
+void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
+              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
+              const KernelSet& kernels) {
   check_params(p);
   if (pos0 < 0 || n_tokens < 0) fail("kv_store: negative pos0 or n_tokens");
   const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
@@ -215,14 +211,9 @@ void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
     quantize_row_q8_0_ref(v.data(), reinterpret_cast<BlockQ8_0*>(v_dst), n_tokens * row);
     return;
   }
-  const ToF16Fn to_f16 = attention_kernels(isa).to_f16;
+  const ToF16Fn to_f16 = kernels.attention().to_f16;
   to_f16(k.data(), reinterpret_cast<fp16_t*>(k_dst), n_tokens * row);
   to_f16(v.data(), reinterpret_cast<fp16_t*>(v_dst), n_tokens * row);
-}
-
-void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
-              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache) {
-  kv_store_isa(active_isa(), p, k, v, pos0, n_tokens, k_cache, v_cache);
 }
 
 namespace {
@@ -270,14 +261,14 @@ void run_items(const AttentionJob& job, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, int64_t pos0,
-                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
-                   std::span<float> out, const Parallel& par) {
+void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
+               const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
+               const Parallel& par, const KernelSet& kernels) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
-  const AttentionKernels& kernels = attention_kernels(isa);
-  AttendFn attend = kernels.attend_f32;
-  if (p.kv_type == WeightType::F16) attend = kernels.attend_f16;
-  if (p.kv_type == WeightType::Q8_0) attend = kernels.attend_q8_0;
+  const AttentionKernels& k = kernels.attention();
+  AttendFn attend = k.attend_f32;
+  if (p.kv_type == WeightType::F16) attend = k.attend_f16;
+  if (p.kv_type == WeightType::Q8_0) attend = k.attend_q8_0;
   const AttentionJob job{
       .attend = attend,
       .p = &p,
@@ -293,12 +284,6 @@ void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, 
   };
   par.run_chunks(n_tokens * p.n_heads, 1,
                  [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
-}
-
-void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
-               const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
-               const Parallel& par) {
-  attention_isa(active_isa(), p, q, pos0, n_tokens, k_cache, v_cache, out, par);
 }
 
 void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,

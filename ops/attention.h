@@ -14,6 +14,8 @@
 
 namespace pacer::ops {
 
+class KernelSet;  // kernel_set.h
+
 struct AttentionParams {
   int n_heads = 0;
   int n_kv_heads = 0;
@@ -32,13 +34,15 @@ int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems);
 // [pos0, pos0 + n_tokens) of the cache, converting to kv_type (Q8_0: ggml's quantize_row_q8_0,
 // round to nearest, fp16 scale).
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
-              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache);
+              int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
+              const KernelSet& kernels);
 
 // q: (n_tokens, n_heads*head_dim); query t is at position pos0 + t and sees keys [lo, pos0 + t]
-// (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head).
+// (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head),
+// on `kernels`' attention table.
 void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
                const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
-               const Parallel& par);
+               const Parallel& par, const KernelSet& kernels);
 
 // Scalar reference, straight from the math (fp32 softmax over converted cache rows).
 void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,

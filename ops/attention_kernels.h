@@ -76,13 +76,4 @@ const AttentionKernels& attention_kernels(Isa isa) noexcept;
 const AttentionKernels& attention_kernels_avx2() noexcept;    // attention_avx2.cpp
 const AttentionKernels& attention_kernels_avx512() noexcept;  // attention_avx512.cpp
 
-// attention() on an explicit Isa's kernels (the public attention() uses detect_isa()'s).
-void attention_isa(Isa isa, const AttentionParams& p, std::span<const float> q, int64_t pos0,
-                   int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
-                   std::span<float> out, const Parallel& par);
-// kv_store() on an explicit Isa's converter.
-void kv_store_isa(Isa isa, const AttentionParams& p, std::span<const float> k,
-                  std::span<const float> v, int64_t pos0, int64_t n_tokens, std::byte* k_cache,
-                  std::byte* v_cache);
-
 }  // namespace pacer::ops

@@ -20,5 +20,12 @@ void dot_rows_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, i
 void gemm_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                           int64_t out_stride);
+// The same GEMM in two steps (GemmPrepareFn / GemmPreparedFn): the activations transposed once
+// per matmul call by gemm_prepare_f32_avx512 (shared by F32, F16 and BF16), then read by every
+// worker.
+void gemm_prepared_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                   const std::byte* act, int64_t act_stride,
+                                   const std::byte* prepared, int64_t nt, float* out,
+                                   int64_t out_stride);
 
 }  // namespace pacer::ops

@@ -38,4 +38,12 @@ void gemm_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64
   avx512::float_gemm_packed<WidenBF16>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
+void gemm_prepared_bf16_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                   const std::byte* act, int64_t act_stride,
+                                   const std::byte* prepared, int64_t nt, float* out,
+                                   int64_t out_stride) {
+  avx512::float_gemm_prepared<WidenBF16>(n, w, w_stride, nr, act, act_stride, prepared, nt, out,
+                                         out_stride);
+}
+
 }  // namespace pacer::ops

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/kernel_set.h"
 
 namespace pacer::ops {
 namespace {
@@ -61,13 +62,6 @@ void scale_scalar(float* x, float s, int64_t n) {
 constexpr ElementwiseKernels kScalarKernels{rmsnorm_scalar, swiglu_scalar, geglu_scalar,
                                             softmax_scalar, add_scalar,    scale_scalar};
 
-// Chosen once per process (detect_isa() runs CPUID, which traps to the hypervisor in a VM: far
-// too slow to repeat per call), then only read.
-const ElementwiseKernels& active_kernels() noexcept {
-  static const ElementwiseKernels& kernels = elementwise_kernels(detect_isa());
-  return kernels;
-}
-
 void check_same_size(const char* op, size_t a, size_t b) {
   if (a != b) {
     throw std::invalid_argument(std::string("ops::") + op + ": span sizes differ (" +
@@ -113,11 +107,13 @@ const ElementwiseKernels& elementwise_kernels(Isa isa) noexcept {
   return kScalarKernels;
 }
 
-void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out) {
+void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out,
+             const KernelSet& kernels) {
   check_same_size("rmsnorm", x.size(), w.size());
   check_same_size("rmsnorm", x.size(), out.size());
   if (x.empty()) return;
-  active_kernels().rmsnorm(x.data(), w.data(), eps, out.data(), static_cast<int64_t>(x.size()));
+  kernels.elementwise().rmsnorm(x.data(), w.data(), eps, out.data(),
+                                static_cast<int64_t>(x.size()));
 }
 
 void rmsnorm_ref(std::span<const float> x, std::span<const float> w, float eps,
@@ -181,30 +177,34 @@ void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p) {
   }
 }
 
-void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+            const KernelSet& kernels) {
   check_same_size("swiglu", gate.size(), up.size());
   check_same_size("swiglu", gate.size(), out.size());
-  active_kernels().swiglu(gate.data(), up.data(), out.data(), static_cast<int64_t>(out.size()));
+  kernels.elementwise().swiglu(gate.data(), up.data(), out.data(),
+                               static_cast<int64_t>(out.size()));
 }
 
-void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+           const KernelSet& kernels) {
   check_same_size("geglu", gate.size(), up.size());
   check_same_size("geglu", gate.size(), out.size());
-  active_kernels().geglu(gate.data(), up.data(), out.data(), static_cast<int64_t>(out.size()));
+  kernels.elementwise().geglu(gate.data(), up.data(), out.data(), static_cast<int64_t>(out.size()));
 }
 
-void softmax(std::span<float> x) {
-  active_kernels().softmax(x.data(), static_cast<int64_t>(x.size()));
+void softmax(std::span<float> x, const KernelSet& kernels) {
+  kernels.elementwise().softmax(x.data(), static_cast<int64_t>(x.size()));
 }
 
-void add(std::span<const float> a, std::span<const float> b, std::span<float> out) {
+void add(std::span<const float> a, std::span<const float> b, std::span<float> out,
+         const KernelSet& kernels) {
   check_same_size("add", a.size(), b.size());
   check_same_size("add", a.size(), out.size());
-  active_kernels().add(a.data(), b.data(), out.data(), static_cast<int64_t>(out.size()));
+  kernels.elementwise().add(a.data(), b.data(), out.data(), static_cast<int64_t>(out.size()));
 }
 
-void scale(std::span<float> x, float s) {
-  active_kernels().scale(x.data(), s, static_cast<int64_t>(x.size()));
+void scale(std::span<float> x, float s, const KernelSet& kernels) {
+  kernels.elementwise().scale(x.data(), s, static_cast<int64_t>(x.size()));
 }
 
 void embedding_row(const WeightMatrix& table, int64_t token, std::span<float> out) {

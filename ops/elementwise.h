@@ -1,7 +1,8 @@
 #pragma once
 // Norms, RoPE, activations, softmax, residual add and the embedding lookup: the cheap ops around
 // the matmuls. Each has a scalar reference (the `_ref` functions, straight from the math) that the
-// tests hold the dispatched version to.
+// tests hold the dispatched version to. The dispatched ops run the elementwise table of the
+// KernelSet they are given (kernel_set.h: resolved once per session).
 #include <cstdint>
 #include <span>
 
@@ -11,8 +12,11 @@
 
 namespace pacer::ops {
 
+class KernelSet;  // kernel_set.h
+
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x, w, out of equal length (out may alias x).
-void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out);
+void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out,
+             const KernelSet& kernels);
 void rmsnorm_ref(std::span<const float> x, std::span<const float> w, float eps,
                  std::span<float> out);
 
@@ -33,16 +37,19 @@ void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
 void rope_ref(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i]           (llama, qwen2)
-void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+            const KernelSet& kernels);
 // out[i] = gelu_tanh(gate[i]) * up[i]      (gemma3)
-void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+           const KernelSet& kernels);
 
 // In-place numerically stable softmax (max subtracted first).
-void softmax(std::span<float> x);
+void softmax(std::span<float> x, const KernelSet& kernels);
 // out[i] = a[i] + b[i] (out may alias a or b).
-void add(std::span<const float> a, std::span<const float> b, std::span<float> out);
+void add(std::span<const float> a, std::span<const float> b, std::span<float> out,
+         const KernelSet& kernels);
 // x[i] *= s
-void scale(std::span<float> x, float s);
+void scale(std::span<float> x, float s, const KernelSet& kernels);
 
 // Dequantizes row `token` of an embedding table (rows = vocab, cols = n_embd) into out.
 void embedding_row(const WeightMatrix& table, int64_t token, std::span<float> out);

@@ -1,7 +1,7 @@
 #pragma once
 // Per-Isa tables of the elementwise kernels behind ops/elementwise.h. Internal to ops/ (and the
-// tests, which hold every Isa's table to the scalar one). The public functions pick the table once
-// from detect_isa(); nothing here is mutable after that first use.
+// tests, which hold every Isa's table to the scalar one). A KernelSet (kernel_set.h) picks the
+// table once per session; the tables are constants.
 //
 // Raw pointers + lengths because the public wrappers have already checked the span sizes.
 #include <cstdint>

@@ -35,4 +35,17 @@ void gemm_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_
   avx512::float_gemm_packed<WidenF32>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
 }
 
+void gemm_prepared_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                  const std::byte* act, int64_t act_stride,
+                                  const std::byte* prepared, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  avx512::float_gemm_prepared<WidenF32>(n, w, w_stride, nr, act, act_stride, prepared, nt, out,
+                                        out_stride);
+}
+
+int64_t gemm_prepare_f32_avx512(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                                std::byte* dst) {
+  return avx512::float_gemm_prepare(n, act, act_stride, nt, dst);
+}
+
 }  // namespace pacer::ops

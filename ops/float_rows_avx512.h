@@ -137,7 +137,8 @@ void float_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, c
 // broadcasts of the widened weights, R * TV FMAs, and nothing else on the FMA ports, where the
 // dot-product tiles above widen every weight vector for 2 tokens and reduce at the end (F16 at
 // ~1/3 of the FMA peak). The weights of R rows are widened to fp32 once per tile (panel); the
-// activations of up to 64 tokens are transposed once per call (xT, padded with zero tokens).
+// activations of up to 64 tokens are transposed (xT, padded with zero tokens) once per matmul call
+// and shared by its workers (float_gemm_prepare).
 // Each (row, token) sums its products in k order in chunks of kLanesChunk, then the chunk sums:
 // results agree with the GEMV within float reassociation, not bit for bit.
 constexpr int64_t kLanesMinTokens = 8;
@@ -196,49 +197,85 @@ void lanes_gemm_block(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
   }
 }
 
-template <class Widen>
-void float_gemm_lanes(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
-                      int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
-  std::vector<float> xt_buf, panel;
+// The activations transposed for the lanes GEMM (GemmPrepareFn): blocks of up to 64 tokens, block
+// b at float offset 64 * b * n (a block of `tokens` holds n rows of tv = ceil(tokens / 16)
+// vectors of 16 tokens, zero-padded). act_stride is in bytes (a multiple of 64). Below
+// kLanesMinTokens the GEMM reads the activations as they are: 0 bytes.
+inline int64_t float_gemm_prepare(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                                  std::byte* dst) {
+  if (nt < kLanesMinTokens) return 0;
+  const int64_t bytes = ((nt + 63) / 64) * 64 * n * static_cast<int64_t>(sizeof(float));
+  if (dst == nullptr) return bytes;
+  const int64_t x_stride = act_stride / static_cast<int64_t>(sizeof(float));
+  const auto* x = reinterpret_cast<const float*>(act);
   for (int64_t t0 = 0; t0 < nt; t0 += 64) {
     const int64_t tokens = std::min<int64_t>(64, nt - t0);
-    const int tv = static_cast<int>((tokens + 15) / 16);
-    xt_buf.assign(static_cast<size_t>(n * tv * 16 + 16), 0.0f);
-    float* xt = xt_buf.data() + (16 - reinterpret_cast<uintptr_t>(xt_buf.data()) % 64 / 4) % 16;
+    const int64_t tv = (tokens + 15) / 16;
+    float* xt = reinterpret_cast<float*>(dst) + t0 * n;
+    std::fill(xt, xt + n * tv * 16, 0.0f);
     for (int64_t t = 0; t < tokens; ++t) {
       const float* xr = x + (t0 + t) * x_stride;
       for (int64_t k = 0; k < n; ++k) xt[k * tv * 16 + t] = xr[k];
     }
+  }
+  return bytes;
+}
+
+// The GEMM over the transposed blocks above (xt, 64-byte aligned).
+template <class Widen>
+void float_gemm_lanes(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* xt,
+                      int64_t nt, float* out, int64_t out_stride) {
+  std::vector<float> panel;
+  for (int64_t t0 = 0; t0 < nt; t0 += 64) {
+    const int64_t tokens = std::min<int64_t>(64, nt - t0);
+    const int tv = static_cast<int>((tokens + 15) / 16);
+    const float* xb = xt + t0 * n;
     float* o = out + t0 * out_stride;
     switch (tv) {
       case 1:
-        lanes_gemm_block<Widen, 1>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        lanes_gemm_block<Widen, 1>(n, w, stride, nr, xb, tokens, o, out_stride, panel);
         break;
       case 2:
-        lanes_gemm_block<Widen, 2>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        lanes_gemm_block<Widen, 2>(n, w, stride, nr, xb, tokens, o, out_stride, panel);
         break;
       case 3:
-        lanes_gemm_block<Widen, 3>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        lanes_gemm_block<Widen, 3>(n, w, stride, nr, xb, tokens, o, out_stride, panel);
         break;
       default:
-        lanes_gemm_block<Widen, 4>(n, w, stride, nr, xt, tokens, o, out_stride, panel);
+        lanes_gemm_block<Widen, 4>(n, w, stride, nr, xb, tokens, o, out_stride, panel);
         break;
     }
   }
 }
 
-// The GemmFn entry: act_stride is in bytes (a multiple of 64, see PackedActivations).
+// The GemmPreparedFn entry: `prepared` is float_gemm_prepare's copy (null below
+// kLanesMinTokens, where the dot-product tiles read act directly).
+template <class Widen>
+void float_gemm_prepared(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
+                         const std::byte* act, int64_t act_stride, const std::byte* prepared,
+                         int64_t nt, float* out, int64_t out_stride) {
+  if (nt >= kLanesMinTokens) {
+    float_gemm_lanes<Widen>(n, w, stride, nr, reinterpret_cast<const float*>(prepared), nt, out,
+                            out_stride);
+  } else {
+    const auto* x = reinterpret_cast<const float*>(act);
+    const int64_t x_stride = act_stride / static_cast<int64_t>(sizeof(float));
+    float_gemm<Widen>(n, w, stride, nr, x, x_stride, nt, out, out_stride);
+  }
+}
+
+// The GemmFn entry (a call on its own): transposes into its own buffer, then as above.
 template <class Widen>
 void float_gemm_packed(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
                        const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                        int64_t out_stride) {
-  const auto* x = reinterpret_cast<const float*>(act);
-  const int64_t x_stride = act_stride / static_cast<int64_t>(sizeof(float));
-  if (nt >= kLanesMinTokens) {
-    float_gemm_lanes<Widen>(n, w, stride, nr, x, x_stride, nt, out, out_stride);
-  } else {
-    float_gemm<Widen>(n, w, stride, nr, x, x_stride, nt, out, out_stride);
-  }
+  const int64_t bytes = float_gemm_prepare(n, act, act_stride, nt, nullptr);
+  std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16));
+  std::byte* xt = reinterpret_cast<std::byte*>(
+      buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16);
+  if (bytes > 0) float_gemm_prepare(n, act, act_stride, nt, xt);
+  float_gemm_prepared<Widen>(n, w, stride, nr, act, act_stride, bytes > 0 ? xt : nullptr, nt, out,
+                             out_stride);
 }
 
 }  // namespace

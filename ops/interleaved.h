@@ -57,6 +57,8 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
 // GEMV over n_groups groups at `groups` with one act-Q8 row: out[16 g + i] = row (16 g + i)'s
 // dot (all 16 of each group; padding rows give 0). The scalar references read the layout above
 // straight from its description.
+using X16GemvFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
 void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -76,6 +78,24 @@ void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
+// The VNNI GEMMs in two steps (as GemmPrepareFn / GemmPreparedFn in type_traits.h): the
+// activations regrouped once per matmul call, then read by every worker.
+using X16GemmPreparedFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
+                                   const std::byte* act, int64_t act_stride,
+                                   const std::byte* prepared, int64_t nt, float* out,
+                                   int64_t out_stride);
+int64_t gemm_prepare_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
+                                             int64_t nt, std::byte* dst);
+int64_t gemm_prepare_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
+                                             int64_t nt, std::byte* dst);
+void gemm_prepared_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte* act, int64_t act_stride,
+                                           const std::byte* prepared, int64_t nt, float* out,
+                                           int64_t out_stride);
+void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte* act, int64_t act_stride,
+                                           const std::byte* prepared, int64_t nt, float* out,
+                                           int64_t out_stride);
 void gemm_q4_0x16_q8_0_amx(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                            int64_t out_stride);

@@ -132,6 +132,13 @@ void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
                                     out_stride);
 }
 
+template <class Layout>
+void gemm_x16_prepared(int64_t n, const std::byte* groups, int64_t n_groups,
+                       const std::byte* prepared, int64_t nt, float* out, int64_t out_stride) {
+  avx512::X16Tiles<Layout::kType, false> src{groups, x16_group_bytes(Layout::kType, n)};
+  avx512::hex_gemm_prepared(n, src, n_groups * kX16Rows, prepared, nt, out, out_stride);
+}
+
 }  // namespace
 
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -150,10 +157,32 @@ void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
   gemm_x16<Q4_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
+int64_t gemm_prepare_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
+                                             int64_t nt, std::byte* dst) {
+  return avx512::hex_prepare<Q4_0x16::kOffset>(n, act, act_stride, nt, dst);
+}
+
+void gemm_prepared_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte*, int64_t, const std::byte* prepared,
+                                           int64_t nt, float* out, int64_t out_stride) {
+  gemm_x16_prepared<Q4_0x16>(n, groups, n_groups, prepared, nt, out, out_stride);
+}
+
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
   gemm_x16<Q8_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+int64_t gemm_prepare_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
+                                             int64_t nt, std::byte* dst) {
+  return avx512::hex_prepare<Q8_0x16::kOffset>(n, act, act_stride, nt, dst);
+}
+
+void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte*, int64_t, const std::byte* prepared,
+                                           int64_t nt, float* out, int64_t out_stride) {
+  gemm_x16_prepared<Q8_0x16>(n, groups, n_groups, prepared, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

@@ -77,9 +77,9 @@ Isa select_isa(const char* requested) noexcept {
   return Isa::Scalar;
 }
 
-// CPUID traps to the hypervisor in a VM (tens of microseconds), and kernels take detect_isa() as
-// a default argument on every call: read the CPU once per process. The values never change while
-// the process runs, so these are constants, not mutable state.
+// CPUID traps to the hypervisor in a VM (tens of microseconds), and several places ask (the
+// kernel table, KernelSet::for_isa, the event log header): read the CPU once per process. The
+// values never change while the process runs, so these are constants, not mutable state.
 CpuFeatures detect_cpu_features() noexcept {
   static const CpuFeatures features = read_cpu_features();
   return features;

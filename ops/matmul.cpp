@@ -1,5 +1,5 @@
 // Matmul entry points: shape checks, activation packing, and the row/token loops that feed the
-// per-type kernels (type_traits.h). No ISA-specific code here.
+// per-type kernels of a KernelSet (kernel_set.h). No ISA-specific code here.
 #include "ops/matmul.h"
 
 #include <algorithm>
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "ops/interleaved.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul_rows.h"
 #include "ops/q8_0.h"
-#include "ops/type_traits.h"
 
 namespace pacer::ops {
 namespace {
@@ -37,27 +37,17 @@ int64_t packed_row_bytes(WeightType act_type, int64_t cols) {
   }
 }
 
-WeightType act_type_of(WeightType t) {
-  return type_traits(t).act_type;
-}
-
 // matmul_rows for an interleaved matrix (interleaved.h): whole 16-row groups, a group cut by
-// the range computed into a scratch and copied. Isas below AVX-512 VNNI run the scalar reference
-// (models repack only where the VNNI kernels run: InterleavedMatrix::pays).
+// the range computed into a scratch and copied.
 void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
-                     int64_t row_begin, int64_t row_end, Isa isa) {
-  const bool vnni =
-      isa == Isa::Avx512 && isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
-  const bool amx = vnni && detect_cpu_features().amx_int8;
-  const bool q4 = w.type == WeightType::Q4_0;
-  using GemvFn = void (*)(int64_t, const std::byte*, int64_t, const std::byte*, float*);
-  const GemvFn gemv_ref = q4 ? gemv_q4_0x16_q8_0_ref : gemv_q8_0x16_q8_0_ref;
-  const GemvFn gemv = !vnni ? gemv_ref
-                      : q4  ? gemv_q4_0x16_q8_0_avx512vnni
-                            : gemv_q8_0x16_q8_0_avx512vnni;
-  const X16GemmFn gemm = !vnni ? nullptr
-                         : amx ? (q4 ? gemm_q4_0x16_q8_0_amx : gemm_q8_0x16_q8_0_amx)
-                               : (q4 ? gemm_q4_0x16_q8_0_avx512vnni : gemm_q8_0x16_q8_0_avx512vnni);
+                     int64_t row_begin, int64_t row_end, const KernelSet& kernels) {
+  const X16Kernels& k = kernels.x16(w.type);
+  const X16GemvFn gemv = k.gemv;
+  const X16GemmFn gemm = k.gemm;
+  // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
+  const std::byte* prepared = nullptr;
+  const bool shared =
+      x.tokens() > 1 && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t nt = x.tokens();
   const int64_t act_stride = nt > 1 ? x.token(1) - x.token(0) : 0;
@@ -66,11 +56,14 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
     const std::byte* groups = w.data + g0 * group_bytes;
     if (nt == 1) {
       gemv(w.cols, groups, g1 - g0, x.token(0), out);
+    } else if (shared) {
+      k.gemm_prepared(w.cols, groups, g1 - g0, x.token(0), act_stride, prepared, nt, out,
+                      out_stride);
     } else if (gemm != nullptr) {
       gemm(w.cols, groups, g1 - g0, x.token(0), act_stride, nt, out, out_stride);
     } else {
       for (int64_t t = 0; t < nt; ++t) {
-        gemv_ref(w.cols, groups, g1 - g0, x.token(t), out + t * out_stride);
+        gemv(w.cols, groups, g1 - g0, x.token(t), out + t * out_stride);
       }
     }
   };
@@ -113,8 +106,8 @@ void check_matrix(const WeightMatrix& w) {
 }
 
 void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t cols,
-                             int64_t n_tokens, Isa isa) {
-  const WeightType act = act_type_of(wtype);
+                             int64_t n_tokens, const KernelSet& kernels) {
+  const MatmulKernels& k = kernels.matmul(wtype);
   const int64_t block = type_info(wtype).block_elems;
   if (cols <= 0 || cols % block != 0 || n_tokens < 0) {
     throw MatmulError("matmul: activations of " + std::to_string(n_tokens) + " x " +
@@ -127,14 +120,15 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
                       " floats, need n_tokens*cols = " + std::to_string(n_tokens) + "*" +
                       std::to_string(cols));
   }
-  const QuantizeActFn quantize = resolve_quantize_act(wtype, isa);  // null: stays fp32
+  const QuantizeActFn quantize = k.quantize_act;  // null: stays fp32
   wtype_ = wtype;
   cols_ = cols;
   tokens_ = n_tokens;
-  token_bytes_ = packed_row_bytes(act, cols);
+  token_bytes_ = packed_row_bytes(k.act_type, cols);
   const size_t need = static_cast<size_t>(token_bytes_ * n_tokens + 64);
   if (buf_.size() < need) buf_.resize(need);
   offset_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64);
+  for (Prepared& p : prepared_) p.fn = nullptr;  // they regrouped the previous activations
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::byte* dst = buf_.data() + offset_ + t * token_bytes_;
     const float* src = x.data() + t * cols;
@@ -146,9 +140,43 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
   }
 }
 
+void PackedActivations::prepare(GemmPrepareFn prepare) {
+  const std::byte* unused = nullptr;
+  if (prepared(prepare, &unused)) return;
+  Prepared* slot = nullptr;
+  for (Prepared& p : prepared_) {
+    if (p.fn == nullptr) slot = &p;
+  }
+  if (slot == nullptr) slot = &prepared_.emplace_back();
+  const int64_t stride = tokens_ > 1 ? token_bytes_ : 0;
+  const int64_t bytes = prepare(cols_, token(0), stride, tokens_, nullptr);
+  slot->data = nullptr;
+  if (bytes > 0) {
+    if (slot->buf.size() < static_cast<size_t>(bytes + 64)) {
+      slot->buf.resize(static_cast<size_t>(bytes + 64));
+    }
+    std::byte* dst =
+        slot->buf.data() + (64 - reinterpret_cast<uintptr_t>(slot->buf.data()) % 64) % 64;
+    prepare(cols_, token(0), stride, tokens_, dst);
+    slot->data = dst;
+  }
+  slot->fn = prepare;
+}
+
+bool PackedActivations::prepared(GemmPrepareFn fn, const std::byte** data) const noexcept {
+  for (const Prepared& p : prepared_) {
+    if (p.fn == fn) {
+      *data = p.data;
+      return true;
+    }
+  }
+  return false;
+}
+
 void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
-                 int64_t row_begin, int64_t row_end, Isa isa) {
-  if (x.cols() != w.cols || act_type_of(x.weight_type()) != act_type_of(w.type)) {
+                 int64_t row_begin, int64_t row_end, const KernelSet& kernels) {
+  const MatmulKernels& k = kernels.matmul(w.type);
+  if (x.cols() != w.cols || kernels.matmul(x.weight_type()).act_type != k.act_type) {
     throw MatmulError("matmul: activations packed for " + std::string(type_name(x.weight_type())) +
                       " with " + std::to_string(x.cols()) + " cols do not fit weight " +
                       shape_of(w));
@@ -161,24 +189,32 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
                       std::to_string(x.tokens()) + " tokens");
   }
   if (w.layout == WeightLayout::Interleaved16) {
-    matmul_rows_x16(w, x, y, row_begin, row_end, isa);
+    matmul_rows_x16(w, x, y, row_begin, row_end, kernels);
     return;
   }
-  const DotFn dot = resolve_dot(w.type, isa);
-  const DotRowsFn dot_rows = resolve_dot_rows(w.type, isa);
-  const GemmFn gemm = x.tokens() > 1 ? resolve_gemm(w.type, isa) : nullptr;
+  const DotFn dot = k.dot;
+  const DotRowsFn dot_rows = k.dot_rows;
+  const GemmFn gemm = x.tokens() > 1 ? k.gemm : nullptr;
+  // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
+  const std::byte* prepared = nullptr;
+  const bool shared =
+      gemm != nullptr && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
   const int64_t stride = row_bytes(w.type, w.cols);
   // GEMM: a tile of rows stays in L1 while every token passes over it, so each weight byte comes
   // from memory once per call (a GemmFn kernel also reuses each unpacked block across a few
   // tokens from registers). GEMV (one token) runs the whole range in one dot_rows call, so the
   // kernel's row tiles (and their next-tile prefetch) run back to back; so does a GEMM that
   // tiles itself (it repacks and regroups once per call).
-  const bool whole_range =
-      x.tokens() == 1 || (gemm != nullptr && resolve_gemm_whole_range(w.type, isa));
+  const bool whole_range = x.tokens() == 1 || (gemm != nullptr && k.gemm_whole_range);
   const int64_t tile_rows = whole_range ? std::max<int64_t>(1, row_end - row_begin)
                                         : std::max<int64_t>(8, kGemmTileBytes / stride / 8 * 8);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const int64_t r1 = std::min(row_end, r0 + tile_rows);
+    if (shared) {
+      k.gemm_prepared(w.cols, w.row(r0), stride, r1 - r0, x.token(0), x.token(1) - x.token(0),
+                      prepared, x.tokens(), y.data() + r0, w.rows);
+      continue;
+    }
     if (gemm != nullptr) {
       gemm(w.cols, w.row(r0), stride, r1 - r0, x.token(0), x.token(1) - x.token(0), x.tokens(),
            y.data() + r0, w.rows);
@@ -196,7 +232,7 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
 }
 
 void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
-            PackedActivations& scratch, const Parallel& par, Isa isa) {
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels) {
   if (outs.empty()) return;
   const int64_t cols = outs[0].w.cols;
   int64_t total_rows = 0;
@@ -210,25 +246,38 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
       throw MatmulError("matmul: output of " + std::to_string(o.y.size()) +
                         " floats is smaller than n_tokens*rows for weight " + shape_of(o.w));
     }
-    resolve_dot(o.w.type, isa);  // throws for types without kernels (K-quants for now)
+    kernels.matmul(o.w.type);  // throws for types without kernels
     total_rows += o.w.rows;
   }
   if (n_tokens <= 0) return;
 
   // One packing per activation type; fused outputs normally share one (mixed types are rare).
-  scratch.pack(outs[0].w.type, x, cols, n_tokens, isa);
+  scratch.pack(outs[0].w.type, x, cols, n_tokens, kernels);
+  const WeightType act0 = kernels.matmul(outs[0].w.type).act_type;
   std::vector<PackedActivations> extra;  // only for outputs whose act type differs from outs[0]
-  std::vector<const PackedActivations*> packed(outs.size(), &scratch);
+  std::vector<PackedActivations*> packed(outs.size(), &scratch);
   for (size_t i = 1; i < outs.size(); ++i) {
-    const WeightType act = act_type_of(outs[i].w.type);
-    if (act == act_type_of(outs[0].w.type)) continue;
+    const WeightType act = kernels.matmul(outs[i].w.type).act_type;
+    if (act == act0) continue;
     for (size_t j = 1; j < i; ++j) {
-      if (act_type_of(outs[j].w.type) == act) packed[i] = packed[j];
+      if (kernels.matmul(outs[j].w.type).act_type == act) packed[i] = packed[j];
     }
     if (packed[i] != &scratch) continue;
     extra.reserve(outs.size());  // pointers into `extra` must stay valid
-    extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, isa);
+    extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, kernels);
     packed[i] = &extra.back();
+  }
+
+  // GEMMs that regroup their activations (transposed, or by groups of tokens) do it here, once
+  // per layout, instead of once in every worker's call (fused outputs share the copy).
+  if (n_tokens > 1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const WeightMatrix& w = outs[i].w;
+      const GemmPrepareFn prepare = w.layout == WeightLayout::Interleaved16
+                                        ? kernels.x16(w.type).gemm_prepare
+                                        : kernels.matmul(w.type).gemm_prepare;
+      if (prepare != nullptr) packed[i]->prepare(prepare);
+    }
   }
 
   // One parallel region over the concatenated rows of every output.
@@ -237,7 +286,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t last = first + outs[i].w.rows;
       const int64_t b = std::max(begin, first), e = std::min(end, last);
-      if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b - first, e - first, isa);
+      if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b - first, e - first, kernels);
       first = last;
     }
   });
@@ -255,9 +304,9 @@ std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_be
 }
 
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
-            PackedActivations& scratch, const Parallel& par, Isa isa) {
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels) {
   const MatmulOutput out{w, y};
-  matmul(std::span<const MatmulOutput>(&out, 1), x, n_tokens, scratch, par, isa);
+  matmul(std::span<const MatmulOutput>(&out, 1), x, n_tokens, scratch, par, kernels);
 }
 
 }  // namespace pacer::ops

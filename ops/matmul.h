@@ -25,6 +25,8 @@
 
 namespace pacer::ops {
 
+class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per session
+
 // An owned copy of a row-major Q4_0 or Q8_0 matrix with 16 rows interleaved (ops/interleaved.h):
 // decode GEMVs on it do 2-3x less work per byte on AVX-512 VNNI, where the row-major GEMVs
 // cannot quite keep up with memory. Prefill GEMMs (VNNI and AMX) read it as well, without their
@@ -33,7 +35,7 @@ class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: Q4_0 or Q8_0, row-major, and an AVX-512 VNNI machine
   // (elsewhere the interleaved matrix would run the scalar reference).
-  static bool pays(const WeightMatrix& w, Isa isa = detect_isa());
+  static bool pays(const WeightMatrix& w, Isa isa);
   // Repacks w (Q4_0 or Q8_0, RowMajor; MatmulError otherwise), in parallel over row groups.
   static InterleavedMatrix repack(const WeightMatrix& w);
 
@@ -52,13 +54,20 @@ class InterleavedMatrix {
 // Throws MatmulError unless cols is a positive multiple of the type's block and the data is set.
 void check_matrix(const WeightMatrix& w);
 
+// Regroups nt packed activation rows (token t at act + t * act_stride) into the layout one GEMM
+// reads, at dst; returns the bytes (dst null: only the bytes). See type_traits.h.
+using GemmPrepareFn = int64_t (*)(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                                  std::byte* dst);
+
 // Activations packed for one weight type: quantized blocks, or the floats themselves. Owns its
-// buffer; reuse one object across calls so decode allocates nothing.
+// buffers; reuse one object across calls so decode allocates nothing (and prefill only grows
+// them).
 class PackedActivations {
  public:
-  // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type.
+  // x: (n_tokens, cols) row-major fp32. Quantizes for `wtype`'s activation type with `kernels`'
+  // quantizer.
   void pack(WeightType wtype, std::span<const float> x, int64_t cols, int64_t n_tokens,
-            Isa isa = detect_isa());
+            const KernelSet& kernels);
   WeightType weight_type() const noexcept { return wtype_; }
   int64_t cols() const noexcept { return cols_; }
   int64_t tokens() const noexcept { return tokens_; }
@@ -66,12 +75,23 @@ class PackedActivations {
   const std::byte* token(int64_t t) const noexcept {
     return buf_.data() + offset_ + t * token_bytes_;
   }
+  // Runs `prepare` over the packed tokens once (again only after the next pack()), keeping its
+  // copy for prepared(): matmul() does this before its workers start, so they share one copy.
+  void prepare(GemmPrepareFn prepare);
+  // Whether prepare(fn) ran since the last pack(); *data is then its copy (null if it was empty).
+  bool prepared(GemmPrepareFn fn, const std::byte** data) const noexcept;
 
  private:
   WeightType wtype_ = WeightType::F32;
   int64_t cols_ = 0, tokens_ = 0, token_bytes_ = 0;
   int64_t offset_ = 0;  // from buf_.data() to the first 64-byte boundary
   std::vector<std::byte> buf_;
+  struct Prepared {
+    GemmPrepareFn fn = nullptr;  // null: free (buffers stay allocated for the next call)
+    const std::byte* data = nullptr;
+    std::vector<std::byte> buf;
+  };
+  std::vector<Prepared> prepared_;  // one per GEMM layout of this call (fused outputs share)
 };
 
 // One output of a fused matmul: several matrices that share the same input (Q,K,V or gate,up)
@@ -84,17 +104,17 @@ struct MatmulOutput {
 // y[t][r] for rows [row_begin, row_end) of one matrix and every packed token; single thread.
 // This is the unit a worker runs; the parallel entry points below only split rows.
 void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
-                 int64_t row_begin, int64_t row_end, Isa isa = detect_isa());
+                 int64_t row_begin, int64_t row_end, const KernelSet& kernels);
 
 // Packs x once and runs every output over `par` (rows of all outputs concatenated, static
 // partition). x: (n_tokens, cols) with cols equal to every output's w.cols. n_tokens == 1 is the
 // decode GEMV; n_tokens > 1 the prefill GEMM (weights stream once per tile of tokens, not once per
 // token).
 void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
-            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
 // Convenience for one matrix.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
-            PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
+            PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
 }  // namespace pacer::ops

@@ -248,19 +248,21 @@ void hex_gemm_rows(int64_t n, Source& src, int64_t r, int64_t nr, const ActGroup
   }
 }
 
-// Rows [0, nr) x tokens [0, nt) from `src`; the act quants are unsigned quants minus kOffset.
-template <int32_t kOffset, class Source>
-void hex_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t act_stride,
-              int64_t nt, float* out, int64_t out_stride) {
-  // Scratch for one call (a worker's row range): the activations regrouped by 8 tokens (a
-  // last partial group padded with zeros, whose sums are dropped), one repacked tile (18 KiB)
-  // and the running sums of every token for one row tile (64 bytes per token).
+// The activations regrouped by kGroupTokens tokens (GemmPrepareFn): group g's blocks at
+// ActGroupBlock index g * n/32, a last partial group padded with zeros (whose sums are dropped).
+// The bias folds in kOffset, so the copy is per weight type's offset.
+template <int32_t kOffset>
+int64_t hex_prepare(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                    std::byte* dst) {
   const int64_t nb = n / 32;
   const int64_t n_groups = (nt + kGroupTokens - 1) / kGroupTokens;
-  std::vector<ActGroupBlock> groups(static_cast<size_t>(n_groups * nb));
+  const int64_t bytes = n_groups * nb * static_cast<int64_t>(sizeof(ActGroupBlock));
+  if (dst == nullptr) return bytes;
+  auto* groups = reinterpret_cast<ActGroupBlock*>(dst);
+  std::memset(static_cast<void*>(groups), 0, static_cast<size_t>(bytes));
   for (int64_t t = 0; t < nt; ++t) {
     const ActQ8Row a = act_q8_row(act + t * act_stride, n);
-    ActGroupBlock* g = groups.data() + (t / kGroupTokens) * nb;
+    ActGroupBlock* g = groups + (t / kGroupTokens) * nb;
     const int64_t slot = t % kGroupTokens;
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(g[b].q[slot], a.q + 32 * b, 32);
@@ -268,11 +270,33 @@ void hex_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t 
       g[b].bias[slot] = -kOffset * a.sum[b];
     }
   }
+  return bytes;
+}
+
+// Rows [0, nr) x tokens [0, nt) from `src` over hex_prepare's groups. Scratch for one call (a
+// worker's row range): one repacked tile (18 KiB) and the running sums of every token for one
+// row tile (64 bytes per token).
+template <class Source>
+void hex_gemm_prepared(int64_t n, Source& src, int64_t nr, const std::byte* prepared, int64_t nt,
+                       float* out, int64_t out_stride) {
+  const auto* groups = reinterpret_cast<const ActGroupBlock*>(prepared);
+  const int64_t n_groups = (nt + kGroupTokens - 1) / kGroupTokens;
   std::vector<HexBlock> tile(static_cast<size_t>(kGemmChunkBlocks));
   std::vector<HexAcc> acc(static_cast<size_t>(n_groups * kGroupTokens));
   for (int64_t r = 0; r < nr; r += kHexRows) {
-    hex_gemm_rows(n, src, r, nr, groups.data(), nt, out, out_stride, tile.data(), acc.data());
+    hex_gemm_rows(n, src, r, nr, groups, nt, out, out_stride, tile.data(), acc.data());
   }
+}
+
+// The same in one call: the activations regrouped into a buffer of its own first.
+template <int32_t kOffset, class Source>
+void hex_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t act_stride,
+              int64_t nt, float* out, int64_t out_stride) {
+  const int64_t bytes = hex_prepare<kOffset>(n, act, act_stride, nt, nullptr);
+  std::vector<ActGroupBlock> groups(static_cast<size_t>(bytes) / sizeof(ActGroupBlock));
+  auto* dst = reinterpret_cast<std::byte*>(groups.data());
+  hex_prepare<kOffset>(n, act, act_stride, nt, dst);
+  hex_gemm_prepared(n, src, nr, dst, nt, out, out_stride);
 }
 
 // The GemmFn of a row-major type: rows [0, nr) x tokens [0, nt).
@@ -281,6 +305,14 @@ void repacked_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, co
                    int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   RowMajorTiles<Kernel> src{w, stride, nr};
   hex_gemm<Kernel::kOffset>(n, src, nr, act, act_stride, nt, out, out_stride);
+}
+
+// Its GemmPreparedFn: `prepared` from hex_prepare<Kernel::kOffset>.
+template <class Kernel>
+void repacked_gemm_prepared(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
+                            const std::byte* prepared, int64_t nt, float* out, int64_t out_stride) {
+  RowMajorTiles<Kernel> src{w, stride, nr};
+  hex_gemm_prepared(n, src, nr, prepared, nt, out, out_stride);
 }
 
 }  // namespace

@@ -30,7 +30,6 @@ constexpr size_t kAvx2 = static_cast<size_t>(Isa::Avx2);
 constexpr size_t kAvx512 = static_cast<size_t>(Isa::Avx512);
 
 struct TraitsTable {
-  Isa best_isa = Isa::Scalar;  // the highest Isa this CPU and OS run; requests above it clamp
   TypeTraits f32, f16, bf16, q8_0, q4_0;
   TypeTraits q4_1, q5_0, q5_1, iq4_nl;  // the other 32-element types, activations act-Q8 too
   // K-quants (q4_k*.cpp, ...), activations Q8_K (q8_k*.cpp)
@@ -39,7 +38,6 @@ struct TraitsTable {
 
 TraitsTable build_table(const CpuFeatures& cpu) {
   TraitsTable t;
-  t.best_isa = cpu.avx512 ? Isa::Avx512 : cpu.avx2 ? Isa::Avx2 : Isa::Scalar;
   t.f32.type = WeightType::F32;
   t.f32.act_type = WeightType::F32;
   t.f32.dot[kScalar] = dot_f32_f32_ref;
@@ -49,6 +47,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
   t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
   t.f32.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.f32.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.f32.gemm_prepared[kAvx512] = gemm_prepared_f32_f32_avx512;
 
   t.f16.type = WeightType::F16;
   t.f16.act_type = WeightType::F32;
@@ -59,6 +59,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
   t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
   t.f16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.f16.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.f16.gemm_prepared[kAvx512] = gemm_prepared_f16_f32_avx512;
 
   t.bf16.type = WeightType::BF16;
   t.bf16.act_type = WeightType::F32;
@@ -69,6 +71,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
   t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;
   t.bf16.gemm_whole_range[kAvx512] = true;  // transposes the activations once per call
+  t.bf16.gemm_prepare[kAvx512] = gemm_prepare_f32_avx512;  // the same transposition for all three
+  t.bf16.gemm_prepared[kAvx512] = gemm_prepared_bf16_f32_avx512;
 
   // Q8_0 / Q4_0 dot with act-Q8 rows (q8_0.h). AVX-512 uses VNNI vpdpbusd where the CPU has it.
   const bool vnni = cpu.avx512_vnni;
@@ -88,6 +92,10 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                          : vnni ? gemm_q8_0_q8_0_avx512vnni
                                 : gemm_q8_0_q8_0_avx512;
   t.q8_0.gemm_whole_range[kAvx512] = amx || vnni;
+  if (vnni && !amx) {  // the repacked VNNI GEMM regroups the activations: once per call
+    t.q8_0.gemm_prepare[kAvx512] = gemm_prepare_q8_0_q8_0_avx512vnni;
+    t.q8_0.gemm_prepared[kAvx512] = gemm_prepared_q8_0_q8_0_avx512vnni;
+  }
 
   t.q4_0.type = WeightType::Q4_0;
   t.q4_0.act_type = WeightType::Q8_0;
@@ -101,6 +109,10 @@ TraitsTable build_table(const CpuFeatures& cpu) {
                          : vnni ? gemm_q4_0_q8_0_avx512vnni
                                 : gemm_q4_0_q8_0_avx512;
   t.q4_0.gemm_whole_range[kAvx512] = amx || vnni;
+  if (vnni && !amx) {  // the repacked VNNI GEMM regroups the activations: once per call
+    t.q4_0.gemm_prepare[kAvx512] = gemm_prepare_q4_0_q8_0_avx512vnni;
+    t.q4_0.gemm_prepared[kAvx512] = gemm_prepared_q4_0_q8_0_avx512vnni;
+  }
 
   // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h).
   // Prefill: on AVX-512 the same quad kernels serve 4 tokens per weight load (row tiles from
@@ -209,22 +221,6 @@ const TraitsTable& table() {
   return t;
 }
 
-// `isa`, lowered to what this machine runs (so a request for AVX-512 on an AVX2 machine runs the
-// AVX2 kernels instead of faulting).
-int clamp_isa(Isa isa) {
-  const int best = static_cast<int>(table().best_isa);
-  return static_cast<int>(isa) < best ? static_cast<int>(isa) : best;
-}
-
-// First non-null slot at or below `isa` (every implemented type has a Scalar slot).
-template <typename Fn>
-Fn resolve(const std::array<Fn, kIsaCount>& slots, Isa isa) {
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (slots[static_cast<size_t>(i)] != nullptr) return slots[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 const TypeTraits& type_traits(WeightType t) {
@@ -264,50 +260,6 @@ const TypeTraits& type_traits(WeightType t) {
       break;
   }
   throw MatmulError("type " + std::string(type_name(t)) + " is not a weight type of any matmul");
-}
-
-DotFn resolve_dot(WeightType t, Isa isa) {
-  const DotFn fn = resolve(type_traits(t).dot, isa);
-  if (fn == nullptr) {
-    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
-  }
-  return fn;
-}
-
-QuantizeActFn resolve_quantize_act(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  if (tt.act_type == WeightType::F32) return nullptr;  // activations stay fp32
-  const QuantizeActFn fn = resolve(tt.quantize_act, isa);
-  if (fn == nullptr) {
-    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
-  }
-  return fn;
-}
-
-DotRowsFn resolve_dot_rows(WeightType t, Isa isa) {
-  // Only the slot of the resolved dot's own Isa, so dot and dot_rows never mix ISAs.
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.dot_rows[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
-GemmFn resolve_gemm(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr) return tt.gemm[static_cast<size_t>(i)];
-  }
-  return nullptr;
-}
-
-bool resolve_gemm_whole_range(WeightType t, Isa isa) {
-  const TypeTraits& tt = type_traits(t);
-  for (int i = clamp_isa(isa); i >= 0; --i) {
-    if (tt.dot[static_cast<size_t>(i)] != nullptr)
-      return tt.gemm_whole_range[static_cast<size_t>(i)];
-  }
-  return false;
 }
 
 }  // namespace pacer::ops

@@ -1,7 +1,8 @@
 #pragma once
 // Per weight type: what its activations are quantized to and which kernels run it, per Isa.
-// Filled once (first use) from detect_cpu_features(); the matmul entry points only index this
-// table, so no kernel body contains an ISA ladder. Internal to ops/ (not a public header).
+// Filled once (first use) from detect_cpu_features(); KernelSet (kernel_set.h) picks each type's
+// kernels from it once per session, so no kernel body contains an ISA ladder. Internal to ops/ (not
+// a public header).
 //
 // Kernel naming: <op>_<wtype>_<atype>_<isa>, e.g. dot_q4_0_q8_0_avx2; the scalar `_ref` of each is
 // written straight from the block layout and is what tests hold the SIMD versions to.
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "ops/isa.h"
+#include "ops/matmul.h"
 #include "ops/types.h"
 
 namespace pacer::ops {
@@ -32,6 +34,21 @@ using GemmFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int64_t
                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                         int64_t out_stride);
 
+// Optional companion of a GEMM that regroups its activations before use (the AVX-512 float GEMMs
+// transpose them, tokens into vector lanes; the repacked VNNI GEMMs regroup them by 8 tokens):
+// the regrouping alone. matmul() runs it once per call, before the workers start, into a buffer
+// (64-byte aligned) that every worker's GemmPreparedFn reads, where each worker's GemmFn would
+// make its own copy. Writes the regrouped copy of nt tokens to dst and returns its bytes; with
+// dst null only returns the bytes (0: nothing to regroup at this nt). Declared in matmul.h
+// (PackedActivations keeps the copies): GemmPrepareFn.
+//
+// The GEMM on prepared activations: GemmFn's contract, `prepared` being what the paired
+// GemmPrepareFn wrote for these act rows (null where it returned 0).
+using GemmPreparedFn = void (*)(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                                const std::byte* act, int64_t act_stride,
+                                const std::byte* prepared, int64_t nt, float* out,
+                                int64_t out_stride);
+
 constexpr int kIsaCount = 3;
 
 struct TypeTraits {
@@ -41,18 +58,17 @@ struct TypeTraits {
   std::array<DotFn, kIsaCount> dot{};                   // indexed by Isa; null = not on that Isa
   std::array<DotRowsFn, kIsaCount> dot_rows{};          // optional
   std::array<GemmFn, kIsaCount> gemm{};                 // optional; needs dot_rows of that Isa
+  // Optional, with gemm: the same GEMM split into a shared regrouping and the GEMM proper.
+  std::array<GemmPrepareFn, kIsaCount> gemm_prepare{};
+  std::array<GemmPreparedFn, kIsaCount> gemm_prepared{};
   // The GEMM tiles rows itself (it repacks weights and regroups activations once per call), so
   // the caller passes a worker's whole row range in one call instead of L1-sized row tiles.
   std::array<bool, kIsaCount> gemm_whole_range{};
 };
 
-// The traits of t; for an Isa whose entry is null, callers fall back to the best lower Isa.
+// The traits of t (MatmulError for q8_K, which no matmul runs). For an Isa whose entry is null,
+// the kernels fall back to the best lower Isa: KernelSet::for_isa (kernel_set.h) resolves that
+// once per session, so callers run kernels from a KernelSet, not from here.
 const TypeTraits& type_traits(WeightType t);
-// The kernel actually used for (t, isa) after fallback (never null).
-DotFn resolve_dot(WeightType t, Isa isa);
-QuantizeActFn resolve_quantize_act(WeightType t, Isa isa);
-DotRowsFn resolve_dot_rows(WeightType t, Isa isa);     // may be null
-GemmFn resolve_gemm(WeightType t, Isa isa);            // may be null; the resolved dot's Isa only
-bool resolve_gemm_whole_range(WeightType t, Isa isa);  // the resolved GEMM's gemm_whole_range
 
 }  // namespace pacer::ops

@@ -47,10 +47,11 @@ OpInfo matmul_info(std::string_view name, int layer, std::span<const ops::Matmul
   return info;
 }
 
-void add_bias(std::span<float> y, std::span<const float> bias, int64_t n) {
+void add_bias(std::span<float> y, std::span<const float> bias, int64_t n,
+              const ops::KernelSet& ks) {
   const int64_t width = static_cast<int64_t>(bias.size());
   for (int64_t t = 0; t < n; ++t) {
-    ops::add(y.subspan(t * width, width), bias, y.subspan(t * width, width));
+    ops::add(y.subspan(t * width, width), bias, y.subspan(t * width, width), ks);
   }
 }
 
@@ -83,7 +84,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
   const int64_t dim = c.n_embd, head_dim = c.head_dim;
   const int64_t q_dim = c.n_heads * head_dim, kv_dim = c.n_kv_heads * head_dim, ff = c.n_ff;
   const float eps = c.norm_eps;
-  const ops::Isa isa = s.isa;
+  const ops::KernelSet& ks = s.kernels;  // resolved once per session
   auto rows = [n](std::vector<float>& buf, int64_t width) {
     return std::span<float>(buf.data(), static_cast<size_t>(n * width));
   };
@@ -102,7 +103,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
   {
     auto op = rec.op({.name = "embed", .layer = li, .kind = OpKind::Embed});
     for (int64_t t = 0; t < n; ++t) ops::embedding_row(w.token_embd, tokens[t], row(x, dim, t));
-    if (c.embed_scale) ops::scale(x, std::sqrt(static_cast<float>(dim)));
+    if (c.embed_scale) ops::scale(x, std::sqrt(static_cast<float>(dim)), ks);
   }
 
   for (int64_t il = 0; il < c.n_layers; ++il) {
@@ -129,18 +130,18 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     {
       auto op = rec.op({.name = "attn_norm", .layer = layer, .kind = OpKind::Norm});
       for_each_token(par, n, [&](int64_t t) {
-        ops::rmsnorm(row(x, dim, t), L.attn_norm, eps, row(xb, dim, t));
+        ops::rmsnorm(row(x, dim, t), L.attn_norm, eps, row(xb, dim, t), ks);
       });
     }
     // attn_qkv: q = xb Wq^T, k = xb Wk^T, v = xb Wv^T in one parallel pass   (qwen2: + biases)
     {
       const ops::MatmulOutput outs[] = {{L.wq, q}, {L.wk, k}, {L.wv, v}};
       auto op = rec.op(matmul_info("attn_qkv", layer, outs, n));
-      ops::matmul(outs, xb, n, s.packed, par, isa);
+      ops::matmul(outs, xb, n, s.packed, par, ks);
       if (c.qkv_bias) {
-        add_bias(q, L.bq, n);
-        add_bias(k, L.bk, n);
-        add_bias(v, L.bv, n);
+        add_bias(q, L.bq, n, ks);
+        add_bias(k, L.bk, n, ks);
+        add_bias(v, L.bv, n, ks);
       }
     }
     // qk_norm (gemma3, qwen3): every head of q and k = rmsnorm(head) * q_norm / k_norm
@@ -149,11 +150,11 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
       for_each_token(par, n, [&](int64_t t) {
         for (int64_t h = 0; h < c.n_heads; ++h) {
           const auto qh = row(row(q, q_dim, t), head_dim, h);
-          ops::rmsnorm(qh, L.q_norm, eps, qh);
+          ops::rmsnorm(qh, L.q_norm, eps, qh, ks);
         }
         for (int64_t h = 0; h < c.n_kv_heads; ++h) {
           const auto kh = row(row(k, kv_dim, t), head_dim, h);
-          ops::rmsnorm(kh, L.k_norm, eps, kh);
+          ops::rmsnorm(kh, L.k_norm, eps, kh, ks);
         }
       });
     }
@@ -168,52 +169,52 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     // kv_store: cache rows [pos0, pos0 + n) = k, v
     {
       auto op = rec.op({.name = "kv_store", .layer = layer, .kind = OpKind::Other});
-      ops::kv_store(ap, k, v, pos0, n, kv.k(il), kv.v(il));
+      ops::kv_store(ap, k, v, pos0, n, kv.k(il), kv.v(il), ks);
     }
     // attention: att = softmax(scale * q K^T, causal [+ window]) V, per query head
     {
       auto op = rec.op({.name = "attention", .layer = layer, .kind = OpKind::Attention});
-      ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par);
+      ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par, ks);
     }
     // attn_out: proj = att Wo^T
     {
       const ops::MatmulOutput outs[] = {{L.wo, proj}};
       auto op = rec.op(matmul_info("attn_out", layer, outs, n));
-      ops::matmul(outs, att, n, s.packed, par, isa);
+      ops::matmul(outs, att, n, s.packed, par, ks);
     }
     // post_attn_norm (gemma3): proj = rmsnorm(proj) * post_attn_norm
     if (c.post_norms) {
       auto op = rec.op({.name = "post_attn_norm", .layer = layer, .kind = OpKind::Norm});
       for_each_token(par, n, [&](int64_t t) {
-        ops::rmsnorm(row(proj, dim, t), L.post_attn_norm, eps, row(proj, dim, t));
+        ops::rmsnorm(row(proj, dim, t), L.post_attn_norm, eps, row(proj, dim, t), ks);
       });
     }
     // residual: x = x + proj
     {
       auto op = rec.op({.name = "residual", .layer = layer, .kind = OpKind::Elementwise});
-      ops::add(x, proj, x);
+      ops::add(x, proj, x, ks);
     }
     // ffn_norm: xb = rmsnorm(x) * ffn_norm
     {
       auto op = rec.op({.name = "ffn_norm", .layer = layer, .kind = OpKind::Norm});
       for_each_token(par, n, [&](int64_t t) {
-        ops::rmsnorm(row(x, dim, t), L.ffn_norm, eps, row(xb, dim, t));
+        ops::rmsnorm(row(x, dim, t), L.ffn_norm, eps, row(xb, dim, t), ks);
       });
     }
     // ffn_gate_up: gate = xb Wgate^T, up = xb Wup^T in one parallel pass
     {
       const ops::MatmulOutput outs[] = {{L.w_gate, gate}, {L.w_up, up}};
       auto op = rec.op(matmul_info("ffn_gate_up", layer, outs, n));
-      ops::matmul(outs, xb, n, s.packed, par, isa);
+      ops::matmul(outs, xb, n, s.packed, par, ks);
     }
     // ffn_act: hb = silu(gate) * up   (gemma3: gelu_tanh(gate) * up)
     {
       auto op = rec.op({.name = "ffn_act", .layer = layer, .kind = OpKind::Elementwise});
       for_each_token(par, n, [&](int64_t t) {
         if (c.geglu) {
-          ops::geglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t));
+          ops::geglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t), ks);
         } else {
-          ops::swiglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t));
+          ops::swiglu(row(gate, ff, t), row(up, ff, t), row(hb, ff, t), ks);
         }
       });
     }
@@ -221,19 +222,19 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     {
       const ops::MatmulOutput outs[] = {{L.w_down, proj}};
       auto op = rec.op(matmul_info("ffn_down", layer, outs, n));
-      ops::matmul(outs, hb, n, s.packed, par, isa);
+      ops::matmul(outs, hb, n, s.packed, par, ks);
     }
     // post_ffn_norm (gemma3): proj = rmsnorm(proj) * post_ffn_norm
     if (c.post_norms) {
       auto op = rec.op({.name = "post_ffn_norm", .layer = layer, .kind = OpKind::Norm});
       for_each_token(par, n, [&](int64_t t) {
-        ops::rmsnorm(row(proj, dim, t), L.post_ffn_norm, eps, row(proj, dim, t));
+        ops::rmsnorm(row(proj, dim, t), L.post_ffn_norm, eps, row(proj, dim, t), ks);
       });
     }
     // residual: x = x + proj
     {
       auto op = rec.op({.name = "residual", .layer = layer, .kind = OpKind::Elementwise});
-      ops::add(x, proj, x);
+      ops::add(x, proj, x, ks);
     }
   }
 
@@ -244,7 +245,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
   {
     auto op = rec.op({.name = "output_norm", .layer = li, .kind = OpKind::Norm});
     for (int64_t t = 0; t < n_logits; ++t) {
-      ops::rmsnorm(row(x, dim, first + t), w.output_norm, eps, row(last, dim, t));
+      ops::rmsnorm(row(x, dim, first + t), w.output_norm, eps, row(last, dim, t), ks);
     }
   }
   // output: logits = last W_out^T   (tied models: W_out is token_embd)   [soft-capped if asked]
@@ -252,7 +253,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     const std::span<float> logits(s.logits.data(), static_cast<size_t>(n_logits * c.n_vocab));
     const ops::MatmulOutput outs[] = {{w.output, logits}};
     auto op = rec.op(matmul_info("output", li, outs, n_logits));
-    ops::matmul(outs, last, n_logits, s.packed, par, isa);
+    ops::matmul(outs, last, n_logits, s.packed, par, ks);
     if (c.final_logit_softcap > 0.0f) {
       const float cap = c.final_logit_softcap;
       for (float& l : logits) l = cap * std::tanh(l / cap);

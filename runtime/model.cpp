@@ -34,7 +34,7 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
     }
     m.repacked_.reserve(matmuls.size());
     for (ops::WeightMatrix* w : matmuls) {
-      if (!ops::InterleavedMatrix::pays(*w)) continue;
+      if (!ops::InterleavedMatrix::pays(*w, ops::detect_isa())) continue;
       m.repacked_.push_back(ops::InterleavedMatrix::repack(*w));
       // The file's copy is not read again (the embedding table, which a tied output shares,
       // is: one row per token), so it leaves the resident set instead of counting twice.

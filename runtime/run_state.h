@@ -1,13 +1,14 @@
 #pragma once
 // Activation buffers of the forward pass, sized once for the largest batch a session runs
 // (prefill tokens per step; decode uses row 0 only). Reused every step: decode allocates nothing.
+// Also holds the session's kernels, resolved once (every op of the forward pass runs them).
 #include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "loader/model_config.h"
-#include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 
 namespace pacer::runtime {
@@ -15,7 +16,8 @@ namespace pacer::runtime {
 struct RunState {
   // max_logits: logit rows one forward pass can return (1 for generation; perplexity asks for
   // every scored position of a batch).
-  RunState(const loader::ModelConfig& c, int64_t max_batch, int64_t max_logits = 1)
+  RunState(const loader::ModelConfig& c, const ops::KernelSet& kernels, int64_t max_batch,
+           int64_t max_logits = 1)
       : max_batch(max_batch),
         max_logits(std::clamp<int64_t>(max_logits, 1, max_batch)),
         x(static_cast<size_t>(max_batch * c.n_embd)),
@@ -28,7 +30,8 @@ struct RunState {
         gate(static_cast<size_t>(max_batch * c.n_ff)),
         up(gate.size()),
         hb(gate.size()),
-        logits(static_cast<size_t>(this->max_logits * c.n_vocab)) {}
+        logits(static_cast<size_t>(this->max_logits * c.n_vocab)),
+        kernels(kernels) {}
 
   // Bytes these buffers take (for the session's memory check), before allocating them.
   static int64_t bytes(const loader::ModelConfig& c, int64_t max_batch, int64_t max_logits = 1) {
@@ -40,19 +43,19 @@ struct RunState {
 
   int64_t max_batch;
   int64_t max_logits;
-  std::vector<float> x;              // (batch, n_embd) residual stream
-  std::vector<float> xb;             // (batch, n_embd) normed residual: input of QKV and gate/up
-  std::vector<float> q;              // (batch, n_heads*head_dim) queries
-  std::vector<float> k;              // (batch, n_kv_heads*head_dim) keys of this batch
-  std::vector<float> v;              // (batch, n_kv_heads*head_dim) values of this batch
-  std::vector<float> att;            // (batch, n_heads*head_dim) attention output, input of Wo
-  std::vector<float> proj;           // (batch, n_embd) Wo / W_down output, added to the residual
-  std::vector<float> gate;           // (batch, n_ff)
-  std::vector<float> up;             // (batch, n_ff)
-  std::vector<float> hb;             // (batch, n_ff) act(gate) * up, input of W_down
-  std::vector<float> logits;         // (max_logits, n_vocab): the batch's last tokens' logits
-  ops::PackedActivations packed;     // quantized matmul input, reused by every matmul
-  ops::Isa isa = ops::detect_isa();  // chosen once: CPUID traps to the hypervisor in a VM
+  std::vector<float> x;           // (batch, n_embd) residual stream
+  std::vector<float> xb;          // (batch, n_embd) normed residual: input of QKV and gate/up
+  std::vector<float> q;           // (batch, n_heads*head_dim) queries
+  std::vector<float> k;           // (batch, n_kv_heads*head_dim) keys of this batch
+  std::vector<float> v;           // (batch, n_kv_heads*head_dim) values of this batch
+  std::vector<float> att;         // (batch, n_heads*head_dim) attention output, input of Wo
+  std::vector<float> proj;        // (batch, n_embd) Wo / W_down output, added to the residual
+  std::vector<float> gate;        // (batch, n_ff)
+  std::vector<float> up;          // (batch, n_ff)
+  std::vector<float> hb;          // (batch, n_ff) act(gate) * up, input of W_down
+  std::vector<float> logits;      // (max_logits, n_vocab): the batch's last tokens' logits
+  ops::PackedActivations packed;  // quantized matmul input, reused by every matmul
+  ops::KernelSet kernels;         // what every op of the forward pass runs
 };
 
 }  // namespace pacer::runtime

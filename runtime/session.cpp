@@ -129,8 +129,9 @@ Session::Session(const Model& model, SessionOptions opts)
                                   opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
               opts_.max_logits),
           opts_.mem_available),
-      state_(model.config(), std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()),
-             opts_.max_logits),
+      // detect_isa(): the best this machine runs, or the one PACER_ISA pins.
+      state_(model.config(), ops::KernelSet::for_isa(ops::detect_isa()),
+             std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()), opts_.max_logits),
       sampler_(opts_.sampler),
       rec_(opts_.recorder ? opts_.recorder : &off_) {
   if (rec_->enabled()) executor_->set_observer(rec_);
@@ -224,26 +225,27 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     model["bytes"] = model_.file().file_size();
     model["matmul_bytes_per_token"] = model_.weights().matmul_bytes;
     const auto& sp = opts_.sampler;
-    fields["run"] = {{"threads", executor_->workers()},
-                     {"pin", executor_->pin().to_string()},
-                     {"cpus", executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
-                     {"pinned", !executor_->cpus().empty()},
-                     {"ctx", kv_.capacity()},
-                     {"max_batch", state_.max_batch},
-                     {"n_prompt", n_prompt},
-                     {"n_predict", n_predict},
-                     {"seed", sp.seed},
-                     {"temperature", sp.temperature},
-                     {"top_k", sp.top_k},
-                     {"top_p", sp.top_p},
-                     {"min_p", sp.min_p},
-                     {"repeat_penalty", sp.repeat_penalty},
-                     {"isa", ops::isa_name(state_.isa)},
-                     {"amx", state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
-                     {"repacked_matrices", model_.repacked_matrices()},
-                     {"gemv_prefetch", ops::gemv_software_prefetch()},
-                     {"kv_type", ops::type_name(kv_.type())},
-                     {"recording", "full"}};
+    fields["run"] = {
+        {"threads", executor_->workers()},
+        {"pin", executor_->pin().to_string()},
+        {"cpus", executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
+        {"pinned", !executor_->cpus().empty()},
+        {"ctx", kv_.capacity()},
+        {"max_batch", state_.max_batch},
+        {"n_prompt", n_prompt},
+        {"n_predict", n_predict},
+        {"seed", sp.seed},
+        {"temperature", sp.temperature},
+        {"top_k", sp.top_k},
+        {"top_p", sp.top_p},
+        {"min_p", sp.min_p},
+        {"repeat_penalty", sp.repeat_penalty},
+        {"isa", ops::isa_name(state_.kernels.isa())},
+        {"amx", state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
+        {"repacked_matrices", model_.repacked_matrices()},
+        {"gemv_prefetch", ops::gemv_software_prefetch()},
+        {"kv_type", ops::type_name(kv_.type())},
+        {"recording", "full"}};
     fields["run"][eventlog::numa_key::kNuma] = numa_json(numa_);
     fields["host"]["topology"] = {{"packages", topo.packages},
                                   {"numa_nodes", topo.numa_nodes.size()},

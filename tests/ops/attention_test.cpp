@@ -15,6 +15,7 @@
 #include "ops/attention_kernels.h"
 #include "ops/fp16.h"
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/parallel.h"
 
 namespace pacer::ops {
@@ -94,11 +95,11 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   in.v_cache.resize(in.k_cache.size());
   // Stored in two calls (a prompt, then the rest) the way the runtime appends.
   const int64_t first = in.positions / 2;
-  kv_store_isa(store_isa, in.p, std::span(in.k).first(first * row),
-               std::span(in.v).first(first * row), 0, first, in.k_cache.data(), in.v_cache.data());
-  kv_store_isa(store_isa, in.p, std::span(in.k).subspan(first * row),
-               std::span(in.v).subspan(first * row), first, in.positions - first, in.k_cache.data(),
-               in.v_cache.data());
+  const KernelSet store = KernelSet::for_isa(store_isa);
+  kv_store(in.p, std::span(in.k).first(first * row), std::span(in.v).first(first * row), 0, first,
+           in.k_cache.data(), in.v_cache.data(), store);
+  kv_store(in.p, std::span(in.k).subspan(first * row), std::span(in.v).subspan(first * row), first,
+           in.positions - first, in.k_cache.data(), in.v_cache.data(), store);
   return in;
 }
 
@@ -181,8 +182,8 @@ TEST_P(AttentionIsa, MatchesDoubleSoftmaxOnCachedValues) {
     const auto want =
         naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
-                  out, SerialParallel(1));
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
+              SerialParallel(1), KernelSet::for_isa(GetParam()));
     expect_close(out, want, kFp32AbsTol, c.name);
   }
 }
@@ -192,17 +193,17 @@ TEST_P(AttentionIsa, SameResultForAnyWorkerCount) {
   for (const Case& c : {kCases[2], kCases[3], kCases[14], kCases[16]}) {
     const Inputs in = make_inputs(c);
     std::vector<float> base(in.q.size());
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
-                  base, SerialParallel(1));
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), base,
+              SerialParallel(1), KernelSet::for_isa(GetParam()));
     for (int workers : {2, 3, 5, 16}) {
       std::vector<float> out(in.q.size());
-      attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
-                    in.v_cache.data(), out, SerialParallel(workers));
+      attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
+                SerialParallel(workers), KernelSet::for_isa(GetParam()));
       EXPECT_EQ(out, base) << c.name << " workers=" << workers;
     }
     std::vector<float> tbb_out(in.q.size());
-    attention_isa(GetParam(), in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(),
-                  tbb_out, TbbParallel(2));
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), tbb_out,
+              TbbParallel(2), KernelSet::for_isa(GetParam()));
     EXPECT_EQ(tbb_out, base) << c.name << " tbb";
   }
 }
@@ -218,7 +219,7 @@ TEST_P(AttentionIsa, KvStoreRoundsLikeScalarFp16Conversion) {
   while (vals.size() < 4 * 37) vals.push_back(d(rng) * (vals.size() % 3 == 0 ? 1e-7f : 1.0f));
   AttentionParams p{.n_heads = 1, .n_kv_heads = 1, .head_dim = 37, .scale = 1.0f};
   std::vector<std::byte> kc(vals.size() * 2), vc(vals.size() * 2);
-  kv_store_isa(GetParam(), p, vals, vals, 0, 4, kc.data(), vc.data());
+  kv_store(p, vals, vals, 0, 4, kc.data(), vc.data(), KernelSet::for_isa(GetParam()));
   for (size_t i = 0; i < vals.size(); ++i) {
     fp16_t h;
     std::memcpy(&h, kc.data() + 2 * i, 2);
@@ -246,6 +247,7 @@ TEST(Attention, ReferenceMatchesDoubleSoftmax) {
 }
 
 TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   // Against exact math on the unrounded fp32 K/V. fp16 keeps 11 significant bits: each cached
   // value is off by at most u = 2^-11 relative. A score moves by at most
   // ds = scale * u * sum_d |q_d k_d|; softmax weights then move by at most a factor e^(2 ds) - 1
@@ -258,7 +260,7 @@ TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
     const auto exact = naive_attention(in, c, in.k, in.v);
     std::vector<float> out(in.q.size());
     attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
-              SerialParallel(1));
+              SerialParallel(1), ks);
     double max_qk = 0;  // max over (query, key) of sum_d |q_d k_d|, with |k_d| <= 1
     for (size_t i = 0; i < in.q.size(); i += c.head_dim) {
       double s = 0;
@@ -272,6 +274,7 @@ TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
 }
 
 TEST(Attention, Q8_0CacheStaysWithinTheQuantizationBound) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   // Against exact math on the unquantized fp32 K/V (|k|, |v| <= 1). A Q8_0 value is off by at
   // most d/2 = max|x|/254 from rounding q, plus 127 * |fp16(d) - d| <= 127 * d * 2^-11 =
   // max|x| * 2^-11 from the fp16 scale: u = 1/254 + 2^-11 absolute. The same softmax argument as
@@ -283,7 +286,7 @@ TEST(Attention, Q8_0CacheStaysWithinTheQuantizationBound) {
     const auto exact = naive_attention(in, c, in.k, in.v);
     std::vector<float> out(in.q.size());
     attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
-              SerialParallel(1));
+              SerialParallel(1), ks);
     double max_q = 0;
     for (size_t i = 0; i < in.q.size(); i += c.head_dim) {
       double s = 0;
@@ -296,22 +299,24 @@ TEST(Attention, Q8_0CacheStaysWithinTheQuantizationBound) {
 }
 
 TEST(Attention, Q8_0StoreNeedsWholeBlocksPerHead) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   std::vector<float> kv(2 * 48);
   std::vector<std::byte> cache(4096);
   const AttentionParams p{
       .n_heads = 2, .n_kv_heads = 2, .head_dim = 48, .scale = 0.25f, .kv_type = WeightType::Q8_0};
-  EXPECT_THROW(kv_store(p, kv, kv, 0, 1, cache.data(), cache.data()), std::invalid_argument);
+  EXPECT_THROW(kv_store(p, kv, kv, 0, 1, cache.data(), cache.data(), ks), std::invalid_argument);
   EXPECT_EQ(kv_row_bytes(WeightType::Q8_0, 128), 4 * 34);
   EXPECT_THROW(kv_row_bytes(WeightType::Q8_0, 48), std::invalid_argument);
 }
 
 TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   // Window 1: each query sees only itself, so the output is exactly its own V row (per KV head).
   const Case c{"w1", 4, 2, 16, 3, 5, 1, 0.0f, WeightType::F32};
   const Inputs in = make_inputs(c);
   std::vector<float> out(in.q.size());
   attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
-            SerialParallel(1));
+            SerialParallel(1), ks);
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     for (int h = 0; h < c.n_heads; ++h) {
       for (int d = 0; d < c.head_dim; ++d) {
@@ -324,23 +329,25 @@ TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {
 }
 
 TEST(Attention, BadParametersThrow) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   std::vector<float> q(64), out(64);
   std::vector<std::byte> cache(64 * 4);
   AttentionParams p{.n_heads = 3, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
-  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);  // 3 heads over 2 KV heads
   p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
   std::vector<float> short_q(63);
-  EXPECT_THROW(attention(p, short_q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+  EXPECT_THROW(attention(p, short_q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
   p.kv_type = WeightType::Q8_0;
-  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
   p = {.n_heads = 1, .n_kv_heads = 1, .head_dim = kMaxHeadDim + 1, .scale = 0.25f};
-  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1)),
+  EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
   p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
-  EXPECT_THROW(kv_store(p, q, short_q, 0, 2, cache.data(), cache.data()), std::invalid_argument);
+  EXPECT_THROW(kv_store(p, q, short_q, 0, 2, cache.data(), cache.data(), ks),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "ops/elementwise_kernels.h"
 #include "ops/fp16.h"
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 
 namespace pacer::ops {
 namespace {
@@ -193,27 +194,30 @@ std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, ElementwiseIsa, ::testing::ValuesIn(supported_isas()), IsaParamName);
 
-TEST(Elementwise, PublicEntryPointsMatchReferences) {
+// The public entry points run the elementwise table of the KernelSet they are given.
+TEST_P(ElementwiseIsa, PublicEntryPointsMatchReferences) {
+  const KernelSet ks = KernelSet::for_isa(GetParam());
   const auto x = random_floats(2048, 1.5f, 20), w = random_floats(2048, 1.0f, 21);
   std::vector<float> a(2048), b(2048);
-  rmsnorm(x, w, 1e-6f, a);
+  rmsnorm(x, w, 1e-6f, a, ks);
   rmsnorm_ref(x, w, 1e-6f, b);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], kSumRelTol * std::abs(b[i]));
-  swiglu(x, w, a);
+  swiglu(x, w, a, ks);
   for (size_t i = 0; i < a.size(); ++i) {
     const double want = silu_d(x[i]) * w[i];
     ASSERT_NEAR(a[i], want, kActRelTol * std::abs(want) + kActAbsTolPerGU * std::abs(x[i] * w[i]));
   }
-  add(x, w, a);
+  add(x, w, a, ks);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], x[i] + w[i]);
 }
 
 TEST(Elementwise, MismatchedSpansThrow) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
   std::vector<float> a(8), b(7);
-  EXPECT_THROW(rmsnorm(a, b, 1e-5f, a), std::invalid_argument);
-  EXPECT_THROW(swiglu(a, b, a), std::invalid_argument);
-  EXPECT_THROW(geglu(a, a, b), std::invalid_argument);
-  EXPECT_THROW(add(a, b, a), std::invalid_argument);
+  EXPECT_THROW(rmsnorm(a, b, 1e-5f, a, ks), std::invalid_argument);
+  EXPECT_THROW(swiglu(a, b, a, ks), std::invalid_argument);
+  EXPECT_THROW(geglu(a, a, b, ks), std::invalid_argument);
+  EXPECT_THROW(add(a, b, a, ks), std::invalid_argument);
 }
 
 // ---- RoPE

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/interleaved.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
@@ -90,7 +91,7 @@ TEST_P(Interleaved, RepackKeepsTheQuantsAndTheScalarReferenceMatchesBitForBit) {
     }
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(c.cols), 32);
     PackedActivations act;
-    act.pack(type, x, c.cols, 1, Isa::Scalar);
+    act.pack(type, x, c.cols, 1, KernelSet::for_isa(Isa::Scalar));
     std::vector<float> y(static_cast<size_t>(x16_groups(c.rows) * 16), NAN);
     (q4 ? gemv_q4_0x16_q8_0_ref : gemv_q8_0x16_q8_0_ref)(c.cols, m.view().data, x16_groups(c.rows),
                                                          act.token(0), y.data());
@@ -134,7 +135,7 @@ TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
     const int64_t groups = x16_groups(c.rows), padded = groups * 16, tokens = 19;
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 42);
     PackedActivations act;
-    act.pack(type, x, c.cols, tokens, Isa::Scalar);
+    act.pack(type, x, c.cols, tokens, KernelSet::for_isa(Isa::Scalar));
     const int64_t act_stride = act.token(1) - act.token(0);
     std::vector<float> y(static_cast<size_t>(padded), NAN);
     (q4 ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_avx512vnni)(
@@ -172,7 +173,7 @@ TEST_P(Interleaved, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
       std::vector<float> ya(static_cast<size_t>(tokens * 40), NAN), yb(tokens * 24, NAN);
       PackedActivations scratch;
       const MatmulOutput outs[] = {{ma.view(), ya}, {mb.view(), yb}};
-      matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+      matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
       auto check = [&](const testing::OwnedMatrix& w, const std::vector<float>& y,
                        const std::string& what) {
         for (int64_t t = 0; t < tokens; ++t) {
@@ -188,7 +189,7 @@ TEST_P(Interleaved, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
       for (auto [lo, hi] :
            {std::pair<int64_t, int64_t>{5, 37}, {3, 9}, {16, 32}, {33, 40}, {0, 0}}) {
         std::vector<float> y(static_cast<size_t>(tokens * 40), -7.0f);
-        matmul_rows(ma.view(), scratch, y, lo, hi, isa);
+        matmul_rows(ma.view(), scratch, y, lo, hi, KernelSet::for_isa(isa));
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t r = 0; r < 40; ++r) {
             if (r < lo || r >= hi) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q5_k.h"
 #include "ops/type_traits.h"
@@ -105,8 +106,8 @@ TEST_P(KQuant2Kernel, SimdMatchesReferenceAndRowsMatchSingleDot) {
   const Inputs in = make_inputs(type, data, shape.rows, shape.cols, 77);
   const std::vector<double> xs = testing::q8_K_values(in.act);
   const DotFn ref = type_traits(type).dot[static_cast<size_t>(Isa::Scalar)];
-  const DotFn dot = resolve_dot(type, isa);
-  const DotRowsFn dot_rows = resolve_dot_rows(type, isa);
+  const DotFn dot = KernelSet::for_isa(isa).matmul(type).dot;
+  const DotRowsFn dot_rows = KernelSet::for_isa(isa).matmul(type).dot_rows;
   if (isa != Isa::Scalar) {
     ASSERT_NE(dot_rows, nullptr) << "every SIMD tier has dot_rows";
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 #include "tests/ops/kquant2_test_util.h"
@@ -27,7 +28,7 @@ std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x
                               const Parallel& par, Isa isa) {
   std::vector<float> y(static_cast<size_t>(tokens * w.rows), NAN);
   PackedActivations scratch;
-  matmul(w, x, tokens, y, scratch, par, isa);
+  matmul(w, x, tokens, y, scratch, par, KernelSet::for_isa(isa));
   return y;
 }
 
@@ -143,7 +144,7 @@ TEST_P(KQuant2Matmul, FusedMixedTypesEqualSeparateCallsBitForBit) {
   std::vector<float> ya(40 * tokens), yb(21 * tokens), yc(9 * tokens), yf(19 * tokens);
   const MatmulOutput outs[] = {{a.view, ya}, {b.view, yb}, {c.view, yc}, {f.view, yf}};
   PackedActivations scratch;
-  matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+  matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
   EXPECT_EQ(ya, run_matmul(a.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yb, run_matmul(b.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yc, run_matmul(c.view, x, tokens, SerialParallel(1), isa));
@@ -177,7 +178,8 @@ TEST(KQuant2MatmulErrors, ColsNotMultipleOf256AreRejectedNamingTheShape) {
       EXPECT_THAT(e.what(), HasSubstr(std::string(type_name(t))));
       EXPECT_THAT(e.what(), HasSubstr("cols=288"));
     }
-    EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)), MatmulError);
+    EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+                 MatmulError);
   }
 }
 

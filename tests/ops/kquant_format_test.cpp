@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/type_traits.h"
 #include "tests/ops/kquant_test_util.h"
@@ -135,7 +136,7 @@ class Q8_KQuantizerIsa : public ::testing::TestWithParam<Isa> {};
 TEST_P(Q8_KQuantizerIsa, SameBytesAsReference) {
   for (WeightType t : {WeightType::Q4_K, WeightType::Q6_K}) {
     ASSERT_EQ(type_traits(t).act_type, WeightType::Q8_K);
-    const QuantizeActFn fn = resolve_quantize_act(t, GetParam());
+    const QuantizeActFn fn = KernelSet::for_isa(GetParam()).matmul(t).quantize_act;
     for (int64_t n : {256, 2048, 14336}) {
       std::vector<float> x = testing::normal_floats(static_cast<size_t>(n), 21, 3.0f);
       // Exact ties: amax 127 gives id = 1, so k + 0.5 is a tie; then an all-zero block.

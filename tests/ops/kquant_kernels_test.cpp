@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q4_k.h"
 #include "ops/q6_k.h"
@@ -136,8 +137,8 @@ TEST_P(KQuantKernel, SimdMatchesReferenceAndRowsMatchSingleDot) {
   const Inputs in = make_inputs(type, data, shape.rows, shape.cols, 77);
   const std::vector<double> xs = testing::q8_K_values(in.act);
   const DotFn ref = type_traits(type).dot[static_cast<size_t>(Isa::Scalar)];
-  const DotFn dot = resolve_dot(type, isa);
-  const DotRowsFn dot_rows = resolve_dot_rows(type, isa);
+  const DotFn dot = KernelSet::for_isa(isa).matmul(type).dot;
+  const DotRowsFn dot_rows = KernelSet::for_isa(isa).matmul(type).dot_rows;
   std::vector<float> rows_out(static_cast<size_t>(shape.rows), NAN);
   if (dot_rows != nullptr) {
     dot_rows(shape.cols, in.w.data(), in.stride, shape.rows, in.act.data(), rows_out.data());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 #include "tests/ops/kquant_test_util.h"
@@ -26,7 +27,7 @@ std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x
                               const Parallel& par, Isa isa) {
   std::vector<float> y(static_cast<size_t>(tokens * w.rows), NAN);
   PackedActivations scratch;
-  matmul(w, x, tokens, y, scratch, par, isa);
+  matmul(w, x, tokens, y, scratch, par, KernelSet::for_isa(isa));
   return y;
 }
 
@@ -157,7 +158,7 @@ TEST_P(KQuantMatmul, FusedMixedTypesEqualSeparateCallsBitForBit) {
   std::vector<float> yq(40 * tokens), yk(21 * tokens), yv(19 * tokens);
   const MatmulOutput outs[] = {{q.view, yq}, {k.view, yk}, {v.view, yv}};
   PackedActivations scratch;
-  matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+  matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
   EXPECT_EQ(yq, run_matmul(q.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yk, run_matmul(k.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
@@ -191,8 +192,9 @@ TEST(KQuantMatmulErrors, ColsNotMultipleOf256AreRejectedNamingTheShape) {
       EXPECT_THAT(e.what(), HasSubstr("cols=288"));
       EXPECT_THAT(e.what(), HasSubstr("256"));
     }
-    EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)), MatmulError);
-    EXPECT_THROW(scratch.pack(t, x, 288, 1), MatmulError);
+    EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+                 MatmulError);
+    EXPECT_THROW(scratch.pack(t, x, 288, 1, KernelSet::for_isa(detect_isa())), MatmulError);
   }
 }
 
@@ -201,7 +203,8 @@ TEST(KQuantMatmulErrors, Q8_KIsNotAWeightType) {
   std::vector<float> x(256), y(2);
   PackedActivations scratch;
   const WeightMatrix w{WeightType::Q8_K, data.data(), 2, 256};
-  EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)), MatmulError);
+  EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+               MatmulError);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 #include "tests/ops/matmul_test_util.h"
@@ -26,7 +27,7 @@ std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x
                               const Parallel& par, Isa isa) {
   std::vector<float> y(static_cast<size_t>(tokens * w.rows), NAN);
   PackedActivations scratch;
-  matmul(w, x, tokens, y, scratch, par, isa);
+  matmul(w, x, tokens, y, scratch, par, KernelSet::for_isa(isa));
   return y;
 }
 
@@ -179,10 +180,41 @@ TEST_P(MatmulIsaType, FusedOutputsEqualSeparateCallsBitForBit) {
   std::vector<float> yq(56 * tokens), yk(21 * tokens), yv(19 * tokens);
   const MatmulOutput outs[] = {{q.view, yq}, {k.view, yk}, {v.view, yv}};
   PackedActivations scratch;
-  matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+  matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
   EXPECT_EQ(yq, run_matmul(q.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yk, run_matmul(k.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
+}
+
+// A GEMM that regroups its activations (the AVX-512 float and VNNI Q4_0/Q8_0 ones) does it once
+// per matmul() call into a copy every worker reads: the same arithmetic as each worker's call
+// making its own copy (matmul_rows on activations never prepared), so bit-identical.
+TEST_P(MatmulIsaType, SharedActivationCopyMatchesAWorkersOwn) {
+  const auto [isa, type] = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  const int64_t rows = 83, cols = 2048;
+  const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 16);
+  const GemmPrepareFn prepare = ks.matmul(type).gemm_prepare;
+  for (int64_t tokens : {3, 9, 70}) {
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 17);
+    PackedActivations act;
+    act.pack(type, x, cols, tokens, ks);
+    const std::byte* data = nullptr;
+    EXPECT_FALSE(act.prepared(prepare, &data));
+    std::vector<float> own(static_cast<size_t>(tokens * rows), NAN);
+    matmul_rows(w.view, act, own, 0, rows, ks);
+    if (prepare != nullptr) {
+      act.prepare(prepare);
+      ASSERT_TRUE(act.prepared(prepare, &data));
+      std::vector<float> shared(own.size(), NAN);
+      matmul_rows(w.view, act, shared, 0, 40, ks);  // two workers' ranges
+      matmul_rows(w.view, act, shared, 40, rows, ks);
+      EXPECT_EQ(shared, own) << tokens;
+      act.pack(type, x, cols, tokens, ks);  // new activations: the copy is stale
+      EXPECT_FALSE(act.prepared(prepare, &data));
+    }
+    EXPECT_EQ(run_matmul(w.view, x, tokens, TbbParallel(2), isa), own) << tokens;
+  }
 }
 
 TEST_P(MatmulIsaType, ResultsIndependentOfWorkerCount) {
@@ -224,8 +256,10 @@ TEST(MatmulErrors, ColsNotMultipleOfBlockNamesTheShape) {
   }
   std::vector<float> x(48), y(4);
   PackedActivations scratch;
-  EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)), MatmulError);
-  EXPECT_THROW(scratch.pack(WeightType::Q4_0, x, 48, 1), MatmulError);
+  EXPECT_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+               MatmulError);
+  EXPECT_THROW(scratch.pack(WeightType::Q4_0, x, 48, 1, KernelSet::for_isa(detect_isa())),
+               MatmulError);
   EXPECT_NO_THROW(check_matrix(WeightMatrix{WeightType::F32, data.data(), 4, 48}));
 }
 
@@ -236,9 +270,13 @@ TEST(MatmulErrors, MissingDataEmptyShapesAndShortBuffers) {
   EXPECT_THROW(check_matrix(WeightMatrix{WeightType::Q8_0, data.data(), 0, 64}), MatmulError);
   const WeightMatrix w{WeightType::Q8_0, data.data(), 4, 64};
   std::vector<float> x(64), y(4), short_y(3), short_x(63);
-  EXPECT_THROW(matmul(w, x, 1, short_y, scratch, SerialParallel(1)), MatmulError);
-  EXPECT_THROW(matmul(w, short_x, 1, y, scratch, SerialParallel(1)), MatmulError);
-  EXPECT_NO_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1)));
+  EXPECT_THROW(
+      matmul(w, x, 1, short_y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+      MatmulError);
+  EXPECT_THROW(
+      matmul(w, short_x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())),
+      MatmulError);
+  EXPECT_NO_THROW(matmul(w, x, 1, y, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa())));
 }
 
 TEST(MatmulErrors, FusedOutputsMustShareCols) {
@@ -248,7 +286,7 @@ TEST(MatmulErrors, FusedOutputsMustShareCols) {
                                {WeightMatrix{WeightType::Q8_0, b.data(), 4, 96}, yb}};
   PackedActivations scratch;
   try {
-    matmul(outs, x, 1, scratch, SerialParallel(1));
+    matmul(outs, x, 1, scratch, SerialParallel(1), KernelSet::for_isa(detect_isa()));
     FAIL() << "no exception";
   } catch (const MatmulError& e) {
     EXPECT_THAT(e.what(), HasSubstr("cols=96"));

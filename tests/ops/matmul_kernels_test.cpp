@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
@@ -51,7 +52,8 @@ TEST_P(MatmulKernel, SimdMatchesReferenceOnSameInputs) {
   const testing::OwnedMatrix w = testing::make_matrix(type, shape.rows, shape.cols, 42);
   const std::vector<float> x = testing::normal_floats(static_cast<size_t>(shape.cols), 43);
   PackedActivations act;
-  act.pack(type, x, shape.cols, 1, Isa::Scalar);  // the reference packing, shared by both sides
+  act.pack(type, x, shape.cols, 1,
+           KernelSet::for_isa(Isa::Scalar));  // the reference packing, shared by both sides
 
   // The exact-valued activations the kernels see: x itself, or d_x * q for act-Q8.
   std::vector<double> xs(x.begin(), x.end());
@@ -63,8 +65,8 @@ TEST_P(MatmulKernel, SimdMatchesReferenceOnSameInputs) {
   const int64_t terms = quantized ? shape.cols / 32 : shape.cols;
 
   const DotFn ref = type_traits(type).dot[static_cast<size_t>(Isa::Scalar)];
-  const DotFn dot = resolve_dot(type, isa);
-  const DotRowsFn dot_rows = resolve_dot_rows(type, isa);
+  const DotFn dot = KernelSet::for_isa(isa).matmul(type).dot;
+  const DotRowsFn dot_rows = KernelSet::for_isa(isa).matmul(type).dot_rows;
   std::vector<float> rows_out(static_cast<size_t>(shape.rows), NAN);
   if (dot_rows != nullptr) {
     dot_rows(shape.cols, w.view.data, row_bytes(type, shape.cols), shape.rows, act.token(0),
@@ -124,7 +126,7 @@ TEST_P(MatmulAvx512NoVnni, MatchesReference) {
     const testing::OwnedMatrix w = testing::make_matrix(k.type, shape.rows, shape.cols, 44);
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(shape.cols), 45);
     PackedActivations act;
-    act.pack(k.type, x, shape.cols, 1, Isa::Scalar);
+    act.pack(k.type, x, shape.cols, 1, KernelSet::for_isa(Isa::Scalar));
     const ActQ8Row row = act_q8_row(act.token(0), shape.cols);
     std::vector<float> out(static_cast<size_t>(shape.rows), NAN);
     k.dot_rows(shape.cols, w.view.data, row_bytes(k.type, shape.cols), shape.rows, act.token(0),
@@ -170,7 +172,7 @@ TEST(QuantPrefillGemm, VnniAndAmxMatchTheReferenceDot) {
     const testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 21);
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 22);
     PackedActivations act;
-    act.pack(type, x, cols, tokens, Isa::Scalar);
+    act.pack(type, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
     const int64_t act_stride = act.token(1) - act.token(0);
     for (const auto& [name, gemm] : kernels) {
       std::vector<float> y(static_cast<size_t>(tokens * rows), NAN);

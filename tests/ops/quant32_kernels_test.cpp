@@ -15,6 +15,7 @@
 #include "ops/fp16.h"
 #include "ops/iq4_nl.h"
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
 #include "ops/q4_1.h"
@@ -88,7 +89,8 @@ struct Kernel {
 // The kernels to hold to the reference for (isa, type): the traits table's, plus on AVX-512
 // both the plain and the VNNI variant directly (the table only reaches one per CPU).
 std::vector<Kernel> kernels_for(Isa isa, WeightType t) {
-  std::vector<Kernel> out = {{"table", resolve_dot(t, isa), resolve_dot_rows(t, isa)}};
+  std::vector<Kernel> out = {
+      {"table", KernelSet::for_isa(isa).matmul(t).dot, KernelSet::for_isa(isa).matmul(t).dot_rows}};
   if (isa != Isa::Avx512) return out;
   switch (t) {
     case WeightType::Q4_1:
@@ -122,7 +124,8 @@ TEST_P(Quant32Kernel, SimdMatchesReferenceOnSameInputs) {
   const testing::OwnedMatrix w = testing::make_matrix(type, shape.rows, shape.cols, 42);
   const std::vector<float> x = testing::normal_floats(static_cast<size_t>(shape.cols), 43);
   PackedActivations act;
-  act.pack(type, x, shape.cols, 1, Isa::Scalar);  // the reference packing, shared by all
+  act.pack(type, x, shape.cols, 1,
+           KernelSet::for_isa(Isa::Scalar));  // the reference packing, shared by all
   const ActQ8Row a = act_q8_row(act.token(0), shape.cols);
   const int64_t stride = row_bytes(type, shape.cols);
   const DotFn ref = type_traits(type).dot[static_cast<size_t>(Isa::Scalar)];
@@ -184,7 +187,7 @@ TEST(Quant32KernelExtremes, SaturationBoundsHold) {
     for (int64_t r = 0; r < rows; ++r)
       quantize_row(t, wf.data() + r * n, wq.data() + r * stride, n);
     PackedActivations act;
-    act.pack(t, x, n, 1, Isa::Scalar);
+    act.pack(t, x, n, 1, KernelSet::for_isa(Isa::Scalar));
     const ActQ8Row a = act_q8_row(act.token(0), n);
     std::vector<float> deq(static_cast<size_t>(rows * n));
     for (int64_t r = 0; r < rows; ++r) {
@@ -243,7 +246,7 @@ std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x
                               const Parallel& par, Isa isa) {
   std::vector<float> y(static_cast<size_t>(tokens * w.rows), NAN);
   PackedActivations scratch;
-  matmul(w, x, tokens, y, scratch, par, isa);
+  matmul(w, x, tokens, y, scratch, par, KernelSet::for_isa(isa));
   return y;
 }
 
@@ -256,7 +259,7 @@ TEST_P(Quant32Matmul, WithinDerivedBoundOfFp64Product) {
     const testing::OwnedMatrix w = testing::make_matrix(type, s.rows, s.cols, 5);
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(s.cols), 6);
     PackedActivations act;
-    act.pack(type, x, s.cols, 1, isa);
+    act.pack(type, x, s.cols, 1, KernelSet::for_isa(isa));
     const ActQ8Row a = act_q8_row(act.token(0), s.cols);
     const std::vector<float> y = run_matmul(w.view, x, 1, SerialParallel(1), isa);
     for (int64_t r = 0; r < s.rows; ++r) {
@@ -333,7 +336,7 @@ TEST_P(Quant32Matmul, FusedWithOtherTypesEqualsSeparateCalls) {
   std::vector<float> yq(24 * tokens), yk(21 * tokens), yv(19 * tokens);
   const MatmulOutput outs[] = {{k.view, yk}, {q.view, yq}, {v.view, yv}};
   PackedActivations scratch;
-  matmul(outs, x, tokens, scratch, SerialParallel(3), isa);
+  matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
   EXPECT_EQ(yq, run_matmul(q.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yk, run_matmul(k.view, x, tokens, SerialParallel(1), isa));
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
@@ -372,7 +375,7 @@ TEST(Quant32Gemm, Avx512VariantsEqualTheirDotRowsBitForBit) {
     const testing::OwnedMatrix w = testing::make_matrix(v.type, rows, cols, 31);
     const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 32);
     PackedActivations act;
-    act.pack(v.type, x, cols, tokens, Isa::Scalar);
+    act.pack(v.type, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
     const int64_t stride = row_bytes(v.type, cols);
     std::vector<float> y(static_cast<size_t>(tokens * rows), NAN), one(rows);
     v.gemm(cols, w.view.data, stride, rows, act.token(0), act.token(1) - act.token(0), tokens,

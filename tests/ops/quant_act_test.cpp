@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/q8_0.h"
 #include "ops/type_traits.h"
 #include "tests/ops/matmul_test_util.h"
@@ -44,7 +45,7 @@ TEST(QuantActQ8, ReferenceLayoutHoldsQuantsScalesAndSums) {
 class QuantActIsa : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(QuantActIsa, SameBytesAsReference) {
-  const QuantizeActFn fn = resolve_quantize_act(WeightType::Q8_0, GetParam());
+  const QuantizeActFn fn = KernelSet::for_isa(GetParam()).matmul(WeightType::Q8_0).quantize_act;
   for (int64_t n : {32, 896, 2048, 14336}) {
     std::vector<float> x = testing::normal_floats(static_cast<size_t>(n), 3, 2.0f);
     // Exact ties: a block whose amax is 127 has id = 1, so k + 0.5 lands on a tie.
@@ -68,7 +69,7 @@ TEST_P(QuantActIsa, RoundsLikeRoundfNearEveryHalf) {
   }
   while (x.size() % 32 != 0) x.push_back(0.0f);
   const std::vector<std::byte> act =
-      quantize_act(resolve_quantize_act(WeightType::Q8_0, GetParam()), x);
+      quantize_act(KernelSet::for_isa(GetParam()).matmul(WeightType::Q8_0).quantize_act, x);
   const ActQ8Row row = act_q8_row(act.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(row.q[i], static_cast<int8_t>(std::round(x[i]))) << "x = " << x[i];

@@ -52,7 +52,7 @@ TEST_P(RepackedModel, WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
   EXPECT_EQ(plain.repacked_matrices(), 0);
   EXPECT_EQ(plain.weights().output.layout, ops::WeightLayout::RowMajor);
   const loader::Weights& w = packed.weights();
-  if (!ops::InterleavedMatrix::pays(plain.weights().output)) {
+  if (!ops::InterleavedMatrix::pays(plain.weights().output, ops::detect_isa())) {
     EXPECT_EQ(packed.repacked_matrices(), 0);
     GTEST_SKIP() << "no AVX-512 VNNI here: the weights stay in the file layout";
   }

@@ -1,0 +1,97 @@
+// KernelSet::for_isa: the one place where an Isa turns into kernel pointers (see kernel_set.h).
+#include "ops/kernel_set.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/matmul.h"
+
+namespace pacer::ops {
+namespace {
+
+// Every weight type some matmul runs (q8_K is activation-only).
+constexpr WeightType kWeightTypes[] = {
+    WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,   WeightType::Q4_0,
+    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::IQ4_NL, WeightType::Q2_K,
+    WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,   WeightType::IQ4_XS,
+};
+
+// `isa`, lowered to the best Isa this machine runs.
+Isa lower_to_supported(Isa isa) {
+  int i = static_cast<int>(isa);
+  while (i > 0 && !isa_supported(static_cast<Isa>(i))) --i;
+  return static_cast<Isa>(std::max(i, 0));
+}
+
+// t's kernels on `isa`: the highest Isa at or below it with a dot, and that Isa's dot_rows and
+// gemm (never mixed with another Isa's); the activation quantizer falls back on its own.
+MatmulKernels resolve(const TypeTraits& tt, Isa isa) {
+  MatmulKernels k;
+  k.type = tt.type;
+  k.act_type = tt.act_type;
+  for (int i = static_cast<int>(isa); i >= 0; --i) {
+    const auto s = static_cast<size_t>(i);
+    if (tt.dot[s] == nullptr) continue;
+    k.dot = tt.dot[s];
+    k.dot_rows = tt.dot_rows[s];
+    k.gemm = tt.gemm[s];
+    k.gemm_whole_range = tt.gemm_whole_range[s];
+    k.gemm_prepare = tt.gemm_prepare[s];
+    k.gemm_prepared = tt.gemm_prepared[s];
+    break;
+  }
+  if (tt.act_type != WeightType::F32) {
+    for (int i = static_cast<int>(isa); i >= 0 && k.quantize_act == nullptr; --i) {
+      k.quantize_act = tt.quantize_act[static_cast<size_t>(i)];
+    }
+    if (k.quantize_act == nullptr) k.dot = nullptr;  // cannot pack its activations
+  }
+  return k;
+}
+
+}  // namespace
+
+KernelSet KernelSet::for_isa(Isa requested) {
+  KernelSet ks;
+  ks.isa_ = lower_to_supported(requested);
+  for (WeightType t : kWeightTypes) {
+    ks.matmul_[static_cast<size_t>(t)] = resolve(type_traits(t), ks.isa_);
+  }
+  const CpuFeatures cpu = detect_cpu_features();
+  const bool vnni = ks.isa_ == Isa::Avx512 && cpu.avx512_vnni;
+  const bool amx = vnni && cpu.amx_int8;
+  ks.x16_q4_0_.gemv = vnni ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q4_0x16_q8_0_ref;
+  ks.x16_q8_0_.gemv = vnni ? gemv_q8_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_ref;
+  if (vnni) {
+    ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
+    ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
+    if (!amx) {  // the VNNI GEMMs regroup the activations: once per call
+      ks.x16_q4_0_.gemm_prepare = gemm_prepare_q4_0x16_q8_0_avx512vnni;
+      ks.x16_q4_0_.gemm_prepared = gemm_prepared_q4_0x16_q8_0_avx512vnni;
+      ks.x16_q8_0_.gemm_prepare = gemm_prepare_q8_0x16_q8_0_avx512vnni;
+      ks.x16_q8_0_.gemm_prepared = gemm_prepared_q8_0x16_q8_0_avx512vnni;
+    }
+  }
+  ks.elementwise_ = &elementwise_kernels(ks.isa_);
+  ks.attention_ = &attention_kernels(ks.isa_);
+  return ks;
+}
+
+const MatmulKernels& KernelSet::matmul(WeightType t) const {
+  const auto slot = static_cast<size_t>(t);
+  if (t == WeightType::Q8_K) {
+    throw MatmulError("type " + std::string(type_name(t)) + " is not a weight type of any matmul");
+  }
+  if (slot >= matmul_.size() || matmul_[slot].dot == nullptr) {
+    throw MatmulError("matmul: type " + std::string(type_name(t)) + " not supported yet");
+  }
+  return matmul_[slot];
+}
+
+const X16Kernels& KernelSet::x16(WeightType t) const {
+  if (t == WeightType::Q4_0) return x16_q4_0_;
+  if (t == WeightType::Q8_0) return x16_q8_0_;
+  throw MatmulError("matmul: no interleaved kernels for type " + std::string(type_name(t)));
+}
+
+}  // namespace pacer::ops

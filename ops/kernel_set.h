@@ -1,0 +1,76 @@
+#pragma once
+// Every kernel a forward pass runs, resolved once from an Isa: the matmul kernels per weight type
+// (after the fallback to the best lower Isa, see type_traits.h), the interleaved Q4_0/Q8_0
+// kernels, the elementwise table and the attention table. A Session builds one (from
+// detect_isa(), so PACER_ISA still pins the path) and passes it to every op; tests that compare
+// paths build one per Isa. The ops themselves never look at the CPU or the environment, and no
+// call re-resolves a kernel.
+//
+// Immutable after for_isa(); cheap to copy (a few kilobytes of pointers), safe to share between
+// threads.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/attention_kernels.h"
+#include "ops/elementwise_kernels.h"
+#include "ops/interleaved.h"
+#include "ops/isa.h"
+#include "ops/type_traits.h"
+#include "ops/types.h"
+
+namespace pacer::ops {
+
+// One weight type's matmul kernels on one Isa. dot and dot_rows (and gemm) always come from the
+// same Isa, so a GEMV and a GEMM over the same packed activations never mix kernels.
+struct MatmulKernels {
+  WeightType type = WeightType::F32;
+  WeightType act_type = WeightType::F32;  // F32: activations stay fp32 (quantize_act null)
+  QuantizeActFn quantize_act = nullptr;
+  DotFn dot = nullptr;            // null: no matmul for this type
+  DotRowsFn dot_rows = nullptr;   // optional
+  GemmFn gemm = nullptr;          // optional
+  bool gemm_whole_range = false;  // the GEMM tiles rows itself (see TypeTraits)
+  // Optional, with gemm: its activation regrouping as a step of its own (type_traits.h).
+  GemmPrepareFn gemm_prepare = nullptr;
+  GemmPreparedFn gemm_prepared = nullptr;
+};
+
+// Kernels of a Q4_0 or Q8_0 matrix interleaved by 16 rows (interleaved.h). Below AVX-512 VNNI
+// the scalar reference GEMV runs (models repack only where the VNNI kernels run:
+// InterleavedMatrix::pays), and prefill calls it once per token.
+struct X16Kernels {
+  X16GemvFn gemv = nullptr;  // never null
+  X16GemmFn gemm = nullptr;  // null: gemv once per token
+  // Optional, with gemm: the activations regrouped once per matmul call, then read by every worker.
+  GemmPrepareFn gemm_prepare = nullptr;
+  X16GemmPreparedFn gemm_prepared = nullptr;
+};
+
+class KernelSet {
+ public:
+  // The kernels of `isa`, lowered to the best Isa this machine runs (a request for AVX-512 on an
+  // AVX2 machine gets the AVX2 kernels instead of faulting).
+  static KernelSet for_isa(Isa isa);
+
+  // The Isa the kernels were resolved for (after lowering).
+  Isa isa() const noexcept { return isa_; }
+  // t's kernels; MatmulError for a type no matmul runs (q8_K, or one without kernels).
+  const MatmulKernels& matmul(WeightType t) const;
+  // Q4_0 or Q8_0 interleaved by 16 rows; MatmulError for other types.
+  const X16Kernels& x16(WeightType t) const;
+  const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
+  const AttentionKernels& attention() const noexcept { return *attention_; }
+
+ private:
+  KernelSet() = default;
+  // Indexed by the WeightType's value (GGUF ids, at most 30).
+  static constexpr size_t kTypeSlots = 31;
+  Isa isa_ = Isa::Scalar;
+  std::array<MatmulKernels, kTypeSlots> matmul_{};
+  X16Kernels x16_q4_0_, x16_q8_0_;
+  const ElementwiseKernels* elementwise_ = nullptr;
+  const AttentionKernels* attention_ = nullptr;
+};
+
+}  // namespace pacer::ops

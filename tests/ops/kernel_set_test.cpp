@@ -1,0 +1,93 @@
+// KernelSet: an Isa resolved once into kernel pointers. Checked against the per-type table
+// (type_traits.h) walked here by hand, and against the elementwise / attention tables.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ops/attention_kernels.h"
+#include "ops/elementwise_kernels.h"
+#include "ops/interleaved.h"
+#include "ops/isa.h"
+#include "ops/kernel_set.h"
+#include "ops/matmul.h"
+#include "ops/type_traits.h"
+
+namespace pacer::ops {
+namespace {
+
+const std::vector<WeightType> kWeightTypes = {
+    WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,   WeightType::Q4_0,
+    WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::IQ4_NL, WeightType::Q2_K,
+    WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,   WeightType::IQ4_XS,
+};
+
+class KernelSetIsa : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(KernelSetIsa, MatmulKernelsAreTheHighestSlotAtOrBelowTheIsa) {
+  const Isa isa = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  EXPECT_EQ(ks.isa(), isa);
+  for (WeightType t : kWeightTypes) {
+    const TypeTraits& tt = type_traits(t);
+    // The Isa whose dot runs: the highest one at or below `isa` with a dot.
+    int slot = static_cast<int>(isa);
+    while (slot > 0 && tt.dot[static_cast<size_t>(slot)] == nullptr) --slot;
+    const auto s = static_cast<size_t>(slot);
+    const MatmulKernels& k = ks.matmul(t);
+    SCOPED_TRACE(std::string(type_name(t)) + " on " + std::string(isa_name(isa)));
+    EXPECT_EQ(k.type, t);
+    EXPECT_EQ(k.act_type, tt.act_type);
+    ASSERT_NE(k.dot, nullptr);
+    EXPECT_EQ(k.dot, tt.dot[s]);
+    EXPECT_EQ(k.dot_rows, tt.dot_rows[s]);  // never another Isa's
+    EXPECT_EQ(k.gemm, tt.gemm[s]);
+    EXPECT_EQ(k.gemm_whole_range, tt.gemm_whole_range[s]);
+    if (tt.act_type == WeightType::F32) {
+      EXPECT_EQ(k.quantize_act, nullptr);  // fp32 activations are copied, not quantized
+    } else {
+      int q = static_cast<int>(isa);
+      while (q > 0 && tt.quantize_act[static_cast<size_t>(q)] == nullptr) --q;
+      EXPECT_EQ(k.quantize_act, tt.quantize_act[static_cast<size_t>(q)]);
+      EXPECT_NE(k.quantize_act, nullptr);
+    }
+  }
+}
+
+TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
+  const Isa isa = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  EXPECT_EQ(&ks.elementwise(), &elementwise_kernels(isa));
+  EXPECT_EQ(&ks.attention(), &attention_kernels(isa));
+  const bool vnni = isa == Isa::Avx512 && detect_cpu_features().avx512_vnni;
+  EXPECT_EQ(ks.x16(WeightType::Q4_0).gemv,
+            vnni ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q4_0x16_q8_0_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q8_0).gemv,
+            vnni ? gemv_q8_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q4_0).gemm != nullptr, vnni);
+  EXPECT_EQ(ks.x16(WeightType::Q8_0).gemm != nullptr, vnni);
+}
+
+std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
+  return std::string(isa_name(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, KernelSetIsa, ::testing::ValuesIn(supported_isas()), IsaParamName);
+
+TEST(KernelSet, AnIsaThisMachineLacksIsLoweredToTheBestItRuns) {
+  const Isa best = supported_isas().back();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    const Isa want = static_cast<int>(isa) <= static_cast<int>(best) ? isa : best;
+    EXPECT_EQ(KernelSet::for_isa(isa).isa(), want) << isa_name(isa);
+  }
+}
+
+TEST(KernelSet, TypesWithoutAMatmulThrow) {
+  const KernelSet ks = KernelSet::for_isa(detect_isa());
+  EXPECT_THROW(ks.matmul(WeightType::Q8_K), MatmulError);  // activation-only
+  EXPECT_THROW(ks.x16(WeightType::F16), MatmulError);      // only Q4_0 / Q8_0 interleave
+  EXPECT_THROW(ks.x16(WeightType::Q4_K), MatmulError);
+}
+
+}  // namespace
+}  // namespace pacer::ops
