@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "eventlog/metrics.h"
 #include "eventlog/schema.h"
 
 namespace pacer::analysis {
@@ -169,9 +170,17 @@ class CycleBuilder : public LogVisitor {
       oncpu = *tc;
     }
     std::optional<double> mhz = w.freq_mhz;
-    if (!mhz && cycles && oncpu && *oncpu > 0) mhz = *cycles / *oncpu * 1e3;
+    // No clock of its own: the schema's freq_mhz_task_clock, on-CPU time standing for task-clock.
+    if (!mhz && cycles && oncpu && *oncpu > 0)
+      mhz = eventlog::evaluate_metric(eventlog::metric(eventlog::metric_name::kFreqMhzTaskClock),
+                                      *cycles, *oncpu);
     for (Cell* c : {&cell, &host}) {
       if (mhz) c->add(Metric::CpuFrequency, *mhz * (oncpu ? *oncpu : dur), oncpu ? *oncpu : dur);
+      // Metric::Ipc's mean is sum(instructions) / sum(cycles): the schema's ipc.
+      static_assert(eventlog::metric(eventlog::metric_name::kIpc).numerator == ck::kInstructions &&
+                    eventlog::metric(eventlog::metric_name::kIpc).denominator == ck::kCycles &&
+                    eventlog::metric(eventlog::metric_name::kIpc).scale ==
+                        eventlog::MetricScale::One);
       if (instr && cycles) c->add(Metric::Ipc, *instr, *cycles);
       if (instr) c->add(Metric::Instructions, *instr, 1);
       if (cycles) c->add(Metric::Cycles, *cycles, 1);

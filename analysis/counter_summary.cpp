@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "eventlog/metrics.h"
 #include "eventlog/schema.h"
 
 namespace pacer::analysis {
@@ -137,13 +138,30 @@ std::string render_counter_summary(const CounterSummary& s) {
         c.name.ends_with("_running"))
       continue;
     std::string note;
-    if (c.name == ck::kInstructions && cycles && cycles->total > 0) {
-      note = fmt::format("{:.2f} insn per cycle", c.total / cycles->total);
-    } else if (c.name == ck::kCycles && s.oncpu_ns > 0) {
-      note = fmt::format("{:.3f} GHz", c.total / s.oncpu_ns);
-    } else if (instructions && instructions->total > 0 &&
-               (c.name.find("miss") != std::string::npos)) {
-      note = fmt::format("{:.2f} per 1k instructions", c.total / instructions->total * 1e3);
+    // The formulas are the schema's derived metrics (eventlog/metrics.h): ipc,
+    // freq_mhz_task_clock (on-CPU time stands for task-clock) and the *_mpki rates.
+    constexpr const eventlog::DerivedMetric& ipc = eventlog::metric(eventlog::metric_name::kIpc);
+    constexpr const eventlog::DerivedMetric& clock =
+        eventlog::metric(eventlog::metric_name::kFreqMhzTaskClock);
+    const eventlog::DerivedMetric* mpki = nullptr;
+    for (const eventlog::DerivedMetric& m : eventlog::kDerivedMetrics) {
+      if (m.numerator == c.name && m.denominator == ck::kInstructions &&
+          m.scale == eventlog::MetricScale::PerKilo)
+        mpki = &m;
+    }
+    // Another counter named a miss (a user's event) gets the same per-1k-instructions rate.
+    if (!mpki && c.name.find("miss") != std::string::npos)
+      mpki = &eventlog::metric(eventlog::metric_name::kLlcMpki);
+    std::optional<double> v;
+    if (c.name == ipc.numerator && cycles &&
+        (v = eventlog::evaluate_metric(ipc, c.total, cycles->total))) {
+      note = fmt::format("{:.2f} insn per cycle", *v);
+    } else if (c.name == clock.numerator && s.oncpu_ns > 0 &&
+               (v = eventlog::evaluate_metric(clock, c.total, s.oncpu_ns))) {
+      note = fmt::format("{:.3f} GHz", *v / 1000);
+    } else if (mpki && instructions &&
+               (v = eventlog::evaluate_metric(*mpki, c.total, instructions->total))) {
+      note = fmt::format("{:.2f} per 1k instructions", *v);
     } else {
       note = per_sec(c.total);
     }

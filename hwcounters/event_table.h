@@ -5,6 +5,8 @@
 #include <span>
 #include <string_view>
 
+#include "eventlog/metrics.h"
+
 namespace pacer::hwcounters {
 
 enum class EventKind { Hardware, Software };
@@ -21,24 +23,12 @@ std::span<const EventDef> default_hardware_events() noexcept;
 // task_clock_ns, context_switches, cpu_migrations, page_faults (one group, leader task-clock).
 std::span<const EventDef> software_events() noexcept;
 
-// How a derived metric scales numerator / denominator.
-enum class MetricScale { One, PerKilo, TscMhz, NsToMhz };
-
-// value = events[0] / events[1] x scale. `wall_ns` is the op's wall time, not a counter.
-struct DerivedMetric {
-  std::string_view name;
-  std::string_view numerator;
-  std::string_view denominator;
-  MetricScale scale;
-  std::string_view formula;  // for people: how the value is computed
-  std::string_view caveat;   // when not to trust it
-};
-
+// The derived metrics live with the event-log schema (eventlog/metrics.h), so the reader computes
+// them with the same formulas the header publishes.
+using eventlog::DerivedMetric;
+using eventlog::evaluate_metric;
+using eventlog::find_metric;
+using eventlog::MetricScale;
 std::span<const DerivedMetric> derived_metrics() noexcept;
-const DerivedMetric* find_metric(std::string_view name) noexcept;
-
-// Applies one metric's formula; nullopt when the denominator is 0.
-std::optional<double> evaluate_metric(const DerivedMetric& m, double numerator, double denominator,
-                                      double tsc_mhz) noexcept;
 
 }  // namespace pacer::hwcounters
