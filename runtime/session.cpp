@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
 #include "runtime/forward.h"
 
 namespace pacer::runtime {
@@ -194,48 +195,53 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     for (const auto& c : topo.caches) {
       if (c.level == 3) l3 = c.size_bytes * c.instances;
     }
-    fields["model"] = {{"path", model_.file().path().string()},
-                       {"name", cfg.name},
-                       {"arch", loader::arch_name(cfg.arch)},
-                       {"type", ops::type_name(model_.weights().main_type)},
-                       {"params", cfg.n_params},
-                       {"bytes", model_.file().file_size()},
-                       {"matmul_bytes_per_token", model_.weights().matmul_bytes},
-                       {"n_layers", cfg.n_layers},
-                       {"n_embd", cfg.n_embd},
-                       {"n_heads", cfg.n_heads},
-                       {"n_kv_heads", cfg.n_kv_heads},
-                       {"head_dim", cfg.head_dim},
-                       {"n_ff", cfg.n_ff},
-                       {"n_vocab", cfg.n_vocab},
-                       {"n_ctx_train", cfg.n_ctx_train}};
+    namespace key = eventlog::header_key;
+    namespace mkey = eventlog::model_key;
+    namespace rkey = eventlog::run_key;
+    namespace hkey = eventlog::host_key;
+    fields[key::kModel] = {{mkey::kPath, model_.file().path().string()},
+                           {mkey::kName, cfg.name},
+                           {mkey::kArch, loader::arch_name(cfg.arch)},
+                           {mkey::kType, ops::type_name(model_.weights().main_type)},
+                           {mkey::kParams, cfg.n_params},
+                           {mkey::kBytes, model_.file().file_size()},
+                           {mkey::kMatmulBytesPerToken, model_.weights().matmul_bytes},
+                           {mkey::kNLayers, cfg.n_layers},
+                           {mkey::kNEmbd, cfg.n_embd},
+                           {mkey::kNHeads, cfg.n_heads},
+                           {mkey::kNKvHeads, cfg.n_kv_heads},
+                           {mkey::kHeadDim, cfg.head_dim},
+                           {mkey::kNFf, cfg.n_ff},
+                           {mkey::kNVocab, cfg.n_vocab},
+                           {mkey::kNCtxTrain, cfg.n_ctx_train}};
     const auto& sp = opts_.sampler;
-    fields["run"] = {{"threads", executor_->workers()},
-                     {"pin", executor_->pin().to_string()},
-                     {"cpus", executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
-                     {"pinned", !executor_->cpus().empty()},
-                     {"ctx", kv_.capacity()},
-                     {"max_batch", state_.max_batch},
-                     {"n_prompt", n_prompt},
-                     {"n_predict", n_predict},
-                     {"seed", sp.seed},
-                     {"temperature", sp.temperature},
-                     {"top_k", sp.top_k},
-                     {"top_p", sp.top_p},
-                     {"min_p", sp.min_p},
-                     {"repeat_penalty", sp.repeat_penalty},
-                     {"isa", ops::isa_name(state_.isa)},
-                     {"amx", state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
-                     {"repacked_matrices", model_.repacked_matrices()},
-                     {"gemv_prefetch", ops::gemv_software_prefetch()},
-                     {"kv_type", ops::type_name(kv_.type())},
-                     {"recording", "full"}};
-    fields["host"]["topology"] = {{"packages", topo.packages},
-                                  {"numa_nodes", topo.numa_nodes.size()},
-                                  {"cores", topo.cores.size()},
-                                  {"pus", topo.pu_count()},
-                                  {"l3_bytes", l3}};
-    fields["load_ms"] = round1(model_.load_ms());
+    fields[key::kRun] = {
+        {rkey::kThreads, executor_->workers()},
+        {rkey::kPin, executor_->pin().to_string()},
+        {rkey::kCpus, executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
+        {rkey::kPinned, !executor_->cpus().empty()},
+        {rkey::kCtx, kv_.capacity()},
+        {rkey::kMaxBatch, state_.max_batch},
+        {rkey::kNPrompt, n_prompt},
+        {rkey::kNPredict, n_predict},
+        {rkey::kSeed, sp.seed},
+        {rkey::kTemperature, sp.temperature},
+        {rkey::kTopK, sp.top_k},
+        {rkey::kTopP, sp.top_p},
+        {rkey::kMinP, sp.min_p},
+        {rkey::kRepeatPenalty, sp.repeat_penalty},
+        {rkey::kIsa, ops::isa_name(state_.isa)},
+        {rkey::kAmx, state_.isa == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
+        {rkey::kRepackedMatrices, model_.repacked_matrices()},
+        {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
+        {rkey::kKvType, ops::type_name(kv_.type())},
+        {rkey::kRecording, "full"}};
+    fields[key::kHost][hkey::kTopology] = {{hkey::kPackages, topo.packages},
+                                           {hkey::kNumaNodes, topo.numa_nodes.size()},
+                                           {hkey::kCores, topo.cores.size()},
+                                           {hkey::kPus, topo.pu_count()},
+                                           {hkey::kL3Bytes, l3}};
+    fields[key::kLoadMs] = round1(model_.load_ms());
     rec_->write_header(fields);
   }
 }
