@@ -166,6 +166,10 @@ inline constexpr std::string_view kHeadDim = "head_dim";
 inline constexpr std::string_view kNFf = "n_ff";
 inline constexpr std::string_view kNVocab = "n_vocab";
 inline constexpr std::string_view kNCtxTrain = "n_ctx_train";
+inline constexpr std::string_view kRopeBase = "rope_base";
+inline constexpr std::string_view kNormEps = "norm_eps";
+inline constexpr std::string_view kTiedEmbeddings = "tied_embeddings";
+inline constexpr std::string_view kSlidingWindow = "sliding_window";
 inline constexpr std::array kAll{
     kPath,   kName,     kArch,    kType, kParams, kBytes,    kMatmulBytesPerToken, kNLayers, kNEmbd,
     kNHeads, kNKvHeads, kHeadDim, kNFf,  kNVocab, kNCtxTrain};

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "loader/error.h"
-#include "ops/matmul.h"
 #include "ops/types.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "loader/gguf_file.h"
+#include "loader/model_tensors.h"
 
 namespace pacer::loader {
 
@@ -25,6 +27,24 @@ std::string_view arch_name(Arch a) noexcept {
       return "phi3";
   }
   return "?";
+}
+
+void to_json(nlohmann::json& j, const ModelConfig& c) {
+  j = {{"arch", arch_name(c.arch)},
+       {"name", c.name},
+       {"params", c.n_params},
+       {"n_layers", c.n_layers},
+       {"n_embd", c.n_embd},
+       {"n_heads", c.n_heads},
+       {"n_kv_heads", c.n_kv_heads},
+       {"head_dim", c.head_dim},
+       {"n_ff", c.n_ff},
+       {"n_vocab", c.n_vocab},
+       {"n_ctx_train", c.n_ctx_train},
+       {"rope_base", c.rope_base},
+       {"norm_eps", c.norm_eps},
+       {"tied_embeddings", c.tied_embeddings},
+       {"sliding_window", c.sliding_window}};
 }
 
 namespace tensor_names {
@@ -272,13 +292,6 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (c.rope_freqs && c.rope_long_short) {
     r.fail("rope_freqs.weight", "a file with both rope_freqs and rope_factors_long/short");
   }
-  for (auto name : {tn::kRopeFreqs, tn::kRopeFactorsLong, tn::kRopeFactorsShort}) {
-    if (f.tensor(name)) expect_shape(f, name, {c.head_dim / 2});
-  }
-  if (c.rope_long_short) {
-    expect_shape(f, tn::kRopeFactorsLong, {c.head_dim / 2});
-    expect_shape(f, tn::kRopeFactorsShort, {c.head_dim / 2});
-  }
   c.rope_orig_ctx = r.find_positive("rope.scaling.original_context_length").value_or(c.n_ctx_train);
   if (auto af = r.find_float("rope.scaling.attn_factor")) {
     if (!(*af > 0 && std::isfinite(*af))) {
@@ -287,7 +300,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.rope_attn_factor = static_cast<float>(*af);
   }
 
-  // Shapes of every tensor the forward pass uses.
+  // token_embd first: its rows are the vocabulary, which the other shapes use.
   const GgufTensor& embd = f.require_tensor(tn::kTokenEmbd);
   if (trimmed(embd.ne).size() != 2 || embd.ne[0] != c.n_embd) {
     throw LoadError(
@@ -302,52 +315,20 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     r.fail("tokenizer.ggml.tokens",
            fmt::format("{} tokens but token_embd.weight has {} rows", tokens->count, c.n_vocab));
   }
-  expect_shape(f, tn::kOutputNorm, {c.n_embd});
   c.tied_embeddings = f.tensor(tn::kOutput) == nullptr;
-  if (!c.tied_embeddings) expect_shape(f, tn::kOutput, {c.n_embd, c.n_vocab});
 
+  // Before the table lists n_layers layers' tensors: a block_count no file could hold.
   if (c.n_layers > static_cast<int64_t>(f.tensors().size())) {
     r.fail(r.key("block_count"), fmt::format("{} layers but the file holds only {} tensors",
                                              c.n_layers, f.tensors().size()));
   }
   c.qkv_bias = traits->requires_qkv_bias || f.tensor(tn::blk(0, "attn_q.bias")) != nullptr;
-  const int64_t q_dim = c.n_heads * c.head_dim;
-  const int64_t kv_dim = c.n_kv_heads * c.head_dim;
   // phi3 files carry fused tensors (llama.cpp also accepts split ones; so does pacer).
   c.fused_qkv = traits->fused && f.tensor(tn::blk(0, "attn_qkv.weight")) != nullptr;
   c.fused_gate_up = traits->fused;
-  for (int64_t il = 0; il < c.n_layers; ++il) {
-    expect_shape(f, tn::blk(il, "attn_norm.weight"), {c.n_embd});
-    if (c.fused_qkv) {
-      expect_shape(f, tn::blk(il, "attn_qkv.weight"), {c.n_embd, q_dim + 2 * kv_dim});
-    } else {
-      expect_shape(f, tn::blk(il, "attn_q.weight"), {c.n_embd, q_dim});
-      expect_shape(f, tn::blk(il, "attn_k.weight"), {c.n_embd, kv_dim});
-      expect_shape(f, tn::blk(il, "attn_v.weight"), {c.n_embd, kv_dim});
-    }
-    expect_shape(f, tn::blk(il, "attn_output.weight"), {q_dim, c.n_embd});
-    if (c.qkv_bias) {
-      expect_shape(f, tn::blk(il, "attn_q.bias"), {q_dim});
-      expect_shape(f, tn::blk(il, "attn_k.bias"), {kv_dim});
-      expect_shape(f, tn::blk(il, "attn_v.bias"), {kv_dim});
-    }
-    if (c.qk_norm) {
-      expect_shape(f, tn::blk(il, "attn_q_norm.weight"), {c.head_dim});
-      expect_shape(f, tn::blk(il, "attn_k_norm.weight"), {c.head_dim});
-    }
-    if (c.post_norms) {
-      expect_shape(f, tn::blk(il, "post_attention_norm.weight"), {c.n_embd});
-      expect_shape(f, tn::blk(il, "post_ffw_norm.weight"), {c.n_embd});
-    }
-    expect_shape(f, tn::blk(il, "ffn_norm.weight"), {c.n_embd});
-    if (c.fused_gate_up) {
-      expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, 2 * c.n_ff});
-    } else {
-      expect_shape(f, tn::blk(il, "ffn_gate.weight"), {c.n_embd, c.n_ff});
-      expect_shape(f, tn::blk(il, "ffn_up.weight"), {c.n_embd, c.n_ff});
-    }
-    expect_shape(f, tn::blk(il, "ffn_down.weight"), {c.n_ff, c.n_embd});
-  }
+
+  // Shapes of every tensor the forward pass uses (the table Weights::bind binds from).
+  for (const ModelTensor& t : model_tensors(c)) expect_shape(f, t.name, t.ne);
 
   c.n_params = 0;
   for (const auto& t : f.tensors()) {

@@ -6,7 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/rope_layout.h"
 
 namespace pacer::loader {
 
@@ -61,6 +63,12 @@ struct ModelConfig {
   bool is_swa_layer(int64_t il) const noexcept;
   int64_t n_params = 0;  // total elements of all tensors
 };
+
+// The model's shape as JSON: arch, name, params, n_layers, n_embd, n_heads, n_kv_heads, head_dim,
+// n_ff, n_vocab, n_ctx_train, rope_base, norm_eps, tied_embeddings, sliding_window. The one
+// rendering of a config: the event-log header's `model` and `pacer gguf --json` both use it
+// (`nlohmann::json j = config;`) and add their own fields.
+void to_json(nlohmann::json& j, const ModelConfig& c);
 
 // GGUF tensor names (llama.cpp's convention).
 namespace tensor_names {

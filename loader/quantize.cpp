@@ -10,7 +10,8 @@
 #include <tbb/parallel_for.h>
 
 #include "loader/gguf_writer.h"
-#include "ops/matmul.h"
+#include "ops/quantize.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 

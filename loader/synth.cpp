@@ -9,7 +9,8 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "ops/matmul.h"
+#include "ops/quantize.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "loader/model_tensors.h"
+
 namespace pacer::loader {
 
 namespace {
@@ -105,73 +107,79 @@ class Binder {
 }  // namespace
 
 Weights Weights::bind(const GgufFile& f, const ModelConfig& c) {
-  namespace tn = tensor_names;
   Binder b(f);
   Weights w;
   const int64_t q_dim = c.n_heads * c.head_dim;
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-
-  // The embedding table is read one row per token, not streamed: it is not a decode matmul
-  // (unless tied, when the output projection below streams it).
-  {
-    const GgufTensor& t = b.use(tn::kTokenEmbd);
-    w.token_embd = t.matrix();
-    if (w.token_embd.rows != c.n_vocab || w.token_embd.cols != c.n_embd) {
-      b.fail(t, fmt::format("is {} x {}, expected {} x {}", w.token_embd.rows, w.token_embd.cols,
-                            c.n_vocab, c.n_embd));
-    }
-  }
-  w.output_norm = b.vec(tn::kOutputNorm, c.n_embd);
-  w.output = c.tied_embeddings ? b.matrix(tn::kTokenEmbd, c.n_vocab, c.n_embd)
-                               : b.matrix(tn::kOutput, c.n_vocab, c.n_embd);
-  b.count_matmul(w.output);
-  if (c.rope_freqs) w.rope_freqs = b.factors(tn::kRopeFreqs, c.head_dim / 2);
-  if (c.rope_long_short) {
-    w.rope_long = b.factors(tn::kRopeFactorsLong, c.head_dim / 2);
-    w.rope_short = b.factors(tn::kRopeFactorsShort, c.head_dim / 2);
-  }
-
   w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int64_t il = 0; il < c.n_layers; ++il) {
-    LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    l.attn_norm = b.vec(tn::blk(il, "attn_norm.weight"), c.n_embd);
-    if (c.fused_qkv) {
-      const ops::WeightMatrix qkv =
-          b.matrix(tn::blk(il, "attn_qkv.weight"), q_dim + 2 * kv_dim, c.n_embd);
-      l.wq = Binder::rows_of(qkv, 0, q_dim);
-      l.wk = Binder::rows_of(qkv, q_dim, kv_dim);
-      l.wv = Binder::rows_of(qkv, q_dim + kv_dim, kv_dim);
-    } else {
-      l.wq = b.matrix(tn::blk(il, "attn_q.weight"), q_dim, c.n_embd);
-      l.wk = b.matrix(tn::blk(il, "attn_k.weight"), kv_dim, c.n_embd);
-      l.wv = b.matrix(tn::blk(il, "attn_v.weight"), kv_dim, c.n_embd);
+
+  // The table ModelConfig::from_gguf checked the shapes with: each tensor into its field.
+  for (const ModelTensor& t : model_tensors(c)) {
+    LayerWeights* l = t.layer >= 0 ? &w.layers[static_cast<size_t>(t.layer)] : nullptr;
+    if (t.kind == TensorKind::Vector || t.kind == TensorKind::Factors) {
+      const std::span<const float> v =
+          t.kind == TensorKind::Factors ? b.factors(t.name, t.ne[0]) : b.vec(t.name, t.ne[0]);
+      // clang-format off
+      switch (t.slot) {
+        case TensorSlot::OutputNorm: w.output_norm = v; break;
+        case TensorSlot::RopeFreqs: w.rope_freqs = v; break;
+        case TensorSlot::RopeFactorsLong: w.rope_long = v; break;
+        case TensorSlot::RopeFactorsShort: w.rope_short = v; break;
+        case TensorSlot::AttnNorm: l->attn_norm = v; break;
+        case TensorSlot::BiasQ: l->bq = v; break;
+        case TensorSlot::BiasK: l->bk = v; break;
+        case TensorSlot::BiasV: l->bv = v; break;
+        case TensorSlot::QNorm: l->q_norm = v; break;
+        case TensorSlot::KNorm: l->k_norm = v; break;
+        case TensorSlot::PostAttnNorm: l->post_attn_norm = v; break;
+        case TensorSlot::PostFfnNorm: l->post_ffn_norm = v; break;
+        case TensorSlot::FfnNorm: l->ffn_norm = v; break;
+        default:
+          b.fail(f.require_tensor(t.name), "is not a vector slot");  // a table bug
+      }
+      // clang-format on
+      continue;
     }
-    l.wo = b.matrix(tn::blk(il, "attn_output.weight"), c.n_embd, q_dim);
-    if (c.qkv_bias) {
-      l.bq = b.vec(tn::blk(il, "attn_q.bias"), q_dim);
-      l.bk = b.vec(tn::blk(il, "attn_k.bias"), kv_dim);
-      l.bv = b.vec(tn::blk(il, "attn_v.bias"), kv_dim);
+    if (t.slot == TensorSlot::TokenEmbd) {
+      // The embedding table is read one row per token, not streamed: it is not a decode matmul
+      // (unless tied, when the output projection below streams it).
+      const GgufTensor& e = b.use(t.name);
+      w.token_embd = e.matrix();
+      if (w.token_embd.rows != c.n_vocab || w.token_embd.cols != c.n_embd) {
+        b.fail(e, fmt::format("is {} x {}, expected {} x {}", w.token_embd.rows, w.token_embd.cols,
+                              c.n_vocab, c.n_embd));
+      }
+      continue;
     }
-    if (c.qk_norm) {
-      l.q_norm = b.vec(tn::blk(il, "attn_q_norm.weight"), c.head_dim);
-      l.k_norm = b.vec(tn::blk(il, "attn_k_norm.weight"), c.head_dim);
+    const ops::WeightMatrix m = b.matrix(t.name, t.ne[1], t.ne[0]);
+    // clang-format off
+    switch (t.slot) {
+      case TensorSlot::Output: w.output = m; break;
+      case TensorSlot::AttnQkv:  // phi3: [Wq; Wk; Wv] by rows, three views of the one tensor
+        l->wq = Binder::rows_of(m, 0, q_dim);
+        l->wk = Binder::rows_of(m, q_dim, kv_dim);
+        l->wv = Binder::rows_of(m, q_dim + kv_dim, kv_dim);
+        break;
+      case TensorSlot::AttnQ: l->wq = m; break;
+      case TensorSlot::AttnK: l->wk = m; break;
+      case TensorSlot::AttnV: l->wv = m; break;
+      case TensorSlot::AttnOutput: l->wo = m; break;
+      case TensorSlot::FfnGateUp:
+        // llama.cpp's SwiGLU of a fused up projection: silu(first half) * second half.
+        l->w_gate = Binder::rows_of(m, 0, c.n_ff);
+        l->w_up = Binder::rows_of(m, c.n_ff, c.n_ff);
+        break;
+      case TensorSlot::FfnGate: l->w_gate = m; break;
+      case TensorSlot::FfnUp: l->w_up = m; break;
+      case TensorSlot::FfnDown: l->w_down = m; break;
+      default:
+        b.fail(f.require_tensor(t.name), "is not a matrix slot");  // a table bug
     }
-    if (c.post_norms) {
-      l.post_attn_norm = b.vec(tn::blk(il, "post_attention_norm.weight"), c.n_embd);
-      l.post_ffn_norm = b.vec(tn::blk(il, "post_ffw_norm.weight"), c.n_embd);
-    }
-    l.ffn_norm = b.vec(tn::blk(il, "ffn_norm.weight"), c.n_embd);
-    if (c.fused_gate_up) {
-      // llama.cpp's SwiGLU of a fused up projection: silu(first half) * second half.
-      const ops::WeightMatrix gate_up =
-          b.matrix(tn::blk(il, "ffn_up.weight"), 2 * c.n_ff, c.n_embd);
-      l.w_gate = Binder::rows_of(gate_up, 0, c.n_ff);
-      l.w_up = Binder::rows_of(gate_up, c.n_ff, c.n_ff);
-    } else {
-      l.w_gate = b.matrix(tn::blk(il, "ffn_gate.weight"), c.n_ff, c.n_embd);
-      l.w_up = b.matrix(tn::blk(il, "ffn_up.weight"), c.n_ff, c.n_embd);
-    }
-    l.w_down = b.matrix(tn::blk(il, "ffn_down.weight"), c.n_embd, c.n_ff);
+  }
+  // clang-format on
+  if (c.tied_embeddings) w.output = b.matrix(tensor_names::kTokenEmbd, c.n_vocab, c.n_embd);
+  b.count_matmul(w.output);
+  for (const LayerWeights& l : w.layers) {
     for (const ops::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       b.count_matmul(*m);
     }

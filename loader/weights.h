@@ -8,7 +8,7 @@
 
 #include "loader/gguf_file.h"
 #include "loader/model_config.h"
-#include "ops/matmul.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 

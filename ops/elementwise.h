@@ -7,6 +7,7 @@
 
 #include "ops/isa.h"
 #include "ops/matmul.h"
+#include "ops/rope_layout.h"
 
 namespace pacer::ops {
 
@@ -14,11 +15,6 @@ namespace pacer::ops {
 void rmsnorm(std::span<const float> x, std::span<const float> w, float eps, std::span<float> out);
 void rmsnorm_ref(std::span<const float> x, std::span<const float> w, float eps,
                  std::span<float> out);
-
-enum class RopeLayout {
-  Normal,  // pairs (x[2i], x[2i+1]) rotate together: llama
-  Neox,    // halves (x[i], x[i + n_rot/2]) rotate together: qwen2, gemma3
-};
 
 struct RopeParams {
   int head_dim = 0;

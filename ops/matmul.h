@@ -19,31 +19,11 @@
 
 #include "ops/isa.h"
 #include "ops/parallel.h"
+#include "ops/quantize.h"
 #include "ops/types.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::ops {
-
-class MatmulError : public std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
-// How a matrix's bytes are laid out: as in the file (rows one after another), or Q4_0/Q8_0
-// repacked at load with 16 rows interleaved for decode (see InterleavedMatrix).
-enum class WeightLayout : uint8_t { RowMajor, Interleaved16 };
-
-// Non-owning view of a weight matrix: as stored in the file (typically the mmap), or a repacked
-// copy (layout Interleaved16, data owned by an InterleavedMatrix).
-struct WeightMatrix {
-  WeightType type = WeightType::F32;
-  const std::byte* data = nullptr;  // RowMajor: rows * row_bytes(type, cols) bytes
-  int64_t rows = 0;                 // output features (GGUF ne[1])
-  int64_t cols = 0;                 // input features (GGUF ne[0])
-  WeightLayout layout = WeightLayout::RowMajor;
-  // Bytes a decode token streams: the type's bytes per row times rows, whatever the layout.
-  int64_t bytes() const noexcept { return rows * row_bytes(type, cols); }
-  // RowMajor only: the start of row r.
-  const std::byte* row(int64_t r) const noexcept { return data + r * row_bytes(type, cols); }
-};
 
 // An owned copy of a row-major Q4_0 or Q8_0 matrix with 16 rows interleaved (ops/interleaved.h):
 // decode GEMVs on it do 2-3x less work per byte on AVX-512 VNNI, where the row-major GEMVs
@@ -116,12 +96,5 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
 // Convenience for one matrix.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             PackedActivations& scratch, const Parallel& par, Isa isa = detect_isa());
-
-// Scalar dequantization of n elements (n a multiple of the block) starting at `src`: the
-// embedding lookup, tests and the quantizer's round-trip use it.
-void dequantize_row(WeightType t, const std::byte* src, float* dst, int64_t n);
-// Quantizes n floats into type t's blocks (F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/
-// Q6_K), byte-identical to ggml's reference quantizers for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1.
-void quantize_row(WeightType t, const float* src, std::byte* dst, int64_t n);
 
 }  // namespace pacer::ops

@@ -51,5 +51,9 @@ void dot_rows_q2_K_q8_K_avx2(int64_t n, const std::byte* w, int64_t w_stride, in
 float dot_q2_K_q8_K_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_q2_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                const std::byte* act, float* out);
+// Prefill GEMM (a GemmFn, type_traits.h): bit-identical to dot_rows per token.
+void gemm_q2_K_q8_K_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride);
 
 }  // namespace pacer::ops

@@ -6,11 +6,10 @@
 
 #include "ops/fp16.h"
 #include "ops/iq4_nl.h"
-#include "ops/matmul.h"
-#include "ops/q4_0.h"
 #include "ops/iq4_xs.h"
 #include "ops/q2_k.h"
 #include "ops/q3_k.h"
+#include "ops/q4_0.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
 #include "ops/q5_0.h"
@@ -19,6 +18,8 @@
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 #include "ops/q8_k.h"
+#include "ops/quantize.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::ops {
 namespace {

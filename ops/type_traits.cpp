@@ -159,7 +159,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q6_k.dot[kAvx512] = vnni ? dot_q6_K_q8_K_avx512vnni : dot_q6_K_q8_K_avx512;
   t.q6_k.dot_rows[kAvx512] = vnni ? dot_rows_q6_K_q8_K_avx512vnni : dot_rows_q6_K_q8_K_avx512;
   t.q6_k.gemm[kAvx512] = vnni ? gemm_q6_K_q8_K_avx512vnni : gemm_q6_K_q8_K_avx512;
-  // Q5_K (q5_k*.cpp): no GEMM yet, so prefill runs dot_rows per token.
+  // Q5_K (q5_k*.cpp): AVX-512 plain and VNNI kernels and GEMMs.
   t.q5_k.type = WeightType::Q5_K;
   t.q5_k.act_type = WeightType::Q8_K;
   t.q5_k.quantize_act = t.q4_k.quantize_act;
@@ -169,7 +169,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q5_k.dot[kAvx512] = vnni ? dot_q5_K_q8_K_avx512vnni : dot_q5_K_q8_K_avx512;
   t.q5_k.dot_rows[kAvx512] = vnni ? dot_rows_q5_K_q8_K_avx512vnni : dot_rows_q5_K_q8_K_avx512;
   t.q5_k.gemm[kAvx512] = vnni ? gemm_q5_K_q8_K_avx512vnni : gemm_q5_K_q8_K_avx512;
-  // Q3_K (q3_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  // Q3_K (q3_k*.cpp): one AVX-512 kernel and GEMM (no VNNI variant).
   t.q3_k.type = WeightType::Q3_K;
   t.q3_k.act_type = WeightType::Q8_K;
   t.q3_k.quantize_act = t.q4_k.quantize_act;
@@ -178,7 +178,8 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q3_k.dot_rows[kAvx2] = dot_rows_q3_K_q8_K_avx2;
   t.q3_k.dot[kAvx512] = dot_q3_K_q8_K_avx512;
   t.q3_k.dot_rows[kAvx512] = dot_rows_q3_K_q8_K_avx512;
-  // Q2_K (q2_k*.cpp): one AVX-512 kernel (no VNNI variant); no GEMM yet.
+  t.q3_k.gemm[kAvx512] = gemm_q3_K_q8_K_avx512;
+  // Q2_K (q2_k*.cpp): one AVX-512 kernel and GEMM (no VNNI variant).
   t.q2_k.type = WeightType::Q2_K;
   t.q2_k.act_type = WeightType::Q8_K;
   t.q2_k.quantize_act = t.q4_k.quantize_act;
@@ -187,8 +188,9 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q2_k.dot_rows[kAvx2] = dot_rows_q2_K_q8_K_avx2;
   t.q2_k.dot[kAvx512] = dot_q2_K_q8_K_avx512;
   t.q2_k.dot_rows[kAvx512] = dot_rows_q2_K_q8_K_avx512;
+  t.q2_k.gemm[kAvx512] = gemm_q2_K_q8_K_avx512;
   // IQ4_XS (iq4_xs*.cpp): super-blocks of 256 like the K-quants, so it dots with Q8_K too; one
-  // AVX-512 kernel (no VNNI variant); no GEMM yet.
+  // AVX-512 kernel and GEMM (no VNNI variant).
   t.iq4_xs.type = WeightType::IQ4_XS;
   t.iq4_xs.act_type = WeightType::Q8_K;
   t.iq4_xs.quantize_act = t.q4_k.quantize_act;
@@ -197,6 +199,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.iq4_xs.dot_rows[kAvx2] = dot_rows_iq4_xs_q8_K_avx2;
   t.iq4_xs.dot[kAvx512] = dot_iq4_xs_q8_K_avx512;
   t.iq4_xs.dot_rows[kAvx512] = dot_rows_iq4_xs_q8_K_avx512;
+  t.iq4_xs.gemm[kAvx512] = gemm_iq4_xs_q8_K_avx512;
   // --- end K-quants ----------------------------------------------------------------------------
   return t;
 }

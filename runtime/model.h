@@ -16,6 +16,7 @@
 #include "loader/model_config.h"
 #include "loader/tokenizer.h"
 #include "loader/weights.h"
+#include "ops/matmul.h"
 
 namespace pacer::runtime {
 

@@ -199,21 +199,12 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     namespace mkey = eventlog::model_key;
     namespace rkey = eventlog::run_key;
     namespace hkey = eventlog::host_key;
-    fields[key::kModel] = {{mkey::kPath, model_.file().path().string()},
-                           {mkey::kName, cfg.name},
-                           {mkey::kArch, loader::arch_name(cfg.arch)},
-                           {mkey::kType, ops::type_name(model_.weights().main_type)},
-                           {mkey::kParams, cfg.n_params},
-                           {mkey::kBytes, model_.file().file_size()},
-                           {mkey::kMatmulBytesPerToken, model_.weights().matmul_bytes},
-                           {mkey::kNLayers, cfg.n_layers},
-                           {mkey::kNEmbd, cfg.n_embd},
-                           {mkey::kNHeads, cfg.n_heads},
-                           {mkey::kNKvHeads, cfg.n_kv_heads},
-                           {mkey::kHeadDim, cfg.head_dim},
-                           {mkey::kNFf, cfg.n_ff},
-                           {mkey::kNVocab, cfg.n_vocab},
-                           {mkey::kNCtxTrain, cfg.n_ctx_train}};
+    // The config's own keys (loader/model_config.cpp to_json), then what the file and weights say.
+    nlohmann::json& model = fields[key::kModel] = cfg;
+    model[mkey::kPath] = model_.file().path().string();
+    model[mkey::kType] = ops::type_name(model_.weights().main_type);
+    model[mkey::kBytes] = model_.file().file_size();
+    model[mkey::kMatmulBytesPerToken] = model_.weights().matmul_bytes;
     const auto& sp = opts_.sampler;
     fields[key::kRun] = {
         {rkey::kThreads, executor_->workers()},

@@ -211,22 +211,9 @@ void inspect(const std::string& path, bool json) {
     auto& types = j["bytes_by_type"] = nlohmann::json::object();
     for (const auto& [name, e] : by_type) types[name] = {{"tensors", e.first}, {"bytes", e.second}};
     if (cfg) {
-      j["model"] = {{"arch", loader::arch_name(cfg->arch)},
-                    {"name", cfg->name},
-                    {"n_layers", cfg->n_layers},
-                    {"n_embd", cfg->n_embd},
-                    {"n_heads", cfg->n_heads},
-                    {"n_kv_heads", cfg->n_kv_heads},
-                    {"head_dim", cfg->head_dim},
-                    {"n_ff", cfg->n_ff},
-                    {"n_vocab", cfg->n_vocab},
-                    {"n_ctx_train", cfg->n_ctx_train},
-                    {"rope_base", cfg->rope_base},
-                    {"norm_eps", cfg->norm_eps},
-                    {"tied_embeddings", cfg->tied_embeddings},
-                    {"sliding_window", cfg->sliding_window},
-                    {"main_type", ops::type_name(weights->main_type)},
-                    {"matmul_bytes_per_token", weights->matmul_bytes}};
+      nlohmann::json& model = j["model"] = *cfg;
+      model["main_type"] = ops::type_name(weights->main_type);
+      model["matmul_bytes_per_token"] = weights->matmul_bytes;
     } else {
       j["model"] = nullptr;
       j["model_error"] = model_error;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "loader/gguf_file.h"
 #include "loader/gguf_writer.h"
 #include "loader/model_config.h"
@@ -57,6 +59,32 @@ TEST(ModelConfig, TinyLlama) {
   // q,o 128*128 each, k,v 64*128 each, 3 ffn 128*320 each.
   const int64_t per_layer = 256 + 2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 320;
   EXPECT_EQ(c.n_params, 2 * 512 * 128 + 128 + 2 * per_layer);
+}
+
+// to_json is the one rendering of a config (event-log header, `pacer gguf --json`): every field
+// it promises, with the tiny preset's values.
+TEST(ModelConfig, ToJsonCarriesTheShape) {
+  const SynthSpec spec = synth_preset("tiny-gemma3");
+  auto m = make_model(spec);
+  const ModelConfig c = ModelConfig::from_gguf(m->file);
+  const nlohmann::json j = c;
+  EXPECT_EQ(j.at("arch"), "gemma3");
+  EXPECT_EQ(j.at("name"), spec.name);
+  EXPECT_EQ(j.at("params"), c.n_params);
+  EXPECT_EQ(j.at("n_layers"), spec.n_layers);
+  EXPECT_EQ(j.at("n_embd"), spec.n_embd);
+  EXPECT_EQ(j.at("n_heads"), spec.n_heads);
+  EXPECT_EQ(j.at("n_kv_heads"), spec.n_kv_heads);
+  EXPECT_EQ(j.at("head_dim"), spec.head_size());
+  EXPECT_EQ(j.at("n_ff"), spec.n_ff);
+  EXPECT_EQ(j.at("n_vocab"), spec.n_vocab);
+  EXPECT_EQ(j.at("n_ctx_train"), spec.n_ctx);
+  EXPECT_FLOAT_EQ(j.at("rope_base").get<float>(), spec.rope_base);
+  EXPECT_FLOAT_EQ(j.at("norm_eps").get<float>(), spec.norm_eps);
+  EXPECT_EQ(j.at("tied_embeddings"), spec.tied_embeddings);
+  EXPECT_EQ(j.at("sliding_window"), spec.sliding_window);
+  EXPECT_GT(spec.sliding_window, 0);  // the preset exercises a non-default value
+  EXPECT_EQ(j.size(), 15u);
 }
 
 TEST(ModelConfig, TinyQwen2HasBiasesNeoxAndTiedEmbeddings) {

@@ -15,7 +15,8 @@
 #include "loader/synth.h"
 #include "loader/weights.h"
 #include "ops/fp16.h"
-#include "ops/matmul.h"
+#include "ops/quantize.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 namespace {

@@ -11,7 +11,8 @@
 #include "loader/model_config.h"
 #include "loader/synth.h"
 #include "ops/fp16.h"
-#include "ops/matmul.h"
+#include "ops/quantize.h"
+#include "ops/weight_matrix.h"
 
 namespace pacer::loader {
 namespace {

@@ -8,7 +8,10 @@
 
 #include "kquant2_test_util.h"
 #include "kquant_test_util.h"
+#include "ops/iq4_xs.h"
 #include "ops/isa.h"
+#include "ops/q2_k.h"
+#include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
 #include "ops/q6_k.h"
@@ -26,15 +29,19 @@ struct Variant {
 };
 
 std::vector<Variant> variants() {
-  return {{"q4_K", WeightType::Q4_K, false, gemm_q4_K_q8_K_avx512, dot_rows_q4_K_q8_K_avx512},
-          {"q4_K vnni", WeightType::Q4_K, true, gemm_q4_K_q8_K_avx512vnni,
-           dot_rows_q4_K_q8_K_avx512vnni},
-          {"q5_K", WeightType::Q5_K, false, gemm_q5_K_q8_K_avx512, dot_rows_q5_K_q8_K_avx512},
-          {"q5_K vnni", WeightType::Q5_K, true, gemm_q5_K_q8_K_avx512vnni,
-           dot_rows_q5_K_q8_K_avx512vnni},
-          {"q6_K", WeightType::Q6_K, false, gemm_q6_K_q8_K_avx512, dot_rows_q6_K_q8_K_avx512},
-          {"q6_K vnni", WeightType::Q6_K, true, gemm_q6_K_q8_K_avx512vnni,
-           dot_rows_q6_K_q8_K_avx512vnni}};
+  return {
+      {"q4_K", WeightType::Q4_K, false, gemm_q4_K_q8_K_avx512, dot_rows_q4_K_q8_K_avx512},
+      {"q4_K vnni", WeightType::Q4_K, true, gemm_q4_K_q8_K_avx512vnni,
+       dot_rows_q4_K_q8_K_avx512vnni},
+      {"q5_K", WeightType::Q5_K, false, gemm_q5_K_q8_K_avx512, dot_rows_q5_K_q8_K_avx512},
+      {"q5_K vnni", WeightType::Q5_K, true, gemm_q5_K_q8_K_avx512vnni,
+       dot_rows_q5_K_q8_K_avx512vnni},
+      {"q6_K", WeightType::Q6_K, false, gemm_q6_K_q8_K_avx512, dot_rows_q6_K_q8_K_avx512},
+      {"q6_K vnni", WeightType::Q6_K, true, gemm_q6_K_q8_K_avx512vnni,
+       dot_rows_q6_K_q8_K_avx512vnni},
+      {"q3_K", WeightType::Q3_K, false, gemm_q3_K_q8_K_avx512, dot_rows_q3_K_q8_K_avx512},
+      {"q2_K", WeightType::Q2_K, false, gemm_q2_K_q8_K_avx512, dot_rows_q2_K_q8_K_avx512},
+      {"iq4_xs", WeightType::IQ4_XS, false, gemm_iq4_xs_q8_K_avx512, dot_rows_iq4_xs_q8_K_avx512}};
 }
 
 std::vector<std::byte> random_rows(WeightType t, int64_t rows, int64_t n, uint32_t seed) {
