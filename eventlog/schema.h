@@ -171,8 +171,9 @@ inline constexpr std::string_view kNormEps = "norm_eps";
 inline constexpr std::string_view kTiedEmbeddings = "tied_embeddings";
 inline constexpr std::string_view kSlidingWindow = "sliding_window";
 inline constexpr std::array kAll{
-    kPath,   kName,     kArch,    kType, kParams, kBytes,    kMatmulBytesPerToken, kNLayers, kNEmbd,
-    kNHeads, kNKvHeads, kHeadDim, kNFf,  kNVocab, kNCtxTrain};
+    kPath,      kName,     kArch,    kType,           kParams,       kBytes, kMatmulBytesPerToken,
+    kNLayers,   kNEmbd,    kNHeads,  kNKvHeads,       kHeadDim,      kNFf,   kNVocab,
+    kNCtxTrain, kRopeBase, kNormEps, kTiedEmbeddings, kSlidingWindow};
 }  // namespace model_key
 
 // Keys of the header's `run` object.
