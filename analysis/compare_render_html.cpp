@@ -1,6 +1,7 @@
-// Self-contained HTML rendering of a Comparison: inline CSS, inline SVG drawn here (so the plots
-// exist without JavaScript), and a little inline JavaScript for sortable tables and a self-check
-// (body data-plots-drawn / data-ready, data-js-errors on any error) that headless tests read.
+// Self-contained HTML rendering of a Comparison: the shared page shell and SVG plot helpers of
+// analysis/html_page.h (so the plots exist without JavaScript), and a little inline JavaScript for
+// sortable tables and a self-check (body data-plots-drawn / data-ready; the shell's error hook
+// sets data-js-errors on any error) that headless tests read.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "analysis/compare_render.h"
 #include "analysis/compare_words.h"
+#include "analysis/html_page.h"
 
 namespace pacer::analysis {
 namespace {
@@ -18,32 +20,11 @@ using detail::fmt_p;
 using detail::fmt_signed;
 using detail::group_thousands;
 
+using html::esc;
+
 constexpr const char* kRunColor[2] = {"#1f77b4", "#d62728"};
 constexpr const char* kPartColor[kPartCount] = {"#d62728", "#ff7f0e", "#9467bd", "#8c564b",
                                                 "#e377c2", "#2ca02c", "#17becf", "#7f7f7f"};
-
-std::string esc(std::string_view s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += ch;
-    }
-  }
-  return o;
-}
 
 // The small Markdown subset the prose uses: **bold**, *italic*, `code`.
 std::string inline_md(std::string_view s) {
@@ -80,18 +61,11 @@ struct Table {
     o += "</tr></thead><tbody>\n";
     for (const auto& r : rows) {
       o += "<tr>";
-      for (const auto& c : r) o += "<td>" + c + "</td>";
+      // Every column after the first holds numbers.
+      for (size_t i = 0; i < r.size(); ++i) o += (i ? "<td class=\"n\">" : "<td>") + r[i] + "</td>";
       o += "</tr>\n";
     }
     return o + "</tbody></table>\n";
-  }
-};
-
-// Linear map of [d0, d1] onto [r0, r1].
-struct Scale {
-  double d0, d1, r0, r1;
-  double operator()(double v) const {
-    return d1 == d0 ? (r0 + r1) / 2 : r0 + (v - d0) / (d1 - d0) * (r1 - r0);
   }
 };
 
@@ -103,109 +77,57 @@ std::pair<double, double> finite_range(const std::vector<double>& a, const std::
   return {lo, hi};
 }
 
-std::string polyline(const std::vector<double>& y, const Scale& sx, const Scale& sy,
-                     const char* color, const char* dash, const std::string& title) {
-  std::string d;
-  bool pen = false;
-  for (size_t i = 0; i < y.size(); ++i) {
-    if (!std::isfinite(y[i])) {
-      pen = false;
-      continue;
-    }
-    d += fmt::format("{}{:.1f},{:.1f} ", pen ? "L" : "M", sx(static_cast<double>(i)), sy(y[i]));
-    pen = true;
-  }
-  if (d.empty()) return "";
-  return fmt::format(
-      "<path class=\"series\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{}>"
-      "<title>{}</title></path>\n",
-      d, color, dash[0] ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(title));
+// 0, 1, 2, ... n-1: the x of a series drawn against its index.
+std::vector<double> indices(size_t n) {
+  std::vector<double> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i);
+  return x;
 }
 
-std::string axis_ticks_y(const Scale& sy, double x, bool right, const char* unit, int decimals) {
-  std::string o;
-  for (int k = 0; k <= 4; ++k) {
-    const double v = sy.d0 + (sy.d1 - sy.d0) * k / 4;
-    o += fmt::format(
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{:.{}f}</text>",
-        right ? x + 4 : x - 4, sy(v) + 3, right ? "start" : "end", v, decimals);
-    o += fmt::format(
-        "<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ccc\"/>", x,
-        right ? x + 3 : x - 3, sy(v));
+// Both runs' step times (ms) against their index on `svg`, from 0 ms; returns the x scale for
+// more series against the same index.
+html::Scale step_lines(html::Svg& svg, const Comparison& c,
+                       const std::array<const std::vector<double>*, 2>& ms,
+                       std::string_view x_label, std::string_view what,
+                       std::vector<html::LegendItem>& keys) {
+  const size_t n = std::max(ms[0]->size(), ms[1]->size());
+  const double hi = finite_range(*ms[0], *ms[1]).second;
+  const html::Scale sx = svg.x_scale(0, static_cast<double>(std::max<size_t>(n, 2) - 1));
+  const html::Scale sy = svg.y_scale(0, std::isfinite(hi) && hi > 0 ? hi * 1.08 : 1);
+  svg.y_axis(sy, "step time (ms)");
+  svg.x_axis(sx, x_label);
+  for (int i = 0; i < 2; ++i) {
+    svg.line(indices(ms[i]->size()), *ms[i], sx, sy, kRunColor[i], "",
+             fmt::format("{}: {}, mean {:.3f} ms", c.label[i], what, c.cycles[i].ms.mean));
+    keys.push_back({kRunColor[i], fmt::format("{} {}", c.label[i], what)});
   }
-  o +=
-      fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"{}\">{}</text>\n",
-                  x, sy.r1 - 6, right ? "end" : "start", unit);
-  return o;
+  return sx;
 }
 
 std::string timeline_svg(const Comparison& c) {
-  const double w = 920, h = 340, l = 60, r = 70, t = 44, b = 40;  // legend in the top margin
-  const size_t n = std::max(c.step_ms[0].size(), c.step_ms[1].size());
-  auto [lo, hi] = finite_range(c.step_ms[0], c.step_ms[1]);
-  const Scale sx{0, static_cast<double>(std::max<size_t>(n, 2) - 1), l, w - r};
-  const Scale sy{0, hi * 1.08, h - b, t};
-  std::string o = fmt::format(
-      "<svg class=\"plot\" id=\"timeline\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-      "role=\"img\" aria-label=\"step latency timelines\">\n",
-      w, h, w, h);
-  o += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n", l,
-      t, w - l - r, h - t - b);
-  o += axis_ticks_y(sy, l, false, "ms/step", 2);
-  for (int i = 0; i < 2; ++i)
-    o += polyline(c.step_ms[i], sx, sy, kRunColor[i], "",
-                  fmt::format("{}: step time (ms), mean {:.3f}", c.label[i], c.cycles[i].ms.mean));
-  auto [flo, fhi] = finite_range(c.step_freq_mhz[0], c.step_freq_mhz[1]);
+  html::Svg svg({920, 340, 70, 80, 16, 52}, "plot", "timeline", "step latency timelines");
+  std::vector<html::LegendItem> keys;
+  const html::Scale sx =
+      step_lines(svg, c, {&c.step_ms[0], &c.step_ms[1]}, "decode step index", "step time", keys);
+  const auto [flo, fhi] = finite_range(c.step_freq_mhz[0], c.step_freq_mhz[1]);
   if (std::isfinite(flo)) {
-    const Scale sf{0, fhi * 1.1, h - b, t};  // from 0: a flat clock should look flat
-    o += axis_ticks_y(sf, w - r, true, "MHz", 0);
-    for (int i = 0; i < 2; ++i)
-      o += polyline(c.step_freq_mhz[i], sx, sf, kRunColor[i], "5,3",
-                    fmt::format("{}: mean CPU clock (MHz)", c.label[i]));
+    const html::Scale sf = svg.y_scale(0, fhi * 1.1);  // from 0: a flat clock should look flat
+    svg.y_axis(sf, "CPU clock (MHz)", true);
+    for (int i = 0; i < 2; ++i) {
+      svg.line(indices(c.step_freq_mhz[i].size()), c.step_freq_mhz[i], sx, sf, kRunColor[i], "5,3",
+               fmt::format("{}: mean CPU clock (MHz)", c.label[i]));
+      keys.push_back({kRunColor[i], c.label[i] + " clock (right axis)", true});
+    }
   }
-  o += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">decode step "
-      "index</text>\n",
-      (l + w - r) / 2, h - 8);
-  for (size_t k = 0; k < 5 && n > 1; ++k) {
-    const double v = std::round(static_cast<double>(n - 1) * k / 4);
-    o += fmt::format(
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{:.0f}</text>",
-        sx(v), h - b + 14, v);
-  }
-  // Legend.
-  for (int i = 0; i < 2; ++i) {
-    const double y = 10 + i * 16;
-    o += fmt::format(
-        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-        "<line x1=\"{4}\" x2=\"{5}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" "
-        "stroke-dasharray=\"5,3\"/>"
-        "<text x=\"{6}\" y=\"{7}\" font-size=\"11\">{8} step time (solid), clock (dashed)</text>\n",
-        l + 10, l + 30, y, kRunColor[i], l + 34, l + 54, l + 60, y + 4, esc(c.label[i]));
-  }
-  return o + "</svg>\n";
+  return svg.str() + html::legend(keys);
 }
 
 std::string ranked_svg(const Comparison& c) {
-  const double w = 920, h = 240, l = 60, r = 20, t = 15, b = 35;
-  const size_t n = std::max(c.cycles[0].sorted_desc_ms.size(), c.cycles[1].sorted_desc_ms.size());
-  auto [lo, hi] = finite_range(c.cycles[0].sorted_desc_ms, c.cycles[1].sorted_desc_ms);
-  const Scale sx{0, static_cast<double>(std::max<size_t>(n, 2) - 1), l, w - r};
-  const Scale sy{0, hi * 1.08, h - b, t};
-  std::string o = fmt::format(
-      "<svg class=\"plot\" id=\"ranked\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" "
-      "role=\"img\" aria-label=\"ranked step times\">\n",
-      w, h);
-  o += axis_ticks_y(sy, l, false, "ms", 2);
-  for (int i = 0; i < 2; ++i)
-    o += polyline(c.cycles[i].sorted_desc_ms, sx, sy, kRunColor[i], "",
-                  fmt::format("{}: steps ranked slowest first", c.label[i]));
-  o += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">rank (slowest "
-      "first)</text>\n",
-      (l + w - r) / 2, h - 8);
-  return o + "</svg>\n";
+  html::Svg svg({920, 260, 70, 20, 15, 52}, "plot", "ranked", "ranked step times");
+  std::vector<html::LegendItem> keys;
+  step_lines(svg, c, {&c.cycles[0].sorted_desc_ms, &c.cycles[1].sorted_desc_ms},
+             "rank (slowest first)", "steps ranked slowest first", keys);
+  return svg.str() + html::legend(keys);
 }
 
 // Stacked horizontal bars: one row for the total and one per op (largest |Δ| first); positive
@@ -226,55 +148,35 @@ std::string attribution_svg(const Comparison& c) {
     for (double v : bar.parts) (v > 0 ? pos : neg) += v;
     extent = std::max({extent, pos, -neg});
   }
-  const double row_h = 26, l = 150, r = 30, t = 30, w = 920;
-  const double h = t + row_h * static_cast<double>(bars.size()) + 60;
-  const Scale sx{-extent * 1.05, extent * 1.05, l, w - r};
-  std::string o = fmt::format(
-      "<svg class=\"plot\" id=\"attribution\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
-      "height=\"{1}\" role=\"img\" aria-label=\"attribution stacked bars\">\n",
-      w, h);
-  o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\"/>\n",
-                   sx(0), t - 8, t + row_h * static_cast<double>(bars.size()));
-  o += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">faster ← 0 → slower "
-      "(us per step; scale ±{:.1f} us)</text>\n",
-      sx(0), t - 12, extent * 1.05e-3);
+  constexpr double kRow = 26;
+  html::Svg svg({920, 12 + kRow * static_cast<double>(bars.size()) + 52, 150, 30, 12, 52}, "plot",
+                "attribution", "attribution stacked bars");
+  const html::Scale sx = svg.x_scale(-extent * 1.05e-3, extent * 1.05e-3);  // us per step
+  svg.x_axis(sx, "Δ per step (us): faster ← 0 → slower");
+  svg.rule(sx(0), svg.plot_top() - 4, sx(0), svg.plot_bottom(), "#444", "", "");
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& bar = bars[i];
-    const double y = t + row_h * static_cast<double>(i);
-    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n",
-                     l - 6, y + row_h / 2 + 4, esc(bar.name));
+    const double y = svg.plot_top() + kRow * static_cast<double>(i);
+    svg.text(svg.plot_left() - 6, y + kRow / 2 + 4, bar.name, "end");
     double pos = 0, neg = 0;
     for (int p = 0; p < kPartCount; ++p) {
       const double v = bar.parts[p];
       if (v == 0 || !std::isfinite(v)) continue;
       const double from = v > 0 ? pos : neg + v;
       (v > 0 ? pos : neg) += v;
-      const double x0 = sx(from), x1 = sx(from + std::fabs(v));
-      o += fmt::format(
-          "<rect class=\"seg\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
-          "fill=\"{}\"><title>{}: {} {:+.2f} us/step ({:+.2f} pts)</title></rect>\n",
-          x0, y + 4, std::max(0.5, x1 - x0), row_h - 8, kPartColor[p], esc(bar.name),
-          part_name(static_cast<Part>(p)), v * 1e-3, v / a.mean_ns[0] * 100);
+      const double x0 = sx(from * 1e-3), x1 = sx((from + std::fabs(v)) * 1e-3);
+      svg.bar(x0, y + 4, std::max(0.5, x1 - x0), kRow - 8, kPartColor[p],
+              fmt::format("{}: {} {:+.2f} us/step ({:+.2f} pts)", bar.name,
+                          part_name(static_cast<Part>(p)), v * 1e-3, v / a.mean_ns[0] * 100));
     }
-    o += fmt::format(
-        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#000\" "
-        "stroke-width=\"2\"><title>measured Δ {3:+.2f} us/step</title></line>\n",
-        sx(bar.delta), y + 1, y + row_h - 1, bar.delta * 1e-3);
+    svg.rule(sx(bar.delta * 1e-3), y + 1, sx(bar.delta * 1e-3), y + kRow - 1, "#000", "delta",
+             fmt::format("measured Δ {:+.2f} us/step", bar.delta * 1e-3));
   }
-  double lx = l;
-  const double ly = t + row_h * static_cast<double>(bars.size()) + 24;
-  for (int p = 0; p < kPartCount; ++p) {
-    o += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text "
-        "x=\"{:.1f}\" "
-        "y=\"{:.1f}\" font-size=\"11\">{}</text>",
-        lx, ly, kPartColor[p], lx + 13, ly + 9, part_name(static_cast<Part>(p)));
-    lx += 95;
-  }
-  o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\">black tick: measured Δ</text>\n",
-                   l, ly + 26);
-  return o + "</svg>\n";
+  std::vector<html::LegendItem> keys;
+  for (int p = 0; p < kPartCount; ++p)
+    keys.push_back({kPartColor[p], std::string(part_name(static_cast<Part>(p)))});
+  keys.push_back({"#000", "black tick: measured Δ"});
+  return svg.str() + html::legend(keys);
 }
 
 std::string pct(double a, double b) {
@@ -282,21 +184,6 @@ std::string pct(double a, double b) {
              ? fmt::format("{:+.2f}%", (b - a) / std::fabs(a) * 100)
              : "-";
 }
-
-constexpr const char* kStyle = R"(
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
-h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
-h3{font-size:15px}table{border-collapse:collapse;font-size:12px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:right}th{background:#f3f3f3;cursor:pointer}
-td:first-child,th:first-child{text-align:left}.verdict{font-size:16px;background:#fff8e1;border-left:4px solid
-#f0a000;padding:10px 14px}.flag{background:#fdecea;border-left:4px solid #d62728;padding:6px 12px;margin:6px 0}
-code{background:#f3f3f3;padding:0 3px}svg{display:block;margin:8px 0}.muted{color:#666;font-size:12px}
-)";
-
-constexpr const char* kScriptHead = R"(<script>
-window.addEventListener('error',function(e){var b=document.body||document.documentElement;
-b.setAttribute('data-js-errors',(b.getAttribute('data-js-errors')||'')+(e.message||'error')+';');});
-</script>)";
 
 constexpr const char* kScriptTail = R"(<script>
 (function(){
@@ -308,7 +195,7 @@ constexpr const char* kScriptTail = R"(<script>
         if(typeof x===typeof y)return (x<y?-1:x>y?1:0)*(asc?1:-1);return typeof x==='number'?-1:1;});
       rows.forEach(function(r){body.appendChild(r);});th.setAttribute('data-asc',asc?'1':'0');});});});
   var drawn=0;document.querySelectorAll('svg.plot').forEach(function(s){
-    if(s.querySelectorAll('path.series,rect.seg').length>0)drawn++;});
+    if(s.querySelectorAll('.mark').length>0)drawn++;});
   document.body.setAttribute('data-plots-drawn',String(drawn));
   document.body.setAttribute('data-ready','1');
 })();
@@ -319,9 +206,7 @@ constexpr const char* kScriptTail = R"(<script>
 std::string render_html(const Comparison& c, const RenderOptions& ro) {
   const auto& l = c.label;
   const Attribution& a = c.attribution;
-  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  o += "<title>pacer compare: " + esc(c.path[0]) + " vs " + esc(c.path[1]) + "</title>\n";
-  o += "<style>" + std::string(kStyle) + "</style>\n" + kScriptHead + "</head><body>\n";
+  std::string o = html::page_begin("pacer compare: " + c.path[0] + " vs " + c.path[1], true);
   o += fmt::format("<h1>Performance comparison: {} <code>{}</code> vs {} <code>{}</code></h1>\n",
                    esc(l[0]), esc(c.path[0]), esc(l[1]), esc(c.path[1]));
   o += "<p class=\"verdict\"><b>Verdict:</b> " + esc(c.verdict) + "</p>\n";
@@ -457,7 +342,7 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
     o += "<li><b>" + esc(term) + "</b>: " + inline_md(text) + "</li>\n";
   o += "</ul>\n";
   o += kScriptTail;
-  o += "\n</body></html>\n";
+  o += "\n" + html::page_end();
   return o;
 }
 

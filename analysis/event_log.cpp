@@ -658,7 +658,7 @@ void LogReader::Impl::parse_header_line(std::string_view line, int64_t lineno, i
     throw LogError(path, lineno, offset,
                    "the first record is not a header (\"type\":\"header\"): not a pacer event log");
   }
-  const auto schema_it = j.find("schema");
+  const auto schema_it = j.find(eventlog::header_key::kSchema);
   if (schema_it == j.end() || !schema_it->is_number_integer()) {
     throw LogError(path, lineno, offset, "header field \"schema\" is missing or not an integer");
   }

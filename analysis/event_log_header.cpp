@@ -10,25 +10,26 @@ namespace {
 
 using nlohmann::json;
 
-const json* member(const json& obj, const char* key) {
+const json* member(const json& obj, std::string_view key) {
   if (!obj.is_object()) return nullptr;
   const auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
-[[noreturn]] void wrong_type(std::string_view where, const char* key, const char* expected) {
+[[noreturn]] void wrong_type(std::string_view where, std::string_view key, const char* expected) {
   throw std::runtime_error(fmt::format("field \"{}{}\": expected {}", where, key, expected));
 }
 
-void take(const json& obj, std::string_view where, const char* key, std::string& out) {
+void take(const json& obj, std::string_view where, std::string_view key, std::string& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (!v->is_string()) wrong_type(where, key, "a string");
   out = v->get<std::string>();
 }
 
-void take(const json& obj, std::string_view where, const char* key, std::optional<int64_t>& out) {
+void take(const json& obj, std::string_view where, std::string_view key,
+          std::optional<int64_t>& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (v->is_number_integer()) {
@@ -40,14 +41,15 @@ void take(const json& obj, std::string_view where, const char* key, std::optiona
   }
 }
 
-void take(const json& obj, std::string_view where, const char* key, std::optional<double>& out) {
+void take(const json& obj, std::string_view where, std::string_view key,
+          std::optional<double>& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (!v->is_number()) wrong_type(where, key, "a number");
   out = v->get<double>();
 }
 
-void take(const json& obj, std::string_view where, const char* key, std::optional<bool>& out) {
+void take(const json& obj, std::string_view where, std::string_view key, std::optional<bool>& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (!v->is_boolean()) wrong_type(where, key, "true or false");
@@ -55,7 +57,8 @@ void take(const json& obj, std::string_view where, const char* key, std::optiona
 }
 
 template <class T>
-void take_array(const json& obj, std::string_view where, const char* key, std::vector<T>& out) {
+void take_array(const json& obj, std::string_view where, std::string_view key,
+                std::vector<T>& out) {
   const json* v = member(obj, key);
   if (!v) return;
   if (!v->is_array()) wrong_type(where, key, "an array");
@@ -71,7 +74,7 @@ void take_array(const json& obj, std::string_view where, const char* key, std::v
   }
 }
 
-const json& object_or_empty(const json& obj, const char* key) {
+const json& object_or_empty(const json& obj, std::string_view key) {
   static const json kEmpty = json::object();
   const json* v = member(obj, key);
   if (!v) return kEmpty;
@@ -82,91 +85,105 @@ const json& object_or_empty(const json& obj, const char* key) {
 }  // namespace
 
 void parse_header_json(const json& j, Header& h) {
-  h.schema = j.at("schema").get<int>();
-  take(j, "", "pacer_version", h.pacer_version);
-  take(j, "", "git_sha", h.git_sha);
-  take(j, "", "time_utc", h.time_utc);
-  take(j, "", "command", h.command);
-  take_array(j, "", "argv", h.argv);
+  namespace key = eventlog::header_key;
+  namespace mk = eventlog::model_key;
+  namespace rk = eventlog::run_key;
+  namespace hk = eventlog::host_key;
+  namespace ck = eventlog::counters_key;
+  namespace fk = eventlog::frequency_key;
+  namespace tk = eventlog::thermal_key;
+  h.schema = j.at(key::kSchema).get<int>();
+  take(j, "", key::kPacerVersion, h.pacer_version);
+  take(j, "", key::kGitSha, h.git_sha);
+  take(j, "", key::kTimeUtc, h.time_utc);
+  take(j, "", key::kCommand, h.command);
+  take_array(j, "", key::kArgv, h.argv);
 
-  const json& m = object_or_empty(j, "model");
-  take(m, "model.", "path", h.model.path);
-  take(m, "model.", "name", h.model.name);
-  take(m, "model.", "arch", h.model.arch);
-  take(m, "model.", "type", h.model.type);
-  take(m, "model.", "params", h.model.params);
-  take(m, "model.", "bytes", h.model.bytes);
-  take(m, "model.", "matmul_bytes_per_token", h.model.matmul_bytes_per_token);
-  take(m, "model.", "n_layers", h.model.n_layers);
-  take(m, "model.", "n_embd", h.model.n_embd);
-  take(m, "model.", "n_heads", h.model.n_heads);
-  take(m, "model.", "n_kv_heads", h.model.n_kv_heads);
-  take(m, "model.", "n_ff", h.model.n_ff);
-  take(m, "model.", "n_vocab", h.model.n_vocab);
+  const json& m = object_or_empty(j, key::kModel);
+  const std::string mw = fmt::format("{}.", key::kModel);
+  take(m, mw, mk::kPath, h.model.path);
+  take(m, mw, mk::kName, h.model.name);
+  take(m, mw, mk::kArch, h.model.arch);
+  take(m, mw, mk::kType, h.model.type);
+  take(m, mw, mk::kParams, h.model.params);
+  take(m, mw, mk::kBytes, h.model.bytes);
+  take(m, mw, mk::kMatmulBytesPerToken, h.model.matmul_bytes_per_token);
+  take(m, mw, mk::kNLayers, h.model.n_layers);
+  take(m, mw, mk::kNEmbd, h.model.n_embd);
+  take(m, mw, mk::kNHeads, h.model.n_heads);
+  take(m, mw, mk::kNKvHeads, h.model.n_kv_heads);
+  take(m, mw, mk::kNFf, h.model.n_ff);
+  take(m, mw, mk::kNVocab, h.model.n_vocab);
 
-  const json& r = object_or_empty(j, "run");
-  take(r, "run.", "threads", h.run.threads);
-  take(r, "run.", "pin", h.run.pin);
-  take_array(r, "run.", "cpus", h.run.cpus);
-  take(r, "run.", "ctx", h.run.ctx);
-  take(r, "run.", "n_prompt", h.run.n_prompt);
-  take(r, "run.", "n_predict", h.run.n_predict);
-  take(r, "run.", "seed", h.run.seed);
-  take(r, "run.", "temperature", h.run.temperature);
-  take(r, "run.", "isa", h.run.isa);
-  take(r, "run.", "kv_type", h.run.kv_type);
-  take(r, "run.", "recording", h.run.recording);
-  // The schema's keys are string literals, so data() is NUL-terminated.
-  if (const json* numa = member(r, eventlog::numa_key::kNuma.data())) {
-    take(*numa, "run.numa.", eventlog::numa_key::kPolicy.data(), h.run.numa);
+  const json& r = object_or_empty(j, key::kRun);
+  const std::string rw = fmt::format("{}.", key::kRun);
+  take(r, rw, rk::kThreads, h.run.threads);
+  take(r, rw, rk::kPin, h.run.pin);
+  take_array(r, rw, rk::kCpus, h.run.cpus);
+  take(r, rw, rk::kCtx, h.run.ctx);
+  take(r, rw, rk::kNPrompt, h.run.n_prompt);
+  take(r, rw, rk::kNPredict, h.run.n_predict);
+  take(r, rw, rk::kSeed, h.run.seed);
+  take(r, rw, rk::kTemperature, h.run.temperature);
+  take(r, rw, rk::kIsa, h.run.isa);
+  take(r, rw, rk::kKvType, h.run.kv_type);
+  take(r, rw, rk::kRecording, h.run.recording);
+  if (const json* numa = member(r, rk::kNuma)) {
+    take(*numa, fmt::format("{}{}.", rw, rk::kNuma), eventlog::numa_key::kPolicy, h.run.numa);
   }
 
-  const json& host = object_or_empty(j, "host");
-  take(host, "host.", "hostname", h.host.hostname);
-  take(host, "host.", "cpu_model", h.host.cpu_model);
-  take(host, "host.", "microcode", h.host.microcode);
-  take(host, "host.", "kernel", h.host.kernel);
-  take(host, "host.", "governor", h.host.governor);
-  take(host, "host.", "smt", h.host.smt);
-  take(host, "host.", "virtualized", h.host.virtualized);
-  take(host, "host.", "tsc_mhz", h.host.tsc_mhz);
-  take_array(host, "host.", "allowed_cpus", h.host.allowed_cpus);
-  if (const json* topo = member(host, "topology")) {
-    take(*topo, "host.topology.", "packages", h.host.packages);
-    take(*topo, "host.topology.", "numa_nodes", h.host.numa_nodes);
-    take(*topo, "host.topology.", "cores", h.host.cores);
-    take(*topo, "host.topology.", "pus", h.host.pus);
-    take(*topo, "host.topology.", "l3_bytes", h.host.l3_bytes);
+  const json& host = object_or_empty(j, key::kHost);
+  const std::string hw = fmt::format("{}.", key::kHost);
+  take(host, hw, hk::kHostname, h.host.hostname);
+  take(host, hw, hk::kCpuModel, h.host.cpu_model);
+  take(host, hw, hk::kMicrocode, h.host.microcode);
+  take(host, hw, hk::kKernel, h.host.kernel);
+  take(host, hw, hk::kGovernor, h.host.governor);
+  take(host, hw, hk::kSmt, h.host.smt);
+  take(host, hw, hk::kVirtualized, h.host.virtualized);
+  take(host, hw, hk::kTscMhz, h.host.tsc_mhz);
+  take_array(host, hw, hk::kAllowedCpus, h.host.allowed_cpus);
+  if (const json* topo = member(host, hk::kTopology)) {
+    const std::string tw = fmt::format("{}{}.", hw, hk::kTopology);
+    take(*topo, tw, hk::kPackages, h.host.packages);
+    take(*topo, tw, hk::kNumaNodes, h.host.numa_nodes);
+    take(*topo, tw, hk::kCores, h.host.cores);
+    take(*topo, tw, hk::kPus, h.host.pus);
+    take(*topo, tw, hk::kL3Bytes, h.host.l3_bytes);
   }
 
-  const json& c = object_or_empty(j, "counters");
-  take(c, "counters.", "mode", h.counters.mode);
-  take_array(c, "counters.", "live", h.counters.live);
-  take(c, "counters.", "read", h.counters.read);
-  take(c, "counters.", "scope", h.counters.scope);
-  take(c, "counters.", "software_scope", h.counters.software_scope);
-  if (const json* un = member(c, "unavailable")) {
-    if (!un->is_array()) wrong_type("counters.", "unavailable", "an array");
+  const json& c = object_or_empty(j, key::kCounters);
+  const std::string cw = fmt::format("{}.", key::kCounters);
+  take(c, cw, ck::kMode, h.counters.mode);
+  take_array(c, cw, ck::kLive, h.counters.live);
+  take(c, cw, ck::kRead, h.counters.read);
+  take(c, cw, ck::kScope, h.counters.scope);
+  take(c, cw, ck::kSoftwareScope, h.counters.software_scope);
+  if (const json* un = member(c, ck::kUnavailable)) {
+    if (!un->is_array()) wrong_type(cw, ck::kUnavailable, "an array");
+    const std::string uw = fmt::format("{}{}.", cw, ck::kUnavailable);
     for (const json& e : *un) {
       UnavailableCounter u;
-      take(e, "counters.unavailable.", "event", u.event);
-      take(e, "counters.unavailable.", "reason", u.reason);
+      take(e, uw, ck::kEvent, u.event);
+      take(e, uw, ck::kReason, u.reason);
       h.counters.unavailable.push_back(std::move(u));
     }
   }
 
-  const json& f = object_or_empty(j, "frequency");
-  take(f, "frequency.", "source", h.frequency.source);
-  take(f, "frequency.", "detail", h.frequency.detail);
-  take(f, "frequency.", "nominal_mhz", h.frequency.nominal_mhz);
+  const json& f = object_or_empty(j, key::kFrequency);
+  const std::string fw = fmt::format("{}.", key::kFrequency);
+  take(f, fw, fk::kSource, h.frequency.source);
+  take(f, fw, fk::kDetail, h.frequency.detail);
+  take(f, fw, fk::kNominalMhz, h.frequency.nominal_mhz);
 
-  const json& t = object_or_empty(j, "thermal");
-  take(t, "thermal.", "throttle_counters", h.throttle_counters);
-  take(t, "thermal.", "rapl", h.rapl);
+  const json& t = object_or_empty(j, key::kThermal);
+  const std::string tw = fmt::format("{}.", key::kThermal);
+  take(t, tw, tk::kThrottleCounters, h.throttle_counters);
+  take(t, tw, tk::kRapl, h.rapl);
 
-  take(j, "", "bandwidth_gbs", h.bandwidth_gbs);
-  take_array(j, "", "freq_before_mhz", h.freq_before_mhz);
-  take(j, "", "load_ms", h.load_ms);
+  take(j, "", key::kBandwidthGbs, h.bandwidth_gbs);
+  take_array(j, "", key::kFreqBeforeMhz, h.freq_before_mhz);
+  take(j, "", key::kLoadMs, h.load_ms);
 }
 
 }  // namespace pacer::analysis

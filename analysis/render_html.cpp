@@ -1,251 +1,166 @@
-// HTML report: one self-contained file (inline CSS and JS, no external resources) that works
-// offline. The tables are rendered here; the plots are drawn as SVG by the inline script from
-// the report data embedded as JSON. When every plot has drawn, the script sets document.title to
-// "plots-ok:<n>" and fills #plots-status; a script error sets "plots-error:<message>" instead
-// (tests/analysis/html_render_test.cpp checks both in headless Chromium).
+// HTML report: one self-contained file (inline CSS, no scripts, no external resources) that
+// works offline. The tables and the plots are both rendered here; the plots are SVG drawn by the
+// shared helpers of analysis/html_page.h, like the comparison and history pages
+// (tests/analysis/html_render_test.cpp checks them in headless Chromium).
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
+#include "analysis/html_page.h"
 #include "analysis/report.h"
-#include "analysis/report_json.h"
 #include "analysis/report_sections.h"
 
 namespace pacer::analysis {
 namespace {
 
-std::string esc(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
+using html::esc;
+using html::palette;
+
+// The width every report plot is drawn at (it scales down with the page).
+constexpr double kPlotWidth = 1180;
+
+// A figure: its heading, then the plot container with `id` (the plot's SVG or a line saying why
+// there is none, then the legend).
+std::string figure(std::string_view title, std::string_view id, const std::string& body) {
+  return fmt::format("<div class=\"figure\"><h3>{}</h3><div id=\"{}\">{}</div></div>\n", esc(title),
+                     esc(id), body);
 }
 
-constexpr const char* kCss = R"CSS(
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#1d2433;background:#fafbfc;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d8dee8;padding-bottom:4px}
-h3{font-size:15px;margin:16px 0 6px}
-.sub{color:#5b6578;margin-bottom:16px}
-.cards{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}
-.card{background:#fff;border:1px solid #d8dee8;border-radius:6px;padding:8px 14px;min-width:130px}
-.card .k{color:#5b6578;font-size:12px} .card .v{font-size:18px;font-weight:600}
-.verdict{background:#fff6e5;border:1px solid #f0c36d;border-radius:6px;padding:10px 14px;margin:12px 0}
-.verdict.warn{background:#fdecea;border-color:#e8a39b}
-.plot{background:#fff;border:1px solid #d8dee8;border-radius:6px;padding:8px;margin:10px 0}
-.plot h3{margin:4px 6px 6px}
-.plot svg{display:block;width:100%;height:auto}
-.plot .none{color:#5b6578;padding:8px}
-table{border-collapse:collapse;background:#fff;font-size:12.5px;margin:6px 0}
-th,td{border:1px solid #e1e6ee;padding:3px 7px;white-space:nowrap}
-th{background:#f1f4f8;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
-dl.facts dt{color:#5b6578} dl.facts dd{margin:0}
-ul.notes{margin:6px 0;padding-left:20px} .omitted{color:#5b6578;font-style:italic}
-details summary{cursor:pointer;color:#2a5db0;margin:6px 0}
-.legend span{display:inline-block;margin-right:14px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-)CSS";
+std::string no_plot(std::string_view why) {
+  return fmt::format("<div class=\"none\">{}</div>", esc(why));
+}
 
-constexpr const char* kScript = R"JS(
-(function () {
-  "use strict";
-  var NS = "http://www.w3.org/2000/svg";
-  var data = JSON.parse(document.getElementById("report-data").textContent);
-  var drawn = 0;
-  var COLORS = ["#3b6fd4", "#e07b39", "#3aa35b", "#c2413b", "#8a5cc2", "#2c9fa8", "#b59a2a", "#7a7f8a"];
-
-  function el(tag, attrs, parent, text) {
-    var e = document.createElementNS(NS, tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function niceTicks(lo, hi, n) {
-    if (!(hi > lo)) { hi = lo + 1; }
-    var span = hi - lo, step = Math.pow(10, Math.floor(Math.log10(span / n)));
-    var err = span / n / step;
-    if (err >= 7.5) step *= 10; else if (err >= 3.5) step *= 5; else if (err >= 1.5) step *= 2;
-    var ticks = [], t = Math.ceil(lo / step) * step;
-    for (; t <= hi + step * 1e-9; t += step) ticks.push(+t.toPrecision(12));
-    return ticks;
-  }
-  // Tick labels with as many decimals as the tick step needs.
-  function fmtTick(v, step) {
-    var d = Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9)));
-    return v.toFixed(d);
-  }
-  function svgBox(id, w, h) {
-    var holder = document.getElementById(id);
-    var svg = el("svg", {viewBox: "0 0 " + w + " " + h, width: w, height: h, role: "img"});
-    holder.appendChild(svg);
-    return svg;
-  }
-  function none(id, why) {
-    var d = document.createElement("div");
-    d.className = "none";
-    d.textContent = why;
-    document.getElementById(id).appendChild(d);
-  }
-  function yAxis(svg, x, top, bottom, lo, hi, label, right) {
-    var ticks = niceTicks(lo, hi, 5), g = el("g", {"class": "axis"}, svg);
-    var step = ticks.length > 1 ? ticks[1] - ticks[0] : Math.abs(hi - lo) || 1;
-    el("line", {x1: x, x2: x, y1: top, y2: bottom, stroke: "#8a93a5"}, g);
-    ticks.forEach(function (t) {
-      var y = bottom - (t - lo) / (hi - lo) * (bottom - top);
-      el("text", {x: right ? x + 6 : x - 6, y: y + 4, "font-size": 11, fill: "#5b6578",
-                  "text-anchor": right ? "start" : "end"}, g, fmtTick(t, step));
-      if (!right) el("line", {x1: x, x2: x + 9999, y1: y, y2: y, stroke: "#eef1f5"}, g);
-    });
-    var lx = right ? x + 52 : x - 48, ly = (top + bottom) / 2;
-    el("text", {x: lx, y: ly, "font-size": 12, fill: "#3a4252", "text-anchor": "middle",
-                transform: "rotate(-90 " + lx + " " + ly + ")"}, g, label);
-  }
-  function xAxis(svg, left, right, y, lo, hi, label) {
-    var g = el("g", {"class": "axis"}, svg);
-    el("line", {x1: left, x2: right, y1: y, y2: y, stroke: "#8a93a5"}, g);
-    var ticks = niceTicks(lo, hi, 8);
-    var step = ticks.length > 1 ? ticks[1] - ticks[0] : Math.abs(hi - lo) || 1;
-    ticks.forEach(function (t) {
-      var x = left + (t - lo) / (hi - lo) * (right - left);
-      el("line", {x1: x, x2: x, y1: y, y2: y + 4, stroke: "#8a93a5"}, g);
-      el("text", {x: x, y: y + 16, "font-size": 11, fill: "#5b6578", "text-anchor": "middle"}, g, fmtTick(t, step));
-    });
-    el("text", {x: (left + right) / 2, y: y + 34, "font-size": 12, fill: "#3a4252",
-                "text-anchor": "middle"}, g, label);
-  }
-  function pathOf(xs, ys) {
-    var d = "";
-    for (var i = 0; i < xs.length; i++) d += (i ? "L" : "M") + xs[i].toFixed(1) + " " + ys[i].toFixed(1);
-    return d;
-  }
-
-  // 1. Per-step latency with the effective frequency on a second axis.
-  function timeline() {
-    var steps = data.steps;
-    if (!steps.length) { none("plot-timeline", "no step records in this log"); return; }
-    var W = 1180, H = 340, L = 70, R = W - 80, T = 16, B = H - 52;
-    var svg = svgBox("plot-timeline", W, H);
-    var ms = steps.map(function (s) { return s.dur_ns / 1e6; });
-    var maxMs = Math.max.apply(null, ms) * 1.05 || 1;
-    var n = steps.length, xOf = function (i) { return L + (n > 1 ? i / (n - 1) : 0.5) * (R - L); };
-    yAxis(svg, L, T, B, 0, maxMs, "step latency (ms)", false);
-    xAxis(svg, L, R, B, 0, Math.max(n - 1, 1), "step (in run order)");
-    var dec = [], decX = [];
-    steps.forEach(function (s, i) {
-      var y = B - ms[i] / maxMs * (B - T);
-      if (s.phase === "decode") { dec.push(y); decX.push(xOf(i)); }
-      else el("circle", {"class": "mark", cx: xOf(i), cy: y, r: 4, fill: COLORS[1]}, svg);
-    });
-    if (dec.length) el("path", {"class": "mark", d: pathOf(decX, dec), fill: "none", stroke: COLORS[0], "stroke-width": 1.5}, svg);
-    var fx = [], fy = [], fs = steps.filter(function (s) { return s.freq_mhz !== null; });
-    if (fs.length) {
-      var fmin = Math.min.apply(null, fs.map(function (s) { return s.freq_mhz; }));
-      var fmax = Math.max.apply(null, fs.map(function (s) { return s.freq_mhz; }));
-      var pad = Math.max((fmax - fmin) * 0.1, 50), lo = Math.max(0, fmin - pad), hi = fmax + pad;
-      yAxis(svg, R, T, B, lo, hi, "effective frequency (MHz)", true);
-      steps.forEach(function (s, i) {
-        if (s.freq_mhz === null) return;
-        fx.push(xOf(i)); fy.push(B - (s.freq_mhz - lo) / (hi - lo) * (B - T));
-      });
-      el("path", {"class": "mark", d: pathOf(fx, fy), fill: "none", stroke: COLORS[3], "stroke-width": 1.2, "stroke-dasharray": "4 2"}, svg);
+// 1. Per-step latency in run order, with the effective frequency on a second axis.
+std::string timeline_plot(const Report& r) {
+  const std::vector<StepRow>& steps = r.steps;
+  if (steps.empty()) return no_plot("no step records in this log");
+  html::Svg svg({kPlotWidth, 340, 70, 80, 16, 52}, "plot", "", "step latency and frequency");
+  double max_ms = 0;
+  for (const StepRow& s : steps) max_ms = std::max(max_ms, s.dur_ns / 1e6);
+  max_ms = max_ms > 0 ? max_ms * 1.05 : 1;
+  const size_t n = steps.size();
+  const html::Scale sx = svg.x_scale(0, static_cast<double>(std::max<size_t>(n, 2) - 1));
+  const html::Scale sy = svg.y_scale(0, max_ms);
+  svg.y_axis(sy, "step latency (ms)");
+  svg.x_axis(sx, "step (in run order)");
+  std::vector<double> dec_x, dec_y, f_x, f_y;
+  double fmin = INFINITY, fmax = -INFINITY;
+  for (size_t i = 0; i < n; ++i) {
+    const StepRow& s = steps[i];
+    const double ms = s.dur_ns / 1e6;
+    if (s.phase == Phase::Decode) {
+      dec_x.push_back(static_cast<double>(i));
+      dec_y.push_back(ms);
+    } else {
+      svg.dot(sx(static_cast<double>(i)), sy(ms), 4, palette(1),
+              fmt::format("{} step {}: {:.3f} ms", phase_name(s.phase), s.step, ms));
     }
-    var lg = document.createElement("div");
-    lg.className = "legend";
-    lg.innerHTML = '<span><i style="background:' + COLORS[0] + '"></i>decode step latency</span>' +
-        '<span><i style="background:' + COLORS[1] + '"></i>prefill step</span>' +
-        (fs.length ? '<span><i style="background:' + COLORS[3] + '"></i>effective frequency (right axis)</span>'
-                   : '<span>no frequency data</span>');
-    document.getElementById("plot-timeline").appendChild(lg);
-    drawn++;
+    if (s.freq_mhz) {
+      f_x.push_back(static_cast<double>(i));
+      f_y.push_back(*s.freq_mhz);
+      fmin = std::min(fmin, *s.freq_mhz);
+      fmax = std::max(fmax, *s.freq_mhz);
+    }
   }
-
-  // 2. Per-op time breakdown (phase :: op, by total time).
-  function opBars() {
-    var rows = data.by_phase_op.slice(0, 20);
-    if (!rows.length) { none("plot-ops", "no op records in this log"); return; }
-    var bh = 20, W = 1180, L = 250, R = W - 150, T = 8, H = T + rows.length * bh + 30;
-    var svg = svgBox("plot-ops", W, H);
-    var max = rows[0].dist.total_ns || 1;
-    var phases = [];
-    rows.forEach(function (r, i) {
-      if (phases.indexOf(r.phase) < 0) phases.push(r.phase);
-      var y = T + i * bh, w = r.dist.total_ns / max * (R - L);
-      el("text", {x: L - 8, y: y + 14, "font-size": 12, "text-anchor": "end", fill: "#1d2433"}, svg, r.phase + " :: " + r.name);
-      el("rect", {"class": "mark", x: L, y: y + 3, width: Math.max(w, 1), height: bh - 6, fill: COLORS[phases.indexOf(r.phase) % COLORS.length]}, svg);
-      el("text", {x: L + Math.max(w, 1) + 6, y: y + 14, "font-size": 11, fill: "#3a4252"}, svg,
-         (r.dist.total_ns / 1e6).toFixed(2) + " ms  " + (100 * r.share).toFixed(1) + "%");
-    });
-    xAxis(svg, L, R, T + rows.length * bh + 2, 0, max / 1e6, "");
-    drawn++;
+  svg.line(dec_x, dec_y, sx, sy, palette(0), "", "decode step latency (ms)");
+  std::vector<html::LegendItem> keys{{palette(0), "decode step latency"},
+                                     {palette(1), "prefill step"}};
+  if (!f_y.empty()) {
+    const double pad = std::max((fmax - fmin) * 0.1, 50.0);
+    const html::Scale sf = svg.y_scale(std::max(0.0, fmin - pad), fmax + pad);
+    svg.y_axis(sf, "effective frequency (MHz)", true);
+    svg.line(f_x, f_y, sx, sf, palette(3), "4 2", "effective frequency (MHz)");
+    keys.push_back({palette(3), "effective frequency (right axis)", true});
+  } else {
+    keys.push_back({"", "no frequency data"});
   }
+  return svg.str() + html::legend(keys);
+}
 
-  // 3. Decode step-latency histogram.
-  function histogram() {
-    var v = data.steps.filter(function (s) { return s.phase === "decode"; }).map(function (s) { return s.dur_ns / 1e6; });
-    if (!v.length) { none("plot-hist", "no decode steps in this log"); return; }
-    var lo = Math.min.apply(null, v), hi = Math.max.apply(null, v);
-    if (hi <= lo) { hi = lo + Math.max(lo * 0.01, 1e-3); }
-    var nb = Math.min(40, Math.max(5, Math.ceil(Math.sqrt(v.length)))), w = (hi - lo) / nb;
-    var counts = new Array(nb).fill(0);
-    v.forEach(function (x) { counts[Math.min(nb - 1, Math.floor((x - lo) / w))]++; });
-    var W = 1180, H = 300, L = 70, R = W - 30, T = 12, B = H - 52;
-    var svg = svgBox("plot-hist", W, H), cmax = Math.max.apply(null, counts);
-    yAxis(svg, L, T, B, 0, cmax, "decode steps", false);
-    xAxis(svg, L, R, B, lo, hi, "decode step latency (ms)");
-    counts.forEach(function (c, i) {
-      var x = L + i / nb * (R - L), bw = (R - L) / nb, h = c / cmax * (B - T);
-      el("rect", {"class": "mark", x: x + 1, y: B - h, width: Math.max(bw - 2, 1), height: h, fill: COLORS[0]}, svg);
-    });
-    drawn++;
+// 2. Per-op time (phase :: op, the 20 largest by total time), one bar each.
+std::string op_plot(const Report& r) {
+  const size_t n = std::min<size_t>(r.by_phase_op.size(), 20);
+  if (n == 0) return no_plot("no op records in this log");
+  constexpr double kRow = 20;
+  html::Svg svg({kPlotWidth, 8 + kRow * static_cast<double>(n) + 46, 250, 150, 8, 46}, "plot", "",
+                "time per op");
+  const double max_ms = std::max(r.by_phase_op[0].dist.total_ns / 1e6, 1e-6);
+  const html::Scale sx = svg.x_scale(0, max_ms);
+  std::vector<Phase> phases;
+  for (size_t i = 0; i < n; ++i) {
+    const OpRow& row = r.by_phase_op[i];
+    if (std::find(phases.begin(), phases.end(), row.phase) == phases.end())
+      phases.push_back(row.phase);
+    const size_t color =
+        static_cast<size_t>(std::find(phases.begin(), phases.end(), row.phase) - phases.begin());
+    const double y = svg.plot_top() + kRow * static_cast<double>(i);
+    const double ms = row.dist.total_ns / 1e6;
+    const std::string name = fmt::format("{} :: {}", phase_name(row.phase), row.name);
+    const double w = std::max(sx(ms) - sx(0), 1.0);
+    svg.text(svg.plot_left() - 8, y + 14, name, "end");
+    svg.bar(svg.plot_left(), y + 3, w, kRow - 6, palette(color),
+            fmt::format("{}: {:.3f} ms", name, ms));
+    svg.text(svg.plot_left() + w + 6, y + 14,
+             fmt::format("{:.2f} ms  {:.1f}%", ms, 100 * row.share));
   }
+  svg.x_axis(sx, "total time (ms)");
+  return svg.str();
+}
 
-  // 4. Phase breakdown as one stacked bar.
-  function phases() {
-    var rows = data.phases.filter(function (p) { return p.total_ns > 0; });
-    if (!rows.length) { none("plot-phases", "no timed phases"); return; }
-    var W = 1180, H = 70, L = 10, R = W - 10, x = L;
-    var svg = svgBox("plot-phases", W, H);
-    rows.forEach(function (p, i) {
-      var w = p.share * (R - L);
-      el("rect", {"class": "mark", x: x, y: 8, width: Math.max(w, 1), height: 26, fill: COLORS[i % COLORS.length]}, svg);
-      if (w > 90) el("text", {x: x + 6, y: 26, "font-size": 12, fill: "#fff"}, svg, p.name + " " + (100 * p.share).toFixed(1) + "%");
-      x += w;
-    });
-    var lx = L;
-    rows.forEach(function (p, i) {
-      el("rect", {x: lx, y: 46, width: 10, height: 10, fill: COLORS[i % COLORS.length]}, svg);
-      var label = p.name + " " + (p.total_ns / 1e6).toFixed(2) + " ms (" + (100 * p.share).toFixed(1) + "%)";
-      el("text", {x: lx + 14, y: 55, "font-size": 11, fill: "#3a4252"}, svg, label);
-      lx += 20 + label.length * 6.4;
-    });
-    drawn++;
+// 3. Decode step-latency histogram: sqrt(n) bins, 5 to 40 of them.
+std::string histogram_plot(const Report& r) {
+  std::vector<double> v;
+  for (const StepRow& s : r.steps)
+    if (s.phase == Phase::Decode) v.push_back(s.dur_ns / 1e6);
+  if (v.empty()) return no_plot("no decode steps in this log");
+  double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+  if (hi <= lo) hi = lo + std::max(lo * 0.01, 1e-3);
+  const size_t bins = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(v.size())))), 5, 40);
+  const double width = (hi - lo) / static_cast<double>(bins);
+  std::vector<int> counts(bins, 0);
+  for (double x : v)
+    ++counts[std::min(bins - 1, static_cast<size_t>(std::max(0.0, std::floor((x - lo) / width))))];
+  const int cmax = *std::max_element(counts.begin(), counts.end());
+  html::Svg svg({kPlotWidth, 300, 70, 30, 12, 52}, "plot", "", "decode step latency histogram");
+  const html::Scale sx = svg.x_scale(lo, hi), sy = svg.y_scale(0, cmax);
+  svg.y_axis(sy, "decode steps");
+  svg.x_axis(sx, "decode step latency (ms)");
+  for (size_t i = 0; i < bins; ++i) {
+    const double b0 = lo + width * static_cast<double>(i);
+    const double x0 = sx(b0), x1 = sx(b0 + width);
+    svg.bar(x0 + 1, sy(counts[i]), std::max(x1 - x0 - 2, 1.0), sy(0) - sy(counts[i]), palette(0),
+            fmt::format("{:.3f} to {:.3f} ms: {} steps", b0, b0 + width, counts[i]));
   }
+  return svg.str();
+}
 
-  timeline();
-  opBars();
-  histogram();
-  phases();
-  var status = document.getElementById("plots-status");
-  status.setAttribute("data-plots", String(drawn));
-  status.textContent = drawn + " plots drawn";
-  if (document.title.indexOf("plots-error") !== 0) document.title = "plots-ok:" + drawn;
-})();
-)JS";
+// 4. The phases as one stacked bar over the run's time.
+std::string phase_plot(const Report& r) {
+  std::vector<const PhaseRow*> rows;
+  for (const PhaseRow& p : r.phases)
+    if (p.total_ns > 0) rows.push_back(&p);
+  if (rows.empty()) return no_plot("no timed phases");
+  html::Svg svg({kPlotWidth, 90, 10, 10, 8, 52}, "plot", "", "phase breakdown");
+  const html::Scale sx = svg.x_scale(0, 100);
+  double at = 0;
+  std::vector<html::LegendItem> keys;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PhaseRow& p = *rows[i];
+    const double x0 = sx(at), x1 = sx(at + 100 * p.share);
+    const std::string label =
+        fmt::format("{} {:.2f} ms ({:.1f}%)", p.name, p.total_ns / 1e6, 100 * p.share);
+    svg.bar(x0, svg.plot_top(), std::max(x1 - x0, 1.0), 26, palette(i), label);
+    if (x1 - x0 > 90)
+      svg.text(x0 + 6, svg.plot_top() + 18, fmt::format("{} {:.1f}%", p.name, 100 * p.share),
+               "start", "on-bar");
+    keys.push_back({palette(i), label});
+    at += 100 * p.share;
+  }
+  svg.x_axis(sx, "share of the run's time (%)");
+  return svg.str() + html::legend(keys);
+}
 
 void append_table(std::string& out, const detail::Table& t) {
   out += "<table><thead><tr>";
@@ -267,15 +182,7 @@ std::string render_html(const Report& r) {
   const Header& h = r.header;
   std::string out;
   out.reserve(1 << 20);
-  out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  out += fmt::format("<title>pacer report: {}</title>\n", esc(r.source));
-  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  // The error hook comes first so it sees errors of everything after it.
-  out +=
-      "<script>window.onerror=function(m){document.title='plots-error:'+m;"
-      "var d=document.createElement('div');d.id='js-error';d.textContent=String(m);"
-      "(document.body||document.documentElement).appendChild(d);};</script>\n";
-  out += fmt::format("<style>{}</style>\n</head><body>\n", kCss);
+  out += html::page_begin("pacer report: " + r.source);
   out += fmt::format(
       "<h1>pacer report</h1>\n<div class=\"sub\">{} &middot; {} {} &middot; {} "
       "threads, pin {} &middot; {}</div>\n",
@@ -318,17 +225,10 @@ std::string render_html(const Report& r) {
   out += "</div>\n";
 
   out += "<h2 id=\"plots\">Plots</h2>\n";
-  out +=
-      "<div class=\"plot\"><h3>Step latency and effective frequency</h3>"
-      "<div id=\"plot-timeline\"></div></div>\n";
-  out +=
-      "<div class=\"plot\"><h3>Time per op (phase :: op, top 20 by total)</h3>"
-      "<div id=\"plot-ops\"></div></div>\n";
-  out +=
-      "<div class=\"plot\"><h3>Decode step latency histogram</h3>"
-      "<div id=\"plot-hist\"></div></div>\n";
-  out += "<div class=\"plot\"><h3>Phase breakdown</h3><div id=\"plot-phases\"></div></div>\n";
-  out += "<div id=\"plots-status\" data-plots=\"0\"></div>\n";
+  out += figure("Step latency and effective frequency", "plot-timeline", timeline_plot(r));
+  out += figure("Time per op (phase :: op, top 20 by total)", "plot-ops", op_plot(r));
+  out += figure("Decode step latency histogram", "plot-hist", histogram_plot(r));
+  out += figure("Phase breakdown", "plot-phases", phase_plot(r));
 
   for (const detail::Section& s : detail::build_sections(r, 0)) {
     out += fmt::format("<h2 id=\"{}\">{}</h2>\n", esc(s.id), esc(s.title));
@@ -358,23 +258,7 @@ std::string render_html(const Report& r) {
     }
   }
 
-  // Plot data: only what the script reads. "</" is escaped so no string can close the tag.
-  nlohmann::json data = detail::report_json(r);
-  nlohmann::json slim = {
-      {"steps", data["steps"]}, {"by_phase_op", data["by_phase_op"]}, {"phases", data["phases"]}};
-  std::string json = slim.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string safe;
-  safe.reserve(json.size());
-  for (size_t i = 0; i < json.size(); ++i) {
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') {
-      safe += "<\\/";
-      ++i;
-    } else {
-      safe += json[i];
-    }
-  }
-  out += "<script type=\"application/json\" id=\"report-data\">" + safe + "</script>\n";
-  out += fmt::format("<script>{}</script>\n</body></html>\n", kScript);
+  out += html::page_end();
   return out;
 }
 

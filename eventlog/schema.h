@@ -115,6 +115,194 @@ inline constexpr std::string_view kFooter = "footer";
 inline constexpr std::string_view kBench = "bench";
 }  // namespace record
 
+// Keys of the `header` line (top level; its objects' keys follow). The caller adds `command`,
+// `argv`, `model`, `run`, the host's `topology` and `load_ms`; the recorder the rest.
+namespace header_key {
+inline constexpr std::string_view kSchema = "schema";
+inline constexpr std::string_view kPacerVersion = "pacer_version";
+inline constexpr std::string_view kGitSha = "git_sha";
+inline constexpr std::string_view kTimeUtc = "time_utc";
+inline constexpr std::string_view kCommand = "command";
+inline constexpr std::string_view kArgv = "argv";
+inline constexpr std::string_view kBenchTest = "bench_test";      // pacer bench's recorded rows
+inline constexpr std::string_view kOverheadRun = "overhead_run";  // pacer bench --overhead
+inline constexpr std::string_view kModel = "model";
+inline constexpr std::string_view kRun = "run";
+inline constexpr std::string_view kHost = "host";
+inline constexpr std::string_view kCounters = "counters";
+inline constexpr std::string_view kFrequency = "frequency";
+inline constexpr std::string_view kThermal = "thermal";
+inline constexpr std::string_view kCgroup = "cgroup";
+inline constexpr std::string_view kBandwidthGbs = "bandwidth_gbs";
+inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
+inline constexpr std::string_view kFreqBeforeMhz = "freq_before_mhz";
+inline constexpr std::string_view kFreqCpus = "freq_cpus";
+inline constexpr std::string_view kFreqBeforeSource = "freq_before_source";
+inline constexpr std::string_view kDerivedMetrics =
+    "derived_metrics";  // [{"name","formula","caveat"}]
+inline constexpr std::string_view kLoadMs = "load_ms";
+inline constexpr std::array kAll{kSchema,          kPacerVersion,  kGitSha,    kTimeUtc,
+                                 kCommand,         kArgv,          kBenchTest, kOverheadRun,
+                                 kModel,           kRun,           kHost,      kCounters,
+                                 kFrequency,       kThermal,       kCgroup,    kBandwidthGbs,
+                                 kBandwidthMethod, kFreqBeforeMhz, kFreqCpus,  kFreqBeforeSource,
+                                 kDerivedMetrics,  kLoadMs};
+}  // namespace header_key
+
+// Keys of the header's `model` object.
+namespace model_key {
+inline constexpr std::string_view kPath = "path";
+inline constexpr std::string_view kName = "name";
+inline constexpr std::string_view kArch = "arch";
+inline constexpr std::string_view kType = "type";
+inline constexpr std::string_view kParams = "params";
+inline constexpr std::string_view kBytes = "bytes";
+inline constexpr std::string_view kMatmulBytesPerToken = "matmul_bytes_per_token";
+inline constexpr std::string_view kNLayers = "n_layers";
+inline constexpr std::string_view kNEmbd = "n_embd";
+inline constexpr std::string_view kNHeads = "n_heads";
+inline constexpr std::string_view kNKvHeads = "n_kv_heads";
+inline constexpr std::string_view kHeadDim = "head_dim";
+inline constexpr std::string_view kNFf = "n_ff";
+inline constexpr std::string_view kNVocab = "n_vocab";
+inline constexpr std::string_view kNCtxTrain = "n_ctx_train";
+inline constexpr std::string_view kRopeBase = "rope_base";
+inline constexpr std::string_view kNormEps = "norm_eps";
+inline constexpr std::string_view kTiedEmbeddings = "tied_embeddings";
+inline constexpr std::string_view kSlidingWindow = "sliding_window";
+inline constexpr std::array kAll{
+    kPath,      kName,     kArch,    kType,           kParams,       kBytes, kMatmulBytesPerToken,
+    kNLayers,   kNEmbd,    kNHeads,  kNKvHeads,       kHeadDim,      kNFf,   kNVocab,
+    kNCtxTrain, kRopeBase, kNormEps, kTiedEmbeddings, kSlidingWindow};
+}  // namespace model_key
+
+// Keys of the header's `run` object.
+namespace run_key {
+inline constexpr std::string_view kThreads = "threads";
+inline constexpr std::string_view kPin = "pin";
+inline constexpr std::string_view kCpus = "cpus";
+inline constexpr std::string_view kPinned = "pinned";
+inline constexpr std::string_view kCtx = "ctx";
+inline constexpr std::string_view kMaxBatch = "max_batch";
+inline constexpr std::string_view kNPrompt = "n_prompt";
+inline constexpr std::string_view kNPredict = "n_predict";
+inline constexpr std::string_view kSeed = "seed";
+inline constexpr std::string_view kTemperature = "temperature";
+inline constexpr std::string_view kTopK = "top_k";
+inline constexpr std::string_view kTopP = "top_p";
+inline constexpr std::string_view kMinP = "min_p";
+inline constexpr std::string_view kRepeatPenalty = "repeat_penalty";
+inline constexpr std::string_view kIsa = "isa";
+inline constexpr std::string_view kAmx = "amx";
+inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
+inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
+inline constexpr std::string_view kKvType = "kv_type";
+inline constexpr std::string_view kRecording = "recording";
+inline constexpr std::string_view kNuma = "numa";  // its keys: numa_key below
+inline constexpr std::array kAll{kThreads,
+                                 kPin,
+                                 kCpus,
+                                 kPinned,
+                                 kCtx,
+                                 kMaxBatch,
+                                 kNPrompt,
+                                 kNPredict,
+                                 kSeed,
+                                 kTemperature,
+                                 kTopK,
+                                 kTopP,
+                                 kMinP,
+                                 kRepeatPenalty,
+                                 kIsa,
+                                 kAmx,
+                                 kRepackedMatrices,
+                                 kGemvPrefetch,
+                                 kKvType,
+                                 kRecording,
+                                 kNuma};
+}  // namespace run_key
+
+// Keys of the header's `host` object and of its `topology`.
+namespace host_key {
+inline constexpr std::string_view kHostname = "hostname";
+inline constexpr std::string_view kCpuModel = "cpu_model";
+inline constexpr std::string_view kMicrocode = "microcode";
+inline constexpr std::string_view kKernel = "kernel";
+inline constexpr std::string_view kGovernor = "governor";
+inline constexpr std::string_view kSmt = "smt";
+inline constexpr std::string_view kVirtualized = "virtualized";
+inline constexpr std::string_view kHypervisor = "hypervisor";
+inline constexpr std::string_view kTscMhz = "tsc_mhz";
+inline constexpr std::string_view kOnlineCpus = "online_cpus";
+inline constexpr std::string_view kAllowedCpus = "allowed_cpus";
+inline constexpr std::string_view kPerfEventParanoid = "perf_event_paranoid";
+inline constexpr std::string_view kTopology = "topology";
+inline constexpr std::array kAll{
+    kHostname,   kCpuModel, kMicrocode,  kKernel,      kGovernor,          kSmt,     kVirtualized,
+    kHypervisor, kTscMhz,   kOnlineCpus, kAllowedCpus, kPerfEventParanoid, kTopology};
+// topology
+inline constexpr std::string_view kPackages = "packages";
+inline constexpr std::string_view kNumaNodes = "numa_nodes";
+inline constexpr std::string_view kCores = "cores";
+inline constexpr std::string_view kPus = "pus";
+inline constexpr std::string_view kL3Bytes = "l3_bytes";
+inline constexpr std::array kTopologyAll{kPackages, kNumaNodes, kCores, kPus, kL3Bytes};
+}  // namespace host_key
+
+// Keys of the header's `counters` object and of its `unavailable[]` entries.
+namespace counters_key {
+inline constexpr std::string_view kMode = "mode";
+inline constexpr std::string_view kLive = "live";
+inline constexpr std::string_view kUnavailable = "unavailable";  // [{"event","reason"}]
+inline constexpr std::string_view kRead = "read";
+inline constexpr std::string_view kScope = "scope";
+inline constexpr std::string_view kSoftwareScope = "software_scope";
+inline constexpr std::string_view kRunq = "runq";
+inline constexpr std::array kAll{kMode, kLive, kUnavailable, kRead, kScope, kSoftwareScope, kRunq};
+// unavailable[] entries
+inline constexpr std::string_view kEvent = "event";
+inline constexpr std::string_view kReason = "reason";
+}  // namespace counters_key
+
+// Keys of the header's `frequency` object and of its `rejected[]` entries.
+namespace frequency_key {
+inline constexpr std::string_view kSource = "source";
+inline constexpr std::string_view kDetail = "detail";
+inline constexpr std::string_view kGranularity = "granularity";
+inline constexpr std::string_view kNominalMhz = "nominal_mhz";
+inline constexpr std::string_view kTscMhz = "tsc_mhz";
+inline constexpr std::string_view kTscSource = "tsc_source";
+inline constexpr std::string_view kRejected = "rejected";  // [{"source","reason"}]
+inline constexpr std::array kAll{kSource, kDetail,    kGranularity, kNominalMhz,
+                                 kTscMhz, kTscSource, kRejected};
+// rejected[] entries: kSource and
+inline constexpr std::string_view kReason = "reason";
+}  // namespace frequency_key
+
+// Keys of the header's `thermal` object.
+namespace thermal_key {
+inline constexpr std::string_view kThrottleCounters = "throttle_counters";  // present | absent
+inline constexpr std::string_view kRapl = "rapl";  // the energy meter's name, or absent
+inline constexpr std::string_view kThrottleReason = "throttle_reason";
+inline constexpr std::string_view kRaplReason = "rapl_reason";
+inline constexpr std::array kAll{kThrottleCounters, kRapl, kThrottleReason, kRaplReason};
+}  // namespace thermal_key
+
+// Keys of the header's `cgroup` object (or {"reason"} when none is readable).
+namespace cgroup_key {
+inline constexpr std::string_view kVersion = "version";
+inline constexpr std::string_view kPath = "path";
+inline constexpr std::string_view kQuotaUs = "quota_us";
+inline constexpr std::string_view kPeriodUs = "period_us";
+inline constexpr std::string_view kQuotaCpus = "quota_cpus";
+inline constexpr std::string_view kNrPeriods = "nr_periods";
+inline constexpr std::string_view kNrThrottled = "nr_throttled";
+inline constexpr std::string_view kThrottledNs = "throttled_ns";
+inline constexpr std::string_view kReason = "reason";
+inline constexpr std::array kAll{kVersion,   kPath,        kQuotaUs,     kPeriodUs, kQuotaCpus,
+                                 kNrPeriods, kNrThrottled, kThrottledNs, kReason};
+}  // namespace cgroup_key
+
 // Keys of `op` lines and of their `workers[]` entries.
 namespace op_key {
 inline constexpr std::string_view kStep = "step";
@@ -193,6 +381,14 @@ inline constexpr std::array kAll{kStep,         kPhase,   kNPast,   kNTokens,   
                                  kRecorder};
 }  // namespace step_key
 
+// Keys of a step's `recorder` object: the recorder's own cost in that step.
+namespace step_recorder_key {
+inline constexpr std::string_view kOps = "ops";
+inline constexpr std::string_view kSerializeUs = "serialize_us";
+inline constexpr std::string_view kCalibrateUs = "calibrate_us";
+inline constexpr std::array kAll{kOps, kSerializeUs, kCalibrateUs};
+}  // namespace step_recorder_key
+
 // Keys of the `footer` line.
 namespace footer_key {
 inline constexpr std::string_view kSteps = "steps";
@@ -217,7 +413,7 @@ inline constexpr std::array kAll{kSteps,        kNPrompt,      kNGenerated, kPea
 // Keys of the header's `run.numa` object (runtime/numa.h, docs/numa.md): the --numa policy, where
 // the workers ran and what happened to the memory they stream.
 namespace numa_key {
-inline constexpr std::string_view kNuma = "numa";  // the object's key under `run`
+inline constexpr std::string_view kNuma = run_key::kNuma;  // the object's key under `run`
 inline constexpr std::string_view kPolicy = "policy";
 inline constexpr std::string_view kWorkerNode = "worker_node";
 inline constexpr std::string_view kWorkersPerNode = "workers_per_node";
@@ -234,6 +430,18 @@ inline constexpr std::array kAll{
     kPolicy, kWorkerNode,       kWorkersPerNode,  kMemoryNodes,      kWeights,
     kKv,     kWeightBytesOwned, kWeightBytesFile, kWeightsOnNodePct, kError};
 }  // namespace numa_key
+
+// Keys of the footer's `recorder` object: the recorder's totals over the run.
+namespace footer_recorder_key {
+inline constexpr std::string_view kOps = "ops";
+inline constexpr std::string_view kDroppedSlices = "dropped_slices";
+inline constexpr std::string_view kUnattributedChunks = "unattributed_chunks";
+inline constexpr std::string_view kThreads = "threads";
+inline constexpr std::string_view kRunqReads = "runq_reads";
+inline constexpr std::string_view kBytes = "bytes";
+inline constexpr std::array kAll{kOps,     kDroppedSlices, kUnattributedChunks,
+                                 kThreads, kRunqReads,     kBytes};
+}  // namespace footer_recorder_key
 
 // Keys of `bench` lines (pacer bench --events-out / -o jsonl: one result row each).
 namespace bench_key {

@@ -265,7 +265,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             for (auto& t : prompt) t = toks.next();
             session->reset();
             if (recorded)
-              session->write_log_header({{"command", "bench"}, {"bench_test", row.test}},
+              session->write_log_header({{eventlog::header_key::kCommand, "bench"},
+                                         {eventlog::header_key::kBenchTest, row.test}},
                                         test.depth + test.n, test.pg_gen);
             fill_depth(toks);
             const auto t0 = Clock::now();
@@ -291,7 +292,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             for (auto& t : go.prompt_tokens) t = toks.next();
             go.n_predict = 1;
             go.ignore_eos = true;
-            go.header = {{"command", "bench"}, {"bench_test", row.test}};
+            go.header = {{eventlog::header_key::kCommand, "bench"},
+                         {eventlog::header_key::kBenchTest, row.test}};
             Generation g = session->generate("", go);
             rate = g.timings.prefill_tok_s();
           } else if (!test.tg) {
@@ -309,7 +311,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             GenerateOptions go;
             go.n_predict = test.n + 1;  // the first token comes from the prefill
             go.ignore_eos = true;
-            go.header = {{"command", "bench"}, {"bench_test", row.test}};
+            go.header = {{eventlog::header_key::kCommand, "bench"},
+                         {eventlog::header_key::kBenchTest, row.test}};
             if (test.depth > 0) {  // the depth is the prompt; decode starts after it
               TokenStream toks(opts.seed + static_cast<uint64_t>(rep), cfg.n_vocab);
               go.prompt_tokens.resize(static_cast<size_t>(test.depth));
@@ -317,8 +320,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             }
             if (opts.roofline) {
               const ops::BandwidthProbe& bw = bandwidth_for(row.threads, row.cpus);
-              go.header["bandwidth_gbs"] = bw.gbs;
-              go.header["bandwidth_method"] = bw.method;
+              go.header[eventlog::header_key::kBandwidthGbs] = bw.gbs;
+              go.header[eventlog::header_key::kBandwidthMethod] = bw.method;
             }
             Generation g = session->generate("The", go);
             rate = g.timings.decode_tok_s();
@@ -696,7 +699,9 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
         GenerateOptions go;
         go.n_predict = n_gen + 1;  // the first token comes from the prefill
         go.ignore_eos = true;
-        go.header = {{"command", "bench"}, {"bench_test", row.test}, {"overhead_run", true}};
+        go.header = {{eventlog::header_key::kCommand, "bench"},
+                     {eventlog::header_key::kBenchTest, row.test},
+                     {eventlog::header_key::kOverheadRun, true}};
         auto one = [&](bool recorded) {
           std::unique_ptr<Recorder> rec;
           if (recorded) {

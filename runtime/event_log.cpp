@@ -32,91 +32,100 @@ nlohmann::json nan_to_null(double v) {
 }
 
 nlohmann::json header_json(const RunHeader& r) {
+  namespace key = eventlog::header_key;
+  namespace fkey = eventlog::frequency_key;
+  namespace tkey = eventlog::thermal_key;
+  namespace ckey = eventlog::cgroup_key;
   using nlohmann::json;
   json h = {{eventlog::record::kType, eventlog::record::kHeader},
-            {"schema", eventlog::kSchemaVersion},
-            {"pacer_version", kVersion},
-            {"git_sha", kGitSha},
-            {"time_utc", r.time_utc}};
+            {key::kSchema, eventlog::kSchemaVersion},
+            {key::kPacerVersion, kVersion},
+            {key::kGitSha, kGitSha},
+            {key::kTimeUtc, r.time_utc}};
   json host = host_json(r.host);
   if (r.caller_fields && r.caller_fields->is_object()) {
     for (const auto& [k, v] : r.caller_fields->items()) {
-      if (k == "host" && v.is_object()) {
+      if (k == key::kHost && v.is_object()) {
         for (const auto& [hk, hv] : v.items()) host[hk] = hv;
       } else {
         h[k] = v;
       }
     }
   }
-  h["host"] = std::move(host);
-  h["counters"] = counters_json(r.counters, r.sched_per_op);
+  h[key::kHost] = std::move(host);
+  h[key::kCounters] = counters_json(r.counters, r.sched_per_op);
 
   const RunHeader::Frequency& fr = r.frequency;
   json rejected = json::array();
-  for (const auto& u : fr.rejected) rejected.push_back({{"source", u.event}, {"reason", u.reason}});
-  h["frequency"] = {{"source", fr.source},
-                    {"detail", fr.detail},
-                    {"granularity", fr.granularity},
-                    {"nominal_mhz", fr.nominal_mhz},
-                    {"tsc_mhz", std::round(fr.tsc_mhz * 1000) / 1000},
-                    {"tsc_source", fr.tsc_source},
-                    {"rejected", std::move(rejected)}};
+  for (const auto& u : fr.rejected)
+    rejected.push_back({{fkey::kSource, u.event}, {fkey::kReason, u.reason}});
+  h[key::kFrequency] = {{fkey::kSource, fr.source},
+                        {fkey::kDetail, fr.detail},
+                        {fkey::kGranularity, fr.granularity},
+                        {fkey::kNominalMhz, fr.nominal_mhz},
+                        {fkey::kTscMhz, std::round(fr.tsc_mhz * 1000) / 1000},
+                        {fkey::kTscSource, fr.tsc_source},
+                        {fkey::kRejected, std::move(rejected)}};
 
   const RunHeader::Thermal& th = r.thermal;
-  h["thermal"] = {{"throttle_counters", th.throttle_counters ? "present" : "absent"},
-                  {"rapl", th.rapl.empty() ? std::string("absent") : th.rapl}};
-  if (!th.throttle_counters) h["thermal"]["throttle_reason"] = th.throttle_reason;
-  if (th.rapl.empty()) h["thermal"]["rapl_reason"] = th.rapl_reason;
+  json& thermal =
+      h[key::kThermal] = {{tkey::kThrottleCounters, th.throttle_counters ? "present" : "absent"},
+                          {tkey::kRapl, th.rapl.empty() ? std::string("absent") : th.rapl}};
+  if (!th.throttle_counters) thermal[tkey::kThrottleReason] = th.throttle_reason;
+  if (th.rapl.empty()) thermal[tkey::kRaplReason] = th.rapl_reason;
   if (r.cgroup) {
     const RunHeader::Cgroup& c = *r.cgroup;
-    h["cgroup"] = {{"version", c.version},           {"path", c.path},
-                   {"quota_us", c.quota_us},         {"period_us", c.period_us},
-                   {"quota_cpus", c.quota_cpus},     {"nr_periods", c.nr_periods},
-                   {"nr_throttled", c.nr_throttled}, {"throttled_ns", c.throttled_ns}};
+    h[key::kCgroup] = {{ckey::kVersion, c.version},          {ckey::kPath, c.path},
+                       {ckey::kQuotaUs, c.quota_us},         {ckey::kPeriodUs, c.period_us},
+                       {ckey::kQuotaCpus, c.quota_cpus},     {ckey::kNrPeriods, c.nr_periods},
+                       {ckey::kNrThrottled, c.nr_throttled}, {ckey::kThrottledNs, c.throttled_ns}};
   } else {
-    h["cgroup"] = {{"reason", r.cgroup_reason}};
+    h[key::kCgroup] = {{ckey::kReason, r.cgroup_reason}};
   }
-  if (!h.contains("bandwidth_gbs")) h["bandwidth_gbs"] = nullptr;
+  if (!h.contains(key::kBandwidthGbs)) h[key::kBandwidthGbs] = nullptr;
   if (r.freq_before_mhz) {
     json before = json::array();
     for (const double mhz : *r.freq_before_mhz) before.push_back(nan_to_null(mhz));
-    h["freq_before_mhz"] = std::move(before);
-    h["freq_cpus"] = r.freq_cpus;
-    h["freq_before_source"] = "calibrated_loop";
+    h[key::kFreqBeforeMhz] = std::move(before);
+    h[key::kFreqCpus] = r.freq_cpus;
+    h[key::kFreqBeforeSource] = "calibrated_loop";
   }
-  h["derived_metrics"] = derived_metrics_json();
+  h[key::kDerivedMetrics] = derived_metrics_json();
   return h;
 }
 
 nlohmann::json host_json(const hwcounters::HostFacts& h) {
+  namespace key = eventlog::host_key;
   using nlohmann::json;
-  return {{"hostname", h.hostname},
-          {"cpu_model", h.cpu_model},
-          {"microcode", h.microcode},
-          {"kernel", h.kernel},
-          {"governor", h.governor ? json(*h.governor) : json()},
-          {"smt", h.smt ? json(*h.smt) : json()},
-          {"virtualized", h.virtualized},
-          {"hypervisor", h.hypervisor},
-          {"tsc_mhz", std::round(h.tsc_mhz * 1000) / 1000},
-          {"online_cpus", h.online_cpus},
-          {"allowed_cpus", h.allowed_cpus},
-          {"perf_event_paranoid", h.perf_event_paranoid ? json(*h.perf_event_paranoid) : json()}};
+  return {{key::kHostname, h.hostname},
+          {key::kCpuModel, h.cpu_model},
+          {key::kMicrocode, h.microcode},
+          {key::kKernel, h.kernel},
+          {key::kGovernor, h.governor ? json(*h.governor) : json()},
+          {key::kSmt, h.smt ? json(*h.smt) : json()},
+          {key::kVirtualized, h.virtualized},
+          {key::kHypervisor, h.hypervisor},
+          {key::kTscMhz, std::round(h.tsc_mhz * 1000) / 1000},
+          {key::kOnlineCpus, h.online_cpus},
+          {key::kAllowedCpus, h.allowed_cpus},
+          {key::kPerfEventParanoid, h.perf_event_paranoid ? json(*h.perf_event_paranoid) : json()}};
 }
 
 nlohmann::json counters_json(const hwcounters::CounterSetStatus& st, bool sched_per_op) {
+  namespace key = eventlog::counters_key;
   nlohmann::json unavailable = nlohmann::json::array();
   for (const auto& u : st.unavailable) {
-    unavailable.push_back({{"event", u.event}, {"reason", u.reason}});
+    unavailable.push_back({{key::kEvent, u.event}, {key::kReason, u.reason}});
   }
-  const bool runq_live = std::find(st.live.begin(), st.live.end(), "runq_ns") != st.live.end();
-  return {{"mode", st.mode},
-          {"live", st.live},
-          {"unavailable", unavailable},
-          {"read", st.read},
-          {"scope", st.kernel_mode ? "user+kernel" : "user"},
-          {"software_scope", st.software_kernel_mode ? "user+kernel" : "user"},
-          {"runq", sched_per_op && runq_live ? "per_op" : "per_step"}};
+  const bool runq_live =
+      std::find(st.live.begin(), st.live.end(), eventlog::counter_key::kRunqNs) != st.live.end();
+  return {{key::kMode, st.mode},
+          {key::kLive, st.live},
+          {key::kUnavailable, unavailable},
+          {key::kRead, st.read},
+          {key::kScope, st.kernel_mode ? "user+kernel" : "user"},
+          {key::kSoftwareScope, st.software_kernel_mode ? "user+kernel" : "user"},
+          {key::kRunq, sched_per_op && runq_live ? "per_op" : "per_step"}};
 }
 
 nlohmann::json derived_metrics_json() {
@@ -142,12 +151,13 @@ nlohmann::json footer_json(const FooterRecord& r) {
     f[key::kFreqAfterMhz] = std::move(after);
   }
   const FooterRecord::RecorderCounts& c = r.recorder;
-  f[key::kRecorder] = {{"ops", c.ops},
-                       {"dropped_slices", c.dropped_slices},
-                       {"unattributed_chunks", c.unattributed_chunks},
-                       {"threads", c.threads},
-                       {"runq_reads", c.runq_reads},
-                       {"bytes", c.bytes}};
+  namespace rkey = eventlog::footer_recorder_key;
+  f[key::kRecorder] = {{rkey::kOps, c.ops},
+                       {rkey::kDroppedSlices, c.dropped_slices},
+                       {rkey::kUnattributedChunks, c.unattributed_chunks},
+                       {rkey::kThreads, c.threads},
+                       {rkey::kRunqReads, c.runq_reads},
+                       {rkey::kBytes, c.bytes}};
   return f;
 }
 
@@ -225,9 +235,10 @@ nlohmann::json step_json(const StepRecord& r) {
     s[key::kThrottle] = {{key::kThrottleCore, r.throttle->core},
                          {key::kThrottlePackage, r.throttle->package}};
   }
-  s[key::kRecorder] = {{"ops", r.ops},
-                       {"serialize_us", static_cast<double>(r.serialize_ns) / 1e3},
-                       {"calibrate_us", static_cast<double>(r.calibrate_ns) / 1e3}};
+  namespace rkey = eventlog::step_recorder_key;
+  s[key::kRecorder] = {{rkey::kOps, r.ops},
+                       {rkey::kSerializeUs, static_cast<double>(r.serialize_ns) / 1e3},
+                       {rkey::kCalibrateUs, static_cast<double>(r.calibrate_ns) / 1e3}};
   return s;
 }
 

@@ -329,9 +329,11 @@ void Recorder::write_header(const nlohmann::json& fields) {
 
   // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
   im.freq_cpus.clear();
-  if (fields.is_object() && fields.contains("run") && fields["run"].is_object() &&
-      fields["run"].contains("cpus") && fields["run"]["cpus"].is_array()) {
-    for (const auto& c : fields["run"]["cpus"]) {
+  namespace key = eventlog::header_key;
+  const std::string_view cpus_key = eventlog::run_key::kCpus;
+  if (fields.is_object() && fields.contains(key::kRun) && fields[key::kRun].is_object() &&
+      fields[key::kRun].contains(cpus_key) && fields[key::kRun][cpus_key].is_array()) {
+    for (const auto& c : fields[key::kRun][cpus_key]) {
       if (c.is_number_integer()) im.freq_cpus.push_back(c.get<int>());
     }
   }

@@ -219,40 +219,46 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     for (const auto& c : topo.caches) {
       if (c.level == 3) l3 = c.size_bytes * c.instances;
     }
-    nlohmann::json& model = fields["model"] = cfg;
-    model["path"] = model_.file().path().string();
-    model["type"] = ops::type_name(model_.weights().main_type);
-    model["bytes"] = model_.file().file_size();
-    model["matmul_bytes_per_token"] = model_.weights().matmul_bytes;
+    namespace key = eventlog::header_key;
+    namespace mkey = eventlog::model_key;
+    namespace rkey = eventlog::run_key;
+    namespace hkey = eventlog::host_key;
+    // The config's own keys (loader/model_config.cpp to_json), then what the file and weights say.
+    nlohmann::json& model = fields[key::kModel] = cfg;
+    model[mkey::kPath] = model_.file().path().string();
+    model[mkey::kType] = ops::type_name(model_.weights().main_type);
+    model[mkey::kBytes] = model_.file().file_size();
+    model[mkey::kMatmulBytesPerToken] = model_.weights().matmul_bytes;
     const auto& sp = opts_.sampler;
-    fields["run"] = {
-        {"threads", executor_->workers()},
-        {"pin", executor_->pin().to_string()},
-        {"cpus", executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
-        {"pinned", !executor_->cpus().empty()},
-        {"ctx", kv_.capacity()},
-        {"max_batch", state_.max_batch},
-        {"n_prompt", n_prompt},
-        {"n_predict", n_predict},
-        {"seed", sp.seed},
-        {"temperature", sp.temperature},
-        {"top_k", sp.top_k},
-        {"top_p", sp.top_p},
-        {"min_p", sp.min_p},
-        {"repeat_penalty", sp.repeat_penalty},
-        {"isa", ops::isa_name(state_.kernels.isa())},
-        {"amx", state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
-        {"repacked_matrices", model_.repacked_matrices()},
-        {"gemv_prefetch", ops::gemv_software_prefetch()},
-        {"kv_type", ops::type_name(kv_.type())},
-        {"recording", "full"}};
-    fields["run"][eventlog::numa_key::kNuma] = numa_json(numa_);
-    fields["host"]["topology"] = {{"packages", topo.packages},
-                                  {"numa_nodes", topo.numa_nodes.size()},
-                                  {"cores", topo.cores.size()},
-                                  {"pus", topo.pu_count()},
-                                  {"l3_bytes", l3}};
-    fields["load_ms"] = round1(model_.load_ms());
+    fields[key::kRun] = {
+        {rkey::kThreads, executor_->workers()},
+        {rkey::kPin, executor_->pin().to_string()},
+        {rkey::kCpus, executor_->cpus().empty() ? topo.allowed_cpus : executor_->cpus()},
+        {rkey::kPinned, !executor_->cpus().empty()},
+        {rkey::kCtx, kv_.capacity()},
+        {rkey::kMaxBatch, state_.max_batch},
+        {rkey::kNPrompt, n_prompt},
+        {rkey::kNPredict, n_predict},
+        {rkey::kSeed, sp.seed},
+        {rkey::kTemperature, sp.temperature},
+        {rkey::kTopK, sp.top_k},
+        {rkey::kTopP, sp.top_p},
+        {rkey::kMinP, sp.min_p},
+        {rkey::kRepeatPenalty, sp.repeat_penalty},
+        {rkey::kIsa, ops::isa_name(state_.kernels.isa())},
+        {rkey::kAmx,
+         state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
+        {rkey::kRepackedMatrices, model_.repacked_matrices()},
+        {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
+        {rkey::kKvType, ops::type_name(kv_.type())},
+        {rkey::kRecording, "full"}};
+    fields[key::kRun][rkey::kNuma] = numa_json(numa_);
+    fields[key::kHost][hkey::kTopology] = {{hkey::kPackages, topo.packages},
+                                           {hkey::kNumaNodes, topo.numa_nodes.size()},
+                                           {hkey::kCores, topo.cores.size()},
+                                           {hkey::kPus, topo.pu_count()},
+                                           {hkey::kL3Bytes, l3}};
+    fields[key::kLoadMs] = round1(model_.load_ms());
     rec_->write_header(fields);
   }
 }

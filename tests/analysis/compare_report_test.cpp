@@ -179,8 +179,8 @@ TEST(CompareRender, HtmlIsSelfContainedAndDrawsInChromium) {
   EXPECT_EQ(plots, 3u);
   EXPECT_EQ(html.find("src=\"http"), std::string::npos);
   EXPECT_EQ(html.find("href=\"http"), std::string::npos);
-  EXPECT_NE(html.find("class=\"series\""), std::string::npos);
-  EXPECT_NE(html.find("class=\"seg\""), std::string::npos);
+  EXPECT_NE(html.find("<path class=\"mark\""), std::string::npos);  // the lines
+  EXPECT_NE(html.find("<rect class=\"mark\""), std::string::npos);  // the attribution bars
 
   const char* chromium = "/usr/bin/chromium";
   if (access(chromium, X_OK) != 0) GTEST_SKIP() << "chromium not installed: DOM check skipped";

@@ -2,6 +2,9 @@
 // file itself, every key they use must be one the schema (eventlog/schema.h) names, and the reader
 // must hand back exactly the values the doc shows. A doc edit that drifts from the code fails here.
 #include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -230,6 +233,52 @@ TEST(EventLogDoc, AHeaderWithoutNumaReadsAsNone) {
                        c);
   ASSERT_EQ(c.headers.size(), 1u);
   EXPECT_EQ(c.headers[0].run.numa, "none");
+}
+
+// Every key of the header example, top level and in its objects, is one the schema names.
+TEST(EventLogDoc, HeaderExampleUsesSchemaKeys) {
+  const json doc = json::parse(event_log_doc_example("header"));
+  auto check = [](const json& obj, const auto& keys, const std::string& where) {
+    ASSERT_TRUE(obj.is_object()) << where;
+    for (const auto& [k, v] : obj.items()) EXPECT_TRUE(contains(keys, k)) << where << k;
+  };
+  json top = doc;
+  top.erase(std::string(eventlog::record::kType));
+  check(top, eventlog::header_key::kAll, "");
+  check(doc["model"], eventlog::model_key::kAll, "model.");
+  check(doc["run"], eventlog::run_key::kAll, "run.");
+  check(doc["host"], eventlog::host_key::kAll, "host.");
+  check(doc["host"]["topology"], eventlog::host_key::kTopologyAll, "host.topology.");
+  check(doc["counters"], eventlog::counters_key::kAll, "counters.");
+  check(doc["frequency"], eventlog::frequency_key::kAll, "frequency.");
+  check(doc["thermal"], eventlog::thermal_key::kAll, "thermal.");
+}
+
+// The quoted names in the doc's text between `from` and the next `}` after it.
+std::set<std::string> quoted_names_after(const std::string& from) {
+  std::ifstream in(testing::event_log_doc_path());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const size_t at = text.find(from);
+  if (at == std::string::npos) return {};
+  const size_t end = text.find('}', at);
+  std::set<std::string> names;
+  for (size_t q = text.find('"', at); q < end; q = text.find('"', q + 1)) {
+    const size_t close = text.find('"', q + 1);
+    names.insert(text.substr(q + 1, close - q - 1));
+    q = close;
+  }
+  return names;
+}
+
+// The doc lists the step's and the footer's `recorder` keys in its text; they are the schema's.
+TEST(EventLogDoc, RecorderKeysAreTheSchemas) {
+  const auto as_set = [](const auto& keys) {
+    return std::set<std::string>(keys.begin(), keys.end());
+  };
+  EXPECT_EQ(quoted_names_after("- `recorder`: `{"), as_set(eventlog::step_recorder_key::kAll));
+  EXPECT_EQ(quoted_names_after("`recorder: {"), as_set(eventlog::footer_recorder_key::kAll));
 }
 
 }  // namespace

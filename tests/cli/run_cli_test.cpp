@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eventlog/schema.h"
 #include "loader/synth.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -108,6 +109,15 @@ TEST_F(RunCli, EventLogHasHeaderStepsAndFooterWithPlacements) {
   EXPECT_EQ(events.front()["model"]["arch"], "llama");
   EXPECT_EQ(events.front()["run"]["threads"], 2);
   EXPECT_EQ(events.front()["run"]["kv_type"], "f16");
+  // The session's header objects use the keys eventlog/schema.h names (the reader's lookups).
+  auto within = [](const nlohmann::json& obj, const auto& schema, const char* where) {
+    ASSERT_TRUE(obj.is_object()) << where;
+    for (const auto& [k, v] : obj.items())
+      EXPECT_NE(std::find(schema.begin(), schema.end(), k), schema.end()) << where << k;
+  };
+  within(events.front()["model"], eventlog::model_key::kAll, "model.");
+  within(events.front()["run"], eventlog::run_key::kAll, "run.");
+  within(events.front()["host"]["topology"], eventlog::host_key::kTopologyAll, "host.topology.");
   const nlohmann::json& footer = events.back();
   ASSERT_EQ(footer["type"], "footer");
   EXPECT_EQ(footer["n_generated"], 4);

@@ -1,8 +1,11 @@
 // The recorder on fake counter and frequency sources: every delta it writes is known exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
+#include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
 #include "runtime/recorder.h"
 #include "tests/runtime/recorder_fakes.h"
@@ -484,6 +487,45 @@ TEST(Recorder, HeaderMergesCallerFieldsWithMeasuredOnes) {
   EXPECT_TRUE(h["bandwidth_gbs"].is_null());
   EXPECT_TRUE(h["thermal"].contains("throttle_counters"));
   EXPECT_FALSE(h["derived_metrics"].empty());
+}
+
+// Every key the recorder itself writes into the header's objects and the step's and footer's
+// recorder objects is one eventlog/schema.h names (the reader looks them up by those names).
+TEST(Recorder, HeaderAndRecorderObjectsUseTheSchemasKeys) {
+  const std::string path = temp_log_path("rec");
+  {
+    Recorder rec(fake_options(path, 2, per_worker_fakes()));
+    rec.write_header(json::object());
+    rec.begin_step(Phase::Decode, 0);
+    { auto s = rec.op({.name = "rope", .layer = 0, .kind = OpKind::Elementwise}); }
+    rec.end_step({.phase = Phase::Decode, .step = 0, .n_past = 1, .token = 1, .piece = "a"});
+    rec.write_footer(json::object());
+  }
+  const auto log = read_log(path);
+  ASSERT_EQ(log.size(), 4u);
+  auto keys_of = [](const json& obj) {
+    std::set<std::string> k;
+    for (const auto& [name, v] : obj.items()) k.insert(name);
+    return k;
+  };
+  auto within = [&](const json& obj, const auto& schema, const char* where) {
+    ASSERT_TRUE(obj.is_object()) << where;
+    for (const std::string& k : keys_of(obj))
+      EXPECT_NE(std::find(schema.begin(), schema.end(), k), schema.end()) << where << k;
+  };
+  json top = log[0];
+  top.erase("type");
+  within(top, eventlog::header_key::kAll, "");
+  within(log[0]["host"], eventlog::host_key::kAll, "host.");
+  within(log[0]["counters"], eventlog::counters_key::kAll, "counters.");
+  within(log[0]["frequency"], eventlog::frequency_key::kAll, "frequency.");
+  within(log[0]["thermal"], eventlog::thermal_key::kAll, "thermal.");
+  within(log[0]["cgroup"], eventlog::cgroup_key::kAll, "cgroup.");
+  const auto& step_keys = eventlog::step_recorder_key::kAll;
+  const auto& footer_keys = eventlog::footer_recorder_key::kAll;
+  EXPECT_EQ(keys_of(log[2]["recorder"]), std::set<std::string>(step_keys.begin(), step_keys.end()));
+  EXPECT_EQ(keys_of(log[3]["recorder"]),
+            std::set<std::string>(footer_keys.begin(), footer_keys.end()));
 }
 
 }  // namespace
