@@ -16,6 +16,7 @@
 
 #include "ops/gemv_streams.h"
 #include "ops/iq4_xs.h"
+#include "ops/kquant_runs_avx512.h"
 #include "ops/kquant_simd.h"
 
 // GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers (bug 105593, fixed in
@@ -25,13 +26,6 @@
 
 namespace pacer::ops {
 namespace {
-
-// vpermw index putting int16 scale `first + i` in every word of 128-bit lane i (i = 0..3).
-inline __m512i lane_scale_index(int first) {
-  const auto rep = [](int v) { return static_cast<long long>(0x0001000100010001LL * v); };
-  return _mm512_setr_epi64(rep(first), rep(first), rep(first + 1), rep(first + 1), rep(first + 2),
-                           rep(first + 2), rep(first + 3), rep(first + 3));
-}
 
 // int16 sc_0..sc_7 (in [-32, 31]) of a block, in the low 128 bits.
 inline __m512i unpack_scales16(const BlockIQ4_XS* blk) {

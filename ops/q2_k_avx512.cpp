@@ -13,6 +13,7 @@
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 #include "ops/gemv_streams.h"
+#include "ops/kquant_runs_avx512.h"
 #include "ops/kquant_simd.h"
 #include "ops/q2_k.h"
 
@@ -23,19 +24,6 @@
 
 namespace pacer::ops {
 namespace {
-
-// vpermw index putting int16 scale `first + i` in every word of 128-bit lane i (i = 0..3).
-inline __m512i lane_scale_index(int first) {
-  const auto rep = [](int v) { return static_cast<long long>(0x0001000100010001LL * v); };
-  return _mm512_setr_epi64(rep(first), rep(first), rep(first + 1), rep(first + 1), rep(first + 2),
-                           rep(first + 2), rep(first + 3), rep(first + 3));
-}
-
-// Words that differ between the two 256-bit halves of a zmm.
-inline __m512i halves16(int first, int second) {
-  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(first)),
-                                 _mm512_set1_epi16(static_cast<short>(second)));
-}
 
 // Constants of the unpacking, built once per tile or GEMM call.
 struct Q2KConsts {
@@ -71,21 +59,6 @@ inline Q2KUnpacked unpack_block(const BlockQ2_K* blk, const Q2KConsts& c) {
     }
   }
   return w;
-}
-
-// One token's activations of a super-block: the four 64-byte runs and the 16 group sums.
-struct Q8KRuns {
-  __m512i xs[2][2];  // [t][k]
-  __m256i bsums;
-};
-
-inline Q8KRuns load_runs(const BlockQ8_K& x) {
-  Q8KRuns a;
-  for (int t = 0; t < 2; ++t) {
-    for (int k = 0; k < 2; ++k) a.xs[t][k] = _mm512_loadu_si512(x.qs + 128 * t + 64 * k);
-  }
-  a.bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-  return a;
 }
 
 // Adds one block's scale and mins parts to the row's accumulators (f = d*dx, dmin*dx).
