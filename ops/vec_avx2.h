@@ -5,7 +5,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
+#include "ops/fp16.h"
 #include "ops/softmax_math_avx2.h"
 
 namespace pacer::ops::avx2 {
@@ -44,6 +46,63 @@ struct VecF32 {
   static Reg exp(Reg v) { return exp_ps(v); }
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
+  static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }
+
+  // Lane i of the result = the sum of a[i]'s lanes, for kLanes vectors at once (12 shuffles
+  // where 8 separate sums take 24). Within each 128-bit half (x0 + x2) + (x1 + x3), then
+  // half 0 + half 1: tree_sum adds one vector's lanes in exactly this order, so a sum does not
+  // depend on which of the two computed it.
+  static Reg transpose_sum(const Reg* a) {
+    Reg b[4], e[2];
+    for (int i = 0; i < 4; ++i) {
+      b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                           _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    }
+    for (int i = 0; i < 2; ++i) {
+      e[i] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(e[0], e[1], 0x20),
+                         _mm256_permute2f128_ps(e[0], e[1], 0x31));
+  }
+  static float tree_sum(Reg v) {
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 0x01));
+    return _mm256_cvtss_f32(v);
+  }
+
+  // Loads that widen to fp32. `_first` variants read only the first `rem` (in [1, kLanes])
+  // elements, 0 elsewhere; AVX2 has no masked 16-bit load, so those stage through a buffer.
+  static Reg load_first(const float* p, int64_t rem) { return load(p, first(rem)); }
+  static Reg load_f16(const fp16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static Reg load_f16_first(const fp16_t* p, int64_t rem) {
+    alignas(16) fp16_t buf[kLanes] = {};
+    std::memcpy(buf, p, static_cast<size_t>(rem) * sizeof(fp16_t));
+    return load_f16(buf);
+  }
+  static Reg load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static Reg load_bf16_first(const uint16_t* p, int64_t rem) {
+    alignas(16) uint16_t buf[kLanes] = {};
+    std::memcpy(buf, p, static_cast<size_t>(rem) * sizeof(uint16_t));
+    return load_bf16(buf);
+  }
+  // kLanes int8 from q, times `scale` (a Q8_0 block's part).
+  static Reg load_q8(const int8_t* q, Reg scale) {
+    const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+    return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+  }
+  static float f16_scalar(fp16_t h) { return _cvtsh_ss(h); }
+  // Round to nearest even, bit-identical to fp32_to_fp16.
+  static void store_f16(fp16_t* p, Reg v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
 };
 
 }  // namespace pacer::ops::avx2

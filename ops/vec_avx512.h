@@ -4,6 +4,7 @@
 // ONLY from files built with the AVX-512 flags, after ops/softmax_math_avx512.h's intrinsics.
 #include <cstdint>
 
+#include "ops/fp16.h"
 #include "ops/softmax_math_avx512.h"
 
 namespace pacer::ops::avx512 {
@@ -38,6 +39,68 @@ struct VecF32 {
   static Reg exp(Reg v) { return exp_ps(v); }
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
+  static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }
+
+  // Lane i of the result = the sum of a[i]'s lanes, for kLanes vectors at once (30 shuffles
+  // where 16 separate sums take 64, all on the one shuffle port). Within each 128-bit block
+  // (x0 + x2) + (x1 + x3), then (B0 + B1) + (B2 + B3) across blocks: tree_sum adds one vector's
+  // lanes in exactly this order, so a sum does not depend on which of the two computed it.
+  static Reg transpose_sum(const Reg* a) {
+    Reg b[8], e[4];
+    for (int i = 0; i < 8; ++i) {  // per block: (A0+A2, B0+B2, A1+A3, B1+B3), A, B = a[2i], a[2i+1]
+      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    }
+    for (int i = 0; i < 4; ++i) {  // per block: the block sums of a[4i .. 4i+3]
+      e[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    const Reg g01 = _mm512_add_ps(_mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const Reg g23 = _mm512_add_ps(_mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  static float tree_sum(Reg v) {
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_cvtss_f32(v);
+  }
+
+  // Loads that widen to fp32. `_first` variants read only the first `rem` (in [1, kLanes])
+  // elements, 0 elsewhere (masked loads: masked-off lanes never fault).
+  static Reg load_first(const float* p, int64_t rem) { return load(p, first(rem)); }
+  static Reg load_f16(const fp16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Reg load_f16_first(const fp16_t* p, int64_t rem) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(rem), p));
+  }
+  static Reg load_bf16(const uint16_t* p) {
+    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Reg load_bf16_first(const uint16_t* p, int64_t rem) {
+    return widen_bf16(_mm256_maskz_loadu_epi16(first(rem), p));
+  }
+  // kLanes int8 from q, times `scale` (a Q8_0 block's half).
+  static Reg load_q8(const int8_t* q, Reg scale) {
+    const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    return _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)));
+  }
+  static float f16_scalar(fp16_t h) { return _cvtsh_ss(h); }
+  // Round to nearest even, bit-identical to fp32_to_fp16.
+  static void store_f16(fp16_t* p, Reg v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+
+ private:
+  static Reg widen_bf16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
 };
 
 }  // namespace pacer::ops::avx512

@@ -1,0 +1,181 @@
+#pragma once
+// The attention kernel behind ops/attention_kernels.h, written once over a vector wrapper V
+// (ops/vec_avx2.h: 8 lanes, ops/vec_avx512.h: 16) and a row policy (ops/widen_simd.h: F16, F32
+// or Q8_0 cache rows convert to fp32 in registers). Instantiated per tier by attention_avx2.cpp
+// and attention_avx512.cpp; include ONLY from there, after V's header.
+//
+// Tiled online softmax: per tile of kKeyTile keys, scores for the G query heads that share this
+// KV head (each K row chunk loaded once for all G), a new running max and a rescale of what was
+// accumulated, then the tile's V rows added in (each V chunk loaded once for all G, the G
+// accumulators in registers).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "ops/attention_kernels.h"
+#include "ops/widen_simd.h"
+
+namespace pacer::ops::attention_simd {
+namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
+
+// acc[ks * G + g] = qs[g] . k_ks over head_dim, for KS consecutive key rows from `krow`. qs rows
+// are zero-padded to a multiple of kLanes, so the tail chunk's extra lanes add nothing.
+template <class V, class Row, int G, int KS>
+void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
+              typename V::Reg* acc) {
+  constexpr int L = V::kLanes;
+  for (int i = 0; i < G * KS; ++i) acc[i] = V::zero();
+  int d = 0;
+  for (; d + L <= dim; d += L) {
+    for (int ks = 0; ks < KS; ++ks) {
+      const auto k = Row::load(krow + ks * row_bytes, d);
+      for (int g = 0; g < G; ++g)
+        acc[ks * G + g] = V::fmadd(V::load(qs[g] + d), k, acc[ks * G + g]);
+    }
+  }
+  if (d < dim) {
+    for (int ks = 0; ks < KS; ++ks) {
+      const auto k = Row::load_first(krow + ks * row_bytes, d, dim - d);
+      for (int g = 0; g < G; ++g)
+        acc[ks * G + g] = V::fmadd(V::load(qs[g] + d), k, acc[ks * G + g]);
+    }
+  }
+}
+
+// s[g][j] = qs[g] . k_j for `nt` keys from row `krow`. Keys go KS at a time so that G * KS <=
+// kLanes dot products reduce together in one transpose_sum; the rest one key at a time, with
+// tree_sum adding in the same order (a score does not depend on the grouping, so neither does
+// the result on the worker count).
+template <class V, class Row, int G>
+void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
+                int nt, float (*s)[kKeyTile]) {
+  constexpr int L = V::kLanes;
+  constexpr int KS = L / G > 0 ? L / G : 1;
+  int j = 0;
+  if constexpr (KS > 1) {
+    for (; j + KS <= nt; j += KS, krow += KS * row_bytes) {
+      typename V::Reg acc[L];
+      dot_keys<V, Row, G, KS>(qs, dim, krow, row_bytes, acc);
+      for (int i = G * KS; i < L; ++i) acc[i] = V::zero();
+      alignas(64) float sums[L];
+      V::store(sums, V::transpose_sum(acc));
+      for (int ks = 0; ks < KS; ++ks) {
+        for (int g = 0; g < G; ++g) s[g][j + ks] = sums[ks * G + g];
+      }
+    }
+  }
+  for (; j < nt; ++j, krow += row_bytes) {
+    typename V::Reg acc[G];
+    dot_keys<V, Row, G, 1>(qs, dim, krow, row_bytes, acc);
+    for (int g = 0; g < G; ++g) s[g][j] = V::tree_sum(acc[g]);
+  }
+}
+
+// acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`, kLanes dims at a time so the G
+// accumulators for those dims stay in registers across the whole tile.
+template <class V, class Row, int G>
+void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
+                     int dim, float (*acc)[kMaxHeadDim]) {
+  constexpr int L = V::kLanes;
+  for (int d = 0; d < dim; d += L) {
+    typename V::Reg a[G];
+    for (int g = 0; g < G; ++g) a[g] = V::load(acc[g] + d);
+    const std::byte* vrow = vrow0;
+    if (d + L <= dim) {
+      for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+        const auto v = Row::load(vrow, d);
+        for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(p[g][j]), v, a[g]);
+      }
+    } else {
+      for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+        const auto v = Row::load_first(vrow, d, dim - d);
+        for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(p[g][j]), v, a[g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) V::store(acc[g] + d, a[g]);
+  }
+}
+
+template <class V, class Row, int G>
+void attend(const AttentionTask& t) {
+  constexpr int L = V::kLanes;
+  static_assert(kKeyTile % L == 0 && kMaxHeadDim % L == 0);
+  const int dim = t.head_dim;
+  const int padded = (dim + L - 1) / L * L;
+  alignas(64) float qs[G][kMaxHeadDim];
+  alignas(64) float acc[G][kMaxHeadDim];
+  alignas(64) float s[G][kKeyTile];
+  float m[G], l[G];
+  for (int g = 0; g < G; ++g) {
+    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
+    std::fill(qs[g] + dim, qs[g] + padded, 0.0f);
+    std::fill(acc[g], acc[g] + padded, 0.0f);
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0.0f;
+  }
+  const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
+  for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
+    const int nt_padded = (nt + L - 1) / L * L;
+    score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
+    // Online softmax step: new running max, rescale what was accumulated under the old one.
+    // Scores past nt are -inf: they leave the max alone and their e^(s - m) is exactly 0, so
+    // every loop runs over whole vectors.
+    for (int g = 0; g < G; ++g) {
+      if (t.softcap > 0.0f) {
+        for (int j = 0; j < nt_padded; j += L) {  // the pads are overwritten below
+          V::store(s[g] + j, V::softcap(V::load_first(s[g] + j, nt - j), t.softcap));
+        }
+      }
+      std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
+      auto vmax = neg_inf;
+      for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
+      const float m_new = std::max(m[g], V::hmax(vmax));
+      const float corr = std::isinf(m[g]) ? 0.0f : std::exp(m[g] - m_new);
+      const auto mv = V::set1(m_new);
+      auto sum = V::zero();
+      for (int j = 0; j < nt_padded; j += L) {
+        const auto e = V::exp(V::sub(V::load(s[g] + j), mv));
+        sum = V::add(sum, e);
+        V::store(s[g] + j, e);
+      }
+      l[g] = l[g] * corr + V::hsum(sum);
+      if (corr != 1.0f) {
+        const auto cv = V::set1(corr);
+        for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
+      }
+      m[g] = m_new;
+    }
+    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
+  }
+  for (int g = 0; g < G; ++g) {
+    const auto inv = V::set1(1.0f / l[g]);
+    float* out = t.out + g * dim;
+    int d = 0;
+    for (; d + L <= dim; d += L) V::store(out + d, V::mul(V::load(acc[g] + d), inv));
+    if (d < dim) V::store(out + d, V::first(dim - d), V::mul(V::load(acc[g] + d), inv));
+  }
+}
+
+template <class V, class Row>
+void attend_any(const AttentionTask& t) {
+  with_group_size(t.n_q, [&](auto g) { attend<V, Row, decltype(g)::value>(t); });
+}
+
+// Whole vectors through the tier's conversion, the tail through the scalar one (same rounding).
+template <class V>
+void to_f16(const float* src, fp16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) V::store_f16(dst + i, V::load(src + i));
+  for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+template <class V>
+constexpr AttentionKernels kernel_table() {
+  return AttentionKernels{attend_any<V, WidenF16<V>>, attend_any<V, WidenF32<V>>, to_f16<V>,
+                          attend_any<V, WidenQ8_0Blocks<V>>};
+}
+
+}  // namespace
+}  // namespace pacer::ops::attention_simd
