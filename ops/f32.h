@@ -14,7 +14,7 @@ void dot_rows_f32_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int6
 float dot_f32_f32_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out);
-// GEMM (from 8 tokens: tokens in the vector lanes, see float_rows_avx512.h), equal to
+// GEMM (from 8 tokens: tokens in the vector lanes, see ops/float_rows_avx512.h), equal to
 // dot_rows_f32_f32_avx512 per (row, token) within float reassociation; GemmFn's contract.
 void gemm_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                          const std::byte* act, int64_t act_stride, int64_t nt, float* out,

@@ -16,6 +16,7 @@ struct VecF32 {
   using Reg = __m256;
   using Mask = __m256i;  // all-ones in the lanes that take part
   static constexpr int kLanes = 8;
+  static constexpr int kRegisters = 16;  // architectural vector registers, for tile sizes
 
   // The first `rem` lanes, rem in [1, kLanes] (the tail of a row: only there, since AVX2's
   // masked stores are slow on several CPUs, AMD Zen's microcoded vmaskmovps among them).

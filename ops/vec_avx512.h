@@ -13,6 +13,7 @@ struct VecF32 {
   using Reg = __m512;
   using Mask = __mmask16;
   static constexpr int kLanes = 16;
+  static constexpr int kRegisters = 32;  // architectural vector registers, for tile sizes
 
   // The first `rem` lanes, rem in [1, kLanes].
   static Mask first(int64_t rem) {

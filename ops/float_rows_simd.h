@@ -1,0 +1,140 @@
+#pragma once
+// The dot-rows loop shared by the F32, F16 and BF16 kernels, written once over a vector wrapper V
+// (ops/vec_avx2.h: 8 lanes, 16 registers; ops/vec_avx512.h: 16 lanes, 32 registers) and a Widen
+// policy (ops/widen_simd.h: how kLanes weights become fp32). Instantiated by
+// float_rows_avx2.cpp and float_rows_avx512.cpp; include ONLY from there, after V's header.
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/gemv_streams.h"
+#include "ops/isa.h"
+#include "ops/widen_simd.h"
+
+namespace pacer::ops::float_rows {
+namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
+
+// Tokens per GEMM tile: each widened weight vector serves them all. R rows x T tokens x 2
+// accumulators must leave registers for the loads: 16 of AVX-512's 32 (T = 2), 8 of AVX2's 16.
+template <class V>
+constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 1;
+
+// out[t * out_stride + r * out_row_step] = dot(row r, token t) for R rows (row r at
+// w + r * row_step) and T tokens at x + t * x_stride. Each x vector is loaded once for all R rows
+// and each widened weight vector once for all T tokens; two accumulators per (row, token) hide
+// the FMA latency; the tail (n % 2kLanes) is masked. Each (row, token) pair goes through the same
+// operations whatever R and T are, so the GEMM is bit-identical to the GEMV. Every weight cache
+// line also prefetches the line `prefetch_offset` bytes further on (0: none; see
+// q4_0_avx512.cpp).
+template <class V, class Widen, int R, int T>
+void rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch_offset,
+               const float* x, int64_t x_stride, float* out, int64_t out_stride,
+               int64_t out_row_step) {
+  constexpr int64_t L = V::kLanes;
+  constexpr int64_t kStepBytes = 2 * L * Widen::kBytes;  // weight bytes per row per step
+  using Reg = typename V::Reg;
+  Reg acc0[R][T], acc1[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = V::zero();
+  }
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) {
+    Reg x0[T], x1[T];
+    for (int t = 0; t < T; ++t) {
+      x0[t] = V::load(x + t * x_stride + j);
+      x1[t] = V::load(x + t * x_stride + j + L);
+    }
+    for (int r = 0; r < R; ++r) {
+      const std::byte* wr = w + r * row_step;
+      if (prefetch_offset != 0) {
+        const char* line = reinterpret_cast<const char*>(wr + j * Widen::kBytes) + prefetch_offset;
+        if constexpr (kStepBytes >= 64) {
+          for (int64_t b = 0; b < kStepBytes; b += 64) _mm_prefetch(line + b, _MM_HINT_T0);
+        } else if ((j * Widen::kBytes) % 64 == 0) {  // once per cache line
+          _mm_prefetch(line, _MM_HINT_T0);
+        }
+      }
+      const Reg w0 = Widen::load(wr, j), w1 = Widen::load(wr, j + L);
+      for (int t = 0; t < T; ++t) {
+        acc0[r][t] = V::fmadd(w0, x0[t], acc0[r][t]);
+        acc1[r][t] = V::fmadd(w1, x1[t], acc1[r][t]);
+      }
+    }
+  }
+  for (; j < n; j += L) {  // tail of 1..2kLanes-1 elements
+    const int64_t rem = n - j < L ? n - j : L;
+    for (int r = 0; r < R; ++r) {
+      const Reg w0 = Widen::load_first(w + r * row_step, j, rem);
+      for (int t = 0; t < T; ++t) {
+        acc0[r][t] = V::fmadd(w0, V::load_first(x + t * x_stride + j, rem), acc0[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      out[t * out_stride + r * out_row_step] = V::hsum(V::add(acc0[r][t], acc1[r][t]));
+    }
+  }
+}
+
+// Rows [0, nr) x tokens [0, nt) (x_stride floats between tokens, out_stride between output
+// rows): row tiles of four (then 3, 2 or 1), each reused by every token before the next tile.
+template <class V, class Widen>
+void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
+          int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
+  constexpr int T = kTokensPerTile<V>;
+  auto tokens = [&](auto rows_tag, int64_t r) {
+    constexpr int kR = decltype(rows_tag)::value;
+    int64_t t = 0;
+    if constexpr (T > 1) {
+      for (; t + T <= nt; t += T) {
+        rows_tile<V, Widen, kR, T>(n, w + r * stride, stride, kR * stride, x + t * x_stride,
+                                   x_stride, out + t * out_stride + r, out_stride, 1);
+      }
+    }
+    for (; t < nt; ++t) {
+      rows_tile<V, Widen, kR, 1>(n, w + r * stride, stride, kR * stride, x + t * x_stride, x_stride,
+                                 out + t * out_stride + r, out_stride, 1);
+    }
+  };
+  int64_t r = 0;
+  for (; r + 4 <= nr; r += 4) tokens(std::integral_constant<int, 4>{}, r);
+  switch (nr - r) {
+    case 3:
+      tokens(std::integral_constant<int, 3>{}, r);
+      break;
+    case 2:
+      tokens(std::integral_constant<int, 2>{}, r);
+      break;
+    case 1:
+      tokens(std::integral_constant<int, 1>{}, r);
+      break;
+    default:
+      break;
+  }
+}
+
+// out[0..nr) for nr rows and one token (the GEMV): four far-apart row streams per tile (see
+// gemv_streams.h), the rows left over in tiles of neighbours.
+template <class V, class Widen>
+void dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+              float* out) {
+  const auto* x = reinterpret_cast<const float*>(act);
+  const int64_t prefetch = gemv_software_prefetch() ? kGemvStreamPrefetchRows * stride : 0;
+  const int64_t r = gemv_stream_tiles(nr, 4, [&](int64_t j, int64_t per_stream) {
+    rows_tile<V, Widen, 4, 1>(n, w + j * stride, per_stream * stride, prefetch, x, 0, out + j, 0,
+                              per_stream);
+  });
+  if (r < nr) gemm<V, Widen>(n, w + r * stride, stride, nr - r, x, 0, 1, out + r, 0);
+}
+
+// One row (the DotFn entry).
+template <class V, class Widen>
+float dot(int64_t n, const std::byte* w_row, const std::byte* act) {
+  float out;
+  dot_rows<V, Widen>(n, w_row, 0, 1, act, &out);
+  return out;
+}
+
+}  // namespace
+}  // namespace pacer::ops::float_rows
