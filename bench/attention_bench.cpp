@@ -2,9 +2,14 @@
 // Isa and cache type, at Llama-3.2-1B's shape (32 query heads over 8 KV heads of 64 dims, so each
 // K/V row is read once for a group of 4 heads). Decode at long context is bound by reading the
 // cache: bytes_per_second counts the K and V bytes visited, to set against the read bandwidth.
-// One thread (SerialParallel), so the figure is the kernel's, not the partition's.
+// One thread (SerialParallel), so the figure is the kernel's, not the partition's. `huge`: the
+// cache on transparent huge pages (as the runtime's KvCache asks for) or on 4 KiB pages.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -18,6 +23,19 @@ namespace {
 
 using ops::Isa;
 using ops::WeightType;
+
+struct FreeBytes {
+  void operator()(std::byte* p) const noexcept { std::free(p); }
+};
+
+// 2 MiB-aligned bytes, on huge pages when asked (and the kernel allows THP).
+std::unique_ptr<std::byte, FreeBytes> cache_bytes(int64_t bytes, bool huge) {
+  constexpr int64_t kHuge = 2 << 20;
+  const int64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kHuge, static_cast<size_t>(size)));
+  ::madvise(p, static_cast<size_t>(size), huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  return std::unique_ptr<std::byte, FreeBytes>(p);
+}
 
 void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   if (!ops::isa_supported(isa)) {
@@ -34,21 +52,22 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   p.kv_type = kv_type;
   const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   const int64_t row_bytes = ops::kv_row_bytes(kv_type, row);
-  std::vector<std::byte> k_cache(static_cast<size_t>(depth * row_bytes));
-  std::vector<std::byte> v_cache(k_cache.size());
+  const bool huge = state.range(1) != 0;
+  auto k_cache = cache_bytes(depth * row_bytes, huge),
+       v_cache = cache_bytes(depth * row_bytes, huge);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> k(static_cast<size_t>(row)), v(k.size());
   for (int64_t pos = 0; pos < depth; ++pos) {  // one position at a time: no depth x row buffer
     for (float& e : k) e = normal(rng);
     for (float& e : v) e = normal(rng);
-    ops::kv_store(p, k, v, pos, 1, k_cache.data(), v_cache.data(), kernels);
+    ops::kv_store(p, k, v, pos, 1, k_cache.get(), v_cache.get(), kernels);
   }
   std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
   for (float& e : q) e = normal(rng);
   const ops::SerialParallel serial;
   for (auto _ : state) {
-    ops::attention(p, q, depth - 1, 1, k_cache.data(), v_cache.data(), out, serial, kernels);
+    ops::attention(p, q, depth - 1, 1, k_cache.get(), v_cache.get(), out, serial, kernels);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -56,7 +75,9 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
 }
 
 void depths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"depth"})->Arg(512)->Arg(4096)->Arg(16384);
+  b->ArgNames({"depth", "huge"});
+  for (int64_t depth : {512, 4096, 16384}) b->Args({depth, 1});
+  b->Args({16384, 0});
 }
 
 #define PACER_ATTENTION(name, TYPE)                                                         \

@@ -146,6 +146,9 @@ void attend_scalar(const AttentionTask& t) {
       }
     }
   }
+  if (t.m_out != nullptr) {
+    for (int g = 0; g < n_q; ++g) t.m_out[g] = m[g], t.l_out[g] = l[g];
+  }
   for (int g = 0; g < n_q; ++g) {
     const float inv = 1.0f / l[g];
     for (int d = 0; d < dim; ++d) t.out[g * dim + d] = acc[g][d] * inv;
@@ -259,11 +262,79 @@ void run_items(const AttentionJob& job, int64_t begin, int64_t end) {
   }
 }
 
+int64_t key_segments(int64_t n_keys) {
+  return (n_keys + kAttentionKeySegment - 1) / kAttentionKeySegment;
+}
+
+// The one decode query's keys [lo, hi) in `segments` segments: per (segment, head) the normalized
+// output o, running max m and sum l (scratch laid out as o[segments][n_heads][dim], m[segments]
+// [n_heads], l[segments][n_heads]).
+struct SplitDecode {
+  const AttentionJob* job;
+  int64_t lo, hi, segments;
+  float *o, *m, *l;
+};
+
+void run_segment_items(const SplitDecode& sd, int64_t begin, int64_t end) {
+  const AttentionJob& job = *sd.job;
+  const int n_heads = job.p->n_heads, dim = job.p->head_dim, group = job.group;
+  for (int64_t item = begin; item < end;) {
+    const int64_t seg = item / n_heads;
+    const int h = static_cast<int>(item % n_heads);
+    const int n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
+    const int64_t slot = seg * n_heads + h;
+    AttentionTask task;
+    task.q = job.q + static_cast<int64_t>(h) * dim;
+    task.out = sd.o + slot * dim;
+    task.n_q = n_q;
+    task.head_dim = dim;
+    task.k = job.k_cache + (h / group) * job.head_bytes;
+    task.v = job.v_cache + (h / group) * job.head_bytes;
+    task.row_bytes = job.row_bytes;
+    task.key_begin = sd.lo + seg * kAttentionKeySegment;
+    task.key_end = std::min(task.key_begin + kAttentionKeySegment, sd.hi);
+    task.scale = job.p->scale;
+    task.softcap = job.p->softcap;
+    task.m_out = sd.m + slot;
+    task.l_out = sd.l + slot;
+    job.attend(task);
+    item += n_q;
+  }
+}
+
+// out_h = sum_s w_s o_s / sum_s w_s with w_s = l_s e^(m_s - max m): each segment's softmax
+// reweighted to the common max, i.e. the softmax over all keys.
+void merge_segments(const SplitDecode& sd, int64_t h_begin, int64_t h_end, float* out) {
+  const int64_t n_heads = sd.job->p->n_heads, dim = sd.job->p->head_dim;
+  for (int64_t h = h_begin; h < h_end; ++h) {
+    float m_max = -std::numeric_limits<float>::infinity();
+    for (int64_t s = 0; s < sd.segments; ++s) m_max = std::max(m_max, sd.m[s * n_heads + h]);
+    float* o = out + h * dim;
+    std::fill_n(o, dim, 0.0f);
+    float w_sum = 0.0f;
+    for (int64_t s = 0; s < sd.segments; ++s) {
+      const float w = sd.l[s * n_heads + h] * std::exp(sd.m[s * n_heads + h] - m_max);
+      const float* os = sd.o + (s * n_heads + h) * dim;
+      for (int64_t d = 0; d < dim; ++d) o[d] += w * os[d];
+      w_sum += w;
+    }
+    const float inv = 1.0f / w_sum;
+    for (int64_t d = 0; d < dim; ++d) o[d] *= inv;
+  }
+}
+
 }  // namespace
+
+int64_t attention_scratch_floats(const AttentionParams& p, int64_t n_tokens, int64_t max_keys) {
+  check_params(p);
+  if (p.sliding_window > 0) max_keys = std::min(max_keys, p.sliding_window);
+  if (n_tokens != 1 || max_keys <= kAttentionKeySegment) return 0;
+  return key_segments(max_keys) * p.n_heads * (static_cast<int64_t>(p.head_dim) + 2);
+}
 
 void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
                const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
-               const Parallel& par, const KernelSet& kernels) {
+               const Parallel& par, const KernelSet& kernels, std::span<float> scratch) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
   const AttentionKernels& k = kernels.attention();
   AttendFn attend = k.attend_f32;
@@ -282,6 +353,29 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
       .row_bytes = kv_row_bytes(p.kv_type, static_cast<int64_t>(p.n_kv_heads) * p.head_dim),
       .head_bytes = kv_row_bytes(p.kv_type, p.head_dim),
   };
+  const int64_t lo = first_visible_key(pos0, p.sliding_window), n_keys = pos0 + 1 - lo;
+  if (n_tokens == 1 && n_keys > kAttentionKeySegment && !scratch.empty()) {
+    const int64_t need = attention_scratch_floats(p, 1, n_keys);
+    if (static_cast<int64_t>(scratch.size()) < need) {
+      fail("scratch has " + std::to_string(scratch.size()) + " floats, a decode over " +
+           std::to_string(n_keys) + " keys needs " + std::to_string(need));
+    }
+    const int64_t segments = key_segments(n_keys), slots = segments * p.n_heads;
+    const SplitDecode sd{.job = &job,
+                         .lo = lo,
+                         .hi = pos0 + 1,
+                         .segments = segments,
+                         .o = scratch.data(),
+                         .m = scratch.data() + slots * p.head_dim,
+                         .l = scratch.data() + slots * p.head_dim + slots};
+    par.run_chunks(slots, std::min(job.group, kMaxGroup),
+                   [&sd](int, int64_t begin, int64_t end) { run_segment_items(sd, begin, end); });
+    float* o = out.data();
+    par.run_chunks(p.n_heads, 1, [&sd, o](int, int64_t begin, int64_t end) {
+      merge_segments(sd, begin, end, o);
+    });
+    return;
+  }
   par.run_chunks(n_tokens * p.n_heads, 1,
                  [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
 }

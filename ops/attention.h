@@ -37,12 +37,23 @@ void kv_store(const AttentionParams& p, std::span<const float> k, std::span<cons
               int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
               const KernelSet& kernels);
 
+// Decode (one query token) over more than kAttentionKeySegment visible keys splits each KV
+// head's keys into segments of that many, computed as separate work items and merged by their
+// log-sum-exp (flash-decoding): a long context then spreads over more workers than there are KV
+// heads. Segments depend on the key count alone, so results do not depend on the worker count.
+constexpr int64_t kAttentionKeySegment = 512;
+
+// Floats of scratch attention() needs to split the keys of n_tokens queries that see at most
+// max_keys keys each (0 where it never splits).
+int64_t attention_scratch_floats(const AttentionParams& p, int64_t n_tokens, int64_t max_keys);
+
 // q: (n_tokens, n_heads*head_dim); query t is at position pos0 + t and sees keys [lo, pos0 + t]
 // (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head),
-// on `kernels`' attention table.
+// or for a long decode over (key segment, head) using `scratch` (empty: never split; too small
+// for this call: std::invalid_argument), on `kernels`' attention table.
 void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
                const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
-               const Parallel& par, const KernelSet& kernels);
+               const Parallel& par, const KernelSet& kernels, std::span<float> scratch = {});
 
 // Scalar reference, straight from the math (fp32 softmax over converted cache rows).
 void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,

@@ -57,6 +57,11 @@ struct AttentionTask {
   int64_t key_end = 0;
   float scale = 1.0f;
   float softcap = 0.0f;  // 0 = none
+  // When set, the kernel also writes each query head's running max and sum of e^(s - max) over
+  // its keys (n_q each): a segment of the keys' log-sum-exp, for merging segments
+  // (ops/attention.h).
+  float* m_out = nullptr;
+  float* l_out = nullptr;
 };
 
 using AttendFn = void (*)(const AttentionTask& task);

@@ -8,6 +8,7 @@
 // index j (a multiple of V::kLanes):
 //   load(w, j)             V::kLanes elements w[j..) as fp32
 //   load_first(w, j, rem)  the first rem (in [1, V::kLanes]) of them, 0 elsewhere
+//   bytes(n)               bytes that n elements take
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +21,7 @@ template <class V>
 struct WidenF32 {
   using Reg = typename V::Reg;
   static constexpr int64_t kBytes = 4;
+  static constexpr int64_t bytes(int64_t n) { return 4 * n; }
   static Reg load(const std::byte* w, int64_t j) {
     return V::load(reinterpret_cast<const float*>(w) + j);
   }
@@ -33,6 +35,7 @@ template <class V>
 struct WidenF16 {
   using Reg = typename V::Reg;
   static constexpr int64_t kBytes = 2;
+  static constexpr int64_t bytes(int64_t n) { return 2 * n; }
   static Reg load(const std::byte* w, int64_t j) {
     return V::load_f16(reinterpret_cast<const fp16_t*>(w) + j);
   }
@@ -46,6 +49,7 @@ template <class V>
 struct WidenBF16 {
   using Reg = typename V::Reg;
   static constexpr int64_t kBytes = 2;
+  static constexpr int64_t bytes(int64_t n) { return 2 * n; }
   static Reg load(const std::byte* w, int64_t j) {
     return V::load_bf16(reinterpret_cast<const uint16_t*>(w) + j);
   }
@@ -61,6 +65,9 @@ struct WidenQ8_0Blocks {
   using Reg = typename V::Reg;
   static constexpr int64_t kBytes = 0;
   static_assert(kQ8_0BlockElems % V::kLanes == 0, "a vector must lie within one block");
+  static constexpr int64_t bytes(int64_t n) {
+    return n / kQ8_0BlockElems * static_cast<int64_t>(sizeof(BlockQ8_0));
+  }
   static Reg load(const std::byte* w, int64_t j) {
     const auto* block = reinterpret_cast<const BlockQ8_0*>(w) + j / kQ8_0BlockElems;
     return V::load_q8(block->qs + j % kQ8_0BlockElems, V::set1(V::f16_scalar(block->d)));

@@ -174,7 +174,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     // attention: att = softmax(scale * q K^T, causal [+ window]) V, per query head
     {
       auto op = rec.op({.name = "attention", .layer = layer, .kind = OpKind::Attention});
-      ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par, ks);
+      ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par, ks, s.attn_scratch);
     }
     // attn_out: proj = att Wo^T
     {

@@ -1,5 +1,7 @@
 #include "runtime/kv_cache.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -82,12 +84,19 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
       available);
   row_bytes_ = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
   layer_bytes_ = (row_bytes_ * capacity + 63) / 64 * 64;
-  const size_t size = static_cast<size_t>(layer_bytes_ * 2 * n_layers_);
   // Pages are committed on first write, so a large context costs only what the run touches.
-  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, size)));
+  // Caches of 2 MiB or more sit on transparent huge pages where the kernel allows them: attention
+  // reads one KV head's slice of every row, a stride that at long context touches every 4 KiB
+  // page of the layer once per head and misses the TLB on most of them.
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t used = static_cast<size_t>(layer_bytes_ * 2 * n_layers_);
+  const bool huge = used >= kHugePage;
+  const size_t size = huge ? (used + kHugePage - 1) / kHugePage * kHugePage : used;
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(huge ? kHugePage : 64, size)));
   if (!data_) {
     throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
   }
+  if (huge) ::madvise(data_.get(), size, MADV_HUGEPAGE);  // advice only: 4 KiB pages otherwise
 }
 
 }  // namespace pacer::runtime

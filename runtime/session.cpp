@@ -127,11 +127,12 @@ Session::Session(const Model& model, SessionOptions opts)
               model.config(),
               std::clamp<int64_t>(opts_.max_batch, 1,
                                   opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
-              opts_.max_logits),
+              opts_.max_logits, opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
           opts_.mem_available),
       // detect_isa(): the best this machine runs, or the one PACER_ISA pins.
       state_(model.config(), ops::KernelSet::for_isa(ops::detect_isa()),
-             std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()), opts_.max_logits),
+             std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()), opts_.max_logits,
+             kv_.capacity()),
       sampler_(opts_.sampler),
       rec_(opts_.recorder ? opts_.recorder : &off_) {
   if (rec_->enabled()) executor_->set_observer(rec_);

@@ -350,5 +350,82 @@ TEST(Attention, BadParametersThrow) {
                std::invalid_argument);
 }
 
+// ---- Long decode: keys split into segments of kAttentionKeySegment and merged.
+
+const Case kLongDecodeCases[] = {
+    {"long_decode_gqa4_f16", 8, 2, 64, 1500, 1, 0, 0.0f, WeightType::F16},
+    {"long_decode_gqa7_f32", 14, 2, 64, 1100, 1, 0, 0.0f, WeightType::F32},
+    {"long_decode_window_f16", 4, 2, 64, 2000, 1, 700, 0.0f, WeightType::F16},
+    {"long_decode_softcap_q8_0", 4, 1, 128, 1300, 1, 0, 5.0f, WeightType::Q8_0},
+    {"long_decode_gqa16_tail", 16, 1, 40, 1030, 1, 0, 0.0f, WeightType::F16},
+};
+
+// Runs attention with a scratch filled with NaN; returns the scratch so a test can see the split
+// ran (every segment's running max written).
+std::vector<float> split_attention(const Inputs& in, const Case& c, std::span<float> out,
+                                   const Parallel& par, Isa isa) {
+  const int64_t keys = c.window > 0 ? std::min<int64_t>(c.window, c.pos0 + 1) : c.pos0 + 1;
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(in.p, 1, keys)), NAN);
+  attention(in.p, in.q, c.pos0, 1, in.k_cache.data(), in.v_cache.data(), out, par,
+            KernelSet::for_isa(isa), scratch);
+  return scratch;
+}
+
+TEST_P(AttentionIsa, LongDecodeSplitsKeysAndMatchesDoubleSoftmax) {
+  for (const Case& c : kLongDecodeCases) {
+    const Inputs in = make_inputs(c, GetParam());
+    const auto want =
+        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    std::vector<float> out(in.q.size(), NAN);
+    const std::vector<float> scratch = split_attention(in, c, out, SerialParallel(1), GetParam());
+    expect_close(out, want, kFp32AbsTol, c.name);
+    // The m block follows segments * n_heads * head_dim outputs: every slot holds a finite max.
+    const int64_t keys = c.window > 0 ? c.window : c.pos0 + 1;
+    const int64_t slots = (keys + kAttentionKeySegment - 1) / kAttentionKeySegment * c.n_heads;
+    ASSERT_GE(slots, 2 * c.n_heads) << c.name;
+    for (int64_t i = 0; i < slots; ++i) {
+      EXPECT_TRUE(std::isfinite(scratch[static_cast<size_t>(slots * c.head_dim + i)]))
+          << c.name << " segment slot " << i;
+    }
+  }
+}
+
+TEST_P(AttentionIsa, LongDecodeSameResultForAnyWorkerCount) {
+  for (const Case& c : kLongDecodeCases) {
+    const Inputs in = make_inputs(c);
+    std::vector<float> base(in.q.size());
+    split_attention(in, c, base, SerialParallel(1), GetParam());
+    for (int workers : {2, 3, 7, 64}) {
+      std::vector<float> out(in.q.size());
+      split_attention(in, c, out, SerialParallel(workers), GetParam());
+      EXPECT_EQ(out, base) << c.name << " workers=" << workers;
+    }
+    std::vector<float> tbb_out(in.q.size());
+    split_attention(in, c, tbb_out, TbbParallel(2), GetParam());
+    EXPECT_EQ(tbb_out, base) << c.name << " tbb";
+  }
+}
+
+TEST(Attention, ScratchFloatsCountSegmentsOfOneDecodeQuery) {
+  AttentionParams p{.n_heads = 8, .n_kv_heads = 2, .head_dim = 64, .scale = 0.125f};
+  // ceil(1500 / 512) = 3 segments x 8 heads x (64 outputs + max + sum)
+  EXPECT_EQ(attention_scratch_floats(p, 1, 1500), 3 * 8 * 66);
+  EXPECT_EQ(attention_scratch_floats(p, 1, kAttentionKeySegment), 0);  // one segment: no split
+  EXPECT_EQ(attention_scratch_floats(p, 4, 1500), 0);                  // prefill never splits
+  p.sliding_window = 300;
+  EXPECT_EQ(attention_scratch_floats(p, 1, 100000), 0);  // the window bounds the keys
+}
+
+TEST(Attention, TooSmallScratchThrows) {
+  const Case c = kLongDecodeCases[0];
+  const Inputs in = make_inputs(c);
+  std::vector<float> out(in.q.size());
+  std::vector<float> scratch(
+      static_cast<size_t>(attention_scratch_floats(in.p, 1, c.pos0 + 1) - 1));
+  EXPECT_THROW(attention(in.p, in.q, c.pos0, 1, in.k_cache.data(), in.v_cache.data(), out,
+                         SerialParallel(1), KernelSet::for_isa(Isa::Scalar), scratch),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace pacer::ops
