@@ -176,10 +176,12 @@ struct Converter {
   }
 
   void metadata(const json& header) {
-    const json model = header.value("model", json::object());
+    namespace hk = eventlog::header_key;
+    const json model = header.value(hk::kModel, json::object());
     const std::string title =
-        fmt::format("pacer {} {} ({})", header.value("command", "run"),
-                    model.is_object() ? model.value("path", "") : "", header.value("time_utc", ""));
+        fmt::format("pacer {} {} ({})", header.value(hk::kCommand, "run"),
+                    model.is_object() ? model.value(eventlog::model_key::kPath, "") : "",
+                    header.value(hk::kTimeUtc, ""));
     writer.emit({{"ph", "M"},
                  {"name", "process_name"},
                  {"pid", kPid},

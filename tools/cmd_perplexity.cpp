@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/output_file.h"
+#include "eventlog/schema.h"
 #include "runtime/model.h"
 #include "runtime/perplexity.h"
 #include "runtime/recorder.h"
@@ -210,7 +211,7 @@ void run_perplexity(const PerplexityCliOptions& o) {
   const int64_t n_text =
       base ? static_cast<int64_t>(base->tokens().size()) : static_cast<int64_t>(tokens.size());
   session.write_log_header(
-      {{"command", "perplexity"},
+      {{eventlog::header_key::kCommand, "perplexity"},
        {"perplexity",
         {{"n_ctx", n_ctx}, {"n_batch", o.batch}, {"kl_divergence", base != nullptr}}}},
       n_text, 0);

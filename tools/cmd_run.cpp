@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/counter_summary.h"
+#include "eventlog/schema.h"
 #include "runtime/model.h"
 #include "runtime/recorder.h"
 #include "runtime/session.h"
@@ -122,7 +123,8 @@ void run_generate(const RunOptions& o) {
   go.stop = o.stop;
   go.ignore_eos = o.ignore_eos;
   go.parse_special = o.parse_special;
-  go.header = {{"command", "run"}, {"argv", process_argv()}};
+  go.header = {{eventlog::header_key::kCommand, "run"},
+               {eventlog::header_key::kArgv, process_argv()}};
 
   if (o.print_prompt) {
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);

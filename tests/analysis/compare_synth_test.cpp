@@ -13,6 +13,7 @@
 
 #include "analysis/compare.h"
 #include "analysis/compare_synth.h"
+#include "eventlog/schema.h"
 
 namespace pacer::analysis {
 namespace {
@@ -329,6 +330,50 @@ TEST(CompareSynth, UniformMoreWorkWithoutPmuRanksOnCpuTime) {
       c.rows[rank].impact_pts,
       std::fabs(c.attribution.part(Part::CpuWork) + c.attribution.part(Part::OnCpu)) / t0 * 100,
       1e-9);
+}
+
+// The generator writes its lines with literal keys; every one of them must be a key
+// eventlog/schema.h owns, so a renamed key cannot leave the synthetic logs (and the compare
+// tests built on them) reading a field that real logs no longer have.
+TEST(CompareSynth, EveryKeyWrittenIsOneTheSchemaOwns) {
+  RunSpec spec;
+  spec.hardware_counters = true;
+  const std::string log = event_log(spec);
+  std::set<std::string> missing;
+  auto within = [&](const nlohmann::json& obj, const auto& schema, const std::string& where) {
+    ASSERT_TRUE(obj.is_object()) << where;
+    for (const auto& [k, v] : obj.items()) {
+      if (k == eventlog::record::kType) continue;
+      if (std::find(schema.begin(), schema.end(), k) == schema.end()) missing.insert(where + k);
+    }
+  };
+  std::istringstream in(log);
+  std::string line;
+  std::set<std::string> types;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    const std::string type = j.at("type");
+    types.insert(type);
+    if (type == eventlog::record::kHeader) {
+      within(j, eventlog::header_key::kAll, "");
+      within(j.at("model"), eventlog::model_key::kAll, "model.");
+      within(j.at("run"), eventlog::run_key::kAll, "run.");
+      within(j.at("host"), eventlog::host_key::kAll, "host.");
+      within(j.at("counters"), eventlog::counters_key::kAll, "counters.");
+      within(j.at("frequency"), eventlog::frequency_key::kAll, "frequency.");
+      within(j.at("thermal"), eventlog::thermal_key::kAll, "thermal.");
+    } else if (type == eventlog::record::kOp) {
+      within(j, eventlog::op_key::kAll, "op.");
+      for (const auto& w : j.at("workers")) within(w, eventlog::op_key::kAll, "op.workers[].");
+    } else if (type == eventlog::record::kStep) {
+      within(j, eventlog::step_key::kAll, "step.");
+    } else if (type == eventlog::record::kFooter) {
+      within(j, eventlog::footer_key::kAll, "footer.");
+    }
+  }
+  EXPECT_EQ(types, (std::set<std::string>{"header", "op", "step", "footer"}));
+  EXPECT_TRUE(missing.empty()) << "keys the schema does not own: "
+                               << ::testing::PrintToString(missing);
 }
 
 }  // namespace
