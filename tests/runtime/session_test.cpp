@@ -200,6 +200,31 @@ TEST(Session, GeneratesNTokensAndStreamsTheirText) {
   EXPECT_GT(t.peak_rss_kb, 0);
 }
 
+// Decode past kAttentionKeySegment keys splits each KV head's keys into segments on the session's
+// workers (ops/attention.h): the logits must not depend on how many workers there are.
+TEST(Session, LongDecodeLogitsDoNotDependOnTheThreadCount) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  const int64_t n_vocab = synth.model().config().n_vocab;
+  std::vector<int32_t> prompt(600);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    prompt[i] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
+  }
+  std::vector<std::vector<float>> logits_by_threads;
+  for (int threads : {1, 2, 3}) {
+    Session s(synth.model(), greedy(threads, 1024));
+    s.prefill(prompt);
+    std::vector<float> all;
+    for (int32_t tok : {5, 9, 2}) {  // positions 600..602: 601..603 keys, two segments
+      const std::span<const float> l = s.decode(tok);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+    logits_by_threads.push_back(std::move(all));
+  }
+  ASSERT_FALSE(logits_by_threads[0].empty());
+  EXPECT_EQ(logits_by_threads[1], logits_by_threads[0]) << "2 threads";
+  EXPECT_EQ(logits_by_threads[2], logits_by_threads[0]) << "3 threads";
+}
+
 TEST(Session, StopStringEndsGenerationAndIsNotPrinted) {
   const test::SynthModel synth("tiny", ops::WeightType::F16);
   GenerateOptions go;
