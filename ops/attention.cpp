@@ -236,29 +236,37 @@ struct AttentionJob {
   int64_t head_bytes;  // one KV head's slice of a row
 };
 
+// The task of query heads [h, h + n_q) of one query over keys [key_begin, key_end): everything
+// but where q, the output and the segment statistics live. n_q: the heads from h that share h's
+// KV head and lie in this chunk (at most kMaxGroup), which go through the keys together.
+AttentionTask head_task(const AttentionJob& job, int h, int64_t items_left, int64_t key_begin,
+                        int64_t key_end) {
+  const int group = job.group, kv_head = h / group;
+  AttentionTask task;
+  task.n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, items_left}));
+  task.head_dim = job.p->head_dim;
+  task.k = job.k_cache + kv_head * job.head_bytes;
+  task.v = job.v_cache + kv_head * job.head_bytes;
+  task.row_bytes = job.row_bytes;
+  task.key_begin = key_begin;
+  task.key_end = key_end;
+  task.scale = job.p->scale;
+  task.softcap = job.p->softcap;
+  return task;
+}
+
 void run_items(const AttentionJob& job, int64_t begin, int64_t end) {
-  const int n_heads = job.p->n_heads, dim = job.p->head_dim, group = job.group;
+  const int n_heads = job.p->n_heads, dim = job.p->head_dim;
   for (int64_t item = begin; item < end;) {
     const int64_t t = token_of_slot(item / n_heads, job.n_tokens);
     const int h = static_cast<int>(item % n_heads);
-    const int kv_head = h / group;
-    // Heads h.. that share kv_head and lie in this chunk go through the keys together.
-    const int n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
     const int64_t pos = job.pos0 + t;
-    AttentionTask task;
+    AttentionTask task =
+        head_task(job, h, end - item, first_visible_key(pos, job.p->sliding_window), pos + 1);
     task.q = job.q + (t * n_heads + h) * dim;
     task.out = job.out + (t * n_heads + h) * dim;
-    task.n_q = n_q;
-    task.head_dim = dim;
-    task.k = job.k_cache + kv_head * job.head_bytes;
-    task.v = job.v_cache + kv_head * job.head_bytes;
-    task.row_bytes = job.row_bytes;
-    task.key_begin = first_visible_key(pos, job.p->sliding_window);
-    task.key_end = pos + 1;
-    task.scale = job.p->scale;
-    task.softcap = job.p->softcap;
     job.attend(task);
-    item += n_q;
+    item += task.n_q;
   }
 }
 
@@ -277,28 +285,20 @@ struct SplitDecode {
 
 void run_segment_items(const SplitDecode& sd, int64_t begin, int64_t end) {
   const AttentionJob& job = *sd.job;
-  const int n_heads = job.p->n_heads, dim = job.p->head_dim, group = job.group;
+  const int n_heads = job.p->n_heads, dim = job.p->head_dim;
   for (int64_t item = begin; item < end;) {
     const int64_t seg = item / n_heads;
     const int h = static_cast<int>(item % n_heads);
-    const int n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, end - item}));
     const int64_t slot = seg * n_heads + h;
-    AttentionTask task;
+    const int64_t lo = sd.lo + seg * kAttentionKeySegment;
+    AttentionTask task =
+        head_task(job, h, end - item, lo, std::min(lo + kAttentionKeySegment, sd.hi));
     task.q = job.q + static_cast<int64_t>(h) * dim;
     task.out = sd.o + slot * dim;
-    task.n_q = n_q;
-    task.head_dim = dim;
-    task.k = job.k_cache + (h / group) * job.head_bytes;
-    task.v = job.v_cache + (h / group) * job.head_bytes;
-    task.row_bytes = job.row_bytes;
-    task.key_begin = sd.lo + seg * kAttentionKeySegment;
-    task.key_end = std::min(task.key_begin + kAttentionKeySegment, sd.hi);
-    task.scale = job.p->scale;
-    task.softcap = job.p->softcap;
     task.m_out = sd.m + slot;
     task.l_out = sd.l + slot;
     job.attend(task);
-    item += n_q;
+    item += task.n_q;
   }
 }
 
