@@ -12,18 +12,21 @@ namespace pacer::ops {
 // The machine's read bandwidth for `threads` threads, found rather than assumed: a buffer of
 // `bytes` (allocated once, 2 MiB-aligned with transparent huge pages requested, each thread's
 // slice first touched by its reader) is streamed by every variant of the read loop -- load width
-// (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (2-16,
-// as a GEMV reads several weight rows at once) and software prefetch distance -- and the best
-// pass of the best variant is the figure. A decode that beats it means the probe failed, not that
-// the decode is above the limit. Threads are pinned to `cpus` (thread t to cpus[t % size]) when
-// given, so the figure is for the placement a run uses. Pick bytes far larger than the last-level
-// cache (e.g. 1 GiB). On a shared machine the figure is low (a pass spans many time slices).
+// (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (1-16,
+// as a GEMV reads several weight rows at once), lines read from one stream before the next (1, or
+// a burst of 16 as the interleaved GEMVs read a group's block) and software prefetch distance --
+// and the best pass of the best variant is the figure. A decode that beats it means the probe
+// failed, not that the decode is above the limit. Threads are pinned to `cpus` (thread t to cpus[t
+// % size]) when given, so the figure is for the placement a run uses. Pick bytes far larger than
+// the last-level cache (e.g. 1 GiB). On a shared machine the figure is low (a pass spans many time
+// slices).
 struct BandwidthOptions {
   int threads = 1;
   size_t bytes = size_t{1} << 30;
   int reps = 3;             // timed passes per variant, after one warm-up pass
   std::vector<int> cpus{};  // pin the probe's threads (empty: no pinning)
-  bool search = true;  // false: only the default variant (AVX-512/AVX2 x 4 streams, no prefetch)
+  bool search = true;       // false: only the default variant (AVX-512/AVX2, 4 streams in bursts of
+                            // 16 lines, no prefetch)
 };
 struct BandwidthTrial {
   std::string variant;  // e.g. "avx512 x8 streams, prefetch 1024 B"
@@ -43,9 +46,12 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts);
 double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps);
 
 // The per-ISA read loops (bandwidth_avx2.cpp, bandwidth_avx512.cpp): sum of the 64-bit words of
-// [p, p + bytes) read as `streams` (1, 2, 4, 8 or 16) concurrent sequential streams, each
-// prefetching `prefetch` bytes ahead (0: none); bytes a multiple of 64, p 64-byte aligned.
-uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t prefetch);
-uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t prefetch);
+// [p, p + bytes) read as `streams` (1, 2, 4, 8 or 16) concurrent sequential streams, `burst` (>= 1)
+// 64-byte lines of one stream before the next, each prefetching `prefetch` bytes ahead (0: none);
+// bytes a multiple of 64, p 64-byte aligned.
+uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t burst,
+                        size_t prefetch);
+uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t burst,
+                          size_t prefetch);
 
 }  // namespace pacer::ops

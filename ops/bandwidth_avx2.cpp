@@ -1,6 +1,6 @@
 // AVX2 read loops of the bandwidth probe: S concurrent sequential streams (S equal stretches of
-// the range), one 64-byte line per step as two 32-byte loads, optionally a software prefetch
-// `prefetch` bytes ahead in each stream.
+// the range), `burst` 64-byte lines of one stream before the next (two 32-byte loads per line),
+// optionally a software prefetch `prefetch` bytes ahead in each stream.
 #include <immintrin.h>
 
 #include "ops/bandwidth.h"
@@ -9,21 +9,24 @@ namespace pacer::ops {
 namespace {
 
 template <int S>
-uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
-  const size_t part = bytes / S / 64 * 64;
+uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t prefetch) {
+  const size_t step = 64 * burst;
+  const size_t part = bytes / S / step * step;
   const std::byte* s[S];
   __m256i acc[S];
   for (int k = 0; k < S; ++k) {
     s[k] = p + static_cast<size_t>(k) * part;
     acc[k] = _mm256_setzero_si256();
   }
-  for (size_t off = 0; off < part; off += 64) {
+  for (size_t off = 0; off < part; off += step) {
     for (int k = 0; k < S; ++k) {
-      if (prefetch != 0)
-        _mm_prefetch(reinterpret_cast<const char*>(s[k] + off + prefetch), _MM_HINT_T0);
-      const auto* line = reinterpret_cast<const __m256i*>(s[k] + off);
-      acc[k] = _mm256_add_epi64(
-          acc[k], _mm256_add_epi64(_mm256_load_si256(line), _mm256_load_si256(line + 1)));
+      for (size_t at = off; at < off + step; at += 64) {
+        if (prefetch != 0)
+          _mm_prefetch(reinterpret_cast<const char*>(s[k] + at + prefetch), _MM_HINT_T0);
+        const auto* line = reinterpret_cast<const __m256i*>(s[k] + at);
+        acc[k] = _mm256_add_epi64(
+            acc[k], _mm256_add_epi64(_mm256_load_si256(line), _mm256_load_si256(line + 1)));
+      }
     }
   }
   for (size_t off = S * part; off + 32 <= bytes; off += 32) {
@@ -37,18 +40,19 @@ uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
 
 }  // namespace
 
-uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t prefetch) {
+uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t burst,
+                        size_t prefetch) {
   switch (streams) {
     case 1:
-      return sum_streams<1>(p, bytes, prefetch);
+      return sum_streams<1>(p, bytes, burst, prefetch);
     case 2:
-      return sum_streams<2>(p, bytes, prefetch);
+      return sum_streams<2>(p, bytes, burst, prefetch);
     case 4:
-      return sum_streams<4>(p, bytes, prefetch);
+      return sum_streams<4>(p, bytes, burst, prefetch);
     case 8:
-      return sum_streams<8>(p, bytes, prefetch);
+      return sum_streams<8>(p, bytes, burst, prefetch);
     default:
-      return sum_streams<16>(p, bytes, prefetch);
+      return sum_streams<16>(p, bytes, burst, prefetch);
   }
 }
 

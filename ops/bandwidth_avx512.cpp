@@ -1,6 +1,7 @@
 // AVX-512 read loops of the bandwidth probe: S concurrent sequential streams (S equal stretches of
-// the range, like a GEMV reading several rows at once), one 64-byte line per load, optionally a
-// software prefetch `prefetch` bytes ahead in each stream.
+// the range, like a GEMV reading several rows at once), `burst` 64-byte lines of one stream
+// before the next (one load per line), optionally a software prefetch `prefetch` bytes ahead in
+// each stream.
 #include "ops/bandwidth.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
@@ -8,19 +9,22 @@ namespace pacer::ops {
 namespace {
 
 template <int S>
-uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
-  const size_t part = bytes / S / 64 * 64;
+uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t prefetch) {
+  const size_t step = 64 * burst;
+  const size_t part = bytes / S / step * step;
   const std::byte* s[S];
   __m512i acc[S];
   for (int k = 0; k < S; ++k) {
     s[k] = p + static_cast<size_t>(k) * part;
     acc[k] = _mm512_setzero_si512();
   }
-  for (size_t off = 0; off < part; off += 64) {
+  for (size_t off = 0; off < part; off += step) {
     for (int k = 0; k < S; ++k) {
-      if (prefetch != 0)
-        _mm_prefetch(reinterpret_cast<const char*>(s[k] + off + prefetch), _MM_HINT_T0);
-      acc[k] = _mm512_add_epi64(acc[k], _mm512_load_si512(s[k] + off));
+      for (size_t line = off; line < off + step; line += 64) {
+        if (prefetch != 0)
+          _mm_prefetch(reinterpret_cast<const char*>(s[k] + line + prefetch), _MM_HINT_T0);
+        acc[k] = _mm512_add_epi64(acc[k], _mm512_load_si512(s[k] + line));
+      }
     }
   }
   for (size_t off = S * part; off + 64 <= bytes; off += 64) {
@@ -38,18 +42,19 @@ uint64_t sum_streams(const std::byte* p, size_t bytes, size_t prefetch) {
 
 }  // namespace
 
-uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t prefetch) {
+uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t burst,
+                          size_t prefetch) {
   switch (streams) {
     case 1:
-      return sum_streams<1>(p, bytes, prefetch);
+      return sum_streams<1>(p, bytes, burst, prefetch);
     case 2:
-      return sum_streams<2>(p, bytes, prefetch);
+      return sum_streams<2>(p, bytes, burst, prefetch);
     case 4:
-      return sum_streams<4>(p, bytes, prefetch);
+      return sum_streams<4>(p, bytes, burst, prefetch);
     case 8:
-      return sum_streams<8>(p, bytes, prefetch);
+      return sum_streams<8>(p, bytes, burst, prefetch);
     default:
-      return sum_streams<16>(p, bytes, prefetch);
+      return sum_streams<16>(p, bytes, burst, prefetch);
   }
 }
 

@@ -10,6 +10,7 @@
 // core: ~14 -> ~9 ms).
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace pacer::ops {
 
@@ -43,6 +44,52 @@ int64_t gemv_stream_row_tables(const std::byte* w, int64_t stride, int64_t nr, f
     }
     tile();
   });
+}
+
+// The GEMV loop of the 16-row interleaved layouts (interleaved.h): groups (group_bytes each, 16
+// outputs each) from S far-apart stretches at a time, then the rest one at a time:
+// run(std::integral_constant<int, K>{}, group, outs) with K = S or 1 and group[k] / outs[k] the
+// K groups and their 16 outputs.
+template <int S, class Run>
+void x16_gemv_stream_groups(const std::byte* groups, int64_t n_groups, int64_t group_bytes,
+                            float* out, const Run& run) {
+  constexpr int64_t kRows = 16;
+  const std::byte* group[S];
+  float* outs[S];
+  const int64_t g0 = gemv_stream_tiles(n_groups, S, [&](int64_t j, int64_t per_stream) {
+    for (int s = 0; s < S; ++s) {
+      group[s] = groups + (s * per_stream + j) * group_bytes;
+      outs[s] = out + (s * per_stream + j) * kRows;
+    }
+    run(std::integral_constant<int, S>{}, group, outs);
+  });
+  for (int64_t g = g0; g < n_groups; ++g) {
+    group[0] = groups + g * group_bytes;
+    outs[0] = out + g * kRows;
+    run(std::integral_constant<int, 1>{}, group, outs);
+  }
+}
+
+// The GEMM loop of the K-quant interleaved layouts: every group against the tokens, four at a
+// time, then one at a time: run(std::integral_constant<int, T>{}, group, acts, out) with acts[t]
+// token t's activation row and out the first token's 16 outputs (token stride out_stride).
+template <class Run>
+void x16_gemm_token_quads(const std::byte* groups, int64_t n_groups, int64_t group_bytes,
+                          const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                          int64_t out_stride, const Run& run) {
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* grp = groups + g * group_bytes;
+    const std::byte* acts[4];
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      for (int k = 0; k < 4; ++k) acts[k] = act + (t + k) * act_stride;
+      run(std::integral_constant<int, 4>{}, grp, acts, out + t * out_stride + g * 16);
+    }
+    for (; t < nt; ++t) {
+      acts[0] = act + t * act_stride;
+      run(std::integral_constant<int, 1>{}, grp, acts, out + t * out_stride + g * 16);
+    }
+  }
 }
 
 }  // namespace pacer::ops

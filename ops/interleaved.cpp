@@ -1,11 +1,12 @@
-// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0, the scalar reference GEMVs
-// and the InterleavedMatrix owner (matmul.h).
+// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K, the scalar reference
+// GEMVs and the InterleavedMatrix owner (matmul.h).
 #include "ops/interleaved.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <sys/mman.h>
 
@@ -13,12 +14,113 @@
 
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_k.h"
+#include "ops/q6_k.h"
 #include "ops/q8_0.h"
 
 namespace pacer::ops {
+namespace {
+
+// Byte offsets of row i's fields in a Q4_K super-block of 16 rows (interleaved.h).
+constexpr int64_t q4k_d_at(int64_t i) {
+  return 2 * i;
+}
+constexpr int64_t q4k_dmin_at(int64_t i) {
+  return 32 + 2 * i;
+}
+constexpr int64_t q4k_scale_at(int64_t i, int byte) {  // byte of scales[12]
+  return 64 + 64 * (byte / 4) + 4 * i + byte % 4;
+}
+constexpr int64_t q4k_qs_at(int64_t i, int byte) {  // byte of qs[128]
+  return 256 + 512 * (byte / 32) + 64 * (byte % 32 / 4) + 4 * i + byte % 4;
+}
+
+// Row i of one Q4_K super-block of 16 rows, as the file's block (the inverse of the repack).
+BlockQ4_K q4k_gather(const std::byte* sb, int64_t i) {
+  BlockQ4_K blk;
+  std::memcpy(&blk.d, sb + q4k_d_at(i), 2);
+  std::memcpy(&blk.dmin, sb + q4k_dmin_at(i), 2);
+  for (int k = 0; k < 12; ++k) blk.scales[k] = static_cast<uint8_t>(sb[q4k_scale_at(i, k)]);
+  for (int k = 0; k < 128; ++k) blk.qs[k] = static_cast<uint8_t>(sb[q4k_qs_at(i, k)]);
+  return blk;
+}
+
+void q4k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  const int64_t stride = row_bytes(WeightType::Q4_K, cols);
+  for (int64_t i = 0; i < kX16Rows; ++i) {
+    const int64_t r = g * kX16Rows + i;
+    if (r >= rows) break;  // padding rows stay zero: d = dmin = 0
+    const auto* row = reinterpret_cast<const BlockQ4_K*>(src + r * stride);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      std::byte* sb = dst + b * kX16Q4KBlockBytes;
+      const BlockQ4_K& blk = row[b];
+      std::memcpy(sb + q4k_d_at(i), &blk.d, 2);
+      std::memcpy(sb + q4k_dmin_at(i), &blk.dmin, 2);
+      for (int k = 0; k < 12; k += 4) std::memcpy(sb + q4k_scale_at(i, k), blk.scales + k, 4);
+      for (int k = 0; k < 128; k += 4) std::memcpy(sb + q4k_qs_at(i, k), blk.qs + k, 4);
+    }
+  }
+}
+
+// Byte offsets of row i's fields in a Q6_K pair of super-blocks of 16 rows (interleaved.h),
+// super-block b % 2 of the pair.
+constexpr int64_t q6k_d_at(int64_t b, int64_t i) {
+  return 32 * (b % 2) + 2 * i;
+}
+constexpr int64_t q6k_block_at(int64_t b) {
+  return 64 + kX16Q6KBlockBytes * (b % 2);
+}
+constexpr int64_t q6k_scale_at(int64_t b, int64_t i, int byte) {  // byte of scales[16]
+  return q6k_block_at(b) + 64 * (byte / 4) + 4 * i + byte % 4;
+}
+constexpr int64_t q6k_ql_at(int64_t b, int64_t i, int byte) {  // byte of ql[128]
+  const int h = byte / 64, r = byte % 64;
+  return q6k_block_at(b) + 256 + 192 * (8 * h + r % 32 / 4) + 64 * (r / 32) + 4 * i + byte % 4;
+}
+constexpr int64_t q6k_qh_at(int64_t b, int64_t i, int byte) {  // byte of qh[64]
+  return q6k_block_at(b) + 256 + 192 * (byte / 4) + 128 + 4 * i + byte % 4;
+}
+
+BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
+  BlockQ6_K blk;
+  std::memcpy(&blk.d, pair + q6k_d_at(b, i), 2);
+  for (int k = 0; k < 16; ++k) std::memcpy(&blk.scales[k], pair + q6k_scale_at(b, i, k), 1);
+  for (int k = 0; k < 128; ++k) blk.ql[k] = static_cast<uint8_t>(pair[q6k_ql_at(b, i, k)]);
+  for (int k = 0; k < 64; ++k) blk.qh[k] = static_cast<uint8_t>(pair[q6k_qh_at(b, i, k)]);
+  return blk;
+}
+
+void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  const int64_t stride = row_bytes(WeightType::Q6_K, cols);
+  for (int64_t i = 0; i < kX16Rows; ++i) {
+    const int64_t r = g * kX16Rows + i;
+    if (r >= rows) break;  // padding rows stay zero: d = 0
+    const auto* row = reinterpret_cast<const BlockQ6_K*>(src + r * stride);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
+      const BlockQ6_K& blk = row[b];
+      std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
+      for (int k = 0; k < 16; k += 4) std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
+      for (int k = 0; k < 128; k += 4) std::memcpy(pair + q6k_ql_at(b, i, k), blk.ql + k, 4);
+      for (int k = 0; k < 64; k += 4) std::memcpy(pair + q6k_qh_at(b, i, k), blk.qh + k, 4);
+    }
+  }
+}
+
+}  // namespace
 
 void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t cols, int64_t g,
                       std::byte* dst) {
+  if (t == WeightType::Q4_K) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    q4k_repack_group(src, rows, cols, g, dst);
+    return;
+  }
+  if (t == WeightType::Q6_K) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    q6k_repack_group(src, rows, cols, g, dst);
+    return;
+  }
   const int64_t nb = cols / 32;
   const int64_t stride = row_bytes(t, cols);
   const int64_t qs_bytes = x16_block_qs_bytes(t);
@@ -104,6 +206,40 @@ void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                });
 }
 
+void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  const int64_t nb = n / 256;
+  const int64_t group_bytes = x16_group_bytes(WeightType::Q4_K, n);
+  std::vector<BlockQ4_K> row(static_cast<size_t>(nb));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    for (int64_t i = 0; i < kX16Rows; ++i) {
+      for (int64_t b = 0; b < nb; ++b) {
+        row[static_cast<size_t>(b)] =
+            q4k_gather(groups + g * group_bytes + b * kX16Q4KBlockBytes, i);
+      }
+      out[g * kX16Rows + i] =
+          dot_q4_K_q8_K_ref(n, reinterpret_cast<const std::byte*>(row.data()), act);
+    }
+  }
+}
+
+void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  const int64_t nb = n / 256;
+  const int64_t group_bytes = x16_group_bytes(WeightType::Q6_K, n);
+  std::vector<BlockQ6_K> row(static_cast<size_t>(nb));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    for (int64_t i = 0; i < kX16Rows; ++i) {
+      for (int64_t b = 0; b < nb; ++b) {
+        row[static_cast<size_t>(b)] =
+            q6k_gather(groups + g * group_bytes + b / 2 * kX16Q6KPairBytes, b, i);
+      }
+      out[g * kX16Rows + i] =
+          dot_q6_K_q8_K_ref(n, reinterpret_cast<const std::byte*>(row.data()), act);
+    }
+  }
+}
+
 void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
   std::free(p);
 }
@@ -118,7 +254,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor) {
     throw MatmulError("repack: weight " + std::string(type_name(w.type)) +
                       " [cols=" + std::to_string(w.cols) + ", rows=" + std::to_string(w.rows) +
-                      "] is not a row-major q4_0 or q8_0 matrix");
+                      "] is not a row-major q4_0, q8_0, q4_K or q6_K matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

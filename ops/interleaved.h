@@ -1,6 +1,6 @@
 #pragma once
-// Q4_0 and Q8_0 weights repacked for decode: 16 rows interleaved ("x16"), built once at model
-// load (InterleavedMatrix, matmul.h). Internal to ops/.
+// Q4_0, Q8_0 and Q4_K weights repacked for decode: 16 rows interleaved ("x16"), built once at
+// model load (InterleavedMatrix, matmul.h). Internal to ops/.
 //
 // Why: in the file's row-major layout the AVX-512 GEMVs put 4 rows' blocks (Q4_0) or 2 (Q8_0)
 // in one zmm, and per register pay merging loads, a scale merge or permute, a conversion and an
@@ -23,6 +23,29 @@
 //   Q8_0  8 chunks (512 bytes): chunk j holds elements 4j..4j+3 of row i as unsigned bytes
 //         q + 128 (q ^ 0x80), the form vpdpbusd takes
 // The bytes a decode token streams are the type's own (18 or 34 per 32 elements) up to padding.
+//
+// Q4_K (super-blocks of 256, q4_k.h) is laid out per super-block b instead, 2304 bytes (16 rows
+// x 144, 64-byte aligned) each, in order:
+//   bytes    0..31    fp16 d of rows 0..15
+//   bytes   32..63    fp16 dmin of rows 0..15
+//   bytes   64..255   3 chunks of 64: chunk k, dword i = scales[4k..4k+3] of row i (the 12 packed
+//                     6-bit scale/min bytes, unchanged)
+//   bytes  256..2303  the quants: for each 32-byte chunk c of qs (elements 64c..64c+63), 8
+//                     vectors of 64 bytes; vector m, dword i = qs[32c+4m..32c+4m+3] of row i
+//                     (low nibbles: elements 64c+4m..+3 of sub-block 2c, high nibbles: elements
+//                     64c+32+4m..+3 of sub-block 2c+1)
+// So one vpdpbusd dots 4 quants of all 16 rows, and the scales of 16 rows unpack in 6 vector ops.
+// Exactly the type's 144 bytes per row and super-block.
+//
+// Q6_K (q6_k.h) goes in pairs of super-blocks (b = 2p, 2p + 1; an odd last one paired with a zero
+// super-block), 6720 bytes (16 rows x 2 x 210) per pair:
+//   bytes 0..31 / 32..63   fp16 d of rows 0..15 for super-block 2p / 2p + 1
+//   then super-block 2p, then 2p + 1, 3328 bytes each:
+//     bytes    0..255    scales: 4 vectors of 64, vector k, dword i = scales[4k..4k+3] of row i
+//     bytes  256..3327   the quants, 16 triples of vectors (192 bytes) in the order the GEMV
+//                        reads them: triple 8h + v holds, dword i from row i,
+//                          ql[64h + 4v..+3], ql[64h + 32 + 4v..+3], qh[32h + 4v..+3]
+//                        (the low and high bits of elements 128h + 32k + 4v..+3, k = 0..3)
 #include <cstddef>
 #include <cstdint>
 
@@ -32,11 +55,17 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q6_K).
 inline bool x16_supported(WeightType t) noexcept {
-  return t == WeightType::Q4_0 || t == WeightType::Q8_0;
+  return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
+         t == WeightType::Q6_K;
 }
-// Quant bytes of one block of 16 rows.
+// Q4_K: bytes of one super-block of 16 rows.
+constexpr int64_t kX16Q4KBlockBytes = 16 * 144;
+// Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
+constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
+constexpr int64_t kX16Q6KBlockBytes = 3328;
+// Q4_0 / Q8_0: quant bytes of one block of 16 rows.
 inline int64_t x16_block_qs_bytes(WeightType t) noexcept {
   return t == WeightType::Q4_0 ? 256 : 512;
 }
@@ -44,6 +73,8 @@ inline int64_t x16_pair_bytes(WeightType t) noexcept {
   return 64 + 2 * x16_block_qs_bytes(t);
 }
 inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
+  if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
+  if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
   return (cols / 32 + 1) / 2 * x16_pair_bytes(t);
 }
 inline int64_t x16_groups(int64_t rows) noexcept {
@@ -67,6 +98,18 @@ void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// Q4_K x one Q8_K row. The reference gathers each row's blocks back from the layout and runs
+// dot_q4_K_q8_K_ref on them (bit for bit the row-major result); the VNNI kernel differs only in
+// float order (one FMA per super-block for all 16 rows).
+void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
+// Q6_K x one Q8_K row, likewise (reference: dot_q6_K_q8_K_ref on the gathered rows).
+void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 // Prefill: out[t * out_stride + 16 g + i] for nt tokens (token t's act-Q8 row at
 // act + t * act_stride); every group writes all 16 of its columns.
 using X16GemmFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -76,6 +119,14 @@ void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+// Q4_K, Q6_K: each super-block of a group is unpacked once for 4 tokens at a time; per (row,
+// token) the same integer sums and float steps as the GEMV, so the GEMM equals it bit for bit.
+void gemm_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 // The VNNI GEMMs in two steps (as GemmPrepareFn / GemmPreparedFn in type_traits.h): the

@@ -107,20 +107,11 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
   const ActQ8Row x = act_q8_row(act, n);
   // Groups from kStreams far-apart stretches at a time (ops/gemv_streams.h).
-  const std::byte* group[kStreams];
-  float* outs[kStreams];
-  const int64_t g0 = gemv_stream_tiles(n_groups, kStreams, [&](int64_t j, int64_t per_stream) {
-    for (int s = 0; s < kStreams; ++s) {
-      group[s] = groups + (s * per_stream + j) * group_bytes;
-      outs[s] = out + (s * per_stream + j) * kX16Rows;
-    }
-    gemv_groups<Layout, kStreams>(nb, group, x, outs);
-  });
-  for (int64_t g = g0; g < n_groups; ++g) {
-    group[0] = groups + g * group_bytes;
-    outs[0] = out + g * kX16Rows;
-    gemv_groups<Layout, 1>(nb, group, x, outs);
-  }
+  x16_gemv_stream_groups<kStreams>(
+      groups, n_groups, group_bytes, out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs);
+      });
 }
 
 // The prefill GEMM: hex tiles unpacked from the groups (unsigned quants, VNNI).

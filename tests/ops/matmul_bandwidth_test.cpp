@@ -15,8 +15,9 @@
 namespace pacer::ops {
 namespace {
 
-// Every variant (stream count, prefetch) of every read loop this CPU runs returns the plain sum of
-// the buffer's 64-bit words, including a length that does not split evenly into the streams.
+// Every variant (stream count, burst, prefetch) of every read loop this CPU runs returns the plain
+// sum of the buffer's 64-bit words, including a length that does not split evenly into the streams
+// or their bursts.
 TEST(Bandwidth, EveryReadLoopSumsEveryWord) {
   const size_t bytes = (1 << 20) + 64 * 7;  // leaves a remainder after 16 streams
   std::unique_ptr<uint64_t, decltype(&std::free)> buf(
@@ -27,12 +28,16 @@ TEST(Bandwidth, EveryReadLoopSumsEveryWord) {
   const auto* p = reinterpret_cast<const std::byte*>(buf.get());
   const CpuFeatures cpu = detect_cpu_features();
   for (int streams : {1, 2, 4, 8, 16}) {
-    for (size_t prefetch : {size_t{0}, size_t{1024}}) {
-      if (cpu.avx2) {
-        EXPECT_EQ(sum_words_avx2(p, bytes, streams, prefetch), want) << streams;
-      }
-      if (cpu.avx512) {
-        EXPECT_EQ(sum_words_avx512(p, bytes, streams, prefetch), want) << streams;
+    for (size_t burst : {size_t{1}, size_t{3}, size_t{16}}) {
+      for (size_t prefetch : {size_t{0}, size_t{1024}}) {
+        if (cpu.avx2) {
+          EXPECT_EQ(sum_words_avx2(p, bytes, streams, burst, prefetch), want)
+              << streams << " streams, burst " << burst;
+        }
+        if (cpu.avx512) {
+          EXPECT_EQ(sum_words_avx512(p, bytes, streams, burst, prefetch), want)
+              << streams << " streams, burst " << burst;
+        }
       }
     }
   }
@@ -55,8 +60,9 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
     EXPECT_NE(p.method.find("best of " + std::to_string(p.trials.size())), std::string::npos)
         << p.method;
     if (detect_isa() == Isa::Avx512) {
-      // 4 stream counts x 2 prefetch distances of 512-bit loads, and 2 of 256-bit loads.
-      EXPECT_EQ(p.trials.size(), 10u);
+      // 5 stream counts x 2 prefetch distances of 512-bit loads, 3 stream counts in bursts of 16
+      // lines, and 2 of 256-bit loads.
+      EXPECT_EQ(p.trials.size(), 15u);
     }
     // Without the search: one variant, the same figure family.
     EXPECT_EQ(

@@ -1,0 +1,217 @@
+// Q6_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX-512 VNNI: the decode GEMV
+// and the prefill GEMM.
+//
+// Per super-block of a group (16 rows x 256 weights), for each half h and each of the 4 element
+// sets k (elements 128h + 32k + l, l < 32): 8 vectors of unsigned quants q in [0, 63], vector v
+// built from ql vector 16h + 8(k % 2) + v (low or high nibbles) and qh vector 8h + v (bits 2k,
+// 2k+1 moved to bits 4-5), and dotted by vpdpbusd with the broadcast activation dword of elements
+// 128h + 32k + 4v.. (4 quants of all 16 rows, exact). Vectors 0-3 and 4-7 are groups 8h + 2k and
+// 8h + 2k + 1; each group's sum minus 32 * bsums[g] is multiplied by its int8 scale (vpshufb to
+// the dword's top byte, arithmetic shift) and added to the super-block's integer sum. Then for
+// all 16 rows one conversion and FMA. Integer bounds as in q6_k.h: |group dot - 32 bsum| <=
+// 16 * 63 * 128 + 32 * 2048, times |sc| <= 128, over 16 groups: < 2^31.
+//
+// Against the row-major AVX-512 kernel (q6_k_avx512_kernels.h, ~8 weights per cycle on one Zen 4
+// core, ~21 GB/s of Q6_K) this does ~3x less work per weight, so one core keeps up with DRAM.
+#include "ops/interleaved.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+
+#include <cstring>
+
+#include "ops/gemv_streams.h"
+#include "ops/q8_k.h"
+
+// GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers at the call sites where
+// they are inlined (bug 105593, fixed in 13). No variable of this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace pacer::ops {
+namespace {
+
+// Groups the GEMV runs at once, each from its own far-apart stretch (as the other x16 GEMVs).
+constexpr int kStreams = 4;
+
+// vpshufb controls (the same in every 128-bit lane): byte j of each dword to its top byte, so an
+// arithmetic shift by 24 sign-extends the int8 scale.
+struct Controls {
+  __m512i scale[4];
+};
+
+inline Controls controls() {
+  Controls c;
+  for (int j = 0; j < 4; ++j) {
+    const auto top = [j](uint32_t base) {
+      return static_cast<int32_t>(0x00808080u | (base + j) << 24);
+    };
+    c.scale[j] = _mm512_set4_epi32(top(12), top(8), top(4), top(0));
+  }
+  return c;
+}
+
+inline __m512i act_dword(const int8_t* q, int64_t at) {
+  int32_t v;
+  std::memcpy(&v, q + at, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Group g's int8 scale of the 16 rows, as int32 lanes.
+inline __m512i group_scale(const std::byte* blk, int g, const Controls& ctl) {
+  const __m512i v = _mm512_load_si512(blk + 64 * (g / 4));
+  return _mm512_srai_epi32(_mm512_shuffle_epi8(v, ctl.scale[g % 4]), 24);
+}
+
+// The unsigned quants of elements 128h + 32k + 4v..+3 of the 16 rows.
+inline __m512i quants(const std::byte* blk, int h, int k, int v) {
+  const __m512i c0f = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30);
+  const std::byte* triple = blk + 256 + 192 * (8 * h + v);
+  const __m512i l = _mm512_load_si512(triple + 64 * (k % 2));
+  const __m512i hb = _mm512_load_si512(triple + 128);
+  const __m512i low = _mm512_and_si512(k < 2 ? l : _mm512_srli_epi16(l, 4), c0f);
+  __m512i high;  // bits 2k, 2k + 1 of each qh byte to bits 4-5
+  switch (k) {
+    case 0:
+      high = _mm512_slli_epi16(hb, 4);
+      break;
+    case 1:
+      high = _mm512_slli_epi16(hb, 2);
+      break;
+    case 2:
+      high = hb;
+      break;
+    default:
+      high = _mm512_srli_epi16(hb, 2);
+      break;
+  }
+  return _mm512_or_si512(low, _mm512_and_si512(high, c30));
+}
+
+// isum[t] = sum_g sc_g * (dot_g - 32 * bsums[g]) of one super-block (quants at blk) of 16 rows
+// against T activation blocks: each quant vector is built once for all T (element set by element
+// set, so T tokens need 2T accumulators).
+template <int T>
+inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x, const Controls& ctl,
+                        __m512i* isum) {
+  for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 4; ++k) {
+      __m512i acc[T][2];
+      for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_si512();
+      for (int v = 0; v < 8; ++v) {
+        const __m512i q = quants(blk, h, k, v);
+        for (int t = 0; t < T; ++t) {
+          acc[t][v / 4] =
+              _mm512_dpbusd_epi32(acc[t][v / 4], q, act_dword(x[t]->qs, 128 * h + 32 * k + 4 * v));
+        }
+      }
+      for (int half = 0; half < 2; ++half) {
+        const int g = 8 * h + 2 * k + half;
+        const __m512i sc = group_scale(blk, g, ctl);
+        for (int t = 0; t < T; ++t) {
+          const __m512i offset = _mm512_set1_epi32(32 * x[t]->bsums[g]);
+          isum[t] = _mm512_add_epi32(
+              isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(acc[t][half], offset), sc));
+        }
+      }
+    }
+  }
+}
+
+// acc + d * d_x * isum for the 16 rows of super-block b of the group at grp.
+inline __m512 accumulate(const std::byte* grp, int64_t b, __m512i isum, float dx, __m512 acc) {
+  const std::byte* pair = grp + b / 2 * kX16Q6KPairBytes;
+  const __m512 d =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+}
+
+inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
+  return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
+}
+
+// block_isums<1> in the layout's byte order (one triple after the other, so each stream is read
+// sequentially): 8 accumulators, one per group of the half.
+inline __m512i block_isum(const std::byte* blk, const BlockQ8_K& x, const Controls& ctl) {
+  __m512i isum = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    __m512i acc[4][2];
+    for (int k = 0; k < 4; ++k) acc[k][0] = acc[k][1] = _mm512_setzero_si512();
+    for (int v = 0; v < 8; ++v) {
+      for (int k = 0; k < 4; ++k) {
+        acc[k][v / 4] = _mm512_dpbusd_epi32(acc[k][v / 4], quants(blk, h, k, v),
+                                            act_dword(x.qs, 128 * h + 32 * k + 4 * v));
+      }
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (int half = 0; half < 2; ++half) {
+        const int g = 8 * h + 2 * k + half;
+        const __m512i offset = _mm512_set1_epi32(32 * x.bsums[g]);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_sub_epi32(acc[k][half], offset),
+                                                         group_scale(blk, g, ctl)));
+      }
+    }
+  }
+  return isum;
+}
+
+// S groups at once (S far-apart streams), super-block by super-block.
+template <int S>
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
+                 float* const* out) {
+  __m512 acc[S];
+  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int s = 0; s < S; ++s) {
+      const __m512i isum = block_isum(block_quants(group[s], b), x[b], ctl);
+      acc[s] = accumulate(group[s], b, isum, x[b].d, acc[s]);
+    }
+  }
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
+}
+
+// T tokens against one group.
+template <int T>
+void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, const Controls& ctl,
+                float* out, int64_t out_stride) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = x[t] + b;
+    __m512i isum[T];
+    block_isums<T>(block_quants(grp, b), xb, ctl, isum);
+    for (int t = 0; t < T; ++t) acc[t] = accumulate(grp, b, isum[t], xb[t]->d, acc[t]);
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
+}
+
+}  // namespace
+
+void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  const int64_t nb = n / 256;
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  const Controls ctl = controls();
+  x16_gemv_stream_groups<kStreams>(
+      groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs);
+      });
+}
+
+void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const Controls ctl = controls();
+  x16_gemm_token_quads(
+      groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), act, act_stride, nt, out, out_stride,
+      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
+        constexpr int T = decltype(tokens)::value;
+        const BlockQ8_K* x[T];
+        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
+        gemm_group<T>(nb, grp, x, ctl, o, out_stride);
+      });
+}
+
+}  // namespace pacer::ops

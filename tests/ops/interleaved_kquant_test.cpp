@@ -1,0 +1,398 @@
+// Q4_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every byte where the
+// layout says, the scalar references equal the row-major reference dots bit for bit, and the
+// AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from q4_k.h's and
+// q6_k.h's definitions) within a rounding bound, each GEMM with its GEMV bit for bit; matmul()
+// over a repacked view on every Isa.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/interleaved.h"
+#include "ops/kernel_set.h"
+#include "ops/matmul.h"
+#include "ops/q4_k.h"
+#include "ops/q6_k.h"
+#include "ops/q8_k.h"
+#include "tests/ops/matmul_test_util.h"
+
+namespace pacer::ops {
+namespace {
+
+using testing::kUnitRoundoff;
+
+struct Case {
+  int64_t rows, cols;
+};
+// One row, a partial group, exact groups, partial last groups; 1 to 22 super-blocks per row.
+const Case kCases[] = {{1, 256},   {15, 512},  {16, 256}, {17, 768},
+                       {40, 2048}, {33, 5632}, {64, 1024}};
+
+// sc_j and m_j of a block, decoded from q4_k.h's description of the 12 scale bytes.
+void scale_and_min(const BlockQ4_K& blk, int j, int* sc, int* m) {
+  const uint8_t* s = blk.scales;
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+    *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+  }
+}
+
+// The exact dot of a Q4_K row with a Q8_K row in double, and a bound for a kernel that rounds
+// each super-block's two terms (factor products, conversions, FMA) and sums super-blocks in order.
+struct Exact {
+  double value;
+  double bound;
+};
+Exact exact_dot_q4_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  const auto* w = reinterpret_cast<const BlockQ4_K*>(w_row);
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  double value = 0, magnitude = 0;
+  const int64_t nb = n / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    double scaled = 0, mins = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scale_and_min(w[b], j, &sc, &m);
+      double dot = 0, xsum = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int e = 32 * j + l;  // element e: byte 32 (j / 2) + l, nibble j % 2
+        const int q = (w[b].qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+        dot += double(q) * x[b].qs[e];
+        xsum += x[b].qs[e];
+      }
+      scaled += sc * dot;
+      mins += m * xsum;
+    }
+    const double d = fp16_to_fp32(w[b].d), dmin = fp16_to_fp32(w[b].dmin);
+    value += x[b].d * (d * scaled - dmin * mins);
+    magnitude += std::fabs(x[b].d * d * scaled) + std::fabs(x[b].d * dmin * mins);
+  }
+  return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+
+// Q6_K: q of element e read from q6_k.h's description of ql / qh.
+int q6_K_quant(const BlockQ6_K& b, int e) {
+  const int h = e / 128, k = e % 128 / 32, l = e % 32;
+  const uint8_t ql = b.ql[64 * h + 32 * (k % 2) + l];
+  const int low = k < 2 ? ql & 15 : ql >> 4;
+  return low | ((b.qh[32 * h + l] >> (2 * k)) & 3) << 4;
+}
+Exact exact_dot_q6_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  const auto* w = reinterpret_cast<const BlockQ6_K*>(w_row);
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  double value = 0, magnitude = 0;
+  const int64_t nb = n / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    double isum = 0;
+    for (int g = 0; g < 16; ++g) {
+      double dot = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e)
+        dot += double(q6_K_quant(w[b], e) - 32) * x[b].qs[e];
+      isum += w[b].scales[g] * dot;
+    }
+    const double term = double(x[b].d) * fp16_to_fp32(w[b].d) * isum;
+    value += term;
+    magnitude += std::fabs(term);
+  }
+  return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+
+Exact exact_dot(WeightType t, int64_t n, const std::byte* w_row, const std::byte* act) {
+  return t == WeightType::Q4_K ? exact_dot_q4_K(n, w_row, act) : exact_dot_q6_K(n, w_row, act);
+}
+
+std::vector<std::byte> q8_k_rows(const std::vector<float>& x, int64_t cols, int64_t tokens) {
+  PackedActivations act;
+  act.pack(WeightType::Q4_K, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
+  const int64_t row = row_bytes(WeightType::Q8_K, cols);
+  std::vector<std::byte> out(static_cast<size_t>(row * tokens));
+  for (int64_t t = 0; t < tokens; ++t) std::memcpy(out.data() + t * row, act.token(t), row);
+  return out;
+}
+
+bool vnni_here() {
+  return isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+}
+
+TEST(InterleavedQ4K, RepackPutsEveryByteWhereTheLayoutSays) {
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_K, c.rows, c.cols, 61);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    EXPECT_EQ(m.view().layout, WeightLayout::Interleaved16);
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
+    EXPECT_EQ(x16_group_bytes(WeightType::Q4_K, c.cols), c.cols / 256 * 16 * 144);
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q4_K, c.cols));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
+    const auto byte_at = [&](int64_t r, int64_t b, int64_t offset) {
+      const std::byte* sb =
+          m.view().data + r / 16 * x16_group_bytes(WeightType::Q4_K, c.cols) + b * 2304;
+      return static_cast<uint8_t>(sb[offset]);
+    };
+    for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
+      const int64_t i = r % 16;
+      for (int64_t b = 0; b < c.cols / 256; ++b) {
+        if (r >= c.rows) {  // padding rows: d = dmin = 0, so they dot to 0
+          ASSERT_EQ(byte_at(r, b, 2 * i) | byte_at(r, b, 2 * i + 1) | byte_at(r, b, 32 + 2 * i) |
+                        byte_at(r, b, 33 + 2 * i),
+                    0)
+              << "padding row " << r;
+          continue;
+        }
+        const auto& src = reinterpret_cast<const BlockQ4_K*>(w.view.row(r))[b];
+        uint8_t d[2], dmin[2];
+        std::memcpy(d, &src.d, 2);
+        std::memcpy(dmin, &src.dmin, 2);
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(byte_at(r, b, 2 * i + k), d[k]) << "d of row " << r << " block " << b;
+          ASSERT_EQ(byte_at(r, b, 32 + 2 * i + k), dmin[k]) << "dmin of row " << r;
+        }
+        for (int k = 0; k < 12; ++k) {  // chunk k / 4, dword i, byte k % 4
+          ASSERT_EQ(byte_at(r, b, 64 + 64 * (k / 4) + 4 * i + k % 4), src.scales[k])
+              << "scale byte " << k << " of row " << r << " block " << b;
+        }
+        for (int k = 0; k < 128; ++k) {  // qs chunk k / 32, vector k % 32 / 4, dword i, byte k % 4
+          ASSERT_EQ(byte_at(r, b, 256 + 512 * (k / 32) + 64 * (k % 32 / 4) + 4 * i + k % 4),
+                    src.qs[k])
+              << "qs byte " << k << " of row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
+struct KQuantKernels {
+  X16GemvFn ref, gemv;
+  X16GemmFn gemm;
+  float (*row_major_ref)(int64_t, const std::byte*, const std::byte*);
+};
+KQuantKernels kernels_of(WeightType t) {
+  if (t == WeightType::Q4_K) {
+    return {gemv_q4_Kx16_q8_K_ref, gemv_q4_Kx16_q8_K_avx512vnni, gemm_q4_Kx16_q8_K_avx512vnni,
+            dot_q4_K_q8_K_ref};
+  }
+  return {gemv_q6_Kx16_q8_K_ref, gemv_q6_Kx16_q8_K_avx512vnni, gemm_q6_Kx16_q8_K_avx512vnni,
+          dot_q6_K_q8_K_ref};
+}
+
+class InterleavedKQuant : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(InterleavedKQuant, ScalarReferenceEqualsTheRowMajorReferenceBitForBit) {
+  const WeightType type = GetParam();
+  const KQuantKernels k = kernels_of(type);
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 62);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const std::vector<std::byte> act =
+        q8_k_rows(testing::normal_floats(static_cast<size_t>(c.cols), 63), c.cols, 1);
+    std::vector<float> y(static_cast<size_t>(x16_groups(c.rows) * 16), NAN);
+    k.ref(c.cols, m.view().data, x16_groups(c.rows), act.data(), y.data());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      ASSERT_EQ(y[r], k.row_major_ref(c.cols, w.view.row(r), act.data()))
+          << c.rows << "x" << c.cols << " row " << r;
+    }
+    for (int64_t r = c.rows; r < x16_groups(c.rows) * 16; ++r) EXPECT_EQ(y[r], 0.0f);
+  }
+}
+
+TEST_P(InterleavedKQuant, VnniGemvAndGemmMatchTheExactDot) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const WeightType type = GetParam();
+  const KQuantKernels k = kernels_of(type);
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 71);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16, tokens = 7;
+    const int64_t act_stride = row_bytes(WeightType::Q8_K, c.cols);
+    const std::vector<std::byte> act =
+        q8_k_rows(testing::normal_floats(static_cast<size_t>(tokens * c.cols), 72), c.cols, tokens);
+    std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+    k.gemm(c.cols, m.view().data, groups, act.data(), act_stride, tokens, yt.data(), padded);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const std::byte* xt = act.data() + t * act_stride;
+      std::vector<float> y(static_cast<size_t>(padded), NAN);
+      k.gemv(c.cols, m.view().data, groups, xt, y.data());
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const Exact e = exact_dot(type, c.cols, w.view.row(r), xt);
+        ASSERT_NEAR(y[r], e.value, e.bound) << c.rows << "x" << c.cols << " t " << t << " r " << r;
+        ASSERT_EQ(yt[t * padded + r], y[r]) << "gemm vs gemv, token " << t << " row " << r;
+      }
+      for (int64_t r = c.rows; r < padded; ++r) {
+        EXPECT_EQ(y[r], 0.0f) << "padding row " << r;
+        EXPECT_EQ(yt[t * padded + r], 0.0f) << "padding row " << r;
+      }
+    }
+  }
+}
+
+// The integer extremes: every quant 15, every scale and min 63, activations at -128 / 127. The
+// sub-block sums (61,440), the scaled super-block sum (~31 M) and the mins (8 * 63 * 4096) must not
+// wrap in the kernel's int32 lanes and int16 pairs.
+TEST(InterleavedQ4K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const int64_t rows = 16, cols = 512;
+  std::vector<BlockQ4_K> blocks(static_cast<size_t>(rows * cols / 256));
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    BlockQ4_K& b = blocks[k];
+    b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+    b.dmin = fp32_to_fp16(0.25f);
+    std::memset(b.scales, 0xFF, sizeof b.scales);
+    std::memset(b.qs, k % 3 ? 0xFF : 0x0F, sizeof b.qs);
+  }
+  const WeightMatrix w{WeightType::Q4_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
+                       cols};
+  const InterleavedMatrix m = InterleavedMatrix::repack(w);
+  for (int sign : {-1, 1}) {
+    std::vector<BlockQ8_K> x(static_cast<size_t>(cols / 256));
+    for (BlockQ8_K& b : x) {
+      b.d = 0.01f;
+      for (int8_t& q : b.qs) q = static_cast<int8_t>(sign < 0 ? -128 : 127);
+      for (int16_t& s : b.bsums) s = static_cast<int16_t>(16 * b.qs[0]);
+    }
+    const auto* act = reinterpret_cast<const std::byte*>(x.data());
+    std::vector<float> y(rows, NAN), yt(rows, NAN);
+    gemv_q4_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, y.data());
+    gemm_q4_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, 0, 1, yt.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const Exact e = exact_dot_q4_K(cols, w.row(r), act);
+      ASSERT_NEAR(y[r], e.value, e.bound) << "sign " << sign << " row " << r;
+      ASSERT_EQ(yt[r], y[r]);
+    }
+  }
+}
+
+TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q6_K, c.rows, c.cols, 65);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t nb = c.cols / 256;
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
+    EXPECT_EQ(x16_group_bytes(WeightType::Q6_K, c.cols), (nb + 1) / 2 * 2 * 16 * 210);
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q6_K, c.cols));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
+    for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
+      const int64_t i = r % 16;
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* pair =
+            m.view().data + r / 16 * x16_group_bytes(WeightType::Q6_K, c.cols) + b / 2 * 6720;
+        const std::byte* blk = pair + 64 + 3328 * (b % 2);
+        const auto at = [](const std::byte* p, int64_t off) {
+          return static_cast<uint8_t>(p[off]);
+        };
+        if (r >= c.rows) {  // padding rows: d = 0
+          ASSERT_EQ(at(pair, 32 * (b % 2) + 2 * i) | at(pair, 32 * (b % 2) + 2 * i + 1), 0);
+          continue;
+        }
+        const auto& src = reinterpret_cast<const BlockQ6_K*>(w.view.row(r))[b];
+        uint8_t d[2];
+        std::memcpy(d, &src.d, 2);
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(at(pair, 32 * (b % 2) + 2 * i + k), d[k]) << "d of row " << r << " block " << b;
+        }
+        for (int k = 0; k < 16; ++k) {
+          ASSERT_EQ(static_cast<int8_t>(at(blk, 64 * (k / 4) + 4 * i + k % 4)), src.scales[k])
+              << "scale " << k << " of row " << r << " block " << b;
+        }
+        for (int k = 0; k < 128; ++k) {  // triple 8h + (k % 32) / 4, slot (k % 64) / 32
+          const int h = k / 64, rr = k % 64;
+          ASSERT_EQ(at(blk, 256 + 192 * (8 * h + rr % 32 / 4) + 64 * (rr / 32) + 4 * i + k % 4),
+                    src.ql[k])
+              << "ql byte " << k << " of row " << r << " block " << b;
+        }
+        for (int k = 0; k < 64; ++k) {  // triple k / 4, slot 2
+          ASSERT_EQ(at(blk, 256 + 192 * (k / 4) + 128 + 4 * i + k % 4), src.qh[k])
+              << "qh byte " << k << " of row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
+// Q6_K's extremes: q = 63 or 0, scales -128 / 127, activations -128 / 127 (|group term| up to
+// 129,024 + 65,536, times 128, over 16 groups).
+TEST(InterleavedQ6K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const int64_t rows = 16, cols = 768;
+  std::vector<BlockQ6_K> blocks(static_cast<size_t>(rows * cols / 256));
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    BlockQ6_K& b = blocks[k];
+    b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+    for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(k % 3 ? -128 : 127);
+    std::memset(b.ql, k % 4 ? 0xFF : 0x00, sizeof b.ql);
+    std::memset(b.qh, k % 4 ? 0xFF : 0x00, sizeof b.qh);
+  }
+  const WeightMatrix w{WeightType::Q6_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
+                       cols};
+  const InterleavedMatrix m = InterleavedMatrix::repack(w);
+  for (int sign : {-1, 1}) {
+    std::vector<BlockQ8_K> x(static_cast<size_t>(cols / 256));
+    for (BlockQ8_K& b : x) {
+      b.d = 0.01f;
+      for (int8_t& q : b.qs) q = static_cast<int8_t>(sign < 0 ? -128 : 127);
+      for (int16_t& s : b.bsums) s = static_cast<int16_t>(16 * b.qs[0]);
+    }
+    const auto* act = reinterpret_cast<const std::byte*>(x.data());
+    std::vector<float> y(rows, NAN), yt(rows, NAN);
+    gemv_q6_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, y.data());
+    gemm_q6_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, 0, 1, yt.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const Exact e = exact_dot_q6_K(cols, w.row(r), act);
+      ASSERT_NEAR(y[r], e.value, e.bound) << "sign " << sign << " row " << r;
+      ASSERT_EQ(yt[r], y[r]);
+    }
+  }
+}
+
+// matmul() over the repacked view, fused with a second matrix, GEMV and GEMM, on every Isa (below
+// AVX-512 VNNI the view runs the scalar reference), and matmul_rows over ranges that cut groups.
+TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
+  const WeightType type = GetParam();
+  for (Isa isa : supported_isas()) {
+    for (int64_t tokens : {1, 6}) {
+      const testing::OwnedMatrix a = testing::make_matrix(type, 40, 512, 81);
+      const testing::OwnedMatrix b = testing::make_matrix(type, 24, 512, 82);
+      const InterleavedMatrix ma = InterleavedMatrix::repack(a.view);
+      const InterleavedMatrix mb = InterleavedMatrix::repack(b.view);
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * 512), 83);
+      std::vector<float> ya(static_cast<size_t>(tokens * 40), NAN), yb(tokens * 24, NAN);
+      PackedActivations scratch;
+      const MatmulOutput outs[] = {{ma.view(), ya}, {mb.view(), yb}};
+      matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
+      const auto check = [&](const testing::OwnedMatrix& w, const std::vector<float>& y, int64_t lo,
+                             int64_t hi, const std::string& what) {
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t r = lo; r < hi; ++r) {
+            const Exact e = exact_dot(type, 512, w.view.row(r), scratch.token(t));
+            ASSERT_NEAR(y[t * w.view.rows + r], e.value, e.bound)
+                << what << " " << isa_name(isa) << " tokens " << tokens << " t " << t << " r " << r;
+          }
+        }
+      };
+      check(a, ya, 0, 40, "fused a");
+      check(b, yb, 0, 24, "fused b");
+      for (auto [lo, hi] : {std::pair<int64_t, int64_t>{5, 37}, {3, 9}, {16, 32}, {33, 40}}) {
+        std::vector<float> y(static_cast<size_t>(tokens * 40), -7.0f);
+        matmul_rows(ma.view(), scratch, y, lo, hi, KernelSet::for_isa(isa));
+        check(a, y, lo, hi, "range");
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t r = 0; r < 40; ++r) {
+            if (r < lo || r >= hi) {
+              ASSERT_EQ(y[t * 40 + r], -7.0f) << "row " << r << " written";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedKQuant,
+                         ::testing::Values(WeightType::Q4_K, WeightType::Q6_K),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
+}  // namespace
+}  // namespace pacer::ops
