@@ -46,7 +46,7 @@ struct WeightCopies {
   WeightType type = WeightType::F32;
   int64_t rows = 0, cols = 0, count = 0;
   std::vector<std::byte> bytes;  // count * matrix bytes
-  // The same copies repacked 16 rows interleaved (Q4_0/Q8_0/Q4_K/Q6_K, built on first use).
+  // The same copies repacked 16 rows interleaved (Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, built on first use).
   std::vector<ops::InterleavedMatrix> interleaved;
   ops::WeightMatrix copy(int64_t i) const {
     const int64_t matrix_bytes = rows * ops::row_bytes(type, cols);
@@ -197,8 +197,11 @@ PACER_GEMV(bf16, BF16);
 PACER_GEMV(f32, F32);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
-// Q4_K and Q6_K as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
+// Q4_K, Q5_K and Q6_K as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, q4_kx16_avx512, WeightType::Q4_K, Isa::Avx512, true)
+    ->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_k_avx512, WeightType::Q5_K, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_kx16_avx512, WeightType::Q5_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx512, WeightType::Q6_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);

@@ -196,6 +196,7 @@ inline constexpr std::string_view kIsa = "isa";
 inline constexpr std::string_view kAmx = "amx";
 inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
 inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
+inline constexpr std::string_view kGemvStreams = "gemv_streams";
 inline constexpr std::string_view kKvType = "kv_type";
 inline constexpr std::string_view kRecording = "recording";
 inline constexpr std::string_view kNuma = "numa";  // its keys: numa_key below
@@ -217,6 +218,7 @@ inline constexpr std::array kAll{kThreads,
                                  kAmx,
                                  kRepackedMatrices,
                                  kGemvPrefetch,
+                                 kGemvStreams,
                                  kKvType,
                                  kRecording,
                                  kNuma};

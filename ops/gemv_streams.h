@@ -70,6 +70,18 @@ void x16_gemv_stream_groups(const std::byte* groups, int64_t n_groups, int64_t g
   }
 }
 
+// x16_gemv_stream_groups with S = `streams` (2 or 4, kquant_gemv_streams() in isa.h) chosen at
+// run time.
+template <class Run>
+void x16_gemv_stream_groups(int streams, const std::byte* groups, int64_t n_groups,
+                            int64_t group_bytes, float* out, const Run& run) {
+  if (streams == 2) {
+    x16_gemv_stream_groups<2>(groups, n_groups, group_bytes, out, run);
+  } else {
+    x16_gemv_stream_groups<4>(groups, n_groups, group_bytes, out, run);
+  }
+}
+
 // The GEMM loop of the K-quant interleaved layouts: every group against the tokens, four at a
 // time, then one at a time: run(std::integral_constant<int, T>{}, group, acts, out) with acts[t]
 // token t's activation row and out the first token's 16 outputs (token stride out_stride).

@@ -1,5 +1,5 @@
-// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K, the scalar reference
-// GEMVs and the InterleavedMatrix owner (matmul.h).
+// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, the scalar
+// reference GEMVs and the InterleavedMatrix owner (matmul.h).
 #include "ops/interleaved.h"
 
 #include <cstdlib>
@@ -15,13 +15,14 @@
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
 
 namespace pacer::ops {
 namespace {
 
-// Byte offsets of row i's fields in a Q4_K super-block of 16 rows (interleaved.h).
+// Byte offsets of row i's fields in a Q4_K or Q5_K super-block of 16 rows (interleaved.h).
 constexpr int64_t q4k_d_at(int64_t i) {
   return 2 * i;
 }
@@ -34,32 +35,108 @@ constexpr int64_t q4k_scale_at(int64_t i, int byte) {  // byte of scales[12]
 constexpr int64_t q4k_qs_at(int64_t i, int byte) {  // byte of qs[128]
   return 256 + 512 * (byte / 32) + 64 * (byte % 32 / 4) + 4 * i + byte % 4;
 }
+// Q5_K: chunk c's quad k (quant vectors 4k..4k+3) starts with its fifth-bit vector.
+constexpr int64_t q5k_quad_at(int c, int k) {
+  return 256 + 640 * c + 320 * k;
+}
+constexpr int64_t q5k_qs_at(int64_t i, int byte) {  // byte of qs[128]
+  const int c = byte / 32, m = byte % 32 / 4;
+  return q5k_quad_at(c, m / 4) + 64 + 64 * (m % 4) + 4 * i + byte % 4;
+}
+// The fifth bits of qs bytes 32c + 16k + 4j + b (j = 0..3) of row i: bits 2j (low nibble,
+// qh[16k + 4j + b] bit 2c) and 2j + 1 (high nibble, bit 2c + 1) of this byte.
+constexpr int64_t q5k_fifth_bits_at(int64_t i, int c, int k, int b) {
+  return q5k_quad_at(c, k) + 4 * i + b;
+}
+
+// Row i of one Q4_K or Q5_K super-block of 16 rows: d, dmin and the scale bytes.
+template <class Block>
+void get_affine_k_header(const std::byte* sb, int64_t i, Block* blk) {
+  std::memcpy(&blk->d, sb + q4k_d_at(i), 2);
+  std::memcpy(&blk->dmin, sb + q4k_dmin_at(i), 2);
+  for (int k = 0; k < 12; ++k) blk->scales[k] = static_cast<uint8_t>(sb[q4k_scale_at(i, k)]);
+}
 
 // Row i of one Q4_K super-block of 16 rows, as the file's block (the inverse of the repack).
 BlockQ4_K q4k_gather(const std::byte* sb, int64_t i) {
   BlockQ4_K blk;
-  std::memcpy(&blk.d, sb + q4k_d_at(i), 2);
-  std::memcpy(&blk.dmin, sb + q4k_dmin_at(i), 2);
-  for (int k = 0; k < 12; ++k) blk.scales[k] = static_cast<uint8_t>(sb[q4k_scale_at(i, k)]);
+  get_affine_k_header(sb, i, &blk);
   for (int k = 0; k < 128; ++k) blk.qs[k] = static_cast<uint8_t>(sb[q4k_qs_at(i, k)]);
   return blk;
 }
 
-void q4k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
-  const int64_t stride = row_bytes(WeightType::Q4_K, cols);
-  for (int64_t i = 0; i < kX16Rows; ++i) {
-    const int64_t r = g * kX16Rows + i;
-    if (r >= rows) break;  // padding rows stay zero: d = dmin = 0
-    const auto* row = reinterpret_cast<const BlockQ4_K*>(src + r * stride);
-    for (int64_t b = 0; b < cols / 256; ++b) {
-      std::byte* sb = dst + b * kX16Q4KBlockBytes;
-      const BlockQ4_K& blk = row[b];
-      std::memcpy(sb + q4k_d_at(i), &blk.d, 2);
-      std::memcpy(sb + q4k_dmin_at(i), &blk.dmin, 2);
-      for (int k = 0; k < 12; k += 4) std::memcpy(sb + q4k_scale_at(i, k), blk.scales + k, 4);
-      for (int k = 0; k < 128; k += 4) std::memcpy(sb + q4k_qs_at(i, k), blk.qs + k, 4);
+// Row i of one Q5_K super-block of 16 rows, as the file's block.
+BlockQ5_K q5k_gather(const std::byte* sb, int64_t i) {
+  BlockQ5_K blk;
+  get_affine_k_header(sb, i, &blk);
+  for (int k = 0; k < 128; ++k) blk.qs[k] = static_cast<uint8_t>(sb[q5k_qs_at(i, k)]);
+  std::memset(blk.qh, 0, sizeof blk.qh);
+  for (int c = 0; c < 4; ++c) {
+    for (int quad = 0; quad < 2; ++quad) {
+      for (int byte = 0; byte < 4; ++byte) {
+        const auto bits = static_cast<unsigned>(sb[q5k_fifth_bits_at(i, c, quad, byte)]);
+        for (int j = 0; j < 4; ++j) {
+          const unsigned lo = bits >> (2 * j) & 1, hi = bits >> (2 * j + 1) & 1;
+          blk.qh[16 * quad + 4 * j + byte] |=
+              static_cast<uint8_t>(lo << (2 * c) | hi << (2 * c + 1));
+        }
+      }
     }
   }
+  return blk;
+}
+
+// put(block, i, b) for super-block b of each real row i of group g (padding rows stay zero: d,
+// and dmin, = 0, so they dot to 0).
+template <class Block, class Put>
+void for_each_group_block(WeightType t, const std::byte* src, int64_t rows, int64_t cols, int64_t g,
+                          Put put) {
+  const int64_t stride = row_bytes(t, cols);
+  for (int64_t i = 0; i < kX16Rows; ++i) {
+    const int64_t r = g * kX16Rows + i;
+    if (r >= rows) break;
+    const auto* row = reinterpret_cast<const Block*>(src + r * stride);
+    for (int64_t b = 0; b < cols / 256; ++b) put(row[b], i, b);
+  }
+}
+
+// d, dmin and the scale bytes of row i of a Q4_K or Q5_K super-block of 16 rows.
+template <class Block>
+void put_affine_k_header(const Block& blk, int64_t i, std::byte* sb) {
+  std::memcpy(sb + q4k_d_at(i), &blk.d, 2);
+  std::memcpy(sb + q4k_dmin_at(i), &blk.dmin, 2);
+  for (int k = 0; k < 12; k += 4) std::memcpy(sb + q4k_scale_at(i, k), blk.scales + k, 4);
+}
+
+void q4k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  for_each_group_block<BlockQ4_K>(WeightType::Q4_K, src, rows, cols, g,
+                                  [&](const BlockQ4_K& blk, int64_t i, int64_t b) {
+                                    std::byte* sb = dst + b * kX16Q4KBlockBytes;
+                                    put_affine_k_header(blk, i, sb);
+                                    for (int k = 0; k < 128; k += 4)
+                                      std::memcpy(sb + q4k_qs_at(i, k), blk.qs + k, 4);
+                                  });
+}
+
+void q5k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  for_each_group_block<BlockQ5_K>(
+      WeightType::Q5_K, src, rows, cols, g, [&](const BlockQ5_K& blk, int64_t i, int64_t b) {
+        std::byte* sb = dst + b * kX16Q5KBlockBytes;
+        put_affine_k_header(blk, i, sb);
+        for (int k = 0; k < 128; k += 4) std::memcpy(sb + q5k_qs_at(i, k), blk.qs + k, 4);
+        for (int c = 0; c < 4; ++c) {
+          for (int quad = 0; quad < 2; ++quad) {
+            for (int byte = 0; byte < 4; ++byte) {
+              unsigned bits = 0;
+              for (int j = 0; j < 4; ++j) {
+                const unsigned qh = blk.qh[16 * quad + 4 * j + byte];
+                bits |= (qh >> (2 * c) & 1) << (2 * j) | (qh >> (2 * c + 1) & 1) << (2 * j + 1);
+              }
+              sb[q5k_fifth_bits_at(i, c, quad, byte)] = static_cast<std::byte>(bits);
+            }
+          }
+        }
+      });
 }
 
 // Byte offsets of row i's fields in a Q6_K pair of super-blocks of 16 rows (interleaved.h),
@@ -91,20 +168,18 @@ BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
 }
 
 void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
-  const int64_t stride = row_bytes(WeightType::Q6_K, cols);
-  for (int64_t i = 0; i < kX16Rows; ++i) {
-    const int64_t r = g * kX16Rows + i;
-    if (r >= rows) break;  // padding rows stay zero: d = 0
-    const auto* row = reinterpret_cast<const BlockQ6_K*>(src + r * stride);
-    for (int64_t b = 0; b < cols / 256; ++b) {
-      std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
-      const BlockQ6_K& blk = row[b];
-      std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
-      for (int k = 0; k < 16; k += 4) std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
-      for (int k = 0; k < 128; k += 4) std::memcpy(pair + q6k_ql_at(b, i, k), blk.ql + k, 4);
-      for (int k = 0; k < 64; k += 4) std::memcpy(pair + q6k_qh_at(b, i, k), blk.qh + k, 4);
-    }
-  }
+  for_each_group_block<BlockQ6_K>(WeightType::Q6_K, src, rows, cols, g,
+                                  [&](const BlockQ6_K& blk, int64_t i, int64_t b) {
+                                    std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
+                                    std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
+                                    for (int k = 0; k < 16; k += 4) {
+                                      std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
+                                    }
+                                    for (int k = 0; k < 128; k += 4)
+                                      std::memcpy(pair + q6k_ql_at(b, i, k), blk.ql + k, 4);
+                                    for (int k = 0; k < 64; k += 4)
+                                      std::memcpy(pair + q6k_qh_at(b, i, k), blk.qh + k, 4);
+                                  });
 }
 
 }  // namespace
@@ -114,6 +189,11 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
   if (t == WeightType::Q4_K) {
     std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
     q4k_repack_group(src, rows, cols, g, dst);
+    return;
+  }
+  if (t == WeightType::Q5_K) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    q5k_repack_group(src, rows, cols, g, dst);
     return;
   }
   if (t == WeightType::Q6_K) {
@@ -206,38 +286,55 @@ void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                });
 }
 
-void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
-                           const std::byte* act, float* out) {
+namespace {
+
+// The K-quant references: each row of every group gathered back into the file's blocks
+// (gather(group, b, i) = row i's super-block b) and dotted by the row-major reference `dot`.
+template <class Block, class Gather>
+void gemv_kquant_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_groups,
+                         const std::byte* act, float* out, Gather gather,
+                         float (*dot)(int64_t, const std::byte*, const std::byte*)) {
   const int64_t nb = n / 256;
-  const int64_t group_bytes = x16_group_bytes(WeightType::Q4_K, n);
-  std::vector<BlockQ4_K> row(static_cast<size_t>(nb));
+  std::vector<Block> row(static_cast<size_t>(nb));
   for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* grp = groups + g * x16_group_bytes(t, n);
     for (int64_t i = 0; i < kX16Rows; ++i) {
-      for (int64_t b = 0; b < nb; ++b) {
-        row[static_cast<size_t>(b)] =
-            q4k_gather(groups + g * group_bytes + b * kX16Q4KBlockBytes, i);
-      }
-      out[g * kX16Rows + i] =
-          dot_q4_K_q8_K_ref(n, reinterpret_cast<const std::byte*>(row.data()), act);
+      for (int64_t b = 0; b < nb; ++b) row[static_cast<size_t>(b)] = gather(grp, b, i);
+      out[g * kX16Rows + i] = dot(n, reinterpret_cast<const std::byte*>(row.data()), act);
     }
   }
 }
 
+}  // namespace
+
+void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_kquant_x16_ref<BlockQ4_K>(
+      WeightType::Q4_K, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return q4k_gather(grp + b * kX16Q4KBlockBytes, i);
+      },
+      dot_q4_K_q8_K_ref);
+}
+
+void gemv_q5_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_kquant_x16_ref<BlockQ5_K>(
+      WeightType::Q5_K, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return q5k_gather(grp + b * kX16Q5KBlockBytes, i);
+      },
+      dot_q5_K_q8_K_ref);
+}
+
 void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out) {
-  const int64_t nb = n / 256;
-  const int64_t group_bytes = x16_group_bytes(WeightType::Q6_K, n);
-  std::vector<BlockQ6_K> row(static_cast<size_t>(nb));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    for (int64_t i = 0; i < kX16Rows; ++i) {
-      for (int64_t b = 0; b < nb; ++b) {
-        row[static_cast<size_t>(b)] =
-            q6k_gather(groups + g * group_bytes + b / 2 * kX16Q6KPairBytes, b, i);
-      }
-      out[g * kX16Rows + i] =
-          dot_q6_K_q8_K_ref(n, reinterpret_cast<const std::byte*>(row.data()), act);
-    }
-  }
+  gemv_kquant_x16_ref<BlockQ6_K>(
+      WeightType::Q6_K, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return q6k_gather(grp + b / 2 * kX16Q6KPairBytes, b, i);
+      },
+      dot_q6_K_q8_K_ref);
 }
 
 void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
@@ -254,7 +351,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor) {
     throw MatmulError("repack: weight " + std::string(type_name(w.type)) +
                       " [cols=" + std::to_string(w.cols) + ", rows=" + std::to_string(w.rows) +
-                      "] is not a row-major q4_0, q8_0, q4_K or q6_K matrix");
+                      "] is not a row-major q4_0, q8_0, q4_K, q5_K or q6_K matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

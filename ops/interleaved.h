@@ -1,6 +1,6 @@
 #pragma once
-// Q4_0, Q8_0 and Q4_K weights repacked for decode: 16 rows interleaved ("x16"), built once at
-// model load (InterleavedMatrix, matmul.h). Internal to ops/.
+// Q4_0, Q8_0 and K-quant (Q4_K, Q5_K, Q6_K) weights repacked for decode: 16 rows interleaved
+// ("x16"), built once at model load (InterleavedMatrix, matmul.h). Internal to ops/.
 //
 // Why: in the file's row-major layout the AVX-512 GEMVs put 4 rows' blocks (Q4_0) or 2 (Q8_0)
 // in one zmm, and per register pay merging loads, a scale merge or permute, a conversion and an
@@ -37,6 +37,15 @@
 // So one vpdpbusd dots 4 quants of all 16 rows, and the scales of 16 rows unpack in 6 vector ops.
 // Exactly the type's 144 bytes per row and super-block.
 //
+// Q5_K (q5_k.h): Q4_K's layout with each quad of quant vectors preceded by their fifth bits, so
+// a super-block is read strictly in order; 2816 bytes (16 x 176) per super-block:
+//   bytes    0..255   d, dmin and the scales, as Q4_K
+//   then for each chunk c (elements 64c..64c+63) 640 bytes, two quads k = 0, 1 of 320:
+//     64 bytes of fifth bits: byte b of dword i holds, for j = 0..3, in bit 2j the fifth bit of
+//       element 64c + 16k + 4j + b and in bit 2j + 1 that of element 64c + 32 + 16k + 4j + b
+//       (qh[16k + 4j + b] bits 2c and 2c + 1) of row i
+//     Q4_K's quant vectors 4k..4k+3 of chunk c (256 bytes)
+//
 // Q6_K (q6_k.h) goes in pairs of super-blocks (b = 2p, 2p + 1; an odd last one paired with a zero
 // super-block), 6720 bytes (16 rows x 2 x 210) per pair:
 //   bytes 0..31 / 32..63   fp16 d of rows 0..15 for super-block 2p / 2p + 1
@@ -55,13 +64,14 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q6_K).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
 inline bool x16_supported(WeightType t) noexcept {
   return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
-         t == WeightType::Q6_K;
+         t == WeightType::Q5_K || t == WeightType::Q6_K;
 }
-// Q4_K: bytes of one super-block of 16 rows.
+// Q4_K, Q5_K: bytes of one super-block of 16 rows.
 constexpr int64_t kX16Q4KBlockBytes = 16 * 144;
+constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
@@ -74,6 +84,7 @@ inline int64_t x16_pair_bytes(WeightType t) noexcept {
 }
 inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
   if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
+  if (t == WeightType::Q5_K) return cols / 256 * kX16Q5KBlockBytes;
   if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
   return (cols / 32 + 1) / 2 * x16_pair_bytes(t);
 }
@@ -105,6 +116,11 @@ void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// Q5_K x one Q8_K row, likewise (reference: dot_q5_K_q8_K_ref on the gathered rows).
+void gemv_q5_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q5_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 // Q6_K x one Q8_K row, likewise (reference: dot_q6_K_q8_K_ref on the gathered rows).
 void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
@@ -121,9 +137,13 @@ void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
-// Q4_K, Q6_K: each super-block of a group is unpacked once for 4 tokens at a time; per (row,
-// token) the same integer sums and float steps as the GEMV, so the GEMM equals it bit for bit.
+// Q4_K, Q5_K, Q6_K: each super-block of a group is unpacked once for 4 tokens at a time; per
+// (row, token) the same integer sums and float steps as the GEMV, so the GEMM equals it bit for
+// bit.
 void gemm_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+void gemm_q5_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -4,12 +4,17 @@
 // Per super-block of a group (16 rows x 256 weights), for each half h and each of the 4 element
 // sets k (elements 128h + 32k + l, l < 32): 8 vectors of unsigned quants q in [0, 63], vector v
 // built from ql vector 16h + 8(k % 2) + v (low or high nibbles) and qh vector 8h + v (bits 2k,
-// 2k+1 moved to bits 4-5), and dotted by vpdpbusd with the broadcast activation dword of elements
-// 128h + 32k + 4v.. (4 quants of all 16 rows, exact). Vectors 0-3 and 4-7 are groups 8h + 2k and
-// 8h + 2k + 1; each group's sum minus 32 * bsums[g] is multiplied by its int8 scale (vpshufb to
-// the dword's top byte, arithmetic shift) and added to the super-block's integer sum. Then for
-// all 16 rows one conversion and FMA. Integer bounds as in q6_k.h: |group dot - 32 bsum| <=
-// 16 * 63 * 128 + 32 * 2048, times |sc| <= 128, over 16 groups: < 2^31.
+// 2k+1 moved to bits 4-5, merged by one vpternlogd), and dotted by vpdpbusd with the broadcast
+// activation dword of elements 128h + 32k + 4v.. (4 quants of all 16 rows, exact). Vectors 0-3
+// and 4-7 are groups 8h + 2k and 8h + 2k + 1; each group's sum minus 32 * bsums[g] is multiplied
+// by its int8 scale (vpshufb to the dword's top byte, arithmetic shift) and added to the
+// super-block's integer sum. Then for all 16 rows one conversion and FMA. Integer bounds as in
+// q6_k.h: |group dot - 32 bsum| <= 16 * 63 * 128 + 32 * 2048, times |sc| <= 128, over 16 groups:
+// < 2^31. The triples are read in layout order (all 4 element sets of a triple at once).
+//
+// Every index into the accumulator arrays and every shift count is a compile-time constant
+// (ops/unroll.h): with the loops left rolled, GCC 12 kept the accumulators in memory and the GEMV
+// ran ~1.4x slower on one Zen 4 core with the matrix in cache.
 //
 // Against the row-major AVX-512 kernel (q6_k_avx512_kernels.h, ~8 weights per cycle on one Zen 4
 // core, ~21 GB/s of Q6_K) this does ~3x less work per weight, so one core keeps up with DRAM.
@@ -19,7 +24,9 @@
 #include <cstring>
 
 #include "ops/gemv_streams.h"
+#include "ops/isa.h"
 #include "ops/q8_k.h"
+#include "ops/unroll.h"
 
 // GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers at the call sites where
 // they are inlined (bug 105593, fixed in 13). No variable of this file is uninitialized.
@@ -28,9 +35,6 @@
 
 namespace pacer::ops {
 namespace {
-
-// Groups the GEMV runs at once, each from its own far-apart stretch (as the other x16 GEMVs).
-constexpr int kStreams = 4;
 
 // vpshufb controls (the same in every 128-bit lane): byte j of each dword to its top byte, so an
 // arithmetic shift by 24 sign-extends the int8 scale.
@@ -61,59 +65,64 @@ inline __m512i group_scale(const std::byte* blk, int g, const Controls& ctl) {
   return _mm512_srai_epi32(_mm512_shuffle_epi8(v, ctl.scale[g % 4]), 24);
 }
 
-// The unsigned quants of elements 128h + 32k + 4v..+3 of the 16 rows.
-inline __m512i quants(const std::byte* blk, int h, int k, int v) {
+// The unsigned quants of elements 128h + 32K + 4v..+3 of the 16 rows, from triple 8h + v: the
+// low or high nibbles of its ql vector K % 2, and bits 2K, 2K + 1 of its qh vector moved to bits
+// 4-5 (one vpternlogd merges them).
+template <int K>
+inline __m512i quants(const std::byte* triple) {
   const __m512i c0f = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30);
-  const std::byte* triple = blk + 256 + 192 * (8 * h + v);
-  const __m512i l = _mm512_load_si512(triple + 64 * (k % 2));
+  const __m512i l = _mm512_load_si512(triple + 64 * (K % 2));
   const __m512i hb = _mm512_load_si512(triple + 128);
-  const __m512i low = _mm512_and_si512(k < 2 ? l : _mm512_srli_epi16(l, 4), c0f);
-  __m512i high;  // bits 2k, 2k + 1 of each qh byte to bits 4-5
-  switch (k) {
-    case 0:
-      high = _mm512_slli_epi16(hb, 4);
-      break;
-    case 1:
-      high = _mm512_slli_epi16(hb, 2);
-      break;
-    case 2:
-      high = hb;
-      break;
-    default:
-      high = _mm512_srli_epi16(hb, 2);
-      break;
-  }
-  return _mm512_or_si512(low, _mm512_and_si512(high, c30));
+  const __m512i low = _mm512_and_si512(K < 2 ? l : _mm512_srli_epi16(l, 4), c0f);
+  __m512i high;
+  if constexpr (K == 0) high = _mm512_slli_epi16(hb, 4);
+  if constexpr (K == 1) high = _mm512_slli_epi16(hb, 2);
+  if constexpr (K == 2) high = hb;
+  if constexpr (K == 3) high = _mm512_srli_epi16(hb, 2);
+  return _mm512_ternarylogic_epi32(low, high, c30, 0xF8);  // low | (high & 0x30)
+}
+
+// The first triple of half h of a super-block's quants.
+inline const std::byte* half_at(const std::byte* blk, int h) {
+  return blk + 256 + 192 * 8 * h;
 }
 
 // isum[t] = sum_g sc_g * (dot_g - 32 * bsums[g]) of one super-block (quants at blk) of 16 rows
-// against T activation blocks: each quant vector is built once for all T (element set by element
-// set, so T tokens need 2T accumulators).
+// against T activation blocks, reading the quants in the layout's byte order (triple after triple,
+// so each stream is sequential), each quant vector built once for all T: 8 accumulators per token,
+// one per group of the half. (For prefill's T = 4 this beat going element set by element set with
+// 2 per token: l32 Q4_K_M pp64 on 2 Zen 4 cores, ~261 vs ~251 tok/s.)
 template <int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x, const Controls& ctl,
                         __m512i* isum) {
   for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
   for (int h = 0; h < 2; ++h) {
-    for (int k = 0; k < 4; ++k) {
-      __m512i acc[T][2];
-      for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_si512();
-      for (int v = 0; v < 8; ++v) {
-        const __m512i q = quants(blk, h, k, v);
-        for (int t = 0; t < T; ++t) {
-          acc[t][v / 4] =
-              _mm512_dpbusd_epi32(acc[t][v / 4], q, act_dword(x[t]->qs, 128 * h + 32 * k + 4 * v));
-        }
-      }
-      for (int half = 0; half < 2; ++half) {
-        const int g = 8 * h + 2 * k + half;
-        const __m512i sc = group_scale(blk, g, ctl);
-        for (int t = 0; t < T; ++t) {
-          const __m512i offset = _mm512_set1_epi32(32 * x[t]->bsums[g]);
-          isum[t] = _mm512_add_epi32(
-              isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(acc[t][half], offset), sc));
-        }
-      }
+    const std::byte* base = half_at(blk, h);
+    __m512i acc[T][4][2];
+    for (int t = 0; t < T; ++t) {
+      for (int k = 0; k < 4; ++k) acc[t][k][0] = acc[t][k][1] = _mm512_setzero_si512();
     }
+    unroll<8>([&](auto vc) {
+      constexpr int V = decltype(vc)::value;
+      unroll<4>([&](auto kc) {
+        constexpr int K = decltype(kc)::value;
+        const __m512i q = quants<K>(base + 192 * V);
+        for (int t = 0; t < T; ++t) {
+          acc[t][K][V / 4] = _mm512_dpbusd_epi32(acc[t][K][V / 4], q,
+                                                 act_dword(x[t]->qs, 128 * h + 32 * K + 4 * V));
+        }
+      });
+    });
+    unroll<8>([&](auto gc) {  // group 8h + G: element set G / 2, vectors 4 (G % 2)..+3
+      constexpr int G = decltype(gc)::value;
+      const int g = 8 * h + G;
+      const __m512i sc = group_scale(blk, g, ctl);
+      for (int t = 0; t < T; ++t) {
+        const __m512i offset = _mm512_set1_epi32(32 * x[t]->bsums[g]);
+        isum[t] = _mm512_add_epi32(
+            isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(acc[t][G / 2][G % 2], offset), sc));
+      }
+    });
   }
 }
 
@@ -129,31 +138,6 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
   return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
 }
 
-// block_isums<1> in the layout's byte order (one triple after the other, so each stream is read
-// sequentially): 8 accumulators, one per group of the half.
-inline __m512i block_isum(const std::byte* blk, const BlockQ8_K& x, const Controls& ctl) {
-  __m512i isum = _mm512_setzero_si512();
-  for (int h = 0; h < 2; ++h) {
-    __m512i acc[4][2];
-    for (int k = 0; k < 4; ++k) acc[k][0] = acc[k][1] = _mm512_setzero_si512();
-    for (int v = 0; v < 8; ++v) {
-      for (int k = 0; k < 4; ++k) {
-        acc[k][v / 4] = _mm512_dpbusd_epi32(acc[k][v / 4], quants(blk, h, k, v),
-                                            act_dword(x.qs, 128 * h + 32 * k + 4 * v));
-      }
-    }
-    for (int k = 0; k < 4; ++k) {
-      for (int half = 0; half < 2; ++half) {
-        const int g = 8 * h + 2 * k + half;
-        const __m512i offset = _mm512_set1_epi32(32 * x.bsums[g]);
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_sub_epi32(acc[k][half], offset),
-                                                         group_scale(blk, g, ctl)));
-      }
-    }
-  }
-  return isum;
-}
-
 // S groups at once (S far-apart streams), super-block by super-block.
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
@@ -162,7 +146,9 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     for (int s = 0; s < S; ++s) {
-      const __m512i isum = block_isum(block_quants(group[s], b), x[b], ctl);
+      const BlockQ8_K* xb = x + b;
+      __m512i isum;
+      block_isums<1>(block_quants(group[s], b), &xb, ctl, &isum);
       acc[s] = accumulate(group[s], b, isum, x[b].d, acc[s]);
     }
   }
@@ -192,11 +178,11 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const Controls ctl = controls();
-  x16_gemv_stream_groups<kStreams>(
-      groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
-      [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs);
-      });
+  x16_gemv_stream_groups(kquant_gemv_streams(), groups, n_groups,
+                         x16_group_bytes(WeightType::Q6_K, n), out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
+                           gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs);
+                         });
 }
 
 void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -63,10 +63,12 @@ KernelSet KernelSet::for_isa(Isa requested) {
   ks.x16_q4_0_.gemv = vnni ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q4_0x16_q8_0_ref;
   ks.x16_q8_0_.gemv = vnni ? gemv_q8_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_ref;
   ks.x16_q4_K_.gemv = vnni ? gemv_q4_Kx16_q8_K_avx512vnni : gemv_q4_Kx16_q8_K_ref;
+  ks.x16_q5_K_.gemv = vnni ? gemv_q5_Kx16_q8_K_avx512vnni : gemv_q5_Kx16_q8_K_ref;
   ks.x16_q6_K_.gemv = vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref;
   if (vnni) {
     // No AMX variant of the K-quant GEMMs: VNNI on AMX machines too.
     ks.x16_q4_K_.gemm = gemm_q4_Kx16_q8_K_avx512vnni;
+    ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx512vnni;
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx512vnni;
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
@@ -97,6 +99,7 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::Q4_0) return x16_q4_0_;
   if (t == WeightType::Q8_0) return x16_q8_0_;
   if (t == WeightType::Q4_K) return x16_q4_K_;
+  if (t == WeightType::Q5_K) return x16_q5_K_;
   if (t == WeightType::Q6_K) return x16_q6_K_;
   throw MatmulError("matmul: no interleaved kernels for type " + std::string(type_name(t)));
 }

@@ -36,7 +36,7 @@ struct MatmulKernels {
   GemmPreparedFn gemm_prepared = nullptr;
 };
 
-// Kernels of a Q4_0, Q8_0, Q4_K or Q6_K matrix interleaved by 16 rows (interleaved.h). Below
+// Kernels of a Q4_0, Q8_0, Q4_K, Q5_K or Q6_K matrix interleaved by 16 rows (interleaved.h). Below
 // AVX-512 VNNI the scalar reference GEMV runs (models repack only where the VNNI kernels run:
 // InterleavedMatrix::pays), and prefill calls it once per token.
 struct X16Kernels {
@@ -57,7 +57,7 @@ class KernelSet {
   Isa isa() const noexcept { return isa_; }
   // t's kernels; MatmulError for a type no matmul runs (q8_K, or one without kernels).
   const MatmulKernels& matmul(WeightType t) const;
-  // Q4_0, Q8_0, Q4_K or Q6_K interleaved by 16 rows; MatmulError for other types.
+  // Q4_0, Q8_0, Q4_K, Q5_K or Q6_K interleaved by 16 rows; MatmulError for other types.
   const X16Kernels& x16(WeightType t) const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }
@@ -68,7 +68,7 @@ class KernelSet {
   static constexpr size_t kTypeSlots = 31;
   Isa isa_ = Isa::Scalar;
   std::array<MatmulKernels, kTypeSlots> matmul_{};
-  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_K_, x16_q6_K_;
+  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_K_, x16_q5_K_, x16_q6_K_;
   const ElementwiseKernels* elementwise_ = nullptr;
   const AttentionKernels* attention_ = nullptr;
 };

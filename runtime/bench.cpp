@@ -647,6 +647,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
           {"gemv_prefetch", ops::gemv_software_prefetch()},
+          {"gemv_streams", ops::kquant_gemv_streams()},
           {"rows", rows}};
 }
 

@@ -1,19 +1,21 @@
-// Q4_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every byte where the
-// layout says, the scalar references equal the row-major reference dots bit for bit, and the
-// AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from q4_k.h's and
-// q6_k.h's definitions) within a rounding bound, each GEMM with its GEMV bit for bit; matmul()
-// over a repacked view on every Isa.
+// Q4_K, Q5_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every byte
+// where the layout says, the scalar references equal the row-major reference dots bit for bit, and
+// the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from q4_k.h's,
+// q5_k.h's and q6_k.h's definitions) within a rounding bound, each GEMM with its GEMV bit for bit;
+// matmul() over a repacked view on every Isa.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/interleaved.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q4_k.h"
+#include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_k.h"
 #include "tests/ops/matmul_test_util.h"
@@ -30,9 +32,8 @@ struct Case {
 const Case kCases[] = {{1, 256},   {15, 512},  {16, 256}, {17, 768},
                        {40, 2048}, {33, 5632}, {64, 1024}};
 
-// sc_j and m_j of a block, decoded from q4_k.h's description of the 12 scale bytes.
-void scale_and_min(const BlockQ4_K& blk, int j, int* sc, int* m) {
-  const uint8_t* s = blk.scales;
+// sc_j and m_j of a Q4_K or Q5_K block, decoded from q4_k.h's description of the 12 scale bytes.
+void scale_and_min(const uint8_t* s, int j, int* sc, int* m) {
   if (j < 4) {
     *sc = s[j] & 63;
     *m = s[j + 4] & 63;
@@ -48,8 +49,19 @@ struct Exact {
   double value;
   double bound;
 };
-Exact exact_dot_q4_K(int64_t n, const std::byte* w_row, const std::byte* act) {
-  const auto* w = reinterpret_cast<const BlockQ4_K*>(w_row);
+// Q4_K / Q5_K: q of element e = 32 j + l, read from q4_k.h's and q5_k.h's descriptions of qs
+// (byte 32 (j / 2) + l, nibble j % 2) and qh (bit j of byte l).
+int q4_K_quant(const BlockQ4_K& b, int e) {
+  const int j = e / 32, l = e % 32;
+  return (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+}
+int q5_K_quant(const BlockQ5_K& b, int e) {
+  const int j = e / 32, l = e % 32;
+  return ((b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) | ((b.qh[l] >> j) & 1) << 4;
+}
+template <class Block, class Quant>
+Exact exact_dot_affine_K(int64_t n, const std::byte* w_row, const std::byte* act, Quant quant) {
+  const auto* w = reinterpret_cast<const Block*>(w_row);
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   double value = 0, magnitude = 0;
   const int64_t nb = n / 256;
@@ -57,12 +69,10 @@ Exact exact_dot_q4_K(int64_t n, const std::byte* w_row, const std::byte* act) {
     double scaled = 0, mins = 0;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
-      scale_and_min(w[b], j, &sc, &m);
+      scale_and_min(w[b].scales, j, &sc, &m);
       double dot = 0, xsum = 0;
-      for (int l = 0; l < 32; ++l) {
-        const int e = 32 * j + l;  // element e: byte 32 (j / 2) + l, nibble j % 2
-        const int q = (w[b].qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
-        dot += double(q) * x[b].qs[e];
+      for (int e = 32 * j; e < 32 * j + 32; ++e) {
+        dot += double(quant(w[b], e)) * x[b].qs[e];
         xsum += x[b].qs[e];
       }
       scaled += sc * dot;
@@ -73,6 +83,12 @@ Exact exact_dot_q4_K(int64_t n, const std::byte* w_row, const std::byte* act) {
     magnitude += std::fabs(x[b].d * d * scaled) + std::fabs(x[b].d * dmin * mins);
   }
   return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+Exact exact_dot_q4_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  return exact_dot_affine_K<BlockQ4_K>(n, w_row, act, q4_K_quant);
+}
+Exact exact_dot_q5_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  return exact_dot_affine_K<BlockQ5_K>(n, w_row, act, q5_K_quant);
 }
 
 // Q6_K: q of element e read from q6_k.h's description of ql / qh.
@@ -103,7 +119,9 @@ Exact exact_dot_q6_K(int64_t n, const std::byte* w_row, const std::byte* act) {
 }
 
 Exact exact_dot(WeightType t, int64_t n, const std::byte* w_row, const std::byte* act) {
-  return t == WeightType::Q4_K ? exact_dot_q4_K(n, w_row, act) : exact_dot_q6_K(n, w_row, act);
+  if (t == WeightType::Q4_K) return exact_dot_q4_K(n, w_row, act);
+  if (t == WeightType::Q5_K) return exact_dot_q5_K(n, w_row, act);
+  return exact_dot_q6_K(n, w_row, act);
 }
 
 std::vector<std::byte> q8_k_rows(const std::vector<float>& x, int64_t cols, int64_t tokens) {
@@ -119,18 +137,23 @@ bool vnni_here() {
   return isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
 }
 
-TEST(InterleavedQ4K, RepackPutsEveryByteWhereTheLayoutSays) {
+// Q4_K and Q5_K: every byte where interleaved.h's layout says (Q4_K: the quants from 256 in
+// chunks of 512; Q5_K: chunks of 640, two quads of a fifth-bit vector and 4 quant vectors).
+template <class Block>
+void check_affine_K_layout(WeightType type) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  constexpr int64_t kBlockBytes = kQ5 ? 2816 : 2304;
   for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_K, c.rows, c.cols, 61);
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 61);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     EXPECT_EQ(m.view().layout, WeightLayout::Interleaved16);
     EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
-    EXPECT_EQ(x16_group_bytes(WeightType::Q4_K, c.cols), c.cols / 256 * 16 * 144);
-    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q4_K, c.cols));
+    EXPECT_EQ(x16_group_bytes(type, c.cols), c.cols / 256 * 16 * int64_t{sizeof(Block)});
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(type, c.cols));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
     const auto byte_at = [&](int64_t r, int64_t b, int64_t offset) {
       const std::byte* sb =
-          m.view().data + r / 16 * x16_group_bytes(WeightType::Q4_K, c.cols) + b * 2304;
+          m.view().data + r / 16 * x16_group_bytes(type, c.cols) + b * kBlockBytes;
       return static_cast<uint8_t>(sb[offset]);
     };
     for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
@@ -143,7 +166,7 @@ TEST(InterleavedQ4K, RepackPutsEveryByteWhereTheLayoutSays) {
               << "padding row " << r;
           continue;
         }
-        const auto& src = reinterpret_cast<const BlockQ4_K*>(w.view.row(r))[b];
+        const auto& src = reinterpret_cast<const Block*>(w.view.row(r))[b];
         uint8_t d[2], dmin[2];
         std::memcpy(d, &src.d, 2);
         std::memcpy(dmin, &src.dmin, 2);
@@ -155,14 +178,43 @@ TEST(InterleavedQ4K, RepackPutsEveryByteWhereTheLayoutSays) {
           ASSERT_EQ(byte_at(r, b, 64 + 64 * (k / 4) + 4 * i + k % 4), src.scales[k])
               << "scale byte " << k << " of row " << r << " block " << b;
         }
-        for (int k = 0; k < 128; ++k) {  // qs chunk k / 32, vector k % 32 / 4, dword i, byte k % 4
-          ASSERT_EQ(byte_at(r, b, 256 + 512 * (k / 32) + 64 * (k % 32 / 4) + 4 * i + k % 4),
-                    src.qs[k])
+        for (int k = 0; k < 128; ++k) {  // chunk k / 32, quant vector m = k % 32 / 4, byte k % 4
+          const int64_t c = k / 32, m = k % 32 / 4;
+          const int64_t at =
+              kQ5 ? 256 + 640 * c + 320 * (m / 4) + 64 + 64 * (m % 4) : 256 + 512 * c + 64 * m;
+          ASSERT_EQ(byte_at(r, b, at + 4 * i + k % 4), src.qs[k])
               << "qs byte " << k << " of row " << r << " block " << b;
+        }
+        if constexpr (kQ5) {
+          // Fifth bits: chunk c, quad q, byte bb of dword i; bit 2j / 2j + 1 = bit 2c / 2c + 1 of
+          // qh[16q + 4j + bb].
+          for (int c = 0; c < 4; ++c) {
+            for (int q = 0; q < 2; ++q) {
+              for (int bb = 0; bb < 4; ++bb) {
+                int want = 0;
+                for (int j = 0; j < 4; ++j) {
+                  const int qh = src.qh[16 * q + 4 * j + bb];
+                  want |= ((qh >> (2 * c)) & 1) << (2 * j) | ((qh >> (2 * c + 1)) & 1)
+                                                                 << (2 * j + 1);
+                }
+                ASSERT_EQ(byte_at(r, b, 256 + 640 * c + 320 * q + 4 * i + bb), want)
+                    << "fifth bits, chunk " << c << " quad " << q << " byte " << bb << " of row "
+                    << r << " block " << b;
+              }
+            }
+          }
         }
       }
     }
   }
+}
+
+TEST(InterleavedQ4K, RepackPutsEveryByteWhereTheLayoutSays) {
+  check_affine_K_layout<BlockQ4_K>(WeightType::Q4_K);
+}
+
+TEST(InterleavedQ5K, RepackPutsEveryByteWhereTheLayoutSays) {
+  check_affine_K_layout<BlockQ5_K>(WeightType::Q5_K);
 }
 
 struct KQuantKernels {
@@ -174,6 +226,10 @@ KQuantKernels kernels_of(WeightType t) {
   if (t == WeightType::Q4_K) {
     return {gemv_q4_Kx16_q8_K_ref, gemv_q4_Kx16_q8_K_avx512vnni, gemm_q4_Kx16_q8_K_avx512vnni,
             dot_q4_K_q8_K_ref};
+  }
+  if (t == WeightType::Q5_K) {
+    return {gemv_q5_Kx16_q8_K_ref, gemv_q5_Kx16_q8_K_avx512vnni, gemm_q5_Kx16_q8_K_avx512vnni,
+            dot_q5_K_q8_K_ref};
   }
   return {gemv_q6_Kx16_q8_K_ref, gemv_q6_Kx16_q8_K_avx512vnni, gemm_q6_Kx16_q8_K_avx512vnni,
           dot_q6_K_q8_K_ref};
@@ -229,22 +285,23 @@ TEST_P(InterleavedKQuant, VnniGemvAndGemmMatchTheExactDot) {
   }
 }
 
-// The integer extremes: every quant 15, every scale and min 63, activations at -128 / 127. The
-// sub-block sums (61,440), the scaled super-block sum (~31 M) and the mins (8 * 63 * 4096) must not
-// wrap in the kernel's int32 lanes and int16 pairs.
-TEST(InterleavedQ4K, ExtremeBlocksDoNotOverflow) {
-  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+// The integer extremes: every quant at its top (Q4_K 15, Q5_K 31) or 0, every scale and min 63,
+// activations at -128 / 127. The sub-block sums (up to 126,976), the scaled super-block sum
+// (~64 M) and the mins (8 * 63 * 4096) must not wrap in the kernel's int32 lanes and int16 pairs.
+template <class Block>
+void check_extreme_blocks(WeightType type, X16GemvFn gemv, X16GemmFn gemm,
+                          Exact (*exact)(int64_t, const std::byte*, const std::byte*)) {
   const int64_t rows = 16, cols = 512;
-  std::vector<BlockQ4_K> blocks(static_cast<size_t>(rows * cols / 256));
+  std::vector<Block> blocks(static_cast<size_t>(rows * cols / 256));
   for (size_t k = 0; k < blocks.size(); ++k) {
-    BlockQ4_K& b = blocks[k];
+    Block& b = blocks[k];
     b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
     b.dmin = fp32_to_fp16(0.25f);
     std::memset(b.scales, 0xFF, sizeof b.scales);
     std::memset(b.qs, k % 3 ? 0xFF : 0x0F, sizeof b.qs);
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) std::memset(b.qh, k % 3 ? 0xFF : 0x0F, 32);
   }
-  const WeightMatrix w{WeightType::Q4_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
-                       cols};
+  const WeightMatrix w{type, reinterpret_cast<const std::byte*>(blocks.data()), rows, cols};
   const InterleavedMatrix m = InterleavedMatrix::repack(w);
   for (int sign : {-1, 1}) {
     std::vector<BlockQ8_K> x(static_cast<size_t>(cols / 256));
@@ -255,14 +312,26 @@ TEST(InterleavedQ4K, ExtremeBlocksDoNotOverflow) {
     }
     const auto* act = reinterpret_cast<const std::byte*>(x.data());
     std::vector<float> y(rows, NAN), yt(rows, NAN);
-    gemv_q4_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, y.data());
-    gemm_q4_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, 0, 1, yt.data(), rows);
+    gemv(cols, m.view().data, 1, act, y.data());
+    gemm(cols, m.view().data, 1, act, 0, 1, yt.data(), rows);
     for (int64_t r = 0; r < rows; ++r) {
-      const Exact e = exact_dot_q4_K(cols, w.row(r), act);
+      const Exact e = exact(cols, w.row(r), act);
       ASSERT_NEAR(y[r], e.value, e.bound) << "sign " << sign << " row " << r;
       ASSERT_EQ(yt[r], y[r]);
     }
   }
+}
+
+TEST(InterleavedQ4K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  check_extreme_blocks<BlockQ4_K>(WeightType::Q4_K, gemv_q4_Kx16_q8_K_avx512vnni,
+                                  gemm_q4_Kx16_q8_K_avx512vnni, exact_dot_q4_K);
+}
+
+TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  check_extreme_blocks<BlockQ5_K>(WeightType::Q5_K, gemv_q5_Kx16_q8_K_avx512vnni,
+                                  gemm_q5_Kx16_q8_K_avx512vnni, exact_dot_q5_K);
 }
 
 TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
@@ -391,7 +460,7 @@ TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedKQuant,
-                         ::testing::Values(WeightType::Q4_K, WeightType::Q6_K),
+                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace

@@ -64,5 +64,18 @@ TEST(GemvPrefetch, RuleFollowsVendorAndEnvironment) {
             gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH")));
 }
 
+TEST(GemvStreams, RuleFollowsVendorAndEnvironment) {
+  CpuFeatures amd, intel;
+  amd.amd = true;
+  EXPECT_EQ(kquant_gemv_streams_rule(amd, nullptr), 2);
+  EXPECT_EQ(kquant_gemv_streams_rule(amd, "4"), 4);
+  EXPECT_EQ(kquant_gemv_streams_rule(intel, nullptr), 4);
+  EXPECT_EQ(kquant_gemv_streams_rule(intel, "2"), 2);
+  EXPECT_EQ(kquant_gemv_streams_rule(intel, "3"), 4);  // anything else: the table
+  EXPECT_EQ(kquant_gemv_streams_rule(amd, ""), 2);
+  EXPECT_EQ(kquant_gemv_streams(),
+            kquant_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS")));
+}
+
 }  // namespace
 }  // namespace pacer::ops

@@ -69,6 +69,9 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemm != nullptr, vnni);
   EXPECT_EQ(ks.x16(WeightType::Q8_0).gemm != nullptr, vnni);
   EXPECT_EQ(ks.x16(WeightType::Q4_K).gemm, vnni ? gemm_q4_Kx16_q8_K_avx512vnni : nullptr);
+  EXPECT_EQ(ks.x16(WeightType::Q5_K).gemv,
+            vnni ? gemv_q5_Kx16_q8_K_avx512vnni : gemv_q5_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q5_K).gemm, vnni ? gemm_q5_Kx16_q8_K_avx512vnni : nullptr);
   EXPECT_EQ(ks.x16(WeightType::Q6_K).gemv,
             vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref);
   EXPECT_EQ(ks.x16(WeightType::Q6_K).gemm, vnni ? gemm_q6_Kx16_q8_K_avx512vnni : nullptr);
@@ -91,8 +94,8 @@ TEST(KernelSet, AnIsaThisMachineLacksIsLoweredToTheBestItRuns) {
 TEST(KernelSet, TypesWithoutAMatmulThrow) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   EXPECT_THROW(ks.matmul(WeightType::Q8_K), MatmulError);  // activation-only
-  EXPECT_THROW(ks.x16(WeightType::F16), MatmulError);      // only Q4_0/Q8_0/Q4_K/Q6_K interleave
-  EXPECT_THROW(ks.x16(WeightType::Q5_K), MatmulError);
+  EXPECT_THROW(ks.x16(WeightType::F16), MatmulError);  // only Q4_0/Q8_0/Q4_K/Q5_K/Q6_K interleave
+  EXPECT_THROW(ks.x16(WeightType::Q3_K), MatmulError);
 }
 
 }  // namespace

@@ -1,0 +1,338 @@
+// Q4_K and Q5_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX-512 VNNI: the
+// decode GEMVs and the prefill GEMMs. Q5_K is Q4_K with a fifth bit per quant (q5_k.h): the same
+// kernel, with the qh bit OR-ed into bit 4 of each unpacked nibble.
+//
+// Per super-block of a group (16 rows x 256 weights): the 12 packed scale bytes of the 16 rows sit
+// in 3 vectors (dword i = row i), and 6 logic ops unpack them to sc_0..3, sc_4..7, m_0..3, m_4..7
+// (one byte per sub-block in each row's dword). Per 64-element chunk c: 8 quant vectors, each
+// split into low nibbles (sub-block 2c) and high nibbles (2c+1) and dotted by vpdpbusd with one
+// broadcast activation dword (4 quants of all 16 rows, exact), giving the 16 rows' sub-block sums;
+// each is multiplied by its sub-block scale (vpshufb spreads byte j of every dword; vpmulld) and
+// added to the super-block's integer sum. The mins term sum_j m_j * (bsum_j) is 4 vpdpwssd on
+// (m_2k, m_2k+1) word pairs against the activation's sub-block sums. Then for all 16 rows one
+// conversion and FMA per term. Integer bounds as in q4_k.h / q5_k.h: |sub-block sum| <= 32 * 31 *
+// 128, |sum_j sc_j * .| <= 8 * 63 * 126,976 < 2^31, |mins term| <= 8 * 63 * 4064.
+//
+// Q5_K: each quad of quant vectors (4k..4k+3 of a chunk) follows a vector of their fifth bits,
+// bits 2J and 2J + 1 of each byte for quant vector 4k + J (low and high nibble); one 16-bit shift
+// brings a bit to bit 4 and one vpternlogd ORs it in: 4 more ops per quant vector. The fifth bits
+// sit next to their quants rather than in one 512-byte block (the file's qh) because one Zen 4
+// core streamed a cold 32000x2048 Q5_K at ~21 GB/s with the block, ~29 GB/s with the quads: the
+// hardware prefetchers want each stream read strictly in order.
+//
+// Against the row-major AVX-512 kernel (q4_k_avx512_kernels.h: vpmaddubsw + scale vpermw +
+// vpmaddwd per 64 quants of one row, ~8 weights per cycle on one Zen 4 core) this does ~3x less
+// work per weight, so one core keeps up with DRAM.
+#include "ops/interleaved.h"
+#include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
+
+#include <cstring>
+
+#include "ops/gemv_streams.h"
+#include "ops/isa.h"
+#include "ops/q8_k.h"
+#include "ops/unroll.h"
+
+// GCC 12 reports the `__Y = __Y` placeholders of its own AVX-512 headers at the call sites where
+// they are inlined (bug 105593, fixed in 13). No variable of this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace pacer::ops {
+namespace {
+
+// The activation side of one Q8_K super-block: its quants, fp32 scale and the sub-block sums as
+// broadcast (bsum_2k, bsum_2k+1) int16 pairs.
+struct ActBlock {
+  const int8_t* q;
+  __m512 dx;
+  __m512i bsum_pairs[4];
+};
+
+inline ActBlock act_block(const BlockQ8_K& x) {
+  ActBlock a;
+  a.q = x.qs;
+  a.dx = _mm512_set1_ps(x.d);
+  for (int k = 0; k < 4; ++k) {
+    const auto lo = static_cast<uint16_t>(x.bsums[4 * k] + x.bsums[4 * k + 1]);
+    const auto hi = static_cast<uint16_t>(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
+    a.bsum_pairs[k] = _mm512_set1_epi32(static_cast<int32_t>(lo | static_cast<uint32_t>(hi) << 16));
+  }
+  return a;
+}
+
+inline __m512i act_dword(const int8_t* q, int64_t at) {
+  int32_t v;
+  std::memcpy(&v, q + at, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The scales and mins of one super-block of 16 rows: byte j of dword i is row i's sc_j (sc_lo:
+// j < 4, sc_hi: j - 4) or m_j (m_lo, m_hi), each in [0, 63].
+struct Scales16 {
+  __m512i sc_lo, sc_hi, m_lo, m_hi;
+};
+
+inline Scales16 unpack_scales(const std::byte* sb) {
+  const __m512i u0 = _mm512_load_si512(sb + 64);
+  const __m512i u1 = _mm512_load_si512(sb + 128);
+  const __m512i u2 = _mm512_load_si512(sb + 192);
+  const __m512i c3f = _mm512_set1_epi8(0x3F), c0f = _mm512_set1_epi8(0x0F),
+                c30 = _mm512_set1_epi8(0x30);
+  Scales16 s;
+  s.sc_lo = _mm512_and_si512(u0, c3f);
+  s.m_lo = _mm512_and_si512(u1, c3f);
+  s.sc_hi =
+      _mm512_or_si512(_mm512_and_si512(u2, c0f), _mm512_and_si512(_mm512_srli_epi32(u0, 2), c30));
+  s.m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), c0f),
+                           _mm512_and_si512(_mm512_srli_epi32(u1, 2), c30));
+  return s;
+}
+
+// vpshufb controls (the same in every 128-bit lane), built once per call.
+struct Controls {
+  __m512i scale[4];  // byte j of each dword -> the dword (zero-extended)
+  __m512i mins[2];   // bytes (2k, 2k+1) of each dword -> its low and high word (zero-extended)
+};
+
+inline Controls controls() {
+  Controls c;
+  for (int j = 0; j < 4; ++j) {
+    c.scale[j] = _mm512_set4_epi32(
+        static_cast<int32_t>(0x8080800Cu + j), static_cast<int32_t>(0x80808008u + j),
+        static_cast<int32_t>(0x80808004u + j), static_cast<int32_t>(0x80808000u + j));
+  }
+  for (int k = 0; k < 2; ++k) {
+    const auto pair = [k](uint32_t base) {
+      return static_cast<int32_t>(0x80008000u | (base + 2 * k) | (base + 2 * k + 1) << 16);
+    };
+    c.mins[k] = _mm512_set4_epi32(pair(12), pair(8), pair(4), pair(0));
+  }
+  return c;
+}
+
+// sum_j m_j * bsum_j for the 16 rows (int32 lanes).
+inline __m512i mins_sum(const Scales16& s, const Controls& ctl, const ActBlock& a) {
+  __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(s.m_lo, ctl.mins[0]),
+                                  a.bsum_pairs[0]);
+  m = _mm512_dpwssd_epi32(m, _mm512_shuffle_epi8(s.m_lo, ctl.mins[1]), a.bsum_pairs[1]);
+  m = _mm512_dpwssd_epi32(m, _mm512_shuffle_epi8(s.m_hi, ctl.mins[0]), a.bsum_pairs[2]);
+  return _mm512_dpwssd_epi32(m, _mm512_shuffle_epi8(s.m_hi, ctl.mins[1]), a.bsum_pairs[3]);
+}
+
+// The scale of sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) as int32 per row.
+inline void chunk_scales(const Scales16& s, const Controls& ctl, int c, __m512i* lo, __m512i* hi) {
+  const __m512i src = c < 2 ? s.sc_lo : s.sc_hi;
+  *lo = _mm512_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
+  *hi = _mm512_shuffle_epi8(src, ctl.scale[(2 * c + 1) % 4]);
+}
+
+// acc += d * d_x * isum - dmin * d_x * msum for the 16 rows of super-block sb.
+inline __m512 accumulate(const std::byte* sb, __m512i isum, __m512i msum, __m512 dx, __m512 acc) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 32)));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, dx), acc);
+  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), acc);
+}
+
+template <int Bits>
+constexpr int64_t kBlockBytes = Bits == 4 ? kX16Q4KBlockBytes : kX16Q5KBlockBytes;
+
+// Quant vectors 4k..4k+3 of chunk c of super-block sb (Q5_K: each quad after its vector of fifth
+// bits, so a super-block is read strictly in order).
+template <int Bits>
+inline const std::byte* quad_at(const std::byte* sb, int c, int k) {
+  if constexpr (Bits == 4) return sb + 256 + 512 * c + 256 * k;
+  return sb + 256 + 640 * c + 320 * k + 64;
+}
+// The quad's fifth bits (Q5_K; zero for Q4_K).
+template <int Bits>
+inline __m512i quad_high_bits(const std::byte* sb, int c, int k) {
+  if constexpr (Bits == 5) return _mm512_load_si512(sb + 256 + 640 * c + 320 * k);
+  return _mm512_setzero_si512();
+}
+
+// h with bit `Bit` of every byte moved to bit 4 (other bits: anything; the caller masks).
+template <int Bit>
+inline __m512i bit_to_4(__m512i h) {
+  if constexpr (Bit < 4) return _mm512_slli_epi16(h, 4 - Bit);
+  if constexpr (Bit > 4) return _mm512_srli_epi16(h, Bit - 4);
+  return h;
+}
+
+// Quant vector J of a quad as the unsigned quants of sub-blocks 2c (lo) and 2c + 1 (hi); Q5_K
+// ORs in their fifth bits, bits 2J and 2J + 1 of the quad's h.
+template <int Bits, int J>
+inline void unpack_quants(__m512i q, __m512i h, __m512i* lo, __m512i* hi) {
+  const __m512i c0f = _mm512_set1_epi8(0x0F);
+  *lo = _mm512_and_si512(q, c0f);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), c0f);
+  if constexpr (Bits == 5) {
+    const __m512i c10 = _mm512_set1_epi8(0x10);
+    // 0xF8: a | (b & c)
+    *lo = _mm512_ternarylogic_epi32(*lo, bit_to_4<2 * J>(h), c10, 0xF8);
+    *hi = _mm512_ternarylogic_epi32(*hi, bit_to_4<2 * J + 1>(h), c10, 0xF8);
+  }
+}
+
+// Chunk C (sub-blocks 2C, 2C + 1) of one super-block of one group against one activation block:
+// adds sc_2C * isum_2C + sc_2C+1 * isum_2C+1 to *isum.
+template <int Bits, int C>
+inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& ctl,
+                       const int8_t* xq, __m512i* isum) {
+  // Two chains per nibble half (vpdpbusd latency ~5), joined before the scale multiply.
+  __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int k = 0; k < 2; ++k) {
+    const std::byte* quad = quad_at<Bits>(sb, C, k);
+    const __m512i h = quad_high_bits<Bits>(sb, C, k);
+    unroll<4>([&](auto j) {
+      constexpr int J = decltype(j)::value;
+      const int m = 4 * k + J;
+      __m512i wl, wh;
+      unpack_quants<Bits, J>(_mm512_load_si512(quad + 64 * J), h, &wl, &wh);
+      lo[J % 2] = _mm512_dpbusd_epi32(lo[J % 2], wl, act_dword(xq, 64 * C + 4 * m));
+      hi[J % 2] = _mm512_dpbusd_epi32(hi[J % 2], wh, act_dword(xq, 64 * C + 32 + 4 * m));
+    });
+  }
+  __m512i sc_lo, sc_hi;
+  chunk_scales(s, ctl, C, &sc_lo, &sc_hi);
+  *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
+  *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(_mm512_add_epi32(hi[0], hi[1]), sc_hi));
+}
+
+// One super-block of one group against one activation block: the integer sum_j sc_j * isum_j.
+template <int Bits>
+inline __m512i block_isum(const std::byte* sb, const Scales16& s, const Controls& ctl,
+                          const int8_t* xq) {
+  __m512i isum = _mm512_setzero_si512();
+  chunk_isum<Bits, 0>(sb, s, ctl, xq, &isum);
+  chunk_isum<Bits, 1>(sb, s, ctl, xq, &isum);
+  chunk_isum<Bits, 2>(sb, s, ctl, xq, &isum);
+  chunk_isum<Bits, 3>(sb, s, ctl, xq, &isum);
+  return isum;
+}
+
+// S groups at once (S far-apart streams), super-block by super-block.
+template <int Bits, int S>
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
+                 float* const* out) {
+  __m512 acc[S];
+  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock a = act_block(x[b]);
+    for (int s = 0; s < S; ++s) {
+      const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
+      const Scales16 sc = unpack_scales(sb);
+      acc[s] =
+          accumulate(sb, block_isum<Bits>(sb, sc, ctl, a.q), mins_sum(sc, ctl, a), a.dx, acc[s]);
+    }
+  }
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
+}
+
+// T tokens against one group, chunk C of super-block sb: the quants are unpacked once for all T.
+template <int Bits, int T, int C>
+inline void gemm_chunk(const std::byte* sb, const Scales16& sc, const Controls& ctl,
+                       const BlockQ8_K* const* x, int64_t b, __m512i* isum) {
+  __m512i lo[T], hi[T];
+  for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
+  for (int k = 0; k < 2; ++k) {
+    const std::byte* quad = quad_at<Bits>(sb, C, k);
+    const __m512i h = quad_high_bits<Bits>(sb, C, k);
+    __m512i wl[4], wh[4];
+    unroll<4>([&](auto j) {
+      constexpr int J = decltype(j)::value;
+      unpack_quants<Bits, J>(_mm512_load_si512(quad + 64 * J), h, &wl[J], &wh[J]);
+    });
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = x[t][b].qs + 64 * C + 16 * k;
+      for (int m = 0; m < 4; ++m) {
+        lo[t] = _mm512_dpbusd_epi32(lo[t], wl[m], act_dword(xq, 4 * m));
+        hi[t] = _mm512_dpbusd_epi32(hi[t], wh[m], act_dword(xq, 32 + 4 * m));
+      }
+    }
+  }
+  __m512i sc_lo, sc_hi;
+  chunk_scales(sc, ctl, C, &sc_lo, &sc_hi);
+  for (int t = 0; t < T; ++t) {
+    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sc_lo));
+    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sc_hi));
+  }
+}
+
+template <int Bits, int T>
+void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, const Controls& ctl,
+                float* out, int64_t out_stride) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const std::byte* sb = grp + b * kBlockBytes<Bits>;
+    const Scales16 sc = unpack_scales(sb);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    gemm_chunk<Bits, T, 0>(sb, sc, ctl, x, b, isum);
+    gemm_chunk<Bits, T, 1>(sb, sc, ctl, x, b, isum);
+    gemm_chunk<Bits, T, 2>(sb, sc, ctl, x, b, isum);
+    gemm_chunk<Bits, T, 3>(sb, sc, ctl, x, b, isum);
+    for (int t = 0; t < T; ++t) {
+      const ActBlock a = act_block(x[t][b]);
+      acc[t] = accumulate(sb, isum[t], mins_sum(sc, ctl, a), a.dx, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
+}
+
+// The entry points of one type: its group size, the activation cast and the shared drivers.
+template <int Bits>
+void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              float* out) {
+  const int64_t nb = n / 256;
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  const Controls ctl = controls();
+  x16_gemv_stream_groups(kquant_gemv_streams(), groups, n_groups, nb * kBlockBytes<Bits>, out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
+                           gemv_groups<Bits, decltype(streams)::value>(nb, group, x, ctl, outs);
+                         });
+}
+
+template <int Bits>
+void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const Controls ctl = controls();
+  x16_gemm_token_quads(
+      groups, n_groups, nb * kBlockBytes<Bits>, act, act_stride, nt, out, out_stride,
+      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
+        constexpr int T = decltype(tokens)::value;
+        const BlockQ8_K* x[T];
+        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
+        gemm_group<Bits, T>(nb, grp, x, ctl, o, out_stride);
+      });
+}
+
+}  // namespace
+
+void gemv_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<4>(n, groups, n_groups, act, out);
+}
+
+void gemv_q5_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<5>(n, groups, n_groups, act, out);
+}
+
+void gemm_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  gemm_x16<4>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q5_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  gemm_x16<5>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+}  // namespace pacer::ops
