@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -581,15 +583,48 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
   return GgufFile(std::move(impl));
 }
 
-void GgufFile::drop_pages(std::span<const std::byte> bytes) const noexcept {
-  if (impl_->map == nullptr || bytes.empty()) return;
+namespace {
+
+// The pages of a file mapping that `bytes` covers: whole pages inside it (`inner`) or every page
+// it touches; nullopt when bytes is empty or not inside the mapping [map, map + map_len).
+struct PageRange {
+  uintptr_t first, last, page;
+};
+std::optional<PageRange> page_range(const void* map, size_t map_len,
+                                    std::span<const std::byte> bytes, bool inner) {
+  if (map == nullptr || bytes.empty()) return std::nullopt;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
   const auto end = begin + bytes.size();
-  const auto map_begin = reinterpret_cast<uintptr_t>(impl_->map);
-  if (begin < map_begin || end > map_begin + impl_->map_len) return;
-  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  const auto map_begin = reinterpret_cast<uintptr_t>(map);
+  if (begin < map_begin || end > map_begin + map_len) return std::nullopt;
+  if (inner) return PageRange{(begin + page - 1) / page * page, end / page * page, page};
+  return PageRange{begin / page * page, (end + page - 1) / page * page, page};
+}
+
+}  // namespace
+
+void GgufFile::drop_pages(std::span<const std::byte> bytes) const noexcept {
+  const auto r = page_range(impl_->map, impl_->map_len, bytes, true);
+  if (r && r->first < r->last) {
+    ::madvise(reinterpret_cast<void*>(r->first), r->last - r->first, MADV_DONTNEED);
+  }
+}
+
+void GgufFile::populate(std::span<const std::byte> bytes) const noexcept {
+  const auto r = page_range(impl_->map, impl_->map_len, bytes, false);
+  if (!r) return;
+  if (::madvise(reinterpret_cast<void*>(r->first), r->last - r->first, MADV_POPULATE_READ) == 0) {
+    return;
+  }
+  if (errno != EINVAL) return;  // EFAULT / EIO / ENOMEM: the pages fault in when read instead
+  // Kernels before 5.14: touch one byte of each page (inside `bytes`, which is mapped).
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data()), end = begin + bytes.size();
+  unsigned char sum = 0;
+  for (uintptr_t p = begin; p < end; p = (p / r->page + 1) * r->page) {
+    sum ^= *reinterpret_cast<const volatile unsigned char*>(p);
+  }
+  static_cast<void>(sum);
 }
 
 GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {

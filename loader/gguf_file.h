@@ -124,6 +124,12 @@ class GgufFile {
   // page cache or the file, the data is never lost: the mapping is read-only). For weights that
   // were copied at load (repacked), so the copy does not count twice. No-op for parsed buffers.
   void drop_pages(std::span<const std::byte> bytes) const noexcept;
+  // Maps every page that `bytes` (inside the mapping) touches into this process now
+  // (MADV_POPULATE_READ; where the kernel lacks it, one read per page), reading it from the file
+  // where it is not in the page cache, so the first forward pass does not take a page fault per
+  // 4 KiB of weights (as llama.cpp populates its mapping at load). Best effort: a page that
+  // cannot be populated now faults in when read, as without the call. No-op for parsed buffers.
+  void populate(std::span<const std::byte> bytes) const noexcept;
 
  private:
   struct Impl;

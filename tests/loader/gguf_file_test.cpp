@@ -240,15 +240,21 @@ int64_t resident_bytes() {
   return resident * ::sysconf(_SC_PAGESIZE);
 }
 
-TEST(GgufFile, DropPagesLeavesTheResidentSetAndLosesNothing) {
-  const int64_t n = 16 << 20;  // 64 MiB of floats
-  std::vector<float> values(static_cast<size_t>(n));
-  std::iota(values.begin(), values.end(), 0.0f);
+// A file with one 64 MiB F32 tensor "big" of 0, 1, 2, ... in a new temp dir.
+std::filesystem::path write_big_file(std::vector<float>* values) {
+  values->resize(16 << 20);
+  std::iota(values->begin(), values->end(), 0.0f);
   GgufWriter w;
-  w.add_tensor_view("big", WeightType::F32, {n},
-                    std::as_bytes(std::span<const float>(values.data(), values.size())));
+  w.add_tensor_view("big", WeightType::F32, {static_cast<int64_t>(values->size())},
+                    std::as_bytes(std::span<const float>(values->data(), values->size())));
   const auto dir = temp_dir();
   w.write(dir / "big.gguf");
+  return dir;
+}
+
+TEST(GgufFile, DropPagesLeavesTheResidentSetAndLosesNothing) {
+  std::vector<float> values;
+  const auto dir = write_big_file(&values);
   values = {};
   const GgufFile f = GgufFile::open(dir / "big.gguf");
   const std::span<const std::byte> data = f.require_tensor("big").data;
@@ -269,6 +275,26 @@ TEST(GgufFile, DropPagesLeavesTheResidentSetAndLosesNothing) {
   f.drop_pages({});               // empty and foreign ranges are ignored
   const std::vector<std::byte> elsewhere(64);
   f.drop_pages(elsewhere);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GgufFile, PopulateMapsTheTensorInWithoutReadingIt) {
+  std::vector<float> values;
+  const auto dir = write_big_file(&values);
+  const auto n = static_cast<int64_t>(values.size());
+  const GgufFile f = GgufFile::open(dir / "big.gguf");
+  const std::span<const std::byte> data = f.require_tensor("big").data;
+  const int64_t resident_opened = resident_bytes();
+  f.populate(data);
+  const int64_t resident_populated = resident_bytes();
+  // Every page of the tensor is in the resident set without this process reading one.
+  EXPECT_GT(resident_populated - resident_opened, static_cast<int64_t>(data.size()) * 9 / 10)
+      << "resident " << resident_opened << " -> " << resident_populated;
+  const auto* floats = reinterpret_cast<const float*>(data.data());
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(floats[i], values[static_cast<size_t>(i)]);
+  f.populate({});  // empty and foreign ranges are ignored
+  const std::vector<std::byte> elsewhere(64);
+  f.populate(elsewhere);
   std::filesystem::remove_all(dir);
 }
 
