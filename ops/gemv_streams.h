@@ -70,7 +70,7 @@ void x16_gemv_stream_groups(const std::byte* groups, int64_t n_groups, int64_t g
   }
 }
 
-// x16_gemv_stream_groups with S = `streams` (2 or 4, kquant_gemv_streams() in isa.h) chosen at
+// x16_gemv_stream_groups with S = `streams` (2 or 4, x16_gemv_streams() in isa.h) chosen at
 // run time.
 template <class Run>
 void x16_gemv_stream_groups(int streams, const std::byte* groups, int64_t n_groups,

@@ -21,10 +21,6 @@
 namespace pacer::ops {
 namespace {
 
-// Groups the GEMV runs at once, each from its own far-apart stretch of the matrix: one
-// sequential stream per core leaves DRAM bandwidth unused on Sapphire Rapids (Q4_0 5632x2048
-// cold, one core: 2 streams ~1.05x, 4 streams ~1.2x the row-major kernel; 8 no better than 4).
-constexpr int kStreams = 4;
 // Block pairs each stream prefetches ahead (Q4_0: 2.3 KiB; 8 pairs was no better).
 constexpr int64_t kPrefetchPairs = 4;
 
@@ -106,12 +102,12 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 32;
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
   const ActQ8Row x = act_q8_row(act, n);
-  // Groups from kStreams far-apart stretches at a time (ops/gemv_streams.h).
-  x16_gemv_stream_groups<kStreams>(
-      groups, n_groups, group_bytes, out,
-      [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs);
-      });
+  // Groups from 2 or 4 far-apart stretches at a time (ops/gemv_streams.h, x16_gemv_streams() in
+  // ops/isa.h): one sequential stream per core leaves DRAM bandwidth unused.
+  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
+                           gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs);
+                         });
 }
 
 // The prefill GEMM: hex tiles unpacked from the groups (unsigned quants, VNNI).

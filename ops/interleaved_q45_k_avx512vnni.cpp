@@ -290,7 +290,7 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const Controls ctl = controls();
-  x16_gemv_stream_groups(kquant_gemv_streams(), groups, n_groups, nb * kBlockBytes<Bits>, out,
+  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, nb * kBlockBytes<Bits>, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<Bits, decltype(streams)::value>(nb, group, x, ctl, outs);
                          });

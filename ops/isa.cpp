@@ -104,15 +104,15 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexce
   return !cpu.amd;
 }
 
-int kquant_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept {
+int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept {
   if (env && std::strcmp(env, "2") == 0) return 2;
   if (env && std::strcmp(env, "4") == 0) return 4;
   return cpu.amd ? 2 : 4;
 }
 
-int kquant_gemv_streams() noexcept {
+int x16_gemv_streams() noexcept {
   static const int streams =
-      kquant_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS"));
+      x16_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS"));
   return streams;
 }
 

@@ -43,14 +43,15 @@ bool isa_supported(Isa isa) noexcept;
 // log header's run.gemv_prefetch records the choice.
 bool gemv_software_prefetch() noexcept;
 bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
-// How many far-apart streams of 16-row groups one worker of the interleaved K-quant GEMVs (Q4_K,
-// Q5_K, Q6_K; ops/interleaved.h) reads at once: 2 on AMD, 4 elsewhere. One Zen 4 core streams a
-// cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4 (Q5_K ~33 vs ~31; Q4_K the same), while
-// on Sapphire Rapids the interleaved Q4_0 GEMV gained from 2 to 4 (1.05x -> 1.2x the row-major
-// kernel). Chosen once per process by that table; PACER_GEMV_STREAMS=2/4 overrides. The event log
-// header's run.gemv_streams records the choice.
-int kquant_gemv_streams() noexcept;
-int kquant_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// How many far-apart streams of 16-row groups one worker of the interleaved GEMVs (Q4_0, Q8_0,
+// Q4_K, Q5_K, Q6_K; ops/interleaved.h) reads at once: 2 on AMD, 4 elsewhere. One Zen 4 core streams
+// a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4 (Q5_K ~33 vs ~31; Q4_K and Q4_0 the
+// same), and TinyLlama Q8_0 decodes 6-10 % faster with 2, while on Sapphire Rapids the interleaved
+// Q4_0 GEMV gained from 2 to 4 (1.05x -> 1.2x the row-major kernel). Chosen once per process by
+// that table; PACER_GEMV_STREAMS=2/4 overrides. The event log header's run.gemv_streams records the
+// choice.
+int x16_gemv_streams() noexcept;
+int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
 std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
 std::string_view isa_name(Isa isa) noexcept;
 

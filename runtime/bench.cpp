@@ -647,7 +647,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
           {"gemv_prefetch", ops::gemv_software_prefetch()},
-          {"gemv_streams", ops::kquant_gemv_streams()},
+          {"gemv_streams", ops::x16_gemv_streams()},
           {"rows", rows}};
 }
 

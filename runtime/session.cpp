@@ -251,7 +251,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
          state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
         {rkey::kRepackedMatrices, model_.repacked_matrices()},
         {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
-        {rkey::kGemvStreams, ops::kquant_gemv_streams()},
+        {rkey::kGemvStreams, ops::x16_gemv_streams()},
         {rkey::kKvType, ops::type_name(kv_.type())},
         {rkey::kRecording, "full"}};
     fields[key::kRun][rkey::kNuma] = numa_json(numa_);

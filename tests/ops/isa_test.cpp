@@ -67,14 +67,14 @@ TEST(GemvPrefetch, RuleFollowsVendorAndEnvironment) {
 TEST(GemvStreams, RuleFollowsVendorAndEnvironment) {
   CpuFeatures amd, intel;
   amd.amd = true;
-  EXPECT_EQ(kquant_gemv_streams_rule(amd, nullptr), 2);
-  EXPECT_EQ(kquant_gemv_streams_rule(amd, "4"), 4);
-  EXPECT_EQ(kquant_gemv_streams_rule(intel, nullptr), 4);
-  EXPECT_EQ(kquant_gemv_streams_rule(intel, "2"), 2);
-  EXPECT_EQ(kquant_gemv_streams_rule(intel, "3"), 4);  // anything else: the table
-  EXPECT_EQ(kquant_gemv_streams_rule(amd, ""), 2);
-  EXPECT_EQ(kquant_gemv_streams(),
-            kquant_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS")));
+  EXPECT_EQ(x16_gemv_streams_rule(amd, nullptr), 2);
+  EXPECT_EQ(x16_gemv_streams_rule(amd, "4"), 4);
+  EXPECT_EQ(x16_gemv_streams_rule(intel, nullptr), 4);
+  EXPECT_EQ(x16_gemv_streams_rule(intel, "2"), 2);
+  EXPECT_EQ(x16_gemv_streams_rule(intel, "3"), 4);  // anything else: the table
+  EXPECT_EQ(x16_gemv_streams_rule(amd, ""), 2);
+  EXPECT_EQ(x16_gemv_streams(),
+            x16_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS")));
 }
 
 }  // namespace

@@ -106,6 +106,33 @@ std::string param_name(const ::testing::TestParamInfo<KernelParam>& info) {
 INSTANTIATE_TEST_SUITE_P(IsaTypeShape, MatmulKernel, ::testing::ValuesIn(kernel_params()),
                          param_name);
 
+// The float GEMVs read R far-apart rows per tile, each in bursts (ops/float_rows_simd.h); a row's
+// FMAs must stay the same and in the same order as when it is dotted alone, so dot_rows over many
+// rows (the stream tiles, bursts cut by the row's end, the masked tail) equals dot() per row.
+TEST(FloatGemv, RowsInStreamsAndBurstsEqualTheSingleRowDotBitForBit) {
+  int checked = 0;
+  for (Isa isa : supported_isas()) {
+    const KernelSet kernels = KernelSet::for_isa(isa);
+    for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+      const MatmulKernels& k = kernels.matmul(t);
+      if (k.dot_rows == nullptr) continue;  // the scalar tier dots row by row
+      for (const Shape s : {Shape{37, 2048}, Shape{18, 4864 + 8}, Shape{21, 40}}) {
+        const testing::OwnedMatrix w = testing::make_matrix(t, s.rows, s.cols, 46);
+        const std::vector<float> x = testing::normal_floats(static_cast<size_t>(s.cols), 47);
+        const auto* act = reinterpret_cast<const std::byte*>(x.data());
+        std::vector<float> out(static_cast<size_t>(s.rows), NAN);
+        k.dot_rows(s.cols, w.view.data, row_bytes(t, s.cols), s.rows, act, out.data());
+        for (int64_t r = 0; r < s.rows; ++r) {
+          ASSERT_EQ(out[r], k.dot(s.cols, w.view.row(r), act))
+              << isa_name(isa) << " " << testing::shape_name(t, s.rows, s.cols) << " row " << r;
+        }
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD tier here (the scalar tier has no dot_rows)";
+}
+
 // The AVX-512 kernels without VNNI (Skylake-X/Cascade Lake run them) are only reachable through
 // the traits table on such CPUs; on a VNNI machine they are tested here directly, against the
 // same reference and tolerance.
