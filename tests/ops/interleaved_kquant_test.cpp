@@ -288,19 +288,15 @@ TEST_P(InterleavedKQuant, VnniGemvAndGemmMatchTheExactDot) {
 // The integer extremes: every quant at its top (Q4_K 15, Q5_K 31) or 0, every scale and min 63,
 // activations at -128 / 127. The sub-block sums (up to 126,976), the scaled super-block sum
 // (~64 M) and the mins (8 * 63 * 4096) must not wrap in the kernel's int32 lanes and int16 pairs.
-template <class Block>
-void check_extreme_blocks(WeightType type, X16GemvFn gemv, X16GemmFn gemm,
+// 16 rows x cols of blocks filled by fill(block, k) (k: the block's index), repacked, against
+// activations all -128 or all 127: the VNNI GEMV within the exact dot's bound, the GEMM equal to
+// it.
+template <class Block, class Fill>
+void check_extreme_blocks(WeightType type, int64_t cols, Fill fill, X16GemvFn gemv, X16GemmFn gemm,
                           Exact (*exact)(int64_t, const std::byte*, const std::byte*)) {
-  const int64_t rows = 16, cols = 512;
+  const int64_t rows = 16;
   std::vector<Block> blocks(static_cast<size_t>(rows * cols / 256));
-  for (size_t k = 0; k < blocks.size(); ++k) {
-    Block& b = blocks[k];
-    b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
-    b.dmin = fp32_to_fp16(0.25f);
-    std::memset(b.scales, 0xFF, sizeof b.scales);
-    std::memset(b.qs, k % 3 ? 0xFF : 0x0F, sizeof b.qs);
-    if constexpr (std::is_same_v<Block, BlockQ5_K>) std::memset(b.qh, k % 3 ? 0xFF : 0x0F, 32);
-  }
+  for (size_t k = 0; k < blocks.size(); ++k) fill(blocks[k], k);
   const WeightMatrix w{type, reinterpret_cast<const std::byte*>(blocks.data()), rows, cols};
   const InterleavedMatrix m = InterleavedMatrix::repack(w);
   for (int sign : {-1, 1}) {
@@ -322,16 +318,28 @@ void check_extreme_blocks(WeightType type, X16GemvFn gemv, X16GemmFn gemm,
   }
 }
 
+// Q4_K / Q5_K: every quant at its top or 0, every scale and min 63.
+template <class Block>
+void fill_extreme_affine_k(Block& b, size_t k) {
+  b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+  b.dmin = fp32_to_fp16(0.25f);
+  std::memset(b.scales, 0xFF, sizeof b.scales);
+  std::memset(b.qs, k % 3 ? 0xFF : 0x0F, sizeof b.qs);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) std::memset(b.qh, k % 3 ? 0xFF : 0x0F, 32);
+}
+
 TEST(InterleavedQ4K, ExtremeBlocksDoNotOverflow) {
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  check_extreme_blocks<BlockQ4_K>(WeightType::Q4_K, gemv_q4_Kx16_q8_K_avx512vnni,
-                                  gemm_q4_Kx16_q8_K_avx512vnni, exact_dot_q4_K);
+  check_extreme_blocks<BlockQ4_K>(WeightType::Q4_K, 512, fill_extreme_affine_k<BlockQ4_K>,
+                                  gemv_q4_Kx16_q8_K_avx512vnni, gemm_q4_Kx16_q8_K_avx512vnni,
+                                  exact_dot_q4_K);
 }
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  check_extreme_blocks<BlockQ5_K>(WeightType::Q5_K, gemv_q5_Kx16_q8_K_avx512vnni,
-                                  gemm_q5_Kx16_q8_K_avx512vnni, exact_dot_q5_K);
+  check_extreme_blocks<BlockQ5_K>(WeightType::Q5_K, 512, fill_extreme_affine_k<BlockQ5_K>,
+                                  gemv_q5_Kx16_q8_K_avx512vnni, gemm_q5_Kx16_q8_K_avx512vnni,
+                                  exact_dot_q5_K);
 }
 
 TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
@@ -385,35 +393,14 @@ TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
 // 129,024 + 65,536, times 128, over 16 groups).
 TEST(InterleavedQ6K, ExtremeBlocksDoNotOverflow) {
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  const int64_t rows = 16, cols = 768;
-  std::vector<BlockQ6_K> blocks(static_cast<size_t>(rows * cols / 256));
-  for (size_t k = 0; k < blocks.size(); ++k) {
-    BlockQ6_K& b = blocks[k];
+  const auto fill = [](BlockQ6_K& b, size_t k) {
     b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
     for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(k % 3 ? -128 : 127);
     std::memset(b.ql, k % 4 ? 0xFF : 0x00, sizeof b.ql);
     std::memset(b.qh, k % 4 ? 0xFF : 0x00, sizeof b.qh);
-  }
-  const WeightMatrix w{WeightType::Q6_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
-                       cols};
-  const InterleavedMatrix m = InterleavedMatrix::repack(w);
-  for (int sign : {-1, 1}) {
-    std::vector<BlockQ8_K> x(static_cast<size_t>(cols / 256));
-    for (BlockQ8_K& b : x) {
-      b.d = 0.01f;
-      for (int8_t& q : b.qs) q = static_cast<int8_t>(sign < 0 ? -128 : 127);
-      for (int16_t& s : b.bsums) s = static_cast<int16_t>(16 * b.qs[0]);
-    }
-    const auto* act = reinterpret_cast<const std::byte*>(x.data());
-    std::vector<float> y(rows, NAN), yt(rows, NAN);
-    gemv_q6_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, y.data());
-    gemm_q6_Kx16_q8_K_avx512vnni(cols, m.view().data, 1, act, 0, 1, yt.data(), rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      const Exact e = exact_dot_q6_K(cols, w.row(r), act);
-      ASSERT_NEAR(y[r], e.value, e.bound) << "sign " << sign << " row " << r;
-      ASSERT_EQ(yt[r], y[r]);
-    }
-  }
+  };
+  check_extreme_blocks<BlockQ6_K>(WeightType::Q6_K, 768, fill, gemv_q6_Kx16_q8_K_avx512vnni,
+                                  gemm_q6_Kx16_q8_K_avx512vnni, exact_dot_q6_K);
 }
 
 // matmul() over the repacked view, fused with a second matrix, GEMV and GEMM, on every Isa (below
