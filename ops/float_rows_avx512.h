@@ -1,7 +1,8 @@
 #pragma once
 // The AVX-512 prefill GEMM of the F32, F16 and BF16 kernels with the tokens in the vector lanes,
 // over ops/float_rows_simd.h's dot-product tiles (used below kLanesMinTokens). Include ONLY from
-// float_rows_avx512.cpp, after ops/vec_avx512.h.
+// float_rows_avx512.cpp and interleaved_float_avx512.cpp (which shares gemm_prepare), after
+// ops/vec_avx512.h.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,8 @@
-// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, the scalar
-// reference GEMVs and the InterleavedMatrix owner (matmul.h).
+// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K/Q5_K/Q6_K/F16/BF16, the
+// scalar reference GEMVs and the InterleavedMatrix owner (matmul.h).
 #include "ops/interleaved.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +13,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include "ops/bf16.h"
+#include "ops/f16.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
@@ -186,6 +189,26 @@ void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t 
 
 void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t cols, int64_t g,
                       std::byte* dst) {
+  if (x16_float(t)) {  // padding rows (and BF16's padding column) stay zero
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    // Element c of row i goes to 16-bit slot c * 16 + i (F16) or (c / 2) * 32 + 2 i + c % 2
+    // (BF16's pairs): x16_float_at / 2, written column by column over the 16 rows.
+    const int64_t n_rows = std::min<int64_t>(kX16Rows, rows - g * kX16Rows);
+    const auto* src16 = reinterpret_cast<const uint16_t*>(src) + g * kX16Rows * cols;
+    auto* dst16 = reinterpret_cast<uint16_t*>(dst);
+    if (t == WeightType::F16) {
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t i = 0; i < n_rows; ++i) dst16[c * 16 + i] = src16[i * cols + c];
+      }
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t i = 0; i < n_rows; ++i) {
+          dst16[c / 2 * 32 + 2 * i + c % 2] = src16[i * cols + c];
+        }
+      }
+    }
+    return;
+  }
   if (t == WeightType::Q4_K) {
     std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
     q4k_repack_group(src, rows, cols, g, dst);
@@ -288,6 +311,36 @@ void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
 
 namespace {
 
+// The F16 / BF16 references: each row gathered back and dotted by the row-major reference.
+void gemv_float_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_groups,
+                        const std::byte* act, float* out,
+                        float (*dot)(int64_t, const std::byte*, const std::byte*)) {
+  std::vector<std::byte> row(static_cast<size_t>(2 * n));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* grp = groups + g * x16_group_bytes(t, n);
+    for (int64_t i = 0; i < kX16Rows; ++i) {
+      for (int64_t c = 0; c < n; ++c) {
+        std::memcpy(&row[static_cast<size_t>(2 * c)], grp + x16_float_at(t, i, c), 2);
+      }
+      out[g * kX16Rows + i] = dot(n, row.data(), act);
+    }
+  }
+}
+
+}  // namespace
+
+void gemv_f16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+                         float* out) {
+  gemv_float_x16_ref(WeightType::F16, n, groups, n_groups, act, out, dot_f16_f32_ref);
+}
+
+void gemv_bf16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                          const std::byte* act, float* out) {
+  gemv_float_x16_ref(WeightType::BF16, n, groups, n_groups, act, out, dot_bf16_f32_ref);
+}
+
+namespace {
+
 // The K-quant references: each row of every group gathered back into the file's blocks
 // (gather(group, b, i) = row i's super-block b) and dotted by the row-major reference `dot`.
 template <class Block, class Gather>
@@ -342,8 +395,11 @@ void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
 }
 
 bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa) {
-  return x16_supported(w.type) && w.layout == WeightLayout::RowMajor && isa == Isa::Avx512 &&
-         isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+  if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || isa != Isa::Avx512 ||
+      !isa_supported(Isa::Avx512)) {
+    return false;
+  }
+  return x16_float(w.type) || detect_cpu_features().avx512_vnni;  // F16/BF16: AVX-512 F/BW
 }
 
 InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
@@ -351,7 +407,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor) {
     throw MatmulError("repack: weight " + std::string(type_name(w.type)) +
                       " [cols=" + std::to_string(w.cols) + ", rows=" + std::to_string(w.rows) +
-                      "] is not a row-major q4_0, q8_0, q4_K, q5_K or q6_K matrix");
+                      "] is not a row-major q4_0, q8_0, q4_K, q5_K, q6_K, f16 or bf16 matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

@@ -1,6 +1,6 @@
 #pragma once
-// Q4_0, Q8_0 and K-quant (Q4_K, Q5_K, Q6_K) weights repacked for decode: 16 rows interleaved
-// ("x16"), built once at model load (InterleavedMatrix, matmul.h). Internal to ops/.
+// Q4_0, Q8_0, K-quant (Q4_K, Q5_K, Q6_K), F16 and BF16 weights repacked for decode: 16 rows
+// interleaved ("x16"), built once at model load (InterleavedMatrix, matmul.h). Internal to ops/.
 //
 // Why: in the file's row-major layout the AVX-512 GEMVs put 4 rows' blocks (Q4_0) or 2 (Q8_0)
 // in one zmm, and per register pay merging loads, a scale merge or permute, a conversion and an
@@ -55,6 +55,12 @@
 //                        reads them: triple 8h + v holds, dword i from row i,
 //                          ql[64h + 4v..+3], ql[64h + 32 + 4v..+3], qh[32h + 4v..+3]
 //                        (the low and high bits of elements 128h + 32k + 4v..+3, k = 0..3)
+//
+// F16 (any cols) goes column by column, 32 bytes (16 rows x 2) each: bytes 32c + 2i..+1 of a
+// group hold element c of row i, unchanged; a group is cols * 32 bytes, the type's own.
+// BF16 goes by column pairs, 64 bytes each: dword i of pair p holds row i's elements 2p (low
+// half) and 2p + 1 (high half), the operand order of vdpbf16ps; an odd last column is paired with
+// a zero one. Why (on AVX-512 F/BW, no VNNI needed): interleaved_float_avx512.cpp.
 #include <cstddef>
 #include <cstdint>
 
@@ -64,10 +70,15 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
   return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
-         t == WeightType::Q5_K || t == WeightType::Q6_K;
+         t == WeightType::Q5_K || t == WeightType::Q6_K || t == WeightType::F16 ||
+         t == WeightType::BF16;
+}
+// Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
+inline bool x16_float(WeightType t) noexcept {
+  return t == WeightType::F16 || t == WeightType::BF16;
 }
 // Q4_K, Q5_K: bytes of one super-block of 16 rows.
 constexpr int64_t kX16Q4KBlockBytes = 16 * 144;
@@ -82,7 +93,13 @@ inline int64_t x16_block_qs_bytes(WeightType t) noexcept {
 inline int64_t x16_pair_bytes(WeightType t) noexcept {
   return 64 + 2 * x16_block_qs_bytes(t);
 }
+// F16 / BF16: the byte of a group where row i's element c starts.
+inline int64_t x16_float_at(WeightType t, int64_t i, int64_t c) noexcept {
+  return t == WeightType::F16 ? 32 * c + 2 * i : 64 * (c / 2) + 4 * i + 2 * (c % 2);
+}
 inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
+  if (t == WeightType::F16) return cols * 32;
+  if (t == WeightType::BF16) return (cols + 1) / 2 * 64;
   if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
   if (t == WeightType::Q5_K) return cols / 256 * kX16Q5KBlockBytes;
   if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
@@ -126,6 +143,20 @@ void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
+// dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
+// each row into partial sum c % 4 (one FMA each, in column order) and returns
+// (p0 + p1) + (p2 + p3); the GEMM does the same below 8 tokens (bit-identical), and from 8 on
+// keeps a group's 16 rows in the lanes against 16 tokens at a time, summing chunks of 128
+// columns (within float reassociation of the GEMV).
+void gemv_f16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+                         float* out);
+void gemv_bf16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                          const std::byte* act, float* out);
+void gemv_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemv_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                             const std::byte* act, float* out);
 // Prefill: out[t * out_stride + 16 g + i] for nt tokens (token t's act-Q8 row at
 // act + t * act_stride); every group writes all 16 of its columns.
 using X16GemmFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -164,6 +195,36 @@ void gemm_prepared_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, i
                                            const std::byte* prepared, int64_t nt, float* out,
                                            int64_t out_stride);
 void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte* act, int64_t act_stride,
+                                           const std::byte* prepared, int64_t nt, float* out,
+                                           int64_t out_stride);
+// F16 / BF16 (the activations transposed by gemm_prepare_f32_avx512, f32.h's; below 8 tokens
+// none: prepared null).
+void gemm_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemm_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                             int64_t out_stride);
+void gemm_prepared_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                                     const std::byte* act, int64_t act_stride,
+                                     const std::byte* prepared, int64_t nt, float* out,
+                                     int64_t out_stride);
+void gemm_prepared_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride,
+                                      const std::byte* prepared, int64_t nt, float* out,
+                                      int64_t out_stride);
+// BF16 on AVX512_BF16 (interleaved_bf16_avx512bf16.cpp): from 8 tokens on, the activations are
+// rounded to bf16 (nearest even) and each column pair of 16 rows goes through one vdpbf16ps per
+// token, as llama.cpp computes BF16 weights; below 8 tokens the prepare returns 0 bytes and the
+// GEMM runs the exact fp32 path above. Prepared layout: per token, ceil(n / 2) uint32 pairs
+// (element 2p low, 2p + 1 high, a missing odd one 0), padded to 64-byte lines.
+int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
+                                           int64_t nt, std::byte* dst);
+void gemm_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+void gemm_prepared_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
                                            const std::byte* act, int64_t act_stride,
                                            const std::byte* prepared, int64_t nt, float* out,
                                            int64_t out_stride);

@@ -50,7 +50,8 @@ CpuFeatures read_cpu_features() noexcept {
   f.avx512_vnni = f.avx512 && vnni512;
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   __cpuid_count(7, 1, a1, b1, c1, d1);
-  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u);
+  const char* bf16_env = std::getenv("PACER_BF16_DOT");
+  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u) && !(bf16_env && std::strcmp(bf16_env, "0") == 0);
   f.avx_vnni = f.avx2 && ((a1 >> 4) & 1u);
   const bool amx_tile = (d >> 24) & 1u, amx_int8 = (d >> 25) & 1u;
   const bool os_tiles = (xcr0 & (3ull << 17)) == (3ull << 17);  // XTILECFG + XTILEDATA

@@ -16,6 +16,8 @@ struct CpuFeatures {
   bool avx2 = false;    // avx2 + fma + f16c, OS saves ymm
   bool avx512 = false;  // avx512f + bw + vl + dq, OS saves zmm/opmask
   bool avx512_vnni = false;
+  // AVX512_BF16 (vdpbf16ps): BF16 prefill GEMMs round activations to bf16 as llama.cpp does.
+  // PACER_BF16_DOT=0 turns it off (exact fp32 activations, about half the speed).
   bool avx512_bf16 = false;
   bool avx_vnni = false;
   // AMX-TILE + AMX-INT8, tile state enabled by the OS (XCR0) and granted to this process

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/f32.h"
 #include "ops/matmul.h"
 
 namespace pacer::ops {
@@ -65,6 +66,20 @@ KernelSet KernelSet::for_isa(Isa requested) {
   ks.x16_q4_K_.gemv = vnni ? gemv_q4_Kx16_q8_K_avx512vnni : gemv_q4_Kx16_q8_K_ref;
   ks.x16_q5_K_.gemv = vnni ? gemv_q5_Kx16_q8_K_avx512vnni : gemv_q5_Kx16_q8_K_ref;
   ks.x16_q6_K_.gemv = vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref;
+  if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
+    ks.x16_f16_ = {gemv_f16x16_f32_avx512, gemm_f16x16_f32_avx512, gemm_prepare_f32_avx512,
+                   gemm_prepared_f16x16_f32_avx512};
+    if (cpu.avx512_bf16) {  // vdpbf16ps: activations rounded to bf16, as llama.cpp does
+      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512, gemm_bf16x16_bf16_avx512bf16,
+                      gemm_prepare_bf16_pairs_avx512bf16, gemm_prepared_bf16x16_bf16_avx512bf16};
+    } else {
+      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512, gemm_bf16x16_f32_avx512, gemm_prepare_f32_avx512,
+                      gemm_prepared_bf16x16_f32_avx512};
+    }
+  } else {
+    ks.x16_f16_.gemv = gemv_f16x16_f32_ref;
+    ks.x16_bf16_.gemv = gemv_bf16x16_f32_ref;
+  }
   if (vnni) {
     // No AMX variant of the K-quant GEMMs: VNNI on AMX machines too.
     ks.x16_q4_K_.gemm = gemm_q4_Kx16_q8_K_avx512vnni;
@@ -101,6 +116,8 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::Q4_K) return x16_q4_K_;
   if (t == WeightType::Q5_K) return x16_q5_K_;
   if (t == WeightType::Q6_K) return x16_q6_K_;
+  if (t == WeightType::F16) return x16_f16_;
+  if (t == WeightType::BF16) return x16_bf16_;
   throw MatmulError("matmul: no interleaved kernels for type " + std::string(type_name(t)));
 }
 

@@ -36,9 +36,10 @@ struct MatmulKernels {
   GemmPreparedFn gemm_prepared = nullptr;
 };
 
-// Kernels of a Q4_0, Q8_0, Q4_K, Q5_K or Q6_K matrix interleaved by 16 rows (interleaved.h). Below
-// AVX-512 VNNI the scalar reference GEMV runs (models repack only where the VNNI kernels run:
-// InterleavedMatrix::pays), and prefill calls it once per token.
+// Kernels of a Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix interleaved by 16 rows
+// (interleaved.h). Below AVX-512 VNNI (F16/BF16: below AVX-512) the scalar reference GEMV runs
+// (models repack only where the fast kernels run: InterleavedMatrix::pays), and prefill calls it
+// once per token.
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token
@@ -57,7 +58,7 @@ class KernelSet {
   Isa isa() const noexcept { return isa_; }
   // t's kernels; MatmulError for a type no matmul runs (q8_K, or one without kernels).
   const MatmulKernels& matmul(WeightType t) const;
-  // Q4_0, Q8_0, Q4_K, Q5_K or Q6_K interleaved by 16 rows; MatmulError for other types.
+  // Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 interleaved by 16 rows; MatmulError for others.
   const X16Kernels& x16(WeightType t) const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }
@@ -68,7 +69,7 @@ class KernelSet {
   static constexpr size_t kTypeSlots = 31;
   Isa isa_ = Isa::Scalar;
   std::array<MatmulKernels, kTypeSlots> matmul_{};
-  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_K_, x16_q5_K_, x16_q6_K_;
+  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_K_, x16_q5_K_, x16_q6_K_, x16_f16_, x16_bf16_;
   const ElementwiseKernels* elementwise_ = nullptr;
   const AttentionKernels* attention_ = nullptr;
 };

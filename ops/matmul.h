@@ -27,16 +27,18 @@ namespace pacer::ops {
 
 class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per session
 
-// An owned copy of a row-major Q4_0, Q8_0, Q4_K, Q5_K or Q6_K matrix with 16 rows interleaved
-// (ops/interleaved.h): decode GEMVs on it do 2-4x less work per byte on AVX-512 VNNI, where the
-// row-major GEMVs cannot quite keep up with memory. Prefill GEMMs (VNNI, and AMX for Q4_0/Q8_0)
-// read it as well, without their per-call transpose. Built once at model load.
+// An owned copy of a row-major Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix with 16 rows
+// interleaved (ops/interleaved.h): decode GEMVs on it do 2-4x less work per byte on AVX-512 VNNI,
+// where the row-major GEMVs cannot quite keep up with memory, and the F16/BF16 GEMV reads every
+// shape at the same speed (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for
+// Q4_0/Q8_0, fp32 FMAs or vdpbf16ps for F16/BF16) read it as well. Built once at model load.
 class InterleavedMatrix {
  public:
-  // Whether repacking w pays on `isa`: Q4_0, Q8_0, Q4_K, Q5_K or Q6_K, row-major, and an AVX-512
-  // VNNI machine (elsewhere the interleaved matrix would run the scalar reference).
+  // Whether repacking w pays on `isa`: row-major, and Q4_0, Q8_0, Q4_K, Q5_K or Q6_K on an
+  // AVX-512 VNNI machine, or F16 or BF16 on an AVX-512 one (elsewhere the interleaved matrix
+  // would run the scalar reference).
   static bool pays(const WeightMatrix& w, Isa isa);
-  // Repacks w (Q4_0, Q8_0, Q4_K, Q5_K or Q6_K, RowMajor; MatmulError otherwise), in parallel over
+  // Repacks w (a type above, RowMajor; MatmulError otherwise), in parallel over
   // row groups.
   static InterleavedMatrix repack(const WeightMatrix& w);
 

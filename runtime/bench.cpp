@@ -120,6 +120,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.params = cfg.n_params;
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
   res.repacked_matrices = model.repacked_matrices();
+  res.bf16_dot = model.bf16_dot_prefill(ops::detect_isa());
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   res.kv_type = opts.kv_type;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
@@ -648,6 +649,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"frequency_source", r.frequency_source},
           {"gemv_prefetch", ops::gemv_software_prefetch()},
           {"gemv_streams", ops::x16_gemv_streams()},
+          {"bf16_dot", r.bf16_dot},
           {"rows", rows}};
 }
 

@@ -2,11 +2,12 @@
 // A loaded model: the mapped GGUF file, its configuration, views of every weight and the
 // tokenizer. Immutable after load; sessions share it.
 //
-// Weights are views into the mapping (nothing copied), except Q4_0 and Q8_0 matmul weights on
-// AVX-512 VNNI machines: those are repacked at load into the 16-row interleaved layout with
-// which the decode GEMVs keep up with memory (ops::InterleavedMatrix), and the views point at
-// the copies; the file's pages of those weights leave the resident set. The embedding table
-// keeps the mapping (read one row per token).
+// Weights are views into the mapping (nothing copied), except the matmul weights of the types
+// ops::InterleavedMatrix::pays for (Q4_0, Q8_0 and the K-quants on AVX-512 VNNI machines, F16 and
+// BF16 on AVX-512 ones): those are repacked at load into the 16-row interleaved layout with
+// which the decode GEMVs keep up with memory, and the views point at the copies; the file's pages
+// of those weights leave the resident set. The embedding table keeps the mapping (read one row per
+// token).
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -21,7 +22,7 @@
 namespace pacer::runtime {
 
 struct LoadOptions {
-  // Repack Q4_0/Q8_0 matmul weights where it pays (see above). Default: on, unless the
+  // Repack matmul weights where it pays (see above). Default: on, unless the
   // environment has PACER_REPACK=0.
   bool repack = default_repack();
   static bool default_repack() noexcept;
@@ -42,6 +43,9 @@ class Model {
   double load_ms() const noexcept { return load_ms_; }
   // Matmul weights repacked at load (0: every weight is a view into the file).
   int64_t repacked_matrices() const noexcept { return static_cast<int64_t>(repacked_.size()); }
+  // Whether prefill GEMMs on `isa` multiply BF16 weights on vdpbf16ps, their inputs rounded to
+  // bf16 (ops/interleaved.h): repacked BF16 weights, an AVX-512 path and AVX512_BF16.
+  bool bf16_dot_prefill(ops::Isa isa) const noexcept;
 
  private:
   Model() = default;

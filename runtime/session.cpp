@@ -249,6 +249,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kIsa, ops::isa_name(state_.kernels.isa())},
         {rkey::kAmx,
          state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
+        {rkey::kBf16Dot, model_.bf16_dot_prefill(state_.kernels.isa())},
         {rkey::kRepackedMatrices, model_.repacked_matrices()},
         {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
         {rkey::kGemvStreams, ops::x16_gemv_streams()},

@@ -107,12 +107,15 @@ TEST_P(Interleaved, RepackKeepsTheQuantsAndTheScalarReferenceMatchesBitForBit) {
 }
 
 TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
-  const testing::OwnedMatrix f16 = testing::make_matrix(WeightType::F16, 16, 64, 1);
-  EXPECT_THROW(InterleavedMatrix::repack(f16.view), MatmulError);
+  const testing::OwnedMatrix f32 = testing::make_matrix(WeightType::F32, 16, 64, 1);
+  EXPECT_THROW(InterleavedMatrix::repack(f32.view), MatmulError);
+  const testing::OwnedMatrix q4_1 = testing::make_matrix(WeightType::Q4_1, 16, 64, 1);
+  EXPECT_THROW(InterleavedMatrix::repack(q4_1.view), MatmulError);
   const testing::OwnedMatrix q4 = testing::make_matrix(WeightType::Q4_0, 16, 64, 1);
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
-  EXPECT_FALSE(InterleavedMatrix::pays(f16.view, Isa::Avx512));
+  EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
+  EXPECT_FALSE(InterleavedMatrix::pays(q4_1.view, Isa::Avx512));
   EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));
   EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512),

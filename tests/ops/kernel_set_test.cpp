@@ -94,7 +94,8 @@ TEST(KernelSet, AnIsaThisMachineLacksIsLoweredToTheBestItRuns) {
 TEST(KernelSet, TypesWithoutAMatmulThrow) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   EXPECT_THROW(ks.matmul(WeightType::Q8_K), MatmulError);  // activation-only
-  EXPECT_THROW(ks.x16(WeightType::F16), MatmulError);  // only Q4_0/Q8_0/Q4_K/Q5_K/Q6_K interleave
+  // Only Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 and BF16 interleave.
+  EXPECT_THROW(ks.x16(WeightType::F32), MatmulError);
   EXPECT_THROW(ks.x16(WeightType::Q3_K), MatmulError);
 }
 

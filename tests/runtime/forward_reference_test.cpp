@@ -51,8 +51,19 @@ bool quantized(ops::WeightType t) {
 // to 1e-3 by the float-weight cases. (Emulating the input rounding in the reference does not
 // tighten this: rounding is discontinuous, so the first value that rounds differently - from
 // summation-order noise - decorrelates the rounding noise of everything downstream.)
+//
+// bf16 weights on CPUs with AVX512_BF16: pacer's prefill of 8 or more tokens (kPrompt has 9)
+// rounds every matmul input to bf16 for vdpbf16ps, as llama.cpp does for bf16 weights (decode
+// keeps fp32 inputs). bf16 keeps 8 significant bits: an input moves by up to 2^-9 of itself
+// (RMS ~0.1 %), about a sixth of Q8_0's rounding above, and the prompt's K/V carry it into every
+// later step. Limit 0.05, a fifth of the quantized limit.
+bool bf16_prefill_rounds_inputs(ops::WeightType t) {
+  return t == ops::WeightType::BF16 && ops::detect_isa() == ops::Isa::Avx512 &&
+         ops::detect_cpu_features().avx512_bf16;
+}
 double tolerance(ops::WeightType t) {
-  return quantized(t) ? 0.25 : 1e-3;
+  if (quantized(t)) return 0.25;
+  return bf16_prefill_rounds_inputs(t) ? 0.05 : 1e-3;
 }
 
 double rms(const std::vector<float>& v) {
@@ -147,10 +158,10 @@ TEST_P(ForwardVsReference, LogitsAndGreedyTokensFor32Steps) {
 TEST_P(ForwardVsReference, F32KvCacheMatchesTheIdealModel) {
   const auto& [preset, type] = GetParam();
   const test::SynthModel synth(preset, type);
-  // With an f32 cache nothing but the matmul input rounding (q8_0/q4_0) separates pacer from the
-  // ideal fp32 model.
+  // With an f32 cache nothing but the matmul input rounding (q8_0/q4_0, bf16 prefill on
+  // AVX512_BF16) separates pacer from the ideal fp32 model.
   const Comparison c = compare(synth.model(), ops::WeightType::F32, {}, tolerance(type));
-  if (!quantized(type)) {
+  if (!quantized(type) && !bf16_prefill_rounds_inputs(type)) {
     EXPECT_EQ(c.differing_tokens, 0);
   }
   std::printf("[ %s %s, f32 KV ] max |diff|/rms %.2e (limit %.2g); %d of 32 tokens differ\n",

@@ -1,0 +1,118 @@
+// BF16 weights interleaved by 16 rows (column pairs, interleaved.h) x activations rounded to
+// bf16: the prefill GEMM on AVX512_BF16's vdpbf16ps, which multiplies a pair of bf16 columns of
+// 16 rows by a pair of bf16 activations and adds both products to fp32 sums in one instruction:
+// twice the multiply-adds per instruction of the exact fp32 GEMM, which is what llama.cpp runs
+// for BF16 weights on such CPUs (its activation type for BF16 is BF16: rounded to nearest even,
+// products summed in fp32). Decode keeps fp32 activations (interleaved_float_avx512.cpp), where
+// the bytes, not the arithmetic, set the speed.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "ops/fp16.h"
+#include "ops/interleaved.h"
+
+namespace pacer::ops {
+namespace {
+
+// Tokens per tile: 8 tokens x 2 partial sums = 16 independent vdpbf16ps chains per group.
+constexpr int kTokensPerTile = 8;
+// Below this many tokens the GEMM runs the exact fp32 path (bit-identical to the GEMV).
+constexpr int64_t kBf16DotMinTokens = 8;
+
+// uint32 pairs per token in the prepared activations, padded to whole 64-byte lines.
+int64_t prepared_pairs(int64_t n) {
+  return ((n + 1) / 2 + 15) / 16 * 16;
+}
+
+// out[t * out_stride + i] for T tokens (token t's bf16 pairs at xb + t * xb_stride) and the 16
+// rows of one group: pair p into partial sum p % 2, then the two sums added.
+template <int T>
+void tile(int64_t pairs, const std::byte* group, const uint32_t* xb, int64_t xb_stride, float* out,
+          int64_t out_stride) {
+  __m512 acc[T][2];
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  auto step = [&](int64_t p, int k) {
+    const auto w = reinterpret_cast<__m512bh>(_mm512_loadu_si512(group + 64 * p));
+    for (int t = 0; t < T; ++t) {
+      const auto x =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xb[t * xb_stride + p])));
+      acc[t][k] = _mm512_dpbf16_ps(acc[t][k], w, x);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 2 <= pairs; p += 2) {
+    step(p, 0);
+    step(p + 1, 1);
+  }
+  if (p < pairs) step(p, 0);
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(out + t * out_stride, _mm512_add_ps(acc[t][0], acc[t][1]));
+  }
+}
+
+template <int T>
+void token_tiles(int64_t pairs, const std::byte* group, const uint32_t* xb, int64_t xb_stride,
+                 int64_t& t, int64_t nt, float* out, int64_t out_stride) {
+  for (; t + T <= nt; t += T) {
+    tile<T>(pairs, group, xb + t * xb_stride, xb_stride, out + t * out_stride, out_stride);
+  }
+}
+
+}  // namespace
+
+int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
+                                           int64_t nt, std::byte* dst) {
+  if (nt < kBf16DotMinTokens) return 0;
+  const int64_t stride = prepared_pairs(n);
+  const int64_t bytes = nt * stride * static_cast<int64_t>(sizeof(uint32_t));
+  if (dst == nullptr) return bytes;
+  for (int64_t t = 0; t < nt; ++t) {
+    const auto* x = reinterpret_cast<const float*>(act + t * act_stride);
+    auto* xb = reinterpret_cast<uint32_t*>(dst) + t * stride;
+    for (int64_t p = 0; p < stride; ++p) {
+      const int64_t c = 2 * p;
+      const uint32_t lo = c < n ? fp32_to_bf16(x[c]) : 0u;
+      const uint32_t hi = c + 1 < n ? fp32_to_bf16(x[c + 1]) : 0u;
+      xb[p] = lo | hi << 16;
+    }
+  }
+  return bytes;
+}
+
+void gemm_prepared_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
+                                           const std::byte* act, int64_t act_stride,
+                                           const std::byte* prepared, int64_t nt, float* out,
+                                           int64_t out_stride) {
+  if (prepared == nullptr) {  // too few tokens: the exact fp32 path
+    gemm_prepared_bf16x16_f32_avx512(n, groups, n_groups, act, act_stride, nullptr, nt, out,
+                                     out_stride);
+    return;
+  }
+  const int64_t pairs = (n + 1) / 2, stride = prepared_pairs(n);
+  const auto* xb = reinterpret_cast<const uint32_t*>(prepared);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* group = groups + g * x16_group_bytes(WeightType::BF16, n);
+    float* o = out + g * kX16Rows;
+    int64_t t = 0;
+    token_tiles<kTokensPerTile>(pairs, group, xb, stride, t, nt, o, out_stride);
+    token_tiles<4>(pairs, group, xb, stride, t, nt, o, out_stride);
+    token_tiles<1>(pairs, group, xb, stride, t, nt, o, out_stride);
+  }
+}
+
+void gemm_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride) {
+  const int64_t bytes = gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, nullptr);
+  std::vector<uint32_t> buf(static_cast<size_t>(bytes / 4));
+  auto* xb = reinterpret_cast<std::byte*>(buf.data());
+  if (bytes > 0) gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, xb);
+  gemm_prepared_bf16x16_bf16_avx512bf16(n, groups, n_groups, act, act_stride,
+                                        bytes > 0 ? xb : nullptr, nt, out, out_stride);
+}
+
+}  // namespace pacer::ops

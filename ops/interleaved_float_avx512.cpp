@@ -1,0 +1,222 @@
+// F16 and BF16 weights interleaved by 16 rows (interleaved.h) x fp32 activations, AVX-512 F/BW:
+// the decode GEMV, a few-token GEMM bit-identical to it, and the prefill GEMM with the 16 rows
+// of a group in the vector lanes.
+//
+// Why a layout of their own: in the file's row layout the GEMV reads 4 rows at once, each a
+// stream of its own, against an activation row as long as the rows. For rows of 5632 halves
+// (ffn_down) the 22 KiB activation row and 4 weight streams crowd the 32 KiB L1 of a Zen 4 core:
+// one core read such a matrix at ~65 % of a plain read against ~88 % for rows of 2048. Interleaved,
+// one 32-byte load holds column c of 16 rows, the activation is one broadcast per column for all
+// of them, and every group is one sequential stream: every shape reads at ~30 GB/s on that core
+// (a cold 2048x5632 F16: 1031 -> ~750 us). The copy also lives in 2 MiB pages, where the file's
+// mapping has 4 KiB ones.
+#include "ops/vec_avx512.h"  // first: wraps <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/float_rows_avx512.h"
+#include "ops/gemv_streams.h"
+#include "ops/interleaved.h"
+#include "ops/unroll.h"
+
+namespace pacer::ops {
+namespace {
+
+// Column c of a 16-row group as 16 fp32 (row i in lane i), for c % 2 == Parity (interleaved.h's
+// layouts): F16 one column per 32 bytes, BF16 a column pair per 64 bytes (dword i = row i's
+// elements 2p, 2p + 1), widened by a shift (even) or a mask (odd).
+struct F16Columns {
+  static int64_t group_bytes(int64_t n) { return 32 * n; }
+  template <int Parity>
+  static __m512 load(const std::byte* group, int64_t c) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 32 * c)));
+  }
+};
+struct BF16PairColumns {
+  static int64_t group_bytes(int64_t n) { return 64 * ((n + 1) / 2); }
+  template <int Parity>
+  static __m512 load(const std::byte* group, int64_t c) {
+    const __m512i v = _mm512_loadu_si512(group + 64 * (c / 2));
+    if constexpr (Parity == 0) return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+};
+template <class Columns>
+__m512 load_column(const std::byte* group, int64_t c) {
+  return c % 2 == 0 ? Columns::template load<0>(group, c) : Columns::template load<1>(group, c);
+}
+
+// Columns per step of the dot loop (each column goes to partial sum c % 4).
+constexpr int64_t kColumnsPerStep = 8;
+
+// out[s][t][0..16) = the dots of group s's 16 rows with token t's activations x[t], for S groups
+// and T tokens. Every (row, token) pair sums column c into partial sum c % 4 with one FMA, in
+// column order, and returns (p0 + p1) + (p2 + p3): the same steps whatever S and T are, so the
+// GEMV and the few-token GEMM agree bit for bit (and a scalar loop of fmaf in that order gives
+// the same bits; tests/ops/interleaved_float_test.cpp).
+template <class Columns, int S, int T>
+void x16_float_tile(int64_t n, const std::byte* const* group, const float* const* x,
+                    float* const* out, int64_t out_stride) {
+  __m512 acc[S][T][4];
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < T; ++t) {
+      for (int q = 0; q < 4; ++q) acc[s][t][q] = _mm512_setzero_ps();
+    }
+  }
+  auto column = [&](int64_t c, int q, auto load) {
+    for (int s = 0; s < S; ++s) {
+      const __m512 w = load(group[s], c);
+      for (int t = 0; t < T; ++t) {
+        acc[s][t][q] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t][c]), acc[s][t][q]);
+      }
+    }
+  };
+  int64_t c = 0;
+  for (; c + kColumnsPerStep <= n; c += kColumnsPerStep) {  // c even: parity is k's
+    unroll<kColumnsPerStep>([&](auto k) {
+      column(c + k(), k() % 4, [](const std::byte* g, int64_t col) {
+        return Columns::template load<decltype(k)::value % 2>(g, col);
+      });
+    });
+  }
+  for (; c < n; ++c) column(c, static_cast<int>(c % 4), load_column<Columns>);
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < T; ++t) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[s][t][0], acc[s][t][1]),
+                                       _mm512_add_ps(acc[s][t][2], acc[s][t][3]));
+      _mm512_storeu_ps(out[s] + t * out_stride, sum);
+    }
+  }
+}
+
+// The GEMV: 4 far-apart groups per step (gemv_streams.h), on every CPU. On Zen 4, where the
+// quantized layouts read best with 2 streams, 2 were 0-10 % slower here: a group is a single
+// stream and its 32 bytes per column are read at half a quantized group's rate per FMA.
+template <class Columns>
+void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act, float* out) {
+  const auto* x = reinterpret_cast<const float*>(act);
+  x16_gemv_stream_groups<4>(groups, n_groups, Columns::group_bytes(n), out,
+                            [&](auto streams, const std::byte* const* group, float* const* outs) {
+                              constexpr int kS = decltype(streams)::value;
+                              x16_float_tile<Columns, kS, 1>(n, group, &x, outs, 0);
+                            });
+}
+
+// Fewer than kLanesMinTokens tokens: 4 tokens at a time, then one (bit-identical to the GEMV).
+template <class Columns>
+void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const float* x,
+                     int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* group = groups + g * Columns::group_bytes(n);
+    float* o = out + g * kX16Rows;
+    const float* xs[4];
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      for (int k = 0; k < 4; ++k) xs[k] = x + (t + k) * x_stride;
+      float* ot = o + t * out_stride;
+      x16_float_tile<Columns, 1, 4>(n, &group, xs, &ot, out_stride);
+    }
+    for (; t < nt; ++t) {
+      xs[0] = x + t * x_stride;
+      float* ot = o + t * out_stride;
+      x16_float_tile<Columns, 1, 1>(n, &group, xs, &ot, out_stride);
+    }
+  }
+}
+
+// Prefill from 8 tokens on, with the group's 16 rows in the vector lanes: for T tokens (t0.. of
+// one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16 tokens), per
+// column c one widened vector of 16 rows and T FMAs, each with one token's x[c] broadcast (the
+// T values are contiguous in the block). Each weight vector is widened once per T tokens, and
+// nothing but the FMAs and their broadcast loads is in the loop: on one Zen 4 core ~89 % of the
+// FMA peak, where the row-major F16 GEMM (tokens in lanes, widened panels) reaches ~77 %
+// (Llama-3.2-1B shape F16 pp64: 46.5 -> 54 tok/s). Each (row, token) sums chunks of
+// kLanesChunk columns in order, then the chunk sums, like the row-major GEMM.
+template <class Columns, int T>
+void rows_in_lanes(int64_t n, const std::byte* group, const float* xt, int64_t tv, int64_t t0,
+                   float* out, int64_t out_stride) {
+  alignas(64) float total[T * 16];
+  for (int t = 0; t < T; ++t) _mm512_store_ps(total + 16 * t, _mm512_setzero_ps());
+  const int64_t xs = tv * 16;
+  for (int64_t k0 = 0; k0 < n; k0 += float_rows::kLanesChunk) {
+    const int64_t k1 = std::min(n, k0 + float_rows::kLanesChunk);
+    __m512 acc[T];
+    unroll<T>([&](auto t) { acc[t()] = _mm512_setzero_ps(); });
+    for (int64_t k = k0; k < k1; ++k) {
+      const __m512 w = load_column<Columns>(group, k);
+      const float* xk = xt + k * xs + t0;
+      unroll<T>([&](auto t) { acc[t()] = _mm512_fmadd_ps(w, _mm512_set1_ps(xk[t()]), acc[t()]); });
+    }
+    unroll<T>([&](auto t) {
+      _mm512_store_ps(total + 16 * t(), _mm512_add_ps(_mm512_load_ps(total + 16 * t()), acc[t()]));
+    });
+  }
+  for (int t = 0; t < T; ++t)
+    _mm512_storeu_ps(out + t * out_stride, _mm512_load_ps(total + 16 * t));
+}
+
+template <class Columns>
+void rows_in_lanes_block(int64_t n, const std::byte* group, const float* xt, int64_t tokens,
+                         float* out, int64_t out_stride) {
+  const int64_t tv = (tokens + 15) / 16;
+  int64_t t = 0;
+  auto tiles = [&](auto tile_tokens) {
+    constexpr int kT = decltype(tile_tokens)::value;
+    for (; t + kT <= tokens; t += kT) {
+      rows_in_lanes<Columns, kT>(n, group, xt, tv, t, out + t * out_stride, out_stride);
+    }
+  };
+  tiles(std::integral_constant<int, 16>{});  // 16 independent FMA chains hide the latency
+  tiles(std::integral_constant<int, 4>{});
+  tiles(std::integral_constant<int, 1>{});
+}
+
+template <class Columns>
+void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+                   int64_t act_stride, const std::byte* prepared, int64_t nt, float* out,
+                   int64_t out_stride) {
+  if (nt < float_rows::kLanesMinTokens || prepared == nullptr) {
+    gemm_few_tokens<Columns>(n, groups, n_groups, reinterpret_cast<const float*>(act),
+                             act_stride / static_cast<int64_t>(sizeof(float)), nt, out, out_stride);
+    return;
+  }
+  const auto* xt = reinterpret_cast<const float*>(prepared);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* group = groups + g * Columns::group_bytes(n);
+    for (int64_t t0 = 0; t0 < nt; t0 += 64) {
+      rows_in_lanes_block<Columns>(n, group, xt + t0 * n, std::min<int64_t>(64, nt - t0),
+                                   out + t0 * out_stride + g * kX16Rows, out_stride);
+    }
+  }
+}
+
+}  // namespace
+
+#define PACER_X16_FLOAT_AVX512(name, Columns)                                                      \
+  void gemv_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
+                                   const std::byte* act, float* out) {                             \
+    gemv<Columns>(n, groups, n_groups, act, out);                                                  \
+  }                                                                                                \
+  void gemm_prepared_##name##x16_f32_avx512(                                                       \
+      int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,                  \
+      int64_t act_stride, const std::byte* prepared, int64_t nt, float* out, int64_t out_stride) { \
+    gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, prepared, nt, out, out_stride);   \
+  }                                                                                                \
+  void gemm_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
+                                   const std::byte* act, int64_t act_stride, int64_t nt,           \
+                                   float* out, int64_t out_stride) {                               \
+    const int64_t bytes = float_rows::gemm_prepare(n, act, act_stride, nt, nullptr);               \
+    std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16));                                   \
+    auto* xt = reinterpret_cast<std::byte*>(                                                       \
+        buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16);                \
+    if (bytes > 0) float_rows::gemm_prepare(n, act, act_stride, nt, xt);                           \
+    gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, bytes > 0 ? xt : nullptr, nt,     \
+                           out, out_stride);                                                       \
+  }
+PACER_X16_FLOAT_AVX512(f16, F16Columns)
+PACER_X16_FLOAT_AVX512(bf16, BF16PairColumns)
+#undef PACER_X16_FLOAT_AVX512
+
+}  // namespace pacer::ops
