@@ -194,6 +194,9 @@ BENCHMARK_CAPTURE(BM_gemv, q8_0x16_avx512, WeightType::Q8_0, Isa::Avx512, true)-
 PACER_GEMV(q8_0, Q8_0);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);
+// F16 and BF16 as pacer runs them on AVX-512: repacked at load (ops/interleaved.h).
+BENCHMARK_CAPTURE(BM_gemv, f16x16_avx512, WeightType::F16, Isa::Avx512, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, bf16x16_avx512, WeightType::BF16, Isa::Avx512, true)->Apply(gemv_args);
 PACER_GEMV(f32, F32);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
