@@ -84,7 +84,8 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
       available);
   row_bytes_ = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
   layer_bytes_ = (row_bytes_ * capacity + 63) / 64 * 64;
-  // Pages are committed on first write, so a large context costs only what the run touches.
+  // Pages are committed on first write (or by commit(), which a Session calls for caches up to
+  // 1 GiB), so a large context costs only what the run touches.
   // Caches of 2 MiB or more sit on transparent huge pages where the kernel allows them: attention
   // reads one KV head's slice of every row, a stride that at long context touches every 4 KiB
   // page of the layer once per head and misses the TLB on most of them.
@@ -97,6 +98,27 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
     throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
   }
   if (huge) ::madvise(data_.get(), size, MADV_HUGEPAGE);  // advice only: 4 KiB pages otherwise
+}
+
+bool KvCache::commit(int64_t max_bytes) noexcept {
+  const int64_t n = bytes();
+  if (n <= 0 || n > max_bytes) return false;
+  std::byte* p = base();
+  // madvise wants a page-aligned start; the cache is only 64-byte aligned when small.
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(p) / kPage * kPage;
+  const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n);
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) {
+    return true;
+  }
+#endif
+  // Kernels before 5.14: rewrite one byte of each page with its own value.
+  for (uintptr_t q = reinterpret_cast<uintptr_t>(p); q < end; q = (q / kPage + 1) * kPage) {
+    auto* byte = reinterpret_cast<volatile unsigned char*>(q);
+    *byte = *byte;
+  }
+  return true;
 }
 
 }  // namespace pacer::runtime

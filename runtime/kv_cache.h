@@ -45,6 +45,9 @@ class KvCache {
   std::byte* v(int64_t layer) noexcept { return base() + (2 * layer + 1) * layer_bytes_; }
   // The whole cache (NUMA placement binds or interleaves its pages).
   std::span<std::byte> memory() noexcept { return {base(), static_cast<size_t>(bytes())}; }
+  // Maps every page of the cache in now, if it is at most `max_bytes` (else nothing: a large
+  // context keeps committing on first write); returns whether it did. Contents are kept.
+  bool commit(int64_t max_bytes) noexcept;
 
  private:
   struct Free {

@@ -17,6 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// KV caches up to this size are mapped in when the session is made (Session::Session).
+constexpr int64_t kKvCommitBytes = int64_t{1} << 30;
+
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -148,6 +151,10 @@ Session::Session(const Model& model, SessionOptions opts)
     std::erase(memory_nodes, -1);
   }
   numa_ = place_memory(opts_.numa, worker_node, memory_nodes, model.weights(), kv_.memory());
+  // Mapped in now, after its NUMA placement, so the first prefill (and TTFT) takes no page
+  // fault per KV page: as llama.cpp, which clears its whole cache when the context is made.
+  // A cache above kKvCommitBytes (a long context of a large model) commits on first write.
+  kv_.commit(kKvCommitBytes);
 }
 
 Session::~Session() {

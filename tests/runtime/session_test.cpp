@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -116,6 +118,35 @@ TEST(KvCache, SizeAndLayout) {
   }
   EXPECT_THROW(KvCache(c, 10, ops::WeightType::Q4_0), MemoryError);
   EXPECT_THROW(KvCache(c, 0, ops::WeightType::F16), MemoryError);
+}
+
+// Pages of [p, p + n) resident now (mincore).
+int64_t resident_pages(const std::byte* p, int64_t n) {
+  const uintptr_t page = 4096, begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n);
+  std::vector<unsigned char> v((end - begin + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, v.data()) != 0) return -1;
+  int64_t r = 0;
+  for (unsigned char c : v) r += c & 1;
+  return r;
+}
+
+TEST(KvCache, CommitMapsTheWholeCacheInUpToTheLimit) {
+  const test::SynthModel synth("tiny", ops::WeightType::F16);
+  const loader::ModelConfig& c = synth.model().config();
+  KvCache big(c, 4096, ops::WeightType::F32);  // fresh pages: none resident before the commit
+  const int64_t pages = (big.bytes() + 4095) / 4096;
+  ASSERT_LT(resident_pages(big.k(0), big.bytes()), pages / 2) << "a fresh cache is already mapped";
+  EXPECT_FALSE(big.commit(big.bytes() - 1));  // over the limit: left to first writes
+  EXPECT_LT(resident_pages(big.k(0), big.bytes()), pages / 2);
+  // What is already written stays (the cache's first rows, the last V row).
+  const int64_t last = c.n_layers - 1, row = big.row_bytes();
+  big.k(0)[0] = std::byte{0x5a};
+  big.v(last)[row * 4095 + row - 1] = std::byte{0xa5};
+  EXPECT_TRUE(big.commit(big.bytes()));
+  EXPECT_GE(resident_pages(big.k(0), big.bytes()), pages);
+  EXPECT_EQ(big.k(0)[0], std::byte{0x5a});
+  EXPECT_EQ(big.v(last)[row * 4095 + row - 1], std::byte{0xa5});
 }
 
 TEST(KvCache, Q8_0RowsAreBlocksAndNeedHeadDimMultipleOf32) {
