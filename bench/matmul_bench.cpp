@@ -8,16 +8,19 @@
 // fastest call (robust on a machine shared with other work, where the loop mean is not).
 //
 // cold=1 rotates over enough copies of the weights that they total >= 2x the last-level cache
-// (kColdBytes), so every call streams its weights from DRAM: that is a DRAM figure, the one to
-// hold against the bandwidth. cold=0 reuses one copy, which stays cache-resident when it fits
-// (that is how llama.cpp's test-backend-ops perf mode measures, so compare like with like).
-// The timed call includes quantizing the activations, as a decode step does.
+// (cold_bytes(): this machine's LLC as sysfs reports it), so every call streams its weights from
+// DRAM: that is a DRAM figure, the one to hold against the bandwidth. cold=0 reuses one copy, which
+// stays cache-resident when it fits (that is how llama.cpp's test-backend-ops perf mode measures,
+// so compare like with like). The timed call includes quantizing the activations, as a decode step
+// does.
 #include <benchmark/benchmark.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -36,8 +39,24 @@ namespace {
 using ops::Isa;
 using ops::WeightType;
 
-// 2x the 105 MiB LLC of the machine this was tuned on; larger LLCs only make cold=1 warmer.
-constexpr int64_t kColdBytes = 2 * 105 * (int64_t{1} << 20);
+// What cold=1 rotates over: 2x the largest cache sysfs reports for CPU 0 (a fixed figure was
+// warm on a 300 MiB-L3 Sapphire Rapids guest), at least 256 MiB where sysfs says nothing.
+int64_t cold_bytes() {
+  static const int64_t bytes = [] {
+    int64_t largest = 0;
+    for (int i = 0; i < 8; ++i) {
+      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+      std::string s;
+      if (!(in >> s) || s.empty()) continue;
+      int64_t v = std::atoll(s.c_str());
+      if (s.back() == 'K') v <<= 10;
+      if (s.back() == 'M') v <<= 20;
+      largest = std::max(largest, v);
+    }
+    return std::max<int64_t>(2 * largest, int64_t{256} << 20);
+  }();
+  return bytes;
+}
 constexpr size_t kBandwidthProbeBytes = size_t{1} << 30;
 
 // Weight copies for one (type, shape, cold) setting; the last one built is kept so the thread
@@ -66,7 +85,7 @@ WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool co
   const int64_t row_bytes = ops::row_bytes(type, cols);
   const int64_t matrix_bytes = rows * row_bytes;
   const int64_t count =
-      cold ? std::max<int64_t>(1, (kColdBytes + matrix_bytes - 1) / matrix_bytes) : 1;
+      cold ? std::max<int64_t>(1, (cold_bytes() + matrix_bytes - 1) / matrix_bytes) : 1;
   if (cache.type == type && cache.rows == rows && cache.cols == cols && cache.count == count) {
     return cache;
   }

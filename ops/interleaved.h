@@ -146,8 +146,8 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 // F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
 // dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
 // each row into partial sum c % 4 (one FMA each, in column order) and returns
-// (p0 + p1) + (p2 + p3); the GEMM does the same below 8 tokens (bit-identical), and from 8 on
-// keeps a group's 16 rows in the lanes against 16 tokens at a time, summing chunks of 128
+// (p0 + p1) + (p2 + p3); the fp32 GEMM does the same below 16 tokens (bit-identical), and from
+// 16 on keeps a group's 16 rows in the lanes against 16 tokens at a time, summing chunks of 128
 // columns (within float reassociation of the GEMV).
 void gemv_f16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
                          float* out);
@@ -198,8 +198,19 @@ void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, i
                                            const std::byte* act, int64_t act_stride,
                                            const std::byte* prepared, int64_t nt, float* out,
                                            int64_t out_stride);
+// Q4_0 / Q8_0 x a few act-Q8 rows (2 <= nt < kX16FewTokensMax): the GEMV run over up to 4
+// tokens per pass, in its stream order and with its prefetch, each (row, token) bit for bit the
+// GEMV's result. A short prompt is memory-bound like decode, where the prefill GEMMs (hex tiles
+// of 8 tokens, AMX tiles of 16) would compute padding tokens and read the weights in tile order.
+constexpr int64_t kX16FewTokensMax = 16;
+void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride);
+void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride);
 // F16 / BF16 (the activations transposed by gemm_prepare_f32_avx512, f32.h's; below 8 tokens
-// none: prepared null).
+// none: prepared null; below 16 tokens the GEMM does not read them).
 void gemm_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);

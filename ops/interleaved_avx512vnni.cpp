@@ -54,14 +54,18 @@ inline int32_t act_dword(const int8_t* q, int j) {
   return v;
 }
 
-// S groups (16 rows each) at once, block by block: the activation block is broadcast once for
-// all S, and the S groups are S sequential streams.
-template <class Layout, int S>
-void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out) {
+// S groups (16 rows each) at once, block by block, against T tokens: the S groups are S
+// sequential streams, each block's weight vectors are loaded (and for Q4_0 unpacked) once for all
+// T tokens. Every (row, token) takes the same steps whatever S and T are, so the few-token GEMM
+// equals the GEMV per token bit for bit. out[s] + t * out_stride: group s's 16 outputs of token t.
+template <class Layout, int S, int T>
+void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, float* const* out,
+                 int64_t out_stride, bool prefetch) {
   constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
-  __m512 acc[S];
-  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
-  const bool prefetch = gemv_software_prefetch();
+  __m512 acc[S][T];
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < T; ++t) acc[s][t] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t pair_off = b / 2 * kPairBytes;
     if (prefetch && b % 2 == 0) {
@@ -73,27 +77,37 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
         }
       }
     }
-    __m512i xb[8];
-    for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x.q + 32 * b, j));
-    const __m512 dx = _mm512_set1_ps(x.d[b]);
-    const __m512i bias = _mm512_set1_epi32(-Layout::kOffset * x.sum[b]);
+    // One token: its activation block broadcast once for all S groups (the GEMV's case).
+    __m512i xb[T == 1 ? 8 : 1];
+    if constexpr (T == 1) {
+      for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x[0].q + 32 * b, j));
+    }
     for (int s = 0; s < S; ++s) {
       const std::byte* pair = group[s] + pair_off;
       __m512i w[8];
       Layout::load(pair + 64 + Layout::kQsBytes * (b % 2), w);
-      // Two chains (vpdpbusd latency ~5), joined at the end.
-      __m512i even = bias, odd = _mm512_setzero_si512();
-      for (int j = 0; j < 8; j += 2) {
-        even = _mm512_dpbusd_epi32(even, w[j], xb[j]);
-        odd = _mm512_dpbusd_epi32(odd, w[j + 1], xb[j + 1]);
-      }
       const __m512 dw =
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
-      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
-                               _mm512_mul_ps(dw, dx), acc[s]);
+      for (int t = 0; t < T; ++t) {
+        auto xj = [&](int j) {
+          if constexpr (T == 1) return xb[j];
+          return _mm512_set1_epi32(act_dword(x[t].q + 32 * b, j));
+        };
+        // Two chains (vpdpbusd latency ~5), joined at the end.
+        __m512i even = _mm512_set1_epi32(-Layout::kOffset * x[t].sum[b]),
+                odd = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j += 2) {
+          even = _mm512_dpbusd_epi32(even, w[j], xj(j));
+          odd = _mm512_dpbusd_epi32(odd, w[j + 1], xj(j + 1));
+        }
+        acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[s][t]);
+      }
     }
   }
-  for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(out[s] + t * out_stride, acc[s][t]);
+  }
 }
 
 template <class Layout>
@@ -106,7 +120,39 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   // ops/isa.h): one sequential stream per core leaves DRAM bandwidth unused.
   x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs);
+                           gemv_groups<Layout, decltype(streams)::value, 1>(
+                               nb, group, &x, outs, 0, gemv_software_prefetch());
+                         });
+}
+
+// A few tokens (2 .. kX16FewTokensMax - 1): the GEMV's stream order and prefetch, up to 4 tokens
+// per pass over the same groups; the first pass reads them from DRAM, the next ones (tokens
+// 5 ..) find the S groups (<= 4 x 96 KiB for rows of 5632) in L2.
+template <class Layout>
+void gemm_few_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+                  int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const int64_t nb = n / 32;
+  const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
+  ActQ8Row x[kX16FewTokensMax];
+  for (int64_t t = 0; t < nt && t < kX16FewTokensMax; ++t)
+    x[t] = act_q8_row(act + t * act_stride, n);
+  const bool prefetch = gemv_software_prefetch();
+  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
+                           constexpr int kS = decltype(streams)::value;
+                           int64_t t = 0;
+                           auto pass = [&](auto tokens) {
+                             constexpr int kT = decltype(tokens)::value;
+                             float* ot[kS];
+                             for (int s = 0; s < kS; ++s) ot[s] = outs[s] + t * out_stride;
+                             gemv_groups<Layout, kS, kT>(nb, group, x + t, ot, out_stride,
+                                                         prefetch && t == 0);
+                             t += kT;
+                           };
+                           while (nt - t >= 4) pass(std::integral_constant<int, 4>{});
+                           if (nt - t == 3) pass(std::integral_constant<int, 3>{});
+                           if (nt - t == 2) pass(std::integral_constant<int, 2>{});
+                           if (nt - t == 1) pass(std::integral_constant<int, 1>{});
                          });
 }
 
@@ -131,6 +177,18 @@ void gemm_x16_prepared(int64_t n, const std::byte* groups, int64_t n_groups,
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
   gemv_x16<Q4_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride) {
+  gemm_few_x16<Q4_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride) {
+  gemm_few_x16<Q8_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

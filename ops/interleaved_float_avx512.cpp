@@ -18,6 +18,7 @@
 #include "ops/float_rows_avx512.h"
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/isa.h"
 #include "ops/unroll.h"
 
 namespace pacer::ops {
@@ -50,13 +51,18 @@ __m512 load_column(const std::byte* group, int64_t c) {
 
 // Columns per step of the dot loop (each column goes to partial sum c % 4).
 constexpr int64_t kColumnsPerStep = 8;
+// How far ahead in each group the GEMV prefetches where gemv_software_prefetch() is on (isa.h):
+// 64 F16 columns. One Sapphire Rapids core read a cold 5632x2048 / 2048x5632 F16 at 15.5-16 GB/s
+// without it and 19-21.7 GB/s with 1-4 KiB (bench/matmul_bench.cpp, BM_gemv f16x16, cold:1), the
+// quantized x16 GEMVs' rate; the hardware prefetchers alone keep too few lines in flight per core.
+constexpr int64_t kPrefetchBytes = 2048;
 
 // out[s][t][0..16) = the dots of group s's 16 rows with token t's activations x[t], for S groups
 // and T tokens. Every (row, token) pair sums column c into partial sum c % 4 with one FMA, in
 // column order, and returns (p0 + p1) + (p2 + p3): the same steps whatever S and T are, so the
 // GEMV and the few-token GEMM agree bit for bit (and a scalar loop of fmaf in that order gives
 // the same bits; tests/ops/interleaved_float_test.cpp).
-template <class Columns, int S, int T>
+template <class Columns, int S, int T, bool Prefetch = false>
 void x16_float_tile(int64_t n, const std::byte* const* group, const float* const* x,
                     float* const* out, int64_t out_stride) {
   __m512 acc[S][T][4];
@@ -75,6 +81,17 @@ void x16_float_tile(int64_t n, const std::byte* const* group, const float* const
   };
   int64_t c = 0;
   for (; c + kColumnsPerStep <= n; c += kColumnsPerStep) {  // c even: parity is k's
+    if constexpr (Prefetch) {
+      // The lines of this step's columns kPrefetchBytes further on in each group (c is even, so
+      // group_bytes(c) is where column c starts in both layouts).
+      for (int s = 0; s < S; ++s) {
+        const char* ahead =
+            reinterpret_cast<const char*>(group[s]) + Columns::group_bytes(c) + kPrefetchBytes;
+        for (int64_t line = 0; line < Columns::group_bytes(kColumnsPerStep); line += 64) {
+          _mm_prefetch(ahead + line, _MM_HINT_T0);
+        }
+      }
+    }
     unroll<kColumnsPerStep>([&](auto k) {
       column(c + k(), k() % 4, [](const std::byte* g, int64_t col) {
         return Columns::template load<decltype(k)::value % 2>(g, col);
@@ -93,45 +110,68 @@ void x16_float_tile(int64_t n, const std::byte* const* group, const float* const
 
 // The GEMV: 4 far-apart groups per step (gemv_streams.h), on every CPU. On Zen 4, where the
 // quantized layouts read best with 2 streams, 2 were 0-10 % slower here: a group is a single
-// stream and its 32 bytes per column are read at half a quantized group's rate per FMA.
+// stream and its 32 bytes per column are read at half a quantized group's rate per FMA. Software
+// prefetch where gemv_software_prefetch() says so (off on AMD, as for the other GEMVs).
 template <class Columns>
 void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act, float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
+  const bool prefetch = gemv_software_prefetch();
   x16_gemv_stream_groups<4>(groups, n_groups, Columns::group_bytes(n), out,
                             [&](auto streams, const std::byte* const* group, float* const* outs) {
                               constexpr int kS = decltype(streams)::value;
-                              x16_float_tile<Columns, kS, 1>(n, group, &x, outs, 0);
+                              if (prefetch) {
+                                x16_float_tile<Columns, kS, 1, true>(n, group, &x, outs, 0);
+                              } else {
+                                x16_float_tile<Columns, kS, 1>(n, group, &x, outs, 0);
+                              }
                             });
 }
 
-// Fewer than kLanesMinTokens tokens: 4 tokens at a time, then one (bit-identical to the GEMV).
+// Below kFewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from
+// DRAM once like the GEMV (2 far-apart groups at a time, software prefetch where the GEMV has it)
+// with 3 tokens per pass (2 x 3 x 4 accumulators fill the 32 zmm), then again from L2 for the
+// next tokens of the same two groups. Every (row, token) runs the GEMV's steps, so the result is
+// the GEMV's bit for bit. One Sapphire Rapids core, TinyLlama F16, pp2/pp4/pp7: 8.4-9.1 /
+// 18-20 / 22 tok/s when each group was read alone, 4 tokens a pass, without prefetch; 16-19 /
+// 28 / 33.5 so. Rows-in-lanes (below) only wins from 16 tokens (pp8: 24 vs 34, pp12: 28 vs 37).
+constexpr int64_t kFewTokensMax = 16;
+
 template <class Columns>
 void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const float* x,
                      int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const std::byte* group = groups + g * Columns::group_bytes(n);
-    float* o = out + g * kX16Rows;
-    const float* xs[4];
-    int64_t t = 0;
-    for (; t + 4 <= nt; t += 4) {
-      for (int k = 0; k < 4; ++k) xs[k] = x + (t + k) * x_stride;
-      float* ot = o + t * out_stride;
-      x16_float_tile<Columns, 1, 4>(n, &group, xs, &ot, out_stride);
-    }
-    for (; t < nt; ++t) {
-      xs[0] = x + t * x_stride;
-      float* ot = o + t * out_stride;
-      x16_float_tile<Columns, 1, 1>(n, &group, xs, &ot, out_stride);
-    }
-  }
+  const bool prefetch = gemv_software_prefetch();
+  x16_gemv_stream_groups<2>(groups, n_groups, Columns::group_bytes(n), out,
+                            [&](auto streams, const std::byte* const* group, float* const* outs) {
+                              constexpr int kS = decltype(streams)::value;
+                              int64_t t = 0;
+                              // Tokens [t, t + T) over the kS groups; the first pass streams them
+                              // from DRAM.
+                              auto pass = [&](auto tokens) {
+                                constexpr int kT = decltype(tokens)::value;
+                                const float* xs[kT];
+                                float* ot[kS];
+                                for (int k = 0; k < kT; ++k) xs[k] = x + (t + k) * x_stride;
+                                for (int s = 0; s < kS; ++s) ot[s] = outs[s] + t * out_stride;
+                                if (t == 0 && prefetch) {
+                                  x16_float_tile<Columns, kS, kT, true>(n, group, xs, ot,
+                                                                        out_stride);
+                                } else {
+                                  x16_float_tile<Columns, kS, kT>(n, group, xs, ot, out_stride);
+                                }
+                                t += kT;
+                              };
+                              while (nt - t >= 3) pass(std::integral_constant<int, 3>{});
+                              if (nt - t == 2) pass(std::integral_constant<int, 2>{});
+                              if (nt - t == 1) pass(std::integral_constant<int, 1>{});
+                            });
 }
 
-// Prefill from 8 tokens on, with the group's 16 rows in the vector lanes: for T tokens (t0.. of
-// one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16 tokens), per
-// column c one widened vector of 16 rows and T FMAs, each with one token's x[c] broadcast (the
-// T values are contiguous in the block). Each weight vector is widened once per T tokens, and
-// nothing but the FMAs and their broadcast loads is in the loop: on one Zen 4 core ~89 % of the
-// FMA peak, where the row-major F16 GEMM (tokens in lanes, widened panels) reaches ~77 %
+// Prefill from kFewTokensMax tokens on, with the group's 16 rows in the vector lanes: for T tokens
+// (t0.. of one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16
+// tokens), per column c one widened vector of 16 rows and T FMAs, each with one token's x[c]
+// broadcast (the T values are contiguous in the block). Each weight vector is widened once per T
+// tokens, and nothing but the FMAs and their broadcast loads is in the loop: on one Zen 4 core ~89
+// % of the FMA peak, where the row-major F16 GEMM (tokens in lanes, widened panels) reaches ~77 %
 // (Llama-3.2-1B shape F16 pp64: 46.5 -> 54 tok/s). Each (row, token) sums chunks of
 // kLanesChunk columns in order, then the chunk sums, like the row-major GEMM.
 template <class Columns, int T>
@@ -177,7 +217,7 @@ template <class Columns>
 void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
                    int64_t act_stride, const std::byte* prepared, int64_t nt, float* out,
                    int64_t out_stride) {
-  if (nt < float_rows::kLanesMinTokens || prepared == nullptr) {
+  if (nt < kFewTokensMax || prepared == nullptr) {
     gemm_few_tokens<Columns>(n, groups, n_groups, reinterpret_cast<const float*>(act),
                              act_stride / static_cast<int64_t>(sizeof(float)), nt, out, out_stride);
     return;

@@ -87,6 +87,10 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx512vnni;
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
+    // Short prompts: the GEMV over a few tokens (memory-bound, like decode), on AMX machines too.
+    ks.x16_q4_0_.gemm_few = gemm_few_q4_0x16_q8_0_avx512vnni;
+    ks.x16_q8_0_.gemm_few = gemm_few_q8_0x16_q8_0_avx512vnni;
+    ks.x16_q4_0_.few_tokens_max = ks.x16_q8_0_.few_tokens_max = kX16FewTokensMax;
     if (!amx) {  // the VNNI GEMMs regroup the activations: once per call
       ks.x16_q4_0_.gemm_prepare = gemm_prepare_q4_0x16_q8_0_avx512vnni;
       ks.x16_q4_0_.gemm_prepared = gemm_prepared_q4_0x16_q8_0_avx512vnni;

@@ -46,6 +46,9 @@ struct X16Kernels {
   // Optional, with gemm: the activations regrouped once per matmul call, then read by every worker.
   GemmPrepareFn gemm_prepare = nullptr;
   X16GemmPreparedFn gemm_prepared = nullptr;
+  // Optional: for 2 <= tokens < few_tokens_max, instead of the GEMM (and without its prepare).
+  X16GemmFn gemm_few = nullptr;
+  int64_t few_tokens_max = 0;
 };
 
 class KernelSet {

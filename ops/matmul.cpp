@@ -43,11 +43,12 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
                      int64_t row_begin, int64_t row_end, const KernelSet& kernels) {
   const X16Kernels& k = kernels.x16(w.type);
   const X16GemvFn gemv = k.gemv;
-  const X16GemmFn gemm = k.gemm;
+  const bool few = k.gemm_few != nullptr && x.tokens() < k.few_tokens_max;
+  const X16GemmFn gemm = few ? k.gemm_few : k.gemm;
   // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
   const std::byte* prepared = nullptr;
   const bool shared =
-      x.tokens() > 1 && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
+      x.tokens() > 1 && !few && k.gemm_prepare != nullptr && x.prepared(k.gemm_prepare, &prepared);
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t nt = x.tokens();
   const int64_t act_stride = nt > 1 ? x.token(1) - x.token(0) : 0;
@@ -273,9 +274,13 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
   if (n_tokens > 1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const WeightMatrix& w = outs[i].w;
-      const GemmPrepareFn prepare = w.layout == WeightLayout::Interleaved16
-                                        ? kernels.x16(w.type).gemm_prepare
-                                        : kernels.matmul(w.type).gemm_prepare;
+      const bool x16 = w.layout == WeightLayout::Interleaved16;
+      if (x16 && kernels.x16(w.type).gemm_few != nullptr &&
+          n_tokens < kernels.x16(w.type).few_tokens_max) {
+        continue;  // the few-token GEMM reads the packed rows as they are
+      }
+      const GemmPrepareFn prepare =
+          x16 ? kernels.x16(w.type).gemm_prepare : kernels.matmul(w.type).gemm_prepare;
       if (prepare != nullptr) packed[i]->prepare(prepare);
     }
   }

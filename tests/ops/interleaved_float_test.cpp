@@ -27,9 +27,11 @@ struct Case {
   int64_t rows, cols;
 };
 // Rows around the group of 16 and cols around the GEMV's 8-column step (tails of 1..7 columns),
-// up to a real row length.
-const Case kCases[] = {{1, 1},   {15, 7},   {16, 8},    {17, 13},
-                       {40, 64}, {33, 200}, {48, 2051}, {20, 5632}};
+// up to a real row length; 300 and 263 rows (19 and 17 groups) for the far-apart stream order of
+// the GEMV (4 streams from 16 groups) and the few-token GEMM (2 streams from 8), with the groups
+// left over after the streams.
+const Case kCases[] = {{1, 1},    {15, 7},   {16, 8},    {17, 13},   {40, 64},
+                       {33, 200}, {300, 72}, {263, 136}, {48, 2051}, {20, 5632}};
 
 bool avx512_here() {
   return isa_supported(Isa::Avx512);
@@ -64,7 +66,7 @@ float four_partial_sums(const testing::OwnedMatrix& w, int64_t r, const float* x
   }
   return (p[0] + p[1]) + (p[2] + p[3]);
 }
-// A bound for the prefill GEMM (from 8 tokens): chunks of 128 summed in order, then the chunk sums.
+// A bound for the prefill GEMM (from 16 tokens): chunks of 128 summed in order, then the chunk sums.
 double prefill_bound(const Exact& e, int64_t n) {
   return double(std::min<int64_t>(n, 128) + n / 128 + 4) * kUnitRoundoff * e.abs_sum + 1e-30;
 }
@@ -152,9 +154,9 @@ TEST_P(InterleavedFloat, Avx512GemvSumsInItsDocumentedOrderBitForBit) {
   }
 }
 
-// Below 8 tokens the GEMM is the GEMV per token, bit for bit; from 8 on (rows in lanes, with
-// its own transposed activations or matmul()'s shared copy) within float reassociation of the
-// exact dot.
+// Below 16 tokens the GEMM is the GEMV per token, bit for bit (the scalar fmaf loop in the GEMV's
+// order, whatever the token tiling: 3, 2, 1 per pass); from 16 on (rows in lanes, with its own
+// transposed activations or matmul()'s shared copy) within float reassociation of the exact dot.
 TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
   if (!avx512_here()) GTEST_SKIP() << "no AVX-512 here";
   const WeightType type = GetParam();
@@ -167,7 +169,7 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
     const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t groups = x16_groups(c.rows), padded = groups * 16;
-    for (int64_t tokens : {2, 5, 7, 8, 19, 64, 70}) {
+    for (int64_t tokens : {2, 3, 4, 5, 7, 8, 11, 15, 16, 19, 64, 70}) {
       const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 32);
       const auto* act = reinterpret_cast<const std::byte*>(x.data());
       const int64_t act_stride = c.cols * 4;
@@ -191,8 +193,9 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
           ASSERT_EQ(got, yp[t * padded + r]) << "prepared " << tokens << " tokens, row " << r;
           if (r >= c.rows) {
             ASSERT_EQ(got, 0.0f) << "padding row " << r;
-          } else if (tokens < 8) {
-            ASSERT_EQ(got, four_partial_sums(w, r, xr)) << tokens << " tokens, t " << t;
+          } else if (tokens < 16) {
+            ASSERT_EQ(got, four_partial_sums(w, r, xr))
+                << c.rows << "x" << c.cols << " " << tokens << " tokens, t " << t << " r " << r;
           } else {
             const Exact e = exact_dot(w, r, xr);
             ASSERT_NEAR(got, e.value, prefill_bound(e, c.cols))

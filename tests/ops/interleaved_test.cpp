@@ -161,13 +161,51 @@ TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
   }
 }
 
+// The few-token GEMM (2..15 tokens: passes of 4, 3, 2, 1 over the GEMV's far-apart streams) is
+// the GEMV per token bit for bit, and within the reference dot's bound. 256 and 300 rows (16 and
+// 19 groups) take the stream order with 2 and 4 streams, 300 with groups left over after it.
+TEST_P(Interleaved, FewTokenGemmIsTheGemvPerTokenBitForBit) {
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_0;
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!isa_supported(Isa::Avx512) || !cpu.avx512_vnni) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const auto gemv = q4 ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_avx512vnni;
+  const auto few = q4 ? gemm_few_q4_0x16_q8_0_avx512vnni : gemm_few_q8_0x16_q8_0_avx512vnni;
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx512);
+  EXPECT_EQ(kernels.x16(type).gemm_few, few);
+  EXPECT_EQ(kernels.x16(type).few_tokens_max, kX16FewTokensMax);
+  for (const Case c : {Case{17, 96}, Case{256, 128}, Case{300, 288}, Case{40, 32 * 151}}) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 43);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16;
+    for (int64_t tokens = 2; tokens < kX16FewTokensMax; ++tokens) {
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 44);
+      PackedActivations act;
+      act.pack(type, x, c.cols, tokens, KernelSet::for_isa(Isa::Scalar));
+      std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+      few(c.cols, m.view().data, groups, act.token(0), act.token(1) - act.token(0), tokens,
+          yt.data(), padded);
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<float> y(static_cast<size_t>(padded), NAN);
+        gemv(c.cols, m.view().data, groups, act.token(t), y.data());
+        for (int64_t r = 0; r < c.rows; ++r) {
+          ASSERT_EQ(yt[t * padded + r], y[r])
+              << c.rows << "x" << c.cols << " " << tokens << " tokens, t " << t << " r " << r;
+          const Ref ref = reference(w, r, act.token(t));
+          ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " r " << r;
+        }
+      }
+    }
+  }
+}
+
 // matmul() and matmul_rows() over the repacked view: whole groups, groups cut by a worker's
 // range (SerialParallel chunks and hand-picked ranges), fused outputs, GEMV and GEMM, on every
 // Isa (below AVX-512 VNNI the view runs the scalar reference).
 TEST_P(Interleaved, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
   const WeightType type = GetParam();
   for (Isa isa : supported_isas()) {
-    for (int64_t tokens : {1, 5}) {
+    for (int64_t tokens : {1, 5, 16}) {  // GEMV, the few-token GEMM, the prefill GEMM
       const testing::OwnedMatrix a = testing::make_matrix(type, 40, 96, 51);
       const testing::OwnedMatrix b = testing::make_matrix(type, 24, 96, 52);
       const InterleavedMatrix ma = InterleavedMatrix::repack(a.view);
