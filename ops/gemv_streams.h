@@ -19,6 +19,13 @@ constexpr int64_t kGemvStreamMinRows = 4;
 // Kernels that prefetch by row prefetch the same bytes this many rows further on in a stream.
 constexpr int64_t kGemvStreamPrefetchRows = 2;
 
+// Brings [p, p + bytes) into L1 ahead of use (a software prefetch of each 64-byte line), for the
+// GEMVs whose streams the hardware prefetchers alone keep too few lines of in flight
+// (gemv_software_prefetch() in isa.h says where).
+inline void prefetch_lines(const std::byte* p, int64_t bytes) {
+  for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+}
+
 // For GEMVs of nr rows in tiles of `rows_per_tile`: calls tile(j, per_stream) for j in
 // [0, per_stream), where the tile's rows are j, j + per_stream, j + 2 per_stream, ... (row step
 // per_stream, outputs likewise). Returns the first row it did not cover (0 when nr is too small

@@ -138,14 +138,19 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
   return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
 }
 
-// S groups at once (S far-apart streams), super-block by super-block.
+// S groups at once (S far-apart streams), super-block by super-block; each stream's block pair
+// prefetch_pairs further on prefetched (0: none; one Sapphire Rapids core, cold Q6_K x16:
+// ~8-9.4 -> 8.3-10.6 GB/s with one pair).
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
-                 float* const* out) {
+                 float* const* out, int64_t prefetch_pairs) {
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     for (int s = 0; s < S; ++s) {
+      if (prefetch_pairs > 0 && b % 2 == 0 && b + 2 * prefetch_pairs < nb) {
+        prefetch_lines(group[s] + (b / 2 + prefetch_pairs) * kX16Q6KPairBytes, kX16Q6KPairBytes);
+      }
       const BlockQ8_K* xb = x + b;
       __m512i isum;
       block_isums<1>(block_quants(group[s], b), &xb, ctl, &isum);
@@ -180,7 +185,8 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
   const Controls ctl = controls();
   x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, x16_group_bytes(WeightType::Q6_K, n),
                          out, [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs);
+                           gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs,
+                                                                 gemv_software_prefetch() ? 1 : 0);
                          });
 }
 
