@@ -129,11 +129,12 @@ void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte*
 
 // Below kFewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from
 // DRAM once like the GEMV (2 far-apart groups at a time, software prefetch where the GEMV has it)
-// with 3 tokens per pass (2 x 3 x 4 accumulators fill the 32 zmm), then again from L2 for the
-// next tokens of the same two groups. Every (row, token) runs the GEMV's steps, so the result is
-// the GEMV's bit for bit. One Sapphire Rapids core, TinyLlama F16, pp2/pp4/pp7: 8.4-9.1 /
-// 18-20 / 22 tok/s when each group was read alone, 4 tokens a pass, without prefetch; 16-19 /
-// 28 / 33.5 so. Rows-in-lanes (below) only wins from 16 tokens (pp8: 24 vs 34, pp12: 28 vs 37).
+// with 4 tokens per pass (2 x 4 x 4 accumulators: all 32 zmm, the weight vector spills, which
+// costs less than the second pass a 3-token tile needs for pp4), then again from L2 for the next
+// tokens of the same two groups. Every (row, token) runs the GEMV's steps, so the result is the
+// GEMV's bit for bit. One Sapphire Rapids core, TinyLlama F16: pp2 8.4-9.1 -> 16-19 tok/s, pp4
+// 18-20 -> 29-31, pp7 22 -> 33 against reading each group alone, 4 tokens a pass, without
+// prefetch. Rows-in-lanes (below) only wins from 16 tokens (pp8: 24 vs 33-38, pp12: 28 vs 37).
 constexpr int64_t kFewTokensMax = 16;
 
 template <class Columns>
@@ -160,7 +161,8 @@ void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const
                                 }
                                 t += kT;
                               };
-                              while (nt - t >= 3) pass(std::integral_constant<int, 3>{});
+                              while (nt - t >= 4) pass(std::integral_constant<int, 4>{});
+                              if (nt - t == 3) pass(std::integral_constant<int, 3>{});
                               if (nt - t == 2) pass(std::integral_constant<int, 2>{});
                               if (nt - t == 1) pass(std::integral_constant<int, 1>{});
                             });

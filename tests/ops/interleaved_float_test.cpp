@@ -66,7 +66,8 @@ float four_partial_sums(const testing::OwnedMatrix& w, int64_t r, const float* x
   }
   return (p[0] + p[1]) + (p[2] + p[3]);
 }
-// A bound for the prefill GEMM (from 16 tokens): chunks of 128 summed in order, then the chunk sums.
+// A bound for the prefill GEMM (from 16 tokens): chunks of 128 summed in order, then the chunk
+// sums.
 double prefill_bound(const Exact& e, int64_t n) {
   return double(std::min<int64_t>(n, 128) + n / 128 + 4) * kUnitRoundoff * e.abs_sum + 1e-30;
 }
@@ -155,7 +156,7 @@ TEST_P(InterleavedFloat, Avx512GemvSumsInItsDocumentedOrderBitForBit) {
 }
 
 // Below 16 tokens the GEMM is the GEMV per token, bit for bit (the scalar fmaf loop in the GEMV's
-// order, whatever the token tiling: 3, 2, 1 per pass); from 16 on (rows in lanes, with its own
+// order, whatever the token tiling: 4, 3, 2, 1 per pass); from 16 on (rows in lanes, with its own
 // transposed activations or matmul()'s shared copy) within float reassociation of the exact dot.
 TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
   if (!avx512_here()) GTEST_SKIP() << "no AVX-512 here";
