@@ -16,6 +16,7 @@
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace pacer::ops {
@@ -133,27 +134,30 @@ void gemm_few_x16(int64_t n, const std::byte* groups, int64_t n_groups, const st
                   int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   const int64_t nb = n / 32;
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
-  ActQ8Row x[kX16FewTokensMax];
-  for (int64_t t = 0; t < nt && t < kX16FewTokensMax; ++t)
-    x[t] = act_q8_row(act + t * act_stride, n);
   const bool prefetch = gemv_software_prefetch();
-  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
-                         [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           constexpr int kS = decltype(streams)::value;
-                           int64_t t = 0;
-                           auto pass = [&](auto tokens) {
-                             constexpr int kT = decltype(tokens)::value;
-                             float* ot[kS];
-                             for (int s = 0; s < kS; ++s) ot[s] = outs[s] + t * out_stride;
-                             gemv_groups<Layout, kS, kT>(nb, group, x + t, ot, out_stride,
-                                                         prefetch && t == 0);
-                             t += kT;
-                           };
-                           while (nt - t >= 4) pass(std::integral_constant<int, 4>{});
-                           if (nt - t == 3) pass(std::integral_constant<int, 3>{});
-                           if (nt - t == 2) pass(std::integral_constant<int, 2>{});
-                           if (nt - t == 1) pass(std::integral_constant<int, 1>{});
-                         });
+  // Meant for nt < kX16FewTokensMax; a longer call (a direct caller's) runs in such slices.
+  for (int64_t t0 = 0; t0 < nt; t0 += kX16FewTokensMax - 1) {
+    const int64_t slice = std::min(nt - t0, kX16FewTokensMax - 1);
+    ActQ8Row x[kX16FewTokensMax];
+    for (int64_t t = 0; t < slice; ++t) x[t] = act_q8_row(act + (t0 + t) * act_stride, n);
+    x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out + t0 * out_stride,
+                           [&](auto streams, const std::byte* const* group, float* const* outs) {
+                             constexpr int kS = decltype(streams)::value;
+                             int64_t t = 0;
+                             auto pass = [&](auto tokens) {
+                               constexpr int kT = decltype(tokens)::value;
+                               float* ot[kS];
+                               for (int s = 0; s < kS; ++s) ot[s] = outs[s] + t * out_stride;
+                               gemv_groups<Layout, kS, kT>(nb, group, x + t, ot, out_stride,
+                                                           prefetch && t == 0);
+                               t += kT;
+                             };
+                             while (slice - t >= 4) pass(std::integral_constant<int, 4>{});
+                             if (slice - t == 3) pass(std::integral_constant<int, 3>{});
+                             if (slice - t == 2) pass(std::integral_constant<int, 2>{});
+                             if (slice - t == 1) pass(std::integral_constant<int, 1>{});
+                           });
+  }
 }
 
 // The prefill GEMM: hex tiles unpacked from the groups (unsigned quants, VNNI).
