@@ -129,8 +129,8 @@ void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte*
 
 // Below kFewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from
 // DRAM once like the GEMV (2 far-apart groups at a time, software prefetch where the GEMV has it)
-// with 4 tokens per pass (2 x 4 x 4 accumulators: all 32 zmm, the weight vector spills, which
-// costs less than the second pass a 3-token tile needs for pp4), then again from L2 for the next
+// with 4 tokens per pass (2 x 4 x 4 accumulators take all 32 zmm registers, yet pp4 ran faster
+// so than as 3 tokens plus a second pass for the fourth), then again from L2 for the next
 // tokens of the same two groups. Every (row, token) runs the GEMV's steps, so the result is the
 // GEMV's bit for bit. One Sapphire Rapids core, TinyLlama F16: pp2 8.4-9.1 -> 16-19 tok/s, pp4
 // 18-20 -> 29-31, pp7 22 -> 33 against reading each group alone, 4 tokens a pass, without
