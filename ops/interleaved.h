@@ -203,6 +203,8 @@ void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, i
 // GEMV's result. A short prompt is memory-bound like decode, where the prefill GEMMs (hex tiles
 // of 8 tokens, AMX tiles of 16) would compute padding tokens and read the weights in tile order.
 constexpr int64_t kX16FewTokensMax = 16;
+// From this many tokens the BF16 GEMM on AVX512_BF16 rounds its inputs to bf16 (vdpbf16ps).
+constexpr int64_t kX16Bf16DotMinTokens = 8;
 void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
@@ -210,7 +212,14 @@ void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
 // F16 / BF16 (the activations transposed by gemm_prepare_f32_avx512, f32.h's; below 8 tokens
-// none: prepared null; below 16 tokens the GEMM does not read them).
+// none: prepared null; below kX16FewTokensMax tokens the GEMM does not read them but runs the
+// gemm_few entry: 2 far-apart groups, 4 tokens per pass, each token bit for bit the GEMV's).
+void gemm_few_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                                const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                int64_t out_stride);
+void gemm_few_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
+                                 const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                 int64_t out_stride);
 void gemm_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);
@@ -225,11 +234,11 @@ void gemm_prepared_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_
                                       const std::byte* act, int64_t act_stride,
                                       const std::byte* prepared, int64_t nt, float* out,
                                       int64_t out_stride);
-// BF16 on AVX512_BF16 (interleaved_bf16_avx512bf16.cpp): from 8 tokens on, the activations are
-// rounded to bf16 (nearest even) and each column pair of 16 rows goes through one vdpbf16ps per
-// token, as llama.cpp computes BF16 weights; below 8 tokens the prepare returns 0 bytes and the
-// GEMM runs the exact fp32 path above. Prepared layout: per token, ceil(n / 2) uint32 pairs
-// (element 2p low, 2p + 1 high, a missing odd one 0), padded to 64-byte lines.
+// BF16 on AVX512_BF16 (interleaved_bf16_avx512bf16.cpp): from kX16Bf16DotMinTokens on, the
+// activations are rounded to bf16 (nearest even) and each column pair of 16 rows goes through one
+// vdpbf16ps per token, as llama.cpp computes BF16 weights; below 8 tokens the prepare returns 0
+// bytes and the GEMM runs the exact fp32 path above. Prepared layout: per token, ceil(n / 2) uint32
+// pairs (element 2p low, 2p + 1 high, a missing odd one 0), padded to 64-byte lines.
 int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
                                            int64_t nt, std::byte* dst);
 void gemm_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -20,8 +20,6 @@ namespace {
 
 // Tokens per tile: 8 tokens x 2 partial sums = 16 independent vdpbf16ps chains per group.
 constexpr int kTokensPerTile = 8;
-// Below this many tokens the GEMM runs the exact fp32 path (bit-identical to the GEMV).
-constexpr int64_t kBf16DotMinTokens = 8;
 
 // uint32 pairs per token in the prepared activations, padded to whole 64-byte lines.
 int64_t prepared_pairs(int64_t n) {
@@ -66,7 +64,7 @@ void token_tiles(int64_t pairs, const std::byte* group, const uint32_t* xb, int6
 
 int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
                                            int64_t nt, std::byte* dst) {
-  if (nt < kBf16DotMinTokens) return 0;
+  if (nt < kX16Bf16DotMinTokens) return 0;
   const int64_t stride = prepared_pairs(n);
   const int64_t bytes = nt * stride * static_cast<int64_t>(sizeof(uint32_t));
   if (dst == nullptr) return bytes;

@@ -127,15 +127,15 @@ void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte*
                             });
 }
 
-// Below kFewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from
+// Below kX16FewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from
 // DRAM once like the GEMV (2 far-apart groups at a time, software prefetch where the GEMV has it)
 // with 4 tokens per pass (2 x 4 x 4 accumulators take all 32 zmm registers, yet pp4 ran faster
 // so than as 3 tokens plus a second pass for the fourth), then again from L2 for the next
 // tokens of the same two groups. Every (row, token) runs the GEMV's steps, so the result is the
 // GEMV's bit for bit. One Sapphire Rapids core, TinyLlama F16: pp2 8.4-9.1 -> 16-19 tok/s, pp4
 // 18-20 -> 29-31, pp7 22 -> 33 against reading each group alone, 4 tokens a pass, without
-// prefetch. Rows-in-lanes (below) only wins from 16 tokens (pp8: 24 vs 33-38, pp12: 28 vs 37).
-constexpr int64_t kFewTokensMax = 16;
+// prefetch. Rows-in-lanes (below) only wins from 16 tokens (pp8: 24 vs 33-38, pp12: 28 vs 37):
+// kX16FewTokensMax (interleaved.h).
 
 template <class Columns>
 void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const float* x,
@@ -168,8 +168,8 @@ void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const
                             });
 }
 
-// Prefill from kFewTokensMax tokens on, with the group's 16 rows in the vector lanes: for T tokens
-// (t0.. of one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16
+// Prefill from kX16FewTokensMax tokens on, with the group's 16 rows in the vector lanes: for T
+// tokens (t0.. of one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16
 // tokens), per column c one widened vector of 16 rows and T FMAs, each with one token's x[c]
 // broadcast (the T values are contiguous in the block). Each weight vector is widened once per T
 // tokens, and nothing but the FMAs and their broadcast loads is in the loop: on one Zen 4 core ~89
@@ -219,7 +219,7 @@ template <class Columns>
 void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
                    int64_t act_stride, const std::byte* prepared, int64_t nt, float* out,
                    int64_t out_stride) {
-  if (nt < kFewTokensMax || prepared == nullptr) {
+  if (nt < kX16FewTokensMax || prepared == nullptr) {
     gemm_few_tokens<Columns>(n, groups, n_groups, reinterpret_cast<const float*>(act),
                              act_stride / static_cast<int64_t>(sizeof(float)), nt, out, out_stride);
     return;
@@ -245,6 +245,13 @@ void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const s
       int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,                  \
       int64_t act_stride, const std::byte* prepared, int64_t nt, float* out, int64_t out_stride) { \
     gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, prepared, nt, out, out_stride);   \
+  }                                                                                                \
+  void gemm_few_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,       \
+                                       const std::byte* act, int64_t act_stride, int64_t nt,       \
+                                       float* out, int64_t out_stride) {                           \
+    gemm_few_tokens<Columns>(n, groups, n_groups, reinterpret_cast<const float*>(act),             \
+                             act_stride / static_cast<int64_t>(sizeof(float)), nt, out,            \
+                             out_stride);                                                          \
   }                                                                                                \
   void gemm_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
                                    const std::byte* act, int64_t act_stride, int64_t nt,           \

@@ -229,7 +229,6 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
       if (prefetch_blocks > 0 && b + prefetch_blocks < nb) {
         prefetch_lines(sb + prefetch_blocks * kBlockBytes<Bits>, kBlockBytes<Bits>);
       }
-
       const Scales16 sc = unpack_scales(sb);
       acc[s] =
           accumulate(sb, block_isum<Bits>(sb, sc, ctl, a.q), mins_sum(sc, ctl, a), a.dx, acc[s]);

@@ -67,14 +67,20 @@ KernelSet KernelSet::for_isa(Isa requested) {
   ks.x16_q5_K_.gemv = vnni ? gemv_q5_Kx16_q8_K_avx512vnni : gemv_q5_Kx16_q8_K_ref;
   ks.x16_q6_K_.gemv = vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref;
   if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
-    ks.x16_f16_ = {gemv_f16x16_f32_avx512, gemm_f16x16_f32_avx512, gemm_prepare_f32_avx512,
-                   gemm_prepared_f16x16_f32_avx512};
+    ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
+                   gemm_prepare_f32_avx512,    gemm_prepared_f16x16_f32_avx512,
+                   gemm_few_f16x16_f32_avx512, kX16FewTokensMax};
     if (cpu.avx512_bf16) {  // vdpbf16ps: activations rounded to bf16, as llama.cpp does
-      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512, gemm_bf16x16_bf16_avx512bf16,
-                      gemm_prepare_bf16_pairs_avx512bf16, gemm_prepared_bf16x16_bf16_avx512bf16};
+      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512,
+                      gemm_bf16x16_bf16_avx512bf16,
+                      gemm_prepare_bf16_pairs_avx512bf16,
+                      gemm_prepared_bf16x16_bf16_avx512bf16,
+                      gemm_few_bf16x16_f32_avx512,
+                      kX16Bf16DotMinTokens};  // from there on vdpbf16ps
     } else {
-      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512, gemm_bf16x16_f32_avx512, gemm_prepare_f32_avx512,
-                      gemm_prepared_bf16x16_f32_avx512};
+      ks.x16_bf16_ = {gemv_bf16x16_f32_avx512,     gemm_bf16x16_f32_avx512,
+                      gemm_prepare_f32_avx512,     gemm_prepared_bf16x16_f32_avx512,
+                      gemm_few_bf16x16_f32_avx512, kX16FewTokensMax};
     }
   } else {
     ks.x16_f16_.gemv = gemv_f16x16_f32_ref;

@@ -49,6 +49,9 @@ struct X16Kernels {
   // Optional: for 2 <= tokens < few_tokens_max, instead of the GEMM (and without its prepare).
   X16GemmFn gemm_few = nullptr;
   int64_t few_tokens_max = 0;
+  bool few_tokens(int64_t tokens) const noexcept {
+    return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;
+  }
 };
 
 class KernelSet {

@@ -43,7 +43,7 @@ void matmul_rows_x16(const WeightMatrix& w, const PackedActivations& x, std::spa
                      int64_t row_begin, int64_t row_end, const KernelSet& kernels) {
   const X16Kernels& k = kernels.x16(w.type);
   const X16GemvFn gemv = k.gemv;
-  const bool few = k.gemm_few != nullptr && x.tokens() < k.few_tokens_max;
+  const bool few = k.few_tokens(x.tokens());
   const X16GemmFn gemm = few ? k.gemm_few : k.gemm;
   // The activations as the GEMM regroups them, if matmul() prepared them for all workers.
   const std::byte* prepared = nullptr;
@@ -275,8 +275,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     for (size_t i = 0; i < outs.size(); ++i) {
       const WeightMatrix& w = outs[i].w;
       const bool x16 = w.layout == WeightLayout::Interleaved16;
-      if (x16 && kernels.x16(w.type).gemm_few != nullptr &&
-          n_tokens < kernels.x16(w.type).few_tokens_max) {
+      if (x16 && kernels.x16(w.type).few_tokens(n_tokens)) {
         continue;  // the few-token GEMM reads the packed rows as they are
       }
       const GemmPrepareFn prepare =

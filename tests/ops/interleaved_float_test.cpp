@@ -183,6 +183,11 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
         gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens,
                                 reinterpret_cast<std::byte*>(xt_aligned));
       }
+      std::vector<float> yf(static_cast<size_t>(tokens * padded), NAN);
+      if (tokens < kX16FewTokensMax) {  // the entry matmul() takes below kX16FewTokensMax
+        (f16 ? gemm_few_f16x16_f32_avx512 : gemm_few_bf16x16_f32_avx512)(
+            c.cols, m.view().data, groups, act, act_stride, tokens, yf.data(), padded);
+      }
       std::vector<float> yp(static_cast<size_t>(tokens * padded), NAN);
       gemm_prepared(c.cols, m.view().data, groups, act, act_stride,
                     bytes > 0 ? reinterpret_cast<const std::byte*>(xt_aligned) : nullptr, tokens,
@@ -192,6 +197,9 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
         for (int64_t r = 0; r < padded; ++r) {
           const float got = y[t * padded + r];
           ASSERT_EQ(got, yp[t * padded + r]) << "prepared " << tokens << " tokens, row " << r;
+          if (tokens < kX16FewTokensMax) {
+            ASSERT_EQ(got, yf[t * padded + r]) << "gemm_few " << tokens << " tokens, row " << r;
+          }
           if (r >= c.rows) {
             ASSERT_EQ(got, 0.0f) << "padding row " << r;
           } else if (tokens < 16) {
