@@ -6,7 +6,8 @@
 // in 3 vectors (dword i = row i), and 6 logic ops unpack them to sc_0..3, sc_4..7, m_0..3, m_4..7
 // (one byte per sub-block in each row's dword). Per 64-element chunk c: 8 quant vectors, each
 // split into low nibbles (sub-block 2c) and high nibbles (2c+1) and dotted by vpdpbusd with one
-// broadcast activation dword (4 quants of all 16 rows, exact), giving the 16 rows' sub-block sums;
+// broadcast activation dword (4 quants of all 16 rows, exact; Q4_K leaves the high nibbles in
+// place, 16 x their value, see kHighTimes16), giving the 16 rows' sub-block sums;
 // each is multiplied by its sub-block scale (vpshufb spreads byte j of every dword; vpmulld) and
 // added to the super-block's integer sum. The mins term sum_j m_j * (bsum_j) is 4 vpdpwssd on
 // (m_2k, m_2k+1) word pairs against the activation's sub-block sums. Then for all 16 rows one
@@ -138,6 +139,21 @@ inline __m512 accumulate(const std::byte* sb, __m512i isum, __m512i msum, __m512
 template <int Bits>
 constexpr int64_t kBlockBytes = Bits == 4 ? kX16Q4KBlockBytes : kX16Q5KBlockBytes;
 
+// Q4_K leaves each high nibble in place (one AND where the shift took two ops), so its
+// odd-sub-block sums come out 16 times too large, exactly; they are summed apart from the even
+// ones and divided by 16 (an exact arithmetic shift) once per super-block. Bound: 16 * 4 * 63 *
+// 61,440 < 2^31 (Q4_K quants <= 15: |sub-block sum| <= 32 * 15 * 128 = 61,440). Q5_K's fifth bit
+// would land in bit 8, so Q5_K shifts as before.
+template <int Bits>
+constexpr bool kHighTimes16 = Bits == 4;
+
+// The super-block's integer sum from its even- and odd-sub-block parts.
+template <int Bits>
+inline __m512i join_halves(__m512i even, __m512i odd) {
+  if constexpr (kHighTimes16<Bits>) odd = _mm512_srai_epi32(odd, 4);
+  return _mm512_add_epi32(even, odd);
+}
+
 // Quant vectors 4k..4k+3 of chunk c of super-block sb (Q5_K: each quad after its vector of fifth
 // bits, so a super-block is read strictly in order).
 template <int Bits>
@@ -166,7 +182,11 @@ template <int Bits, int J>
 inline void unpack_quants(__m512i q, __m512i h, __m512i* lo, __m512i* hi) {
   const __m512i c0f = _mm512_set1_epi8(0x0F);
   *lo = _mm512_and_si512(q, c0f);
-  *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), c0f);
+  if constexpr (Bits == 4) {
+    *hi = _mm512_andnot_si512(c0f, q);  // 16 x the high nibble (kHighTimes16)
+  } else {
+    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), c0f);
+  }
   if constexpr (Bits == 5) {
     const __m512i c10 = _mm512_set1_epi8(0x10);
     // 0xF8: a | (b & c)
@@ -176,10 +196,14 @@ inline void unpack_quants(__m512i q, __m512i h, __m512i* lo, __m512i* hi) {
 }
 
 // Chunk C (sub-blocks 2C, 2C + 1) of one super-block of one group against one activation block:
-// adds sc_2C * isum_2C + sc_2C+1 * isum_2C+1 to *isum.
+// adds sc_2C * isum_2C to *even and sc_2C+1 * isum_2C+1 to *odd (Q4_K: 16 times that), while
+// prefetching the matching quarter of the super-block at `ahead` (nullptr: none).
 template <int Bits, int C>
 inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& ctl,
-                       const int8_t* xq, __m512i* isum) {
+                       const int8_t* xq, __m512i* even, __m512i* odd, const std::byte* ahead) {
+  // Spread over the chunks rather than one burst per super-block, so the prefetches do not take
+  // every line fill buffer at once (one Sapphire Rapids core, cold 5632x2048 Q4_K: +5-12 %).
+  if (ahead) prefetch_lines(ahead + C * (kBlockBytes<Bits> / 4), kBlockBytes<Bits> / 4);
   // Two chains per nibble half (vpdpbusd latency ~5), joined before the scale multiply.
   __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -197,26 +221,19 @@ inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& c
   }
   __m512i sc_lo, sc_hi;
   chunk_scales(s, ctl, C, &sc_lo, &sc_hi);
-  *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
-  *isum = _mm512_add_epi32(*isum, _mm512_mullo_epi32(_mm512_add_epi32(hi[0], hi[1]), sc_hi));
+  *even = _mm512_add_epi32(*even, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
+  *odd = _mm512_add_epi32(*odd, _mm512_mullo_epi32(_mm512_add_epi32(hi[0], hi[1]), sc_hi));
 }
 
-// One super-block of one group against one activation block: the integer sum_j sc_j * isum_j.
-template <int Bits>
-inline __m512i block_isum(const std::byte* sb, const Scales16& s, const Controls& ctl,
-                          const int8_t* xq) {
-  __m512i isum = _mm512_setzero_si512();
-  chunk_isum<Bits, 0>(sb, s, ctl, xq, &isum);
-  chunk_isum<Bits, 1>(sb, s, ctl, xq, &isum);
-  chunk_isum<Bits, 2>(sb, s, ctl, xq, &isum);
-  chunk_isum<Bits, 3>(sb, s, ctl, xq, &isum);
-  return isum;
-}
-
-// S groups at once (S far-apart streams), super-block by super-block; each stream's super-block
-// prefetch_blocks further on prefetched (0: none). One Sapphire Rapids core read cold Q4_K / Q5_K
-// x16 matrices (TinyLlama's shapes, BM_gemv cold:1) at 9-10 / 8-9.5 GB/s without and 13-14.5 /
-// 10-13 GB/s with one super-block; 2, or 4-8 more into L2, gave no more.
+// S groups at once (S far-apart streams), super-block by super-block and within one chunk by
+// chunk: chunk C of every stream, then chunk C + 1, so the loads in flight come from all S streams
+// at once rather than from one stream's super-block (one Sapphire Rapids core, cold 5632x2048 and
+// 2048x5632 Q4_K / Q5_K, 4 streams: 1.14-1.20x the super-block-at-a-time order; with the matrix
+// in L2, 1.05x). Each stream's super-block prefetch_blocks further on is prefetched (0: none):
+// one Sapphire Rapids core read cold Q4_K / Q5_K x16 matrices (TinyLlama's shapes, BM_gemv cold:1)
+// at 9-10 / 8-9.5 GB/s without and 13-14.5 / 10-13 GB/s with one super-block; 2, or 4-8 more into
+// L2, gave no more. (Q6_K's GEMV gained nothing from the same interleave, half super-block by
+// half: it is bound by its unpack, ~24 GB/s with the matrix in L2.)
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
                  float* const* out, int64_t prefetch_blocks) {
@@ -224,14 +241,27 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActBlock a = act_block(x[b]);
+    const std::byte* sb[S];
+    const std::byte* ahead[S];
+    Scales16 sc[S];
+    __m512i even[S], odd[S], msum[S];
     for (int s = 0; s < S; ++s) {
-      const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
-      if (prefetch_blocks > 0 && b + prefetch_blocks < nb) {
-        prefetch_lines(sb + prefetch_blocks * kBlockBytes<Bits>, kBlockBytes<Bits>);
+      sb[s] = group[s] + b * kBlockBytes<Bits>;
+      ahead[s] = prefetch_blocks > 0 && b + prefetch_blocks < nb
+                     ? sb[s] + prefetch_blocks * kBlockBytes<Bits>
+                     : nullptr;
+      sc[s] = unpack_scales(sb[s]);
+      msum[s] = mins_sum(sc[s], ctl, a);
+      even[s] = odd[s] = _mm512_setzero_si512();
+    }
+    unroll<4>([&](auto c) {
+      constexpr int C = decltype(c)::value;
+      for (int s = 0; s < S; ++s) {
+        chunk_isum<Bits, C>(sb[s], sc[s], ctl, a.q, &even[s], &odd[s], ahead[s]);
       }
-      const Scales16 sc = unpack_scales(sb);
-      acc[s] =
-          accumulate(sb, block_isum<Bits>(sb, sc, ctl, a.q), mins_sum(sc, ctl, a), a.dx, acc[s]);
+    });
+    for (int s = 0; s < S; ++s) {
+      acc[s] = accumulate(sb[s], join_halves<Bits>(even[s], odd[s]), msum[s], a.dx, acc[s]);
     }
   }
   for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
@@ -240,7 +270,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
 // T tokens against one group, chunk C of super-block sb: the quants are unpacked once for all T.
 template <int Bits, int T, int C>
 inline void gemm_chunk(const std::byte* sb, const Scales16& sc, const Controls& ctl,
-                       const BlockQ8_K* const* x, int64_t b, __m512i* isum) {
+                       const BlockQ8_K* const* x, int64_t b, __m512i* even, __m512i* odd) {
   __m512i lo[T], hi[T];
   for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_si512();
   for (int k = 0; k < 2; ++k) {
@@ -262,8 +292,8 @@ inline void gemm_chunk(const std::byte* sb, const Scales16& sc, const Controls& 
   __m512i sc_lo, sc_hi;
   chunk_scales(sc, ctl, C, &sc_lo, &sc_hi);
   for (int t = 0; t < T; ++t) {
-    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sc_lo));
-    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sc_hi));
+    even[t] = _mm512_add_epi32(even[t], _mm512_mullo_epi32(lo[t], sc_lo));
+    odd[t] = _mm512_add_epi32(odd[t], _mm512_mullo_epi32(hi[t], sc_hi));
   }
 }
 
@@ -275,15 +305,16 @@ void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, con
   for (int64_t b = 0; b < nb; ++b) {
     const std::byte* sb = grp + b * kBlockBytes<Bits>;
     const Scales16 sc = unpack_scales(sb);
-    __m512i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
-    gemm_chunk<Bits, T, 0>(sb, sc, ctl, x, b, isum);
-    gemm_chunk<Bits, T, 1>(sb, sc, ctl, x, b, isum);
-    gemm_chunk<Bits, T, 2>(sb, sc, ctl, x, b, isum);
-    gemm_chunk<Bits, T, 3>(sb, sc, ctl, x, b, isum);
+    __m512i even[T], odd[T];
+    for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_si512();
+    gemm_chunk<Bits, T, 0>(sb, sc, ctl, x, b, even, odd);
+    gemm_chunk<Bits, T, 1>(sb, sc, ctl, x, b, even, odd);
+    gemm_chunk<Bits, T, 2>(sb, sc, ctl, x, b, even, odd);
+    gemm_chunk<Bits, T, 3>(sb, sc, ctl, x, b, even, odd);
     for (int t = 0; t < T; ++t) {
       const ActBlock a = act_block(x[t][b]);
-      acc[t] = accumulate(sb, isum[t], mins_sum(sc, ctl, a), a.dx, acc[t]);
+      acc[t] =
+          accumulate(sb, join_halves<Bits>(even[t], odd[t]), mins_sum(sc, ctl, a), a.dx, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);

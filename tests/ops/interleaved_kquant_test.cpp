@@ -28,9 +28,11 @@ using testing::kUnitRoundoff;
 struct Case {
   int64_t rows, cols;
 };
-// One row, a partial group, exact groups, partial last groups; 1 to 22 super-blocks per row.
-const Case kCases[] = {{1, 256},   {15, 512},  {16, 256}, {17, 768},
-                       {40, 2048}, {33, 5632}, {64, 1024}};
+// One row, a partial group, exact groups, partial last groups; 1 to 22 super-blocks per row; and
+// enough groups (>= 16) that the GEMVs read 2 or 4 far-apart streams (gemv_streams.h) with
+// leftover groups after them (19 and 33 groups).
+const Case kCases[] = {{1, 256},   {15, 512},  {16, 256},  {17, 768}, {40, 2048},
+                       {33, 5632}, {64, 1024}, {300, 512}, {520, 256}};
 
 // sc_j and m_j of a Q4_K or Q5_K block, decoded from q4_k.h's description of the 12 scale bytes.
 void scale_and_min(const uint8_t* s, int j, int* sc, int* m) {
