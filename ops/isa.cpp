@@ -50,8 +50,7 @@ CpuFeatures read_cpu_features() noexcept {
   f.avx512_vnni = f.avx512 && vnni512;
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   __cpuid_count(7, 1, a1, b1, c1, d1);
-  const char* bf16_env = std::getenv("PACER_BF16_DOT");
-  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u) && !(bf16_env && std::strcmp(bf16_env, "0") == 0);
+  f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u);
   f.avx_vnni = f.avx2 && ((a1 >> 4) & 1u);
   const bool amx_tile = (d >> 24) & 1u, amx_int8 = (d >> 25) & 1u;
   const bool os_tiles = (xcr0 & (3ull << 17)) == (3ull << 17);  // XTILECFG + XTILEDATA
@@ -120,6 +119,19 @@ int x16_gemv_streams() noexcept {
 bool gemv_software_prefetch() noexcept {
   static const bool on =
       gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH"));
+  return on;
+}
+
+bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {
+  if (!cpu.avx512_bf16) return false;
+  if (env && std::strcmp(env, "0") == 0) return false;
+  if (env && std::strcmp(env, "1") == 0) return true;
+  return cpu.amd;
+}
+
+bool bf16_dot_prefill() noexcept {
+  static const bool on =
+      bf16_dot_prefill_rule(detect_cpu_features(), std::getenv("PACER_BF16_DOT"));
   return on;
 }
 

@@ -16,8 +16,8 @@ struct CpuFeatures {
   bool avx2 = false;    // avx2 + fma + f16c, OS saves ymm
   bool avx512 = false;  // avx512f + bw + vl + dq, OS saves zmm/opmask
   bool avx512_vnni = false;
-  // AVX512_BF16 (vdpbf16ps): BF16 prefill GEMMs round activations to bf16 as llama.cpp does.
-  // PACER_BF16_DOT=0 turns it off (exact fp32 activations, about half the speed).
+  // AVX512_BF16 (vdpbf16ps) in the CPU and a zmm-saving OS. Whether the BF16 prefill GEMMs use
+  // it is bf16_dot_prefill()'s choice.
   bool avx512_bf16 = false;
   bool avx_vnni = false;
   // AMX-TILE + AMX-INT8, tile state enabled by the OS (XCR0) and granted to this process
@@ -54,6 +54,15 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexce
 // choice.
 int x16_gemv_streams() noexcept;
 int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// Whether the prefill GEMMs of repacked BF16 weights (8 tokens or more) round the activations to
+// bf16 and multiply on vdpbf16ps, as llama.cpp does, rather than in exact fp32. Needs
+// AVX512_BF16; then a table: on for AMD (one Zen 4 core, TinyLlama BF16 pp64 47.5 -> 99 tok/s),
+// off elsewhere (one Sapphire Rapids core: 42-49 tok/s exact against 35 rounded, 2 cores 70-79
+// against 59-66: vdpbf16ps does no more multiplies per cycle there than the fp32 FMAs, and the
+// rounding pass costs extra). PACER_BF16_DOT=0/1 overrides (1 only where AVX512_BF16 exists). The
+// event log header's run.bf16_dot records the choice.
+bool bf16_dot_prefill() noexcept;
+bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
 std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
 std::string_view isa_name(Isa isa) noexcept;
 

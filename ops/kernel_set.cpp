@@ -70,7 +70,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
                    gemm_prepare_f32_avx512,    gemm_prepared_f16x16_f32_avx512,
                    gemm_few_f16x16_f32_avx512, kX16FewTokensMax};
-    if (cpu.avx512_bf16) {  // vdpbf16ps: activations rounded to bf16, as llama.cpp does
+    if (bf16_dot_prefill()) {  // vdpbf16ps: activations rounded to bf16, as llama.cpp does
       ks.x16_bf16_ = {gemv_bf16x16_f32_avx512,
                       gemm_bf16x16_bf16_avx512bf16,
                       gemm_prepare_bf16_pairs_avx512bf16,

@@ -75,7 +75,7 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
 }
 
 bool Model::bf16_dot_prefill(ops::Isa isa) const noexcept {
-  if (isa != ops::Isa::Avx512 || !ops::detect_cpu_features().avx512_bf16) return false;
+  if (isa != ops::Isa::Avx512 || !ops::bf16_dot_prefill()) return false;
   for (const ops::InterleavedMatrix& m : repacked_) {
     if (m.view().type == ops::WeightType::BF16) return true;
   }

@@ -77,8 +77,7 @@ double bf16_dot_bound(const Exact& e, int64_t n) {
 }
 // Whether the prefill GEMMs of `type` on `isa` round activations to bf16 (KernelSet's choice).
 bool bf16_dot(WeightType type, Isa isa, int64_t tokens) {
-  return type == WeightType::BF16 && isa == Isa::Avx512 && detect_cpu_features().avx512_bf16 &&
-         tokens >= 8;
+  return type == WeightType::BF16 && isa == Isa::Avx512 && bf16_dot_prefill() && tokens >= 8;
 }
 
 X16GemvFn avx512_gemv(WeightType t) {
@@ -273,8 +272,7 @@ TEST_P(InterleavedFloat, RepackPaysOnAvx512WithoutVnni) {
 // exact products in fp32; the prepared and self-prepared entries agree bit for bit, and below 8
 // tokens it is the exact fp32 path.
 TEST(InterleavedBf16Dot, RoundsActivationsToBf16FromEightTokens) {
-  if (!detect_cpu_features().avx512_bf16)
-    GTEST_SKIP() << "no AVX512_BF16 here (or PACER_BF16_DOT=0)";
+  if (!detect_cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512_BF16 here";
   // Hand-computed: 16 rows of four 1.0s against x = 1 + 2^-10 (between two bf16 values, nearer
   // 1.0): 4 with rounding, 4 + 2^-8 without.
   {

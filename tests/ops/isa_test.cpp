@@ -64,6 +64,22 @@ TEST(GemvPrefetch, RuleFollowsVendorAndEnvironment) {
             gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH")));
 }
 
+// The BF16 prefill dot: only with AVX512_BF16; then on for AMD, off elsewhere, unless asked.
+TEST(Bf16DotPrefill, RuleFollowsFeatureVendorAndEnvironment) {
+  CpuFeatures amd, intel, old_amd;
+  amd.amd = old_amd.amd = true;
+  amd.avx512_bf16 = intel.avx512_bf16 = true;
+  EXPECT_TRUE(bf16_dot_prefill_rule(amd, nullptr));
+  EXPECT_FALSE(bf16_dot_prefill_rule(amd, "0"));
+  EXPECT_FALSE(bf16_dot_prefill_rule(intel, nullptr));
+  EXPECT_TRUE(bf16_dot_prefill_rule(intel, "1"));
+  EXPECT_FALSE(bf16_dot_prefill_rule(intel, "yes"));      // anything else: the table
+  EXPECT_FALSE(bf16_dot_prefill_rule(old_amd, nullptr));  // no vdpbf16ps: never
+  EXPECT_FALSE(bf16_dot_prefill_rule(old_amd, "1"));
+  EXPECT_EQ(bf16_dot_prefill(),
+            bf16_dot_prefill_rule(detect_cpu_features(), std::getenv("PACER_BF16_DOT")));
+}
+
 TEST(GemvStreams, RuleFollowsVendorAndEnvironment) {
   CpuFeatures amd, intel;
   amd.amd = true;

@@ -52,14 +52,14 @@ bool quantized(ops::WeightType t) {
 // tighten this: rounding is discontinuous, so the first value that rounds differently - from
 // summation-order noise - decorrelates the rounding noise of everything downstream.)
 //
-// bf16 weights on CPUs with AVX512_BF16: pacer's prefill of 8 or more tokens (kPrompt has 9)
-// rounds every matmul input to bf16 for vdpbf16ps, as llama.cpp does for bf16 weights (decode
-// keeps fp32 inputs). bf16 keeps 8 significant bits: an input moves by up to 2^-9 of itself
-// (RMS ~0.1 %), about a sixth of Q8_0's rounding above, and the prompt's K/V carry it into every
-// later step. Limit 0.05, a fifth of the quantized limit.
+// bf16 weights where ops::bf16_dot_prefill() (AMD CPUs with AVX512_BF16): pacer's prefill of 8 or
+// more tokens (kPrompt has 9) rounds every matmul input to bf16 for vdpbf16ps, as llama.cpp does
+// for bf16 weights (decode keeps fp32 inputs). bf16 keeps 8 significant bits: an input moves by up
+// to 2^-9 of itself (RMS ~0.1 %), about a sixth of Q8_0's rounding above, and the prompt's K/V
+// carry it into every later step. Limit 0.05, a fifth of the quantized limit.
 bool bf16_prefill_rounds_inputs(ops::WeightType t) {
   return t == ops::WeightType::BF16 && ops::detect_isa() == ops::Isa::Avx512 &&
-         ops::detect_cpu_features().avx512_bf16;
+         ops::bf16_dot_prefill();
 }
 double tolerance(ops::WeightType t) {
   if (quantized(t)) return 0.25;
