@@ -153,36 +153,62 @@ constexpr int64_t q6k_block_at(int64_t b) {
 constexpr int64_t q6k_scale_at(int64_t b, int64_t i, int byte) {  // byte of scales[16]
   return q6k_block_at(b) + 64 * (byte / 4) + 4 * i + byte % 4;
 }
-constexpr int64_t q6k_ql_at(int64_t b, int64_t i, int byte) {  // byte of ql[128]
-  const int h = byte / 64, r = byte % 64;
-  return q6k_block_at(b) + 256 + 192 * (8 * h + r % 32 / 4) + 64 * (r / 32) + 4 * i + byte % 4;
+// Byte `byte` (0..3) of row i's dword in vector j (0, 1, 2: A, B, C) of triple 8h + v.
+constexpr int64_t q6k_triple_at(int64_t b, int64_t i, int h, int v, int j, int byte) {
+  return q6k_block_at(b) + 256 + 192 * (8 * h + v) + 64 * j + 4 * i + byte;
 }
-constexpr int64_t q6k_qh_at(int64_t b, int64_t i, int byte) {  // byte of qh[64]
-  return q6k_block_at(b) + 256 + 192 * (byte / 4) + 128 + 4 * i + byte % 4;
+
+// The 6-bit quants q[k] (0..63) of elements 128h + 32k + l (k = 0..3) of a Q6_K block, read as
+// q6_k.h describes ql and qh.
+void q6k_quads(const BlockQ6_K& blk, int h, int l, int q[4]) {
+  const int lo0 = blk.ql[64 * h + l], lo1 = blk.ql[64 * h + 32 + l], hi = blk.qh[32 * h + l];
+  q[0] = (lo0 & 15) | (hi & 3) << 4;
+  q[1] = (lo1 & 15) | (hi >> 2 & 3) << 4;
+  q[2] = (lo0 >> 4) | (hi >> 4 & 3) << 4;
+  q[3] = (lo1 >> 4) | (hi >> 6 & 3) << 4;
 }
 
 BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
   BlockQ6_K blk;
   std::memcpy(&blk.d, pair + q6k_d_at(b, i), 2);
   for (int k = 0; k < 16; ++k) std::memcpy(&blk.scales[k], pair + q6k_scale_at(b, i, k), 1);
-  for (int k = 0; k < 128; ++k) blk.ql[k] = static_cast<uint8_t>(pair[q6k_ql_at(b, i, k)]);
-  for (int k = 0; k < 64; ++k) blk.qh[k] = static_cast<uint8_t>(pair[q6k_qh_at(b, i, k)]);
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      int abc[3];
+      for (int j = 0; j < 3; ++j) {
+        abc[j] = static_cast<int>(pair[q6k_triple_at(b, i, h, l / 4, j, l % 4)]);
+      }
+      int q[4];
+      for (int k = 0; k < 3; ++k) q[k] = abc[k] & 63;
+      q[3] = (abc[0] >> 6) | (abc[1] >> 6) << 2 | (abc[2] >> 6) << 4;
+      blk.ql[64 * h + l] = static_cast<uint8_t>((q[0] & 15) | (q[2] & 15) << 4);
+      blk.ql[64 * h + 32 + l] = static_cast<uint8_t>((q[1] & 15) | (q[3] & 15) << 4);
+      blk.qh[32 * h + l] =
+          static_cast<uint8_t>(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+    }
+  }
   return blk;
 }
 
 void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
-  for_each_group_block<BlockQ6_K>(WeightType::Q6_K, src, rows, cols, g,
-                                  [&](const BlockQ6_K& blk, int64_t i, int64_t b) {
-                                    std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
-                                    std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
-                                    for (int k = 0; k < 16; k += 4) {
-                                      std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
-                                    }
-                                    for (int k = 0; k < 128; k += 4)
-                                      std::memcpy(pair + q6k_ql_at(b, i, k), blk.ql + k, 4);
-                                    for (int k = 0; k < 64; k += 4)
-                                      std::memcpy(pair + q6k_qh_at(b, i, k), blk.qh + k, 4);
-                                  });
+  for_each_group_block<BlockQ6_K>(
+      WeightType::Q6_K, src, rows, cols, g, [&](const BlockQ6_K& blk, int64_t i, int64_t b) {
+        std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
+        std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
+        for (int k = 0; k < 16; k += 4) {
+          std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
+        }
+        for (int h = 0; h < 2; ++h) {
+          for (int l = 0; l < 32; ++l) {
+            int q[4];
+            q6k_quads(blk, h, l, q);
+            for (int j = 0; j < 3; ++j) {  // q_j, and bits 2j, 2j + 1 of q_3 on top
+              pair[q6k_triple_at(b, i, h, l / 4, j, l % 4)] =
+                  static_cast<std::byte>(q[j] | (q[3] >> (2 * j) & 3) << 6);
+            }
+          }
+        }
+      });
 }
 
 }  // namespace

@@ -51,10 +51,12 @@
 //   bytes 0..31 / 32..63   fp16 d of rows 0..15 for super-block 2p / 2p + 1
 //   then super-block 2p, then 2p + 1, 3328 bytes each:
 //     bytes    0..255    scales: 4 vectors of 64, vector k, dword i = scales[4k..4k+3] of row i
-//     bytes  256..3327   the quants, 16 triples of vectors (192 bytes) in the order the GEMV
-//                        reads them: triple 8h + v holds, dword i from row i,
-//                          ql[64h + 4v..+3], ql[64h + 32 + 4v..+3], qh[32h + 4v..+3]
-//                        (the low and high bits of elements 128h + 32k + 4v..+3, k = 0..3)
+//     bytes  256..3327   the quants, 16 triples of vectors A, B, C (192 bytes) in the order
+//                        the GEMV reads them: in triple 8h + v, byte b of dword i (row i) of
+//                        A, B, C holds q_0, q_1, q_2 in bits 0-5 and bits 0-1, 2-3, 4-5 of q_3
+//                        in bits 6-7, where q_k (0..63) is the 6-bit quant of element
+//                        128h + 32k + 4v + b (q6_k.h's ql/qh re-encoded so that one AND gives
+//                        q_0, q_1 or q_2, and 5 logic ops 4 q_3)
 //
 // F16 (any cols) goes column by column, 32 bytes (16 rows x 2) each: bytes 32c + 2i..+1 of a
 // group hold element c of row i, unchanged; a group is cols * 32 bytes, the type's own.

@@ -1,16 +1,18 @@
 // Q6_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX-512 VNNI: the decode GEMV
 // and the prefill GEMM.
 //
-// Per super-block of a group (16 rows x 256 weights), for each half h and each of the 4 element
-// sets k (elements 128h + 32k + l, l < 32): 8 vectors of unsigned quants q in [0, 63], vector v
-// built from ql vector 16h + 8(k % 2) + v (low or high nibbles) and qh vector 8h + v (bits 2k,
-// 2k+1 moved to bits 4-5, merged by one vpternlogd), and dotted by vpdpbusd with the broadcast
-// activation dword of elements 128h + 32k + 4v.. (4 quants of all 16 rows, exact). Vectors 0-3
-// and 4-7 are groups 8h + 2k and 8h + 2k + 1; each group's sum minus 32 * bsums[g] is multiplied
-// by its int8 scale (vpshufb to the dword's top byte, arithmetic shift) and added to the
-// super-block's integer sum. Then for all 16 rows one conversion and FMA. Integer bounds as in
-// q6_k.h: |group dot - 32 bsum| <= 16 * 63 * 128 + 32 * 2048, times |sc| <= 128, over 16 groups:
-// < 2^31. The triples are read in layout order (all 4 element sets of a triple at once).
+// Per super-block of a group (16 rows x 256 weights), for each half h and each of the 8 triples
+// v (interleaved.h): the unsigned quants q_0, q_1, q_2 (one AND each with 0x3F) and 4 q_3 (bits
+// 6-7 of A, B and C shifted into bits 2-3, 4-5, 6-7: 5 logic ops), each dotted by vpdpbusd with
+// the broadcast activation dword of elements 128h + 32k + 4v.. (4 quants of all 16 rows, exact).
+// Triples 0-3 and 4-7 of element set k are groups 8h + 2k and 8h + 2k + 1; each group's sum (set
+// 3's divided by 4, exactly) minus 32 * bsums[g] is multiplied by its int8 scale (vpshufb to the
+// dword's top byte, arithmetic shift) and added to the super-block's integer sum. Then for all 16
+// rows one conversion and FMA. Integer bounds as in q6_k.h: |group dot - 32 bsum| <= 16 * 63 * 128
+// + 32 * 2048, times |sc| <= 128, over 16 groups: < 2^31 (set 3 before the division: 16 * 252 *
+// 128). The triples are read in layout order (all 4 element sets of a triple at once). The file's
+// ql/qh split took 13 logic ops per triple, 5 of them shifts (port 0 only on Intel); this takes 8,
+// 2 of them shifts.
 //
 // Every index into the accumulator arrays and every shift count is a compile-time constant
 // (ops/unroll.h): with the loops left rolled, GCC 12 kept the accumulators in memory and the GEMV
@@ -65,21 +67,28 @@ inline __m512i group_scale(const std::byte* blk, int g, const Controls& ctl) {
   return _mm512_srai_epi32(_mm512_shuffle_epi8(v, ctl.scale[g % 4]), 24);
 }
 
-// The unsigned quants of elements 128h + 32K + 4v..+3 of the 16 rows, from triple 8h + v: the
-// low or high nibbles of its ql vector K % 2, and bits 2K, 2K + 1 of its qh vector moved to bits
-// 4-5 (one vpternlogd merges them).
+// The unsigned quants of elements 128h + 32K + 4v..+3 of the 16 rows from triple 8h + v: q_K for
+// K < 3, 4 q_3 for K = 3 (bits 6-7 of A, B, C moved to bits 2-3, 4-5, 6-7; the 16-bit shifts act
+// on masked or later-masked bytes, so no bit crosses into the neighbouring byte).
 template <int K>
 inline __m512i quants(const std::byte* triple) {
-  const __m512i c0f = _mm512_set1_epi8(0x0F), c30 = _mm512_set1_epi8(0x30);
-  const __m512i l = _mm512_load_si512(triple + 64 * (K % 2));
-  const __m512i hb = _mm512_load_si512(triple + 128);
-  const __m512i low = _mm512_and_si512(K < 2 ? l : _mm512_srli_epi16(l, 4), c0f);
-  __m512i high;
-  if constexpr (K == 0) high = _mm512_slli_epi16(hb, 4);
-  if constexpr (K == 1) high = _mm512_slli_epi16(hb, 2);
-  if constexpr (K == 2) high = hb;
-  if constexpr (K == 3) high = _mm512_srli_epi16(hb, 2);
-  return _mm512_ternarylogic_epi32(low, high, c30, 0xF8);  // low | (high & 0x30)
+  if constexpr (K < 3) {
+    return _mm512_and_si512(_mm512_load_si512(triple + 64 * K), _mm512_set1_epi8(0x3F));
+  } else {
+    const __m512i c0 = _mm512_set1_epi8(static_cast<char>(0xC0));
+    const __m512i a = _mm512_srli_epi16(_mm512_load_si512(triple), 4);  // bits 6-7 -> 2-3
+    const __m512i b = _mm512_srli_epi16(_mm512_and_si512(_mm512_load_si512(triple + 64), c0), 2);
+    // 0xE4: (a & c) | (b & ~c) with c = 0x0C: bits 2-3 from a, 4-5 from b (b is 0 elsewhere)
+    const __m512i ab = _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(0x0C), 0xE4);
+    return _mm512_ternarylogic_epi32(ab, _mm512_load_si512(triple + 128), c0, 0xF8);  // ab|(C&c0)
+  }
+}
+
+// The sum of group 8h + G (element set G / 2) from its accumulator: set 3's holds 4x (quants()).
+template <int G>
+inline __m512i group_sum(__m512i acc) {
+  if constexpr (G / 2 == 3) return _mm512_srai_epi32(acc, 2);
+  return acc;
 }
 
 // The first triple of half h of a super-block's quants.
@@ -120,7 +129,8 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x, const C
       for (int t = 0; t < T; ++t) {
         const __m512i offset = _mm512_set1_epi32(32 * x[t]->bsums[g]);
         isum[t] = _mm512_add_epi32(
-            isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(acc[t][G / 2][G % 2], offset), sc));
+            isum[t],
+            _mm512_mullo_epi32(_mm512_sub_epi32(group_sum<G>(acc[t][G / 2][G % 2]), offset), sc));
       }
     });
   }

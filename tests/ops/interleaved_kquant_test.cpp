@@ -376,15 +376,23 @@ TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
           ASSERT_EQ(static_cast<int8_t>(at(blk, 64 * (k / 4) + 4 * i + k % 4)), src.scales[k])
               << "scale " << k << " of row " << r << " block " << b;
         }
-        for (int k = 0; k < 128; ++k) {  // triple 8h + (k % 32) / 4, slot (k % 64) / 32
-          const int h = k / 64, rr = k % 64;
-          ASSERT_EQ(at(blk, 256 + 192 * (8 * h + rr % 32 / 4) + 64 * (rr / 32) + 4 * i + k % 4),
-                    src.ql[k])
-              << "ql byte " << k << " of row " << r << " block " << b;
-        }
-        for (int k = 0; k < 64; ++k) {  // triple k / 4, slot 2
-          ASSERT_EQ(at(blk, 256 + 192 * (k / 4) + 128 + 4 * i + k % 4), src.qh[k])
-              << "qh byte " << k << " of row " << r << " block " << b;
+        // Quants: element 128h + 32k + l of the row is q_k = its ql nibble | its two qh bits << 4
+        // (ggml's dequantize_row_q6_K); triple 8h + l / 4, byte l % 4 of row i's dword holds
+        // q_j | (bits 2j, 2j + 1 of q_3) << 6 in vector j = 0, 1, 2.
+        for (int h = 0; h < 2; ++h) {
+          for (int l = 0; l < 32; ++l) {
+            int q[4];
+            for (int k = 0; k < 4; ++k) {
+              q[k] = (src.ql[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2)) & 0xF) |
+                     (src.qh[32 * h + l] >> (2 * k) & 3) << 4;
+            }
+            for (int j = 0; j < 3; ++j) {
+              ASSERT_EQ(at(blk, 256 + 192 * (8 * h + l / 4) + 64 * j + 4 * i + l % 4),
+                        q[j] | (q[3] >> (2 * j) & 3) << 6)
+                  << "half " << h << " position " << l << " vector " << j << " of row " << r
+                  << " block " << b;
+            }
+          }
         }
       }
     }
