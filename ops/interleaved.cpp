@@ -167,6 +167,13 @@ void q6k_quads(const BlockQ6_K& blk, int h, int l, int q[4]) {
   q[2] = (lo0 >> 4) | (hi >> 4 & 3) << 4;
   q[3] = (lo1 >> 4) | (hi >> 6 & 3) << 4;
 }
+// The inverse: q[k] back into ql and qh.
+void q6k_put_quads(const int q[4], int h, int l, BlockQ6_K& blk) {
+  blk.ql[64 * h + l] = static_cast<uint8_t>((q[0] & 15) | (q[2] & 15) << 4);
+  blk.ql[64 * h + 32 + l] = static_cast<uint8_t>((q[1] & 15) | (q[3] & 15) << 4);
+  blk.qh[32 * h + l] =
+      static_cast<uint8_t>(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+}
 
 BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
   BlockQ6_K blk;
@@ -181,10 +188,7 @@ BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
       int q[4];
       for (int k = 0; k < 3; ++k) q[k] = abc[k] & 63;
       q[3] = (abc[0] >> 6) | (abc[1] >> 6) << 2 | (abc[2] >> 6) << 4;
-      blk.ql[64 * h + l] = static_cast<uint8_t>((q[0] & 15) | (q[2] & 15) << 4);
-      blk.ql[64 * h + 32 + l] = static_cast<uint8_t>((q[1] & 15) | (q[3] & 15) << 4);
-      blk.qh[32 * h + l] =
-          static_cast<uint8_t>(q[0] >> 4 | (q[1] >> 4) << 2 | (q[2] >> 4) << 4 | (q[3] >> 4) << 6);
+      q6k_put_quads(q, h, l, blk);
     }
   }
   return blk;
