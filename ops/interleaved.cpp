@@ -150,8 +150,8 @@ constexpr int64_t q6k_d_at(int64_t b, int64_t i) {
 constexpr int64_t q6k_block_at(int64_t b) {
   return 64 + kX16Q6KBlockBytes * (b % 2);
 }
-constexpr int64_t q6k_scale_at(int64_t b, int64_t i, int byte) {  // byte of scales[16]
-  return q6k_block_at(b) + 64 * (byte / 4) + 4 * i + byte % 4;
+constexpr int64_t q6k_scale_at(int64_t b, int64_t i, int g) {  // scales[g]
+  return q6k_block_at(b) + 16 * g + i;
 }
 // Byte `byte` (0..3) of row i's dword in vector j (0, 1, 2: A, B, C) of triple 8h + v.
 constexpr int64_t q6k_triple_at(int64_t b, int64_t i, int h, int v, int j, int byte) {
@@ -178,7 +178,7 @@ void q6k_put_quads(const int q[4], int h, int l, BlockQ6_K& blk) {
 BlockQ6_K q6k_gather(const std::byte* pair, int64_t b, int64_t i) {
   BlockQ6_K blk;
   std::memcpy(&blk.d, pair + q6k_d_at(b, i), 2);
-  for (int k = 0; k < 16; ++k) std::memcpy(&blk.scales[k], pair + q6k_scale_at(b, i, k), 1);
+  for (int g = 0; g < 16; ++g) std::memcpy(&blk.scales[g], pair + q6k_scale_at(b, i, g), 1);
   for (int h = 0; h < 2; ++h) {
     for (int l = 0; l < 32; ++l) {
       int abc[3];
@@ -199,8 +199,8 @@ void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t 
       WeightType::Q6_K, src, rows, cols, g, [&](const BlockQ6_K& blk, int64_t i, int64_t b) {
         std::byte* pair = dst + b / 2 * kX16Q6KPairBytes;
         std::memcpy(pair + q6k_d_at(b, i), &blk.d, 2);
-        for (int k = 0; k < 16; k += 4) {
-          std::memcpy(pair + q6k_scale_at(b, i, k), blk.scales + k, 4);
+        for (int g = 0; g < 16; ++g) {
+          pair[q6k_scale_at(b, i, g)] = static_cast<std::byte>(blk.scales[g]);
         }
         for (int h = 0; h < 2; ++h) {
           for (int l = 0; l < 32; ++l) {

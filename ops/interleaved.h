@@ -50,7 +50,7 @@
 // super-block), 6720 bytes (16 rows x 2 x 210) per pair:
 //   bytes 0..31 / 32..63   fp16 d of rows 0..15 for super-block 2p / 2p + 1
 //   then super-block 2p, then 2p + 1, 3328 bytes each:
-//     bytes    0..255    scales: 4 vectors of 64, vector k, dword i = scales[4k..4k+3] of row i
+//     bytes    0..255    scales, group by group: byte 16g + i = scales[g] of row i
 //     bytes  256..3327   the quants, 16 triples of vectors A, B, C (192 bytes) in the order
 //                        the GEMV reads them: in triple 8h + v, byte b of dword i (row i) of
 //                        A, B, C holds q_0, q_1, q_2 in bits 0-5 and bits 0-1, 2-3, 4-5 of q_3

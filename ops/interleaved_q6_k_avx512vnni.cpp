@@ -5,14 +5,19 @@
 // v (interleaved.h): the unsigned quants q_0, q_1, q_2 (one AND each with 0x3F) and 4 q_3 (bits
 // 6-7 of A, B and C shifted into bits 2-3, 4-5, 6-7: 5 logic ops), each dotted by vpdpbusd with
 // the broadcast activation dword of elements 128h + 32k + 4v.. (4 quants of all 16 rows, exact).
-// Triples 0-3 and 4-7 of element set k are groups 8h + 2k and 8h + 2k + 1; each group's sum (set
-// 3's divided by 4, exactly) minus 32 * bsums[g] is multiplied by its int8 scale (vpshufb to the
-// dword's top byte, arithmetic shift) and added to the super-block's integer sum. Then for all 16
-// rows one conversion and FMA. Integer bounds as in q6_k.h: |group dot - 32 bsum| <= 16 * 63 * 128
-// + 32 * 2048, times |sc| <= 128, over 16 groups: < 2^31 (set 3 before the division: 16 * 252 *
-// 128). The triples are read in layout order (all 4 element sets of a triple at once). The file's
-// ql/qh split took 13 logic ops per triple, 5 of them shifts (port 0 only on Intel); this takes 8,
-// 2 of them shifts.
+// Triples 0-3 and 4-7 of element set k are groups 8h + 2k and 8h + 2k + 1. Each group's
+// accumulator starts at -32 * bsums[g] (x4 for set 3, whose sums come out 4x and are divided
+// exactly at the end), so it ends at dot_g - 32 * bsums[g] with no subtraction; that is
+// multiplied by the group's int8 scales (16 bytes per group, one sign extension) and added to
+// the super-block's integer sum. Then for all 16 rows one conversion and FMA. Integer bounds as
+// in q6_k.h: |group dot - 32 bsum| <= 16 * 63 * 128 + 32 * 2048, times |sc| <= 128, over 16
+// groups: < 2^31 (set 3's accumulator holds 4x the group term before the division: < 2^20). The
+// triples are read in layout order (all 4 element sets of a triple at once). The file's ql/qh split
+// took 13 logic ops per triple, 5 of them shifts (port 0 only on Intel); this takes 8, 2 of them
+// shifts. The offsets as starting values and the group-major scales take 3 vector ops per group
+// (a broadcast from a register, a subtraction, a shift on port 0) out of ~19; that alone measured
+// as noise, but with the super-block sums kept in registers (block_isums) one Sapphire Rapids core
+// ran 256x2048 in L2 at ~43 GB/s instead of ~38, a cold 2048x5632 at ~12.0 instead of ~11.2.
 //
 // Every index into the accumulator arrays and every shift count is a compile-time constant
 // (ops/unroll.h): with the loops left rolled, GCC 12 kept the accumulators in memory and the GEMV
@@ -38,33 +43,31 @@
 namespace pacer::ops {
 namespace {
 
-// vpshufb controls (the same in every 128-bit lane): byte j of each dword to its top byte, so an
-// arithmetic shift by 24 sign-extends the int8 scale.
-struct Controls {
-  __m512i scale[4];
-};
-
-inline Controls controls() {
-  Controls c;
-  for (int j = 0; j < 4; ++j) {
-    const auto top = [j](uint32_t base) {
-      return static_cast<int32_t>(0x00808080u | (base + j) << 24);
-    };
-    c.scale[j] = _mm512_set4_epi32(top(12), top(8), top(4), top(0));
-  }
-  return c;
-}
-
 inline __m512i act_dword(const int8_t* q, int64_t at) {
   int32_t v;
   std::memcpy(&v, q + at, 4);
   return _mm512_set1_epi32(v);
 }
 
-// Group g's int8 scale of the 16 rows, as int32 lanes.
-inline __m512i group_scale(const std::byte* blk, int g, const Controls& ctl) {
-  const __m512i v = _mm512_load_si512(blk + 64 * (g / 4));
-  return _mm512_srai_epi32(_mm512_shuffle_epi8(v, ctl.scale[g % 4]), 24);
+// Group g's int8 scale of the 16 rows, as int32 lanes (one sign extension from memory).
+inline __m512i group_scale(const std::byte* blk, int g) {
+  return _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + 16 * g)));
+}
+
+// The starting values of the 16 group accumulators of one activation block: -32 * bsums[g], or
+// -128 * bsums[g] for element set 3 (groups 6, 7, 14, 15), whose sums come out 4x (quants()). So
+// each accumulator ends at 4^[set 3] * (dot_g - 32 * bsums[g]) with no subtraction per group, and
+// the starting value is one broadcast from memory (load port only).
+struct GroupOffsets {
+  alignas(64) int32_t v[16];
+};
+
+inline void group_offsets(const BlockQ8_K& x, GroupOffsets& o) {
+  const __m512i neg = _mm512_sub_epi32(
+      _mm512_setzero_si512(),
+      _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums))));
+  _mm512_store_si512(
+      o.v, _mm512_mask_blend_epi32(0xC0C0, _mm512_slli_epi32(neg, 5), _mm512_slli_epi32(neg, 7)));
 }
 
 // The unsigned quants of elements 128h + 32K + 4v..+3 of the 16 rows from triple 8h + v: q_K for
@@ -102,14 +105,17 @@ inline const std::byte* half_at(const std::byte* blk, int h) {
 // one per group of the half. (For prefill's T = 4 this beat going element set by element set with
 // 2 per token: l32 Q4_K_M pp64 on 2 Zen 4 cores, ~261 vs ~251 tok/s.)
 template <int T>
-inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x, const Controls& ctl,
-                        __m512i* isum) {
-  for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
+                        const GroupOffsets* const* off, __m512i* isum) {
+  __m512i sum[T];  // local, so the sums stay in registers (isum may alias what is read)
+  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
   for (int h = 0; h < 2; ++h) {
     const std::byte* base = half_at(blk, h);
     __m512i acc[T][4][2];
     for (int t = 0; t < T; ++t) {
-      for (int k = 0; k < 4; ++k) acc[t][k][0] = acc[t][k][1] = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        for (int j = 0; j < 2; ++j) acc[t][k][j] = _mm512_set1_epi32(off[t]->v[8 * h + 2 * k + j]);
+      }
     }
     unroll<8>([&](auto vc) {
       constexpr int V = decltype(vc)::value;
@@ -125,15 +131,14 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x, const C
     unroll<8>([&](auto gc) {  // group 8h + G: element set G / 2, vectors 4 (G % 2)..+3
       constexpr int G = decltype(gc)::value;
       const int g = 8 * h + G;
-      const __m512i sc = group_scale(blk, g, ctl);
+      const __m512i sc = group_scale(blk, g);
       for (int t = 0; t < T; ++t) {
-        const __m512i offset = _mm512_set1_epi32(32 * x[t]->bsums[g]);
-        isum[t] = _mm512_add_epi32(
-            isum[t],
-            _mm512_mullo_epi32(_mm512_sub_epi32(group_sum<G>(acc[t][G / 2][G % 2]), offset), sc));
+        sum[t] =
+            _mm512_add_epi32(sum[t], _mm512_mullo_epi32(group_sum<G>(acc[t][G / 2][G % 2]), sc));
       }
     });
   }
+  for (int t = 0; t < T; ++t) isum[t] = sum[t];
 }
 
 // acc + d * d_x * isum for the 16 rows of super-block b of the group at grp.
@@ -152,18 +157,21 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
 // prefetch_pairs further on prefetched (0: none; one Sapphire Rapids core, cold Q6_K x16:
 // ~8-9.4 -> 8.3-10.6 GB/s with one pair).
 template <int S>
-void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
-                 float* const* out, int64_t prefetch_pairs) {
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
+                 int64_t prefetch_pairs) {
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    GroupOffsets off;
+    group_offsets(x[b], off);
+    const GroupOffsets* offp = &off;
     for (int s = 0; s < S; ++s) {
       if (prefetch_pairs > 0 && b % 2 == 0 && b + 2 * prefetch_pairs < nb) {
         prefetch_lines(group[s] + (b / 2 + prefetch_pairs) * kX16Q6KPairBytes, kX16Q6KPairBytes);
       }
       const BlockQ8_K* xb = x + b;
       __m512i isum;
-      block_isums<1>(block_quants(group[s], b), &xb, ctl, &isum);
+      block_isums<1>(block_quants(group[s], b), &xb, &offp, &isum);
       acc[s] = accumulate(group[s], b, isum, x[b].d, acc[s]);
     }
   }
@@ -172,15 +180,21 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
 
 // T tokens against one group.
 template <int T>
-void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, const Controls& ctl,
-                float* out, int64_t out_stride) {
+void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, float* out,
+                int64_t out_stride) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_K* xb[T];
-    for (int t = 0; t < T; ++t) xb[t] = x[t] + b;
+    GroupOffsets off[T];
+    const GroupOffsets* offp[T];
+    for (int t = 0; t < T; ++t) {
+      xb[t] = x[t] + b;
+      group_offsets(*xb[t], off[t]);
+      offp[t] = &off[t];
+    }
     __m512i isum[T];
-    block_isums<T>(block_quants(grp, b), xb, ctl, isum);
+    block_isums<T>(block_quants(grp, b), xb, offp, isum);
     for (int t = 0; t < T; ++t) acc[t] = accumulate(grp, b, isum[t], xb[t]->d, acc[t]);
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
@@ -192,10 +206,9 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, float* out) {
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
-  const Controls ctl = controls();
   x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, x16_group_bytes(WeightType::Q6_K, n),
                          out, [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs,
+                           gemv_groups<decltype(streams)::value>(nb, group, x, outs,
                                                                  gemv_software_prefetch() ? 1 : 0);
                          });
 }
@@ -204,14 +217,13 @@ void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
   const int64_t nb = n / 256;
-  const Controls ctl = controls();
   x16_gemm_token_quads(
       groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), act, act_stride, nt, out, out_stride,
       [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
         constexpr int T = decltype(tokens)::value;
         const BlockQ8_K* x[T];
         for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
-        gemm_group<T>(nb, grp, x, ctl, o, out_stride);
+        gemm_group<T>(nb, grp, x, o, out_stride);
       });
 }
 

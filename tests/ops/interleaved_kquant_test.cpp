@@ -373,7 +373,7 @@ TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
           ASSERT_EQ(at(pair, 32 * (b % 2) + 2 * i + k), d[k]) << "d of row " << r << " block " << b;
         }
         for (int k = 0; k < 16; ++k) {
-          ASSERT_EQ(static_cast<int8_t>(at(blk, 64 * (k / 4) + 4 * i + k % 4)), src.scales[k])
+          ASSERT_EQ(static_cast<int8_t>(at(blk, 16 * k + i)), src.scales[k])
               << "scale " << k << " of row " << r << " block " << b;
         }
         // Quants: element 128h + 32k + l of the row is q_k = its ql nibble | its two qh bits << 4
