@@ -99,44 +99,51 @@ inline const std::byte* half_at(const std::byte* blk, int h) {
   return blk + 256 + 192 * 8 * h;
 }
 
-// isum[t] = sum_g sc_g * (dot_g - 32 * bsums[g]) of one super-block (quants at blk) of 16 rows
-// against T activation blocks, reading the quants in the layout's byte order (triple after triple,
-// so each stream is sequential), each quant vector built once for all T: 8 accumulators per token,
-// one per group of the half. (For prefill's T = 4 this beat going element set by element set with
-// 2 per token: l32 Q4_K_M pp64 on 2 Zen 4 cores, ~261 vs ~251 tok/s.)
+// sum[t] += sum_g sc_g * (dot_g - 32 * bsums[g]) over the 4 groups of one quarter of a
+// super-block (quants at blk): half h, triples 4QV..4QV+3, groups 8h + 2k + QV (k = 0..3), against
+// T activation blocks, reading the quants in the layout's byte order (triple after triple, so each
+// stream is sequential), each quant vector built once for all T: 4 accumulators per token, one
+// per group. (For prefill's T = 4 this beat going element set by element set with 2 per token: l32
+// Q4_K_M pp64 on 2 Zen 4 cores, ~261 vs ~251 tok/s; by quarters rather than halves, half the
+// accumulators, the GEMM ran at the same speed on one Sapphire Rapids core.)
+template <int T, int QV>
+inline void quarter_isums(const std::byte* blk, int h, const BlockQ8_K* const* x,
+                          const GroupOffsets* const* off, __m512i* sum) {
+  const std::byte* base = half_at(blk, h);
+  __m512i acc[T][4];
+  for (int t = 0; t < T; ++t) {
+    for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_set1_epi32(off[t]->v[8 * h + 2 * k + QV]);
+  }
+  unroll<4>([&](auto vc) {
+    constexpr int V = 4 * QV + decltype(vc)::value;
+    unroll<4>([&](auto kc) {
+      constexpr int K = decltype(kc)::value;
+      const __m512i q = quants<K>(base + 192 * V);
+      for (int t = 0; t < T; ++t) {
+        acc[t][K] =
+            _mm512_dpbusd_epi32(acc[t][K], q, act_dword(x[t]->qs, 128 * h + 32 * K + 4 * V));
+      }
+    });
+  });
+  unroll<4>([&](auto kc) {
+    constexpr int K = decltype(kc)::value;
+    constexpr int G = 2 * K + QV;
+    const __m512i sc = group_scale(blk, 8 * h + G);
+    for (int t = 0; t < T; ++t) {
+      sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(group_sum<G>(acc[t][K]), sc));
+    }
+  });
+}
+
+// isum[t] = sum_g sc_g * (dot_g - 32 * bsums[g]) of one super-block, quarter by quarter.
 template <int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
                         const GroupOffsets* const* off, __m512i* isum) {
   __m512i sum[T];  // local, so the sums stay in registers (isum may alias what is read)
   for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
   for (int h = 0; h < 2; ++h) {
-    const std::byte* base = half_at(blk, h);
-    __m512i acc[T][4][2];
-    for (int t = 0; t < T; ++t) {
-      for (int k = 0; k < 4; ++k) {
-        for (int j = 0; j < 2; ++j) acc[t][k][j] = _mm512_set1_epi32(off[t]->v[8 * h + 2 * k + j]);
-      }
-    }
-    unroll<8>([&](auto vc) {
-      constexpr int V = decltype(vc)::value;
-      unroll<4>([&](auto kc) {
-        constexpr int K = decltype(kc)::value;
-        const __m512i q = quants<K>(base + 192 * V);
-        for (int t = 0; t < T; ++t) {
-          acc[t][K][V / 4] = _mm512_dpbusd_epi32(acc[t][K][V / 4], q,
-                                                 act_dword(x[t]->qs, 128 * h + 32 * K + 4 * V));
-        }
-      });
-    });
-    unroll<8>([&](auto gc) {  // group 8h + G: element set G / 2, vectors 4 (G % 2)..+3
-      constexpr int G = decltype(gc)::value;
-      const int g = 8 * h + G;
-      const __m512i sc = group_scale(blk, g);
-      for (int t = 0; t < T; ++t) {
-        sum[t] =
-            _mm512_add_epi32(sum[t], _mm512_mullo_epi32(group_sum<G>(acc[t][G / 2][G % 2]), sc));
-      }
-    });
+    quarter_isums<T, 0>(blk, h, x, off, sum);
+    quarter_isums<T, 1>(blk, h, x, off, sum);
   }
   for (int t = 0; t < T; ++t) isum[t] = sum[t];
 }
@@ -153,27 +160,40 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
   return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
 }
 
-// S groups at once (S far-apart streams), super-block by super-block; each stream's block pair
-// prefetch_pairs further on prefetched (0: none; one Sapphire Rapids core, cold Q6_K x16:
-// ~8-9.4 -> 8.3-10.6 GB/s with one pair).
+// S groups at once (S far-apart streams), super-block by super-block and within one quarter by
+// quarter (half h, triples 4QV..4QV+3: 768 bytes, groups 8h + QV, +2, +4, +6): quarter Q of
+// every stream, then quarter Q + 1, so the loads in flight come from all S streams at once (as
+// the Q4_K / Q5_K chunk order), and each stream's pair prefetch_pairs further on is prefetched an
+// eighth per quarter rather than in one burst per pair (0: none). One Sapphire Rapids core, cold
+// 2048x5632 and 32000x2048, 4 streams, against a super-block at a time and the whole next pair at
+// once: 1.34-1.42x (11 and 7 alternations over 700 MB); 2 or 3 pairs ahead: 0.86-0.95x of 1.
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
                  int64_t prefetch_pairs) {
+  constexpr int64_t kEighth = kX16Q6KPairBytes / 8;
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     GroupOffsets off;
     group_offsets(x[b], off);
     const GroupOffsets* offp = &off;
-    for (int s = 0; s < S; ++s) {
-      if (prefetch_pairs > 0 && b % 2 == 0 && b + 2 * prefetch_pairs < nb) {
-        prefetch_lines(group[s] + (b / 2 + prefetch_pairs) * kX16Q6KPairBytes, kX16Q6KPairBytes);
-      }
-      const BlockQ8_K* xb = x + b;
-      __m512i isum;
-      block_isums<1>(block_quants(group[s], b), &xb, &offp, &isum);
-      acc[s] = accumulate(group[s], b, isum, x[b].d, acc[s]);
+    const BlockQ8_K* xb = x + b;
+    const bool prefetch = prefetch_pairs > 0 && b + 2 * prefetch_pairs < nb;
+    __m512i isum[S];
+    for (int s = 0; s < S; ++s) isum[s] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      unroll<2>([&](auto qc) {
+        constexpr int QV = decltype(qc)::value;
+        for (int s = 0; s < S; ++s) {
+          if (prefetch) {
+            const std::byte* ahead = group[s] + (b / 2 + prefetch_pairs) * kX16Q6KPairBytes;
+            prefetch_lines(ahead + (4 * (b % 2) + 2 * h + QV) * kEighth, kEighth);
+          }
+          quarter_isums<1, QV>(block_quants(group[s], b), h, &xb, &offp, &isum[s]);
+        }
+      });
     }
+    for (int s = 0; s < S; ++s) acc[s] = accumulate(group[s], b, isum[s], x[b].d, acc[s]);
   }
   for (int s = 0; s < S; ++s) _mm512_storeu_ps(out[s], acc[s]);
 }
