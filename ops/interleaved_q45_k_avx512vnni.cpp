@@ -232,8 +232,10 @@ inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& c
 // in L2, 1.05x). Each stream's super-block prefetch_blocks further on is prefetched (0: none):
 // one Sapphire Rapids core read cold Q4_K / Q5_K x16 matrices (TinyLlama's shapes, BM_gemv cold:1)
 // at 9-10 / 8-9.5 GB/s without and 13-14.5 / 10-13 GB/s with one super-block; 2, or 4-8 more into
-// L2, gave no more. (Q6_K's GEMV gained nothing from the same interleave, half super-block by
-// half, with its unpack of the time: ~24 GB/s with the matrix in L2, so compute-bound.)
+// L2, gave no more. (Q6_K's GEMV gained nothing from the same interleave while its unpack held it
+// at ~24 GB/s in L2; with a cheaper unpack it now goes quarter super-block by quarter, 1.34-1.42x
+// cold: interleaved_q6_k_avx512vnni.cpp. Half-chunks here, with the prefetch spread likewise:
+// 1.03-1.05x, within the noise of that test, not taken.)
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
                  float* const* out, int64_t prefetch_blocks) {
