@@ -232,10 +232,15 @@ inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& c
 // in L2, 1.05x). Each stream's super-block prefetch_blocks further on is prefetched (0: none):
 // one Sapphire Rapids core read cold Q4_K / Q5_K x16 matrices (TinyLlama's shapes, BM_gemv cold:1)
 // at 9-10 / 8-9.5 GB/s without and 13-14.5 / 10-13 GB/s with one super-block; 2, or 4-8 more into
-// L2, gave no more. (Q6_K's GEMV gained nothing from the same interleave while its unpack held it
-// at ~24 GB/s in L2; with a cheaper unpack it now goes quarter super-block by quarter, 1.34-1.42x
-// cold: interleaved_q6_k_avx512vnni.cpp. Half-chunks here, with the prefetch spread likewise:
-// 1.03-1.05x, within the noise of that test, not taken.)
+// L2, gave no more. The prefetch runs on past the group's last super-block into the next group
+// of the stretch, which follows it in memory and is this stream's next tile
+// (x16_gemv_stream_groups; the last stream's last prefetch lands past the matrix, and a prefetch
+// does not fault): stopping at the group's end left each tile's first super-block to the hardware,
+// 1/nb of the reads (cold, one core: 5632x2048 1.06x, 2048x5632 1.03x with it). (Q6_K's GEMV gained
+// nothing from the same interleave while its unpack held it at ~24 GB/s in L2; with a cheaper
+// unpack it now goes quarter super-block by quarter, 1.34-1.42x cold:
+// interleaved_q6_k_avx512vnni.cpp. Half-chunks here, with the prefetch spread likewise: 1.03-1.05x,
+// within the noise of that test, not taken.)
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
                  float* const* out, int64_t prefetch_blocks) {
@@ -249,9 +254,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
     __m512i even[S], odd[S], msum[S];
     for (int s = 0; s < S; ++s) {
       sb[s] = group[s] + b * kBlockBytes<Bits>;
-      ahead[s] = prefetch_blocks > 0 && b + prefetch_blocks < nb
-                     ? sb[s] + prefetch_blocks * kBlockBytes<Bits>
-                     : nullptr;
+      ahead[s] = prefetch_blocks > 0 ? sb[s] + prefetch_blocks * kBlockBytes<Bits> : nullptr;
       sc[s] = unpack_scales(sb[s]);
       msum[s] = mins_sum(sc[s], ctl, a);
       even[s] = odd[s] = _mm512_setzero_si512();
