@@ -59,9 +59,16 @@ TEST(RecorderReal, OpsCarryOnCpuTimeRunQueueAndFrequency) {
   EXPECT_TRUE(mode == "hardware" || mode == "software") << mode;
   EXPECT_FALSE(h["frequency"]["source"].get<std::string>().empty());
   ASSERT_EQ(h["freq_before_mhz"].size(), h["freq_cpus"].size());
+  // A plausible core clock, not a nominal one: a throttled host really runs this vCPU at a tenth of
+  // its clock for tens of milliseconds at a time (the dev VM read 230-250 MHz there, and a
+  // 2.4M-cycle imul chain right after such a reading took 10 ms instead of 1), so the floor is
+  // 100 MHz: a unit error (kHz, GHz) still lands far outside, and the estimator's accuracy is
+  // held in hwcounters/frequency_test.cpp (two independent chains agree within 5 %).
+  constexpr double kMinMhz = 100.0, kMaxMhz = 7000.0;
   for (const json& f : h["freq_before_mhz"]) {
     if (f.is_number()) {
-      EXPECT_GT(f.get<double>(), 400.0);
+      EXPECT_GT(f.get<double>(), kMinMhz);
+      EXPECT_LT(f.get<double>(), kMaxMhz);
     }
   }
   const auto ops = of_type(log, "op");
@@ -82,8 +89,8 @@ TEST(RecorderReal, OpsCarryOnCpuTimeRunQueueAndFrequency) {
         EXPECT_LE(w["runq_ns"].get<int64_t>(), wall);
       }
       if (w.contains("freq_mhz")) {
-        EXPECT_GT(w["freq_mhz"].get<double>(), 400.0);
-        EXPECT_LT(w["freq_mhz"].get<double>(), 7000.0);
+        EXPECT_GT(w["freq_mhz"].get<double>(), kMinMhz);
+        EXPECT_LT(w["freq_mhz"].get<double>(), kMaxMhz);
       } else {
         ADD_FAILURE() << "no frequency in " << w.dump();
       }
