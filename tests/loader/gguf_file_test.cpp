@@ -1,6 +1,8 @@
 // GgufWriter and GgufFile: exact bytes against a hand-built file, every value type, nested
 // arrays, v2, alignment, streamed tensors, mmap views, and the reader's structural checks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cstring>
 
 #include <unistd.h>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loader/gguf_file.h"
@@ -295,6 +299,58 @@ TEST(GgufFile, PopulateMapsTheTensorInWithoutReadingIt) {
   f.populate({});  // empty and foreign ranges are ignored
   const std::vector<std::byte> elsewhere(64);
   f.populate(elsewhere);
+  std::filesystem::remove_all(dir);
+}
+
+// Fraction of the pages of `bytes` (inside a file mapping) that are in the page cache.
+double cached_fraction(std::span<const std::byte> bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<uintptr_t>(bytes.data()) / page * page;
+  const auto last =
+      (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size() + page - 1) / page * page;
+  std::vector<unsigned char> vec((last - first) / page);
+  if (::mincore(reinterpret_cast<void*>(first), last - first, vec.data()) != 0) return -1;
+  int64_t in = 0;
+  for (unsigned char v : vec) in += v & 1;
+  return static_cast<double>(in) / static_cast<double>(vec.size());
+}
+
+TEST(GgufFile, ReadAheadFillsThePageCacheWithoutMappingIn) {
+  std::vector<float> values;
+  const auto dir = write_big_file(&values);
+  const auto path = dir / "big.gguf";
+  {  // Write the file back and evict it from the page cache.
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  const GgufFile f = GgufFile::open(path);
+  const std::span<const std::byte> data = f.require_tensor("big").data;
+  const double before = cached_fraction(data);
+  ASSERT_GE(before, 0.0) << "mincore failed";
+  if (before > 0.5) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "the page cache kept " << before * 100
+                 << " % of the file after POSIX_FADV_DONTNEED (tmpfs?): nothing to read ahead";
+  }
+  const int64_t resident_opened = resident_bytes();
+  f.read_ahead(data);
+  // The read runs in the background: wait (bounded) until the pages are cached.
+  double after = cached_fraction(data);
+  for (int i = 0; i < 200 && after < 0.95; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    after = cached_fraction(data);
+  }
+  EXPECT_GE(after, 0.95) << "cached before " << before;
+  // Cached, not mapped: the resident set did not take the 64 MiB.
+  EXPECT_LT(resident_bytes() - resident_opened, static_cast<int64_t>(data.size()) / 10);
+  const auto* floats = reinterpret_cast<const float*>(data.data());
+  for (size_t i = 0; i < values.size(); i += 4099) ASSERT_EQ(floats[i], values[i]);
+  f.read_ahead({});  // empty and foreign ranges are ignored
+  const std::vector<std::byte> elsewhere(64);
+  f.read_ahead(elsewhere);
   std::filesystem::remove_all(dir);
 }
 
