@@ -452,6 +452,8 @@ inline constexpr std::string_view kCeilingTokS = "ceiling_tok_s";
 inline constexpr std::string_view kRooflinePct = "roofline_pct";
 inline constexpr std::string_view kRooflineApplies = "roofline_applies";
 inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
+inline constexpr std::string_view kBandwidthBeforeGbs = "bandwidth_before_gbs";
+inline constexpr std::string_view kBandwidthAfterGbs = "bandwidth_after_gbs";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kArch = "arch";
@@ -477,6 +479,8 @@ inline constexpr std::array kAll{kTest,
                                  kRooflinePct,
                                  kRooflineApplies,
                                  kBandwidthMethod,
+                                 kBandwidthBeforeGbs,
+                                 kBandwidthAfterGbs,
                                  kEvents,
                                  kModel,
                                  kArch,

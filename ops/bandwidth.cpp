@@ -110,6 +110,14 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
         std::to_string(threads) + ", bytes=" + std::to_string(opts.bytes) +
         ", reps=" + std::to_string(opts.reps) + ")");
   }
+  std::vector<Variant> vs = variants(opts.search || !opts.variant.empty());
+  if (!opts.variant.empty()) {
+    std::erase_if(vs, [&](const Variant& v) { return v.name() != opts.variant; });
+    if (vs.empty()) {
+      throw std::invalid_argument("probe_read_bandwidth: no read loop named '" + opts.variant +
+                                  "' on this CPU");
+    }
+  }
   constexpr size_t kHugePage = size_t{2} << 20;
   const size_t slice = opts.bytes / static_cast<size_t>(threads) / 64 * 64;
   const size_t total = slice * static_cast<size_t>(threads);
@@ -120,7 +128,6 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
   BandwidthProbe probe;
   probe.huge_pages = thp_available() && ::madvise(buf.get(), alloc, MADV_HUGEPAGE) == 0;
 
-  const std::vector<Variant> vs = variants(opts.search);
   using Clock = std::chrono::steady_clock;
   std::vector<double> best_seconds(vs.size(), 1e300);
   size_t phase = 0;
@@ -165,9 +172,10 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
     if (probe.trials[i].gbs > probe.trials[best].gbs) best = i;
   }
   probe.gbs = probe.trials[best].gbs;
-  probe.method = "best of " + std::to_string(vs.size()) + " read loops: " + vs[best].name() +
-                 " per thread, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
-                 (opts.cpus.empty() ? ", unpinned" : ", pinned") + ", " +
+  probe.variant = probe.trials[best].variant;
+  probe.method = (vs.size() > 1 ? "best of " + std::to_string(vs.size()) + " read loops: " : "") +
+                 vs[best].name() + " per thread, " + std::to_string(threads) + " thread" +
+                 (threads > 1 ? "s" : "") + (opts.cpus.empty() ? ", unpinned" : ", pinned") + ", " +
                  std::to_string(total >> 20) + " MiB" +
                  (probe.huge_pages ? ", huge pages requested" : "");
   return probe;

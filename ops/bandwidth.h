@@ -27,14 +27,19 @@ struct BandwidthOptions {
   std::vector<int> cpus{};  // pin the probe's threads (empty: no pinning)
   bool search = true;       // false: only the default variant (AVX-512/AVX2, 4 streams in bursts of
                             // 16 lines, no prefetch)
+  // Non-empty: only the read loop of this name (a BandwidthTrial::variant of an earlier probe on
+  // this machine), to measure again what a search found best; overrides `search`. Throws
+  // std::invalid_argument for a name this CPU has no loop for.
+  std::string variant{};
 };
 struct BandwidthTrial {
   std::string variant;  // e.g. "avx512 x8 streams, prefetch 1024 B"
   double gbs = 0;       // its best pass
 };
 struct BandwidthProbe {
-  double gbs = 0;      // the best trial's figure (1e9 bytes/s)
-  std::string method;  // how it was obtained (best variant, pages, threads, pinning)
+  double gbs = 0;       // the best trial's figure (1e9 bytes/s)
+  std::string variant;  // the best trial's read loop (BandwidthOptions::variant measures it again)
+  std::string method;   // how it was obtained (best variant, pages, threads, pinning)
   std::vector<BandwidthTrial> trials;  // every variant, in the order run
   bool huge_pages = false;             // the kernel grants transparent huge pages to the buffer
 };

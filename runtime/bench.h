@@ -45,7 +45,8 @@ struct BenchOptions {
   std::string events_dir;         // non-empty: record the last rep of every row there
   ops::WeightType kv_type = ops::WeightType::F16;
   uint64_t seed = 1234;  // random tokens for pp/tg (llama-bench feeds random tokens)
-  bool roofline = true;  // measure read bandwidth per thread count
+  bool roofline = true;  // measure read bandwidth per thread count (and around every tg row)
+  double bandwidth_drift_flag = 0.10;  // flag tg rows whose before/after bandwidths differ more
   size_t bandwidth_bytes = size_t{1} << 30;
   // Progress: (rows done, rows total, current row label); called on the calling thread.
   std::function<void(int, int, const std::string&)> progress;
@@ -67,7 +68,10 @@ struct BenchRow {
   std::vector<double> tok_s;  // one per rep
   double mean = 0, sd = 0, cv = 0;
   double freq_mean_mhz = 0, freq_min_mhz = 0, freq_max_mhz = 0;  // over reps and workers
-  double bandwidth_gbs = 0;        // measured read bandwidth at this thread count (0: not measured)
+  double bandwidth_gbs = 0;  // measured read bandwidth at this thread count (0: not measured)
+  // tg rows: the best read loop of the placement measured again just before the row's timed reps
+  // and just after them; bandwidth_gbs is their mean (0: not measured)
+  double bandwidth_before_gbs = 0, bandwidth_after_gbs = 0;
   double ceiling_tok_s = 0;        // tg: bandwidth / matmul bytes per token
   double roofline_pct = 0;         // tg: mean / ceiling
   std::string bandwidth_method;    // how the bandwidth was found (ops::BandwidthProbe::method)

@@ -48,6 +48,7 @@ struct BenchArgs {
   bool no_roofline = false;
   double cv_flag = 5.0;
   double drift_flag = 5.0;
+  double bandwidth_drift_flag = 10.0;
   int64_t bandwidth_mb = 1024;
   int overhead_pairs = 0;
   std::string db;  // results database (--db / $PACER_DB); empty: none
@@ -422,6 +423,7 @@ runtime::BenchOptions bench_options(const BenchArgs& a) {
   o.events_dir = a.events_dir;
   o.cv_flag = a.cv_flag / 100.0;
   o.freq_drift_flag = a.drift_flag / 100.0;
+  o.bandwidth_drift_flag = a.bandwidth_drift_flag / 100.0;
   o.roofline = !a.no_roofline;
   o.bandwidth_bytes = static_cast<size_t>(a.bandwidth_mb) << 20;
   o.delay_s = a.delay;
@@ -574,6 +576,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--drift-flag", args->drift_flag,
                   "flag rows whose frequency range exceeds this % of the mean")
       ->capture_default_str();
+  cmd->add_option("--bandwidth-drift-flag", args->bandwidth_drift_flag,
+                  "flag tg rows whose read bandwidth before and after the row differ by more than "
+                  "this % of their mean")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -72,6 +72,30 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
   }
 }
 
+TEST(Bandwidth, ANamedVariantRunsOnlyThatLoop) {
+  const BandwidthProbe found = probe_read_bandwidth({.threads = 1, .bytes = 8u << 20, .reps = 1});
+  ASSERT_FALSE(found.variant.empty());
+  // The best trial's name is the probe's variant.
+  bool named = false;
+  for (const BandwidthTrial& t : found.trials)
+    named = named || (t.variant == found.variant && t.gbs == found.gbs);
+  EXPECT_TRUE(named) << found.variant;
+  // Every variant of the search can be measured again alone, under its own name.
+  for (const BandwidthTrial& t : found.trials) {
+    const BandwidthProbe again =
+        probe_read_bandwidth({.threads = 1, .bytes = 8u << 20, .reps = 1, .variant = t.variant});
+    ASSERT_EQ(again.trials.size(), 1u) << t.variant;
+    EXPECT_EQ(again.trials[0].variant, t.variant);
+    EXPECT_EQ(again.variant, t.variant);
+    EXPECT_GT(again.gbs, 0.1) << t.variant;
+    EXPECT_EQ(again.method.find("best of"), std::string::npos) << again.method;
+    EXPECT_EQ(again.method.rfind(t.variant, 0), 0u) << again.method;
+  }
+  EXPECT_THROW(
+      probe_read_bandwidth({.threads = 1, .bytes = 8u << 20, .variant = "avx9 x3 streams"}),
+      std::invalid_argument);
+}
+
 TEST(Bandwidth, RejectsBadArguments) {
   EXPECT_THROW(measure_read_bandwidth_gbs(0, 1 << 20, 1), std::invalid_argument);
   EXPECT_THROW(measure_read_bandwidth_gbs(1, 1 << 20, 0), std::invalid_argument);

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,12 +72,19 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
     EXPECT_GE(row.freq_max_mhz, row.freq_mean_mhz);
     if (row.n_gen > 0) {
       ASSERT_GT(row.bandwidth_gbs, 0.0);
+      // The roofline is the search's best loop measured again around the row's timed reps.
+      ASSERT_GT(row.bandwidth_before_gbs, 0.0);
+      ASSERT_GT(row.bandwidth_after_gbs, 0.0);
+      EXPECT_DOUBLE_EQ(row.bandwidth_gbs, (row.bandwidth_before_gbs + row.bandwidth_after_gbs) / 2);
+      EXPECT_NE(row.bandwidth_method.find("just before and just after"), std::string::npos)
+          << row.bandwidth_method;
       EXPECT_NEAR(row.ceiling_tok_s,
                   row.bandwidth_gbs * 1e9 / static_cast<double>(r.matmul_bytes_per_token),
                   1e-6 * row.ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
     } else {
       EXPECT_EQ(row.ceiling_tok_s, 0.0);
+      EXPECT_EQ(row.bandwidth_before_gbs, 0.0);  // prefill rows have no roofline
     }
   }
   EXPECT_EQ(r.rows[0].test, "pp16");
@@ -121,17 +129,47 @@ TEST(BenchRun, NoisyRowsAreFlaggedWithTheReason) {
   EXPECT_NE(r.rows[0].flags[0].find("cv"), std::string::npos);
 }
 
-TEST(BenchRun, CacheResidentModelsAndSingleRepsAreFlaggedNotOk) {
-  // The tiny model's weights (~0.5 MB) fit any last-level cache: its decode can beat the DRAM
-  // read bandwidth, which must read as "roofline does not apply", never as a healthy 129%.
-  const Model model = Model::load(tiny_model());
+// One tg4 row at 1 thread, `reps` timed reps, with a small (8 MiB) bandwidth probe.
+BenchOptions one_tg4_row(int reps) {
   BenchOptions o;
   o.n_prompt = {0};
   o.n_gen = {4};
   o.threads = {1};
-  o.reps = 1;
+  o.reps = reps;
   o.bandwidth_bytes = 8u << 20;
-  const BenchResult r = run_bench(model, o);
+  return o;
+}
+
+TEST(BenchRun, ABandwidthThatMovedAcrossARowIsFlagged) {
+  const Model model = Model::load(tiny_model());
+  BenchOptions o = one_tg4_row(2);
+  auto drift_flags = [](const BenchRow& row) {
+    std::string out;
+    for (const auto& f : row.flags) {
+      if (f.find("across the row") != std::string::npos) out += f + "\n";
+    }
+    return out;
+  };
+  o.bandwidth_drift_flag = -1;  // any before/after pair counts as moved: the flag and its figures
+  BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  const BenchRow& moved = r.rows[0];
+  const std::string flag = drift_flags(moved);
+  EXPECT_NE(flag.find(fmt::format("{:.1f} -> {:.1f} GB/s", moved.bandwidth_before_gbs,
+                                  moved.bandwidth_after_gbs)),
+            std::string::npos)
+      << flag;
+  o.bandwidth_drift_flag = 1e9;  // nothing counts as moved
+  r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(drift_flags(r.rows[0]), "");
+}
+
+TEST(BenchRun, CacheResidentModelsAndSingleRepsAreFlaggedNotOk) {
+  // The tiny model's weights (~0.5 MB) fit any last-level cache: its decode can beat the DRAM
+  // read bandwidth, which must read as "roofline does not apply", never as a healthy 129%.
+  const Model model = Model::load(tiny_model());
+  const BenchResult r = run_bench(model, one_tg4_row(1));
   ASSERT_EQ(r.rows.size(), 1u);
   const BenchRow& row = r.rows[0];
   EXPECT_GT(row.bandwidth_gbs, 0.0);
