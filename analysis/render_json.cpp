@@ -46,7 +46,9 @@ json cpu_json(const CpuMetrics& c) {
           {"offcpu_share", opt(c.offcpu_share)},
           {"migrations", c.migrations},
           {"wait_share", opt(c.wait_share)},
-          {"wait_ns", c.wait_ns}};
+          {"wait_ns", c.wait_ns},
+          {"imbalance_share", opt(c.imbalance_share)},
+          {"imbalance_ns", c.imbalance_ns}};
 }
 
 json steps_json(const Report& r) {

@@ -43,6 +43,12 @@ struct CpuMetrics {
   // that started late (a worker thread waiting for a CPU shows here, not in runq).
   std::optional<double> wait_share;
   int64_t wait_ns = 0;
+  // Share of the worker time inside ops run by two or more workers that a worker spent done and
+  // waiting for the op's slowest one: sum over workers of (longest slice - own slice) / (workers x
+  // longest slice). The static row split meets uneven worker speed (a noisy host, SMT siblings,
+  // hybrid cores, a core at a lower clock).
+  std::optional<double> imbalance_share;
+  int64_t imbalance_ns = 0;
   int64_t migrations = 0;  // worker chunks that ended on another CPU
 };
 
@@ -149,6 +155,7 @@ enum class BottleneckKind {
   FrequencyLimited,
   OffCpu,
   OverheadBound,
+  LoadImbalanced,
   Undetermined
 };
 std::string_view bottleneck_name(BottleneckKind k) noexcept;
@@ -178,6 +185,7 @@ struct BottleneckThresholds {
   double frequency_ratio = 0.85;          // mean frequency below this fraction of the reference
   double offcpu_share = 0.10;             // runq share of worker time above this
   double overhead_share = 0.15;           // step time not covered by ops above this
+  double imbalance_share = 0.10;          // worker time waiting for an op's slowest worker
   double low_ipc = 1.0;                   // below: stalls dominate (when IPC is measured)
 };
 

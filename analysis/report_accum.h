@@ -46,6 +46,7 @@ struct CpuAccum {
   bool has_runq = false;
   int64_t migrations = 0;
   int64_t wait_ns = 0, wait_wall_ns = 0;
+  int64_t imbalance_ns = 0, imbalance_wall_ns = 0;
 
   void add_worker(const WorkerSample& w) {
     const double wall = static_cast<double>(std::max<int64_t>(w.duration_ns(), 1));
@@ -83,6 +84,12 @@ struct CpuAccum {
       wait_ns += std::max<int64_t>(e.duration_ns() - longest, 0);
       wait_wall_ns += e.duration_ns();
     }
+    if (e.workers.size() >= 2 && longest > 0) {
+      for (const WorkerSample& w : e.workers) {
+        imbalance_ns += longest - std::max<int64_t>(w.duration_ns(), 0);
+      }
+      imbalance_wall_ns += longest * static_cast<int64_t>(e.workers.size());
+    }
     if (e.weight_bytes > 0) {
       weight_bytes += e.weight_bytes;
       weight_ns += e.duration_ns();
@@ -102,6 +109,8 @@ struct CpuAccum {
     migrations += o.migrations;
     wait_ns += o.wait_ns;
     wait_wall_ns += o.wait_wall_ns;
+    imbalance_ns += o.imbalance_ns;
+    imbalance_wall_ns += o.imbalance_wall_ns;
   }
   CpuMetrics finish(std::optional<double> bandwidth_gbs) const {
     CpuMetrics m;
@@ -121,6 +130,11 @@ struct CpuAccum {
     m.wait_ns = wait_ns;
     if (wait_wall_ns > 0)
       m.wait_share = static_cast<double>(wait_ns) / static_cast<double>(wait_wall_ns);
+    m.imbalance_ns = imbalance_ns;
+    if (imbalance_wall_ns > 0) {
+      m.imbalance_share =
+          static_cast<double>(imbalance_ns) / static_cast<double>(imbalance_wall_ns);
+    }
     return m;
   }
 };

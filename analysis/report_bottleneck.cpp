@@ -28,6 +28,8 @@ std::string_view bottleneck_name(BottleneckKind k) noexcept {
       return "off-CPU";
     case BottleneckKind::OverheadBound:
       return "overhead-bound";
+    case BottleneckKind::LoadImbalanced:
+      return "load-imbalanced";
     case BottleneckKind::Undetermined:
       break;
   }
@@ -297,11 +299,43 @@ std::optional<Loss> overhead_rule(const RuleContext& c) {
   return l;
 }
 
+// Workers done early and waiting at the join for the op's slowest one: lost = the time the
+// ops would have saved with every worker as fast as their mean, sum(longest - own) / workers.
+std::optional<Loss> imbalance_rule(const RuleContext& c) {
+  if (c.focus != Phase::Decode && c.focus != Phase::Prefill) return std::nullopt;
+  const CpuMetrics& cpu = c.cpu;
+  const int workers = static_cast<int>(c.r.workers.size());
+  if (!cpu.imbalance_share || workers < 2 || *cpu.imbalance_share <= c.t.imbalance_share) {
+    return std::nullopt;
+  }
+  Loss l;
+  l.lost_ns = cpu.imbalance_ns / workers;
+  std::string busy;
+  for (const WorkerRow& w : c.r.workers) {
+    busy += fmt::format("{}worker {} {}", busy.empty() ? "" : ", ", w.w, ms(w.busy_ns));
+  }
+  l.finding = {
+      BottleneckKind::LoadImbalanced,
+      c.focus_name,
+      fmt::format("in {}'s parallel ops the workers spent {} of their time done and waiting for "
+                  "the op's slowest worker (threshold {}): ~{} of op time lost at the joins "
+                  "(busy: {})",
+                  c.focus_name, pct(*cpu.imbalance_share), pct(c.t.imbalance_share), ms(l.lost_ns),
+                  busy),
+      {"every worker gets the same rows, so the slowest sets the pace: keep other load off the "
+       "workers' CPUs and pin one worker per core (--pin compact or cores; this run: pin=" +
+           (c.r.header.run.pin.empty() ? std::string("?") : c.r.header.run.pin) + ")",
+       "on SMT or hybrid (performance + efficiency core) CPUs use one worker per physical "
+       "performance core; on a VM, vCPUs slowed by the host show here (compare a slow run with "
+       "a normal one: `pacer compare`)"}};
+  return l;
+}
+
 // The loss rules, in the order they are evaluated (a rule may look at the earlier ones' losses).
 // The losses are then ranked by the time they cost; the first is the verdict.
 using LossRule = std::optional<Loss> (*)(const RuleContext&);
 constexpr LossRule kLossRules[] = {offcpu_rule, frequency_mean_rule, frequency_episode_rule,
-                                   overhead_rule};
+                                   overhead_rule, imbalance_rule};
 
 }  // namespace
 

@@ -45,8 +45,8 @@ std::vector<std::string> stat_cells(const Dist& d) {
           fmt_us(d.p99_ns)};
 }
 
-const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",
-                                           "GB/s",     "% roof",  "off-CPU"};
+const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",  "GB/s",
+                                           "% roof",   "off-CPU", "wait", "imbal"};
 
 std::vector<std::string> cpu_cells(const CpuMetrics& c) {
   auto pct = [](const std::optional<double>& share) {
@@ -58,7 +58,8 @@ std::vector<std::string> cpu_cells(const CpuMetrics& c) {
           fmt_opt(c.gbs, "{:.2f}"),
           fmt_opt(c.roofline_pct, "{:.0f}"),
           pct(c.offcpu_share),
-          pct(c.wait_share)};
+          pct(c.wait_share),
+          pct(c.imbalance_share)};
 }
 
 Table make_table(std::vector<std::string> head, size_t n_text_cols) {
@@ -340,6 +341,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "off-CPU: run-queue time / worker wall time (runnable but not running)",
       "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
       "workers)",
+      "imbal: in ops run by 2+ workers, the share of worker time spent done and waiting for the "
+      "op's slowest worker (uneven worker speed against the static row split)",
       "block_N_total: a block's summed op time per step; component rows likewise per step",
       "phase breakdown: prefill/decode = their step times minus sampling ops inside the steps"};
   const BottleneckThresholds& th = r.thresholds;

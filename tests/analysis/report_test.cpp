@@ -187,7 +187,17 @@ TEST(Report, CpuColumnsFollowTheWorkerSamples) {
   EXPECT_NEAR(*qkv.cpu.gbs, 4 * 50000.0 / (4 * 10 * kUs), 1e-12);  // 5 GB/s
   EXPECT_NEAR(*qkv.cpu.roofline_pct, 50.0, 1e-9);
 
+  // Imbalance: worker 1 is done after 5 of the op's 10 us and waits 5 us; worker 0 never does.
+  ASSERT_TRUE(qkv.cpu.imbalance_share);
+  EXPECT_NEAR(*qkv.cpu.imbalance_share, 5.0 / (2 * 10.0), 1e-12);
+  EXPECT_EQ(qkv.cpu.imbalance_ns, 4 * 5 * kUs);
+  // The phase row counts only its ops run by two or more workers.
+  const OpRow& decode = find(r.by_phase, Phase::Decode, "", -1);
+  ASSERT_TRUE(decode.cpu.imbalance_share);
+  EXPECT_NEAR(*decode.cpu.imbalance_share, 0.25, 1e-12);
+
   const OpRow& ffn = find(r.by_phase_op, Phase::Decode, "ffn_down", -1);
+  EXPECT_FALSE(ffn.cpu.imbalance_share);  // one worker: nothing to wait for
   EXPECT_NEAR(*ffn.cpu.ipc, 1.5, 1e-12);
   EXPECT_EQ(ffn.cpu.migrations, 1);
   EXPECT_NEAR(*ffn.cpu.gbs, 4 * 100000.0 / (100 * kUs), 1e-12);  // 4 GB/s
@@ -307,14 +317,23 @@ TEST(Report, BottleneckRanksLossesByTheTimeTheyCost) {
   EXPECT_EQ(b.findings[1].kind, BottleneckKind::OverheadBound);
   EXPECT_THAT(b.findings[1].evidence, HasSubstr("16.7%"));
   EXPECT_FALSE(b.findings[0].suggestions.empty());
+  // Imbalance: 25% of the 2-worker ops' worker time waiting (> 10%) costs 4 x 5 us / 2 workers.
+  ASSERT_GE(b.findings.size(), 4u);
+  EXPECT_EQ(b.findings[2].kind, BottleneckKind::LoadImbalanced);
+  EXPECT_THAT(b.findings[2].evidence, HasSubstr("25.0% of their time done and waiting"));
+  EXPECT_THAT(b.findings[2].evidence, HasSubstr("~0.01 ms of op time lost"));
+  EXPECT_EQ(bottleneck_name(b.findings[2].kind), "load-imbalanced");
   // The nature of decode: 1,000,000 B / 180 us = 5.56 GB/s = 56% of 10 GB/s -> compute-bound.
-  EXPECT_EQ(b.findings[2].kind, BottleneckKind::ComputeBound);
-  EXPECT_THAT(b.findings[2].evidence, HasSubstr("56%"));
+  EXPECT_EQ(b.findings[3].kind, BottleneckKind::ComputeBound);
+  EXPECT_THAT(b.findings[3].evidence, HasSubstr("56%"));
 
   // Raise the thresholds: no loss passes, the verdict is the nature of the work.
   BottleneckThresholds th;
   th.offcpu_share = 0.5;
   th.overhead_share = 0.5;
+  th.imbalance_share = 0.2;  // still below the 25%: imbalance is the only loss
+  EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::LoadImbalanced);
+  th.imbalance_share = 0.5;
   EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::ComputeBound);
   th.memory_bound_roofline_pct = 50;
   EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::MemoryBound);
