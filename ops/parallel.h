@@ -3,10 +3,13 @@
 // executor implements Parallel (and brackets each chunk with per-worker counter reads); ops ships
 // a serial and a plain-TBB implementation for tests and benchmarks.
 //
-// Partitioning is static: [0, n) is cut into workers() contiguous chunks whose inner boundaries
-// are multiples of `align` (static_chunk below), and chunk c always covers the same range for the
-// same (n, align, workers). With pinned workers, each core then streams the same weight rows every
-// token, so its counters describe a stable slice of work.
+// Partitioning starts static: [0, n) is cut into workers() contiguous chunks (shares) whose inner
+// boundaries are multiples of `align` (static_chunk below), and chunk c always covers the same
+// range for the same (n, align, workers). With pinned workers, each core then streams the same
+// weight rows every token (and, with --numa, from its own node). The runtime's executor may let a
+// worker done with its own chunk take the unstarted tail of a slower one's (work stealing,
+// runtime/executor.h), so body(c, b, e) can run for several sub-ranges of chunk c, on different
+// threads at once: c names the range, not a thread.
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -24,14 +27,17 @@ inline std::pair<int64_t, int64_t> static_chunk(int64_t n, int64_t align, int ch
   return {b, e};
 }
 
-// body(chunk, begin, end); called once per non-empty chunk, possibly concurrently.
+// body(chunk, begin, end): called for sub-ranges that together cover each non-empty chunk once
+// (the whole chunk, or pieces starting at multiples of align from its start), possibly
+// concurrently.
 using ChunkFn = std::function<void(int, int64_t, int64_t)>;
 
 class Parallel {
  public:
   virtual ~Parallel() = default;
   virtual int workers() const noexcept = 0;
-  // Runs body over the static_chunk partition of [0, n); returns when every chunk has run.
+  // Runs body over the static_chunk partition of [0, n) (in pieces where the implementation
+  // balances load); returns when every element has run.
   virtual void run_chunks(int64_t n, int64_t align, const ChunkFn& body) const = 0;
 };
 

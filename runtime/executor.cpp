@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <tbb/global_control.h>
@@ -74,6 +76,12 @@ int set_thread_affinity(const std::vector<int>& cpus) noexcept {
   return rc;
 }
 
+// PACER_WORK_STEALING=0 turns stealing off (every worker runs exactly its static share).
+bool work_stealing_from_env() noexcept {
+  const char* env = std::getenv("PACER_WORK_STEALING");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 std::vector<int> thread_affinity() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -85,11 +93,48 @@ std::vector<int> thread_affinity() {
   return out;
 }
 
-// One per chunk index: the generation of the last job whose chunk was claimed. Own cache line,
-// since every thread may CAS it.
-struct alignas(64) ChunkClaim {
-  std::atomic<uint32_t> generation{0};
+// What is left of one static share (chunk) of the current job, in grains (runs of `align`
+// elements) from the share's start: one 64-bit word, so a claim is one CAS.
+//   bits 40-63: the job's generation (mod 2^24), so a thread holding a stale generation can
+//               never claim (or read the job of) a newer one;
+//   bits 20-39: front, the first grain nobody claimed (the owner takes pieces from here);
+//   bits  0-19: back, one past the last grain nobody claimed (others steal from here).
+// Own cache line, since every thread may CAS it.
+struct alignas(64) ShareClaim {
+  std::atomic<uint64_t> word{0};
 };
+
+constexpr int kPosBits = 20;
+constexpr uint64_t kPosMask = (uint64_t{1} << kPosBits) - 1;
+constexpr uint64_t kGenMask = (uint64_t{1} << 24) - 1;
+constexpr int64_t kMaxGrains = static_cast<int64_t>(kPosMask);
+
+constexpr uint64_t pack_claim(uint32_t gen, int64_t front, int64_t back) {
+  return (uint64_t{gen} & kGenMask) << (2 * kPosBits) | static_cast<uint64_t>(front) << kPosBits |
+         static_cast<uint64_t>(back);
+}
+constexpr uint32_t claim_gen(uint64_t w) {
+  return static_cast<uint32_t>(w >> (2 * kPosBits));
+}
+constexpr int64_t claim_front(uint64_t w) {
+  return static_cast<int64_t>((w >> kPosBits) & kPosMask);
+}
+constexpr int64_t claim_back(uint64_t w) {
+  return static_cast<int64_t>(w & kPosMask);
+}
+
+// The owner of a share takes half of what is left of it (at least kOwnerMinGrains): long pieces
+// first, so its kernels keep their streams long (an x16 GEMV needs 16 groups for 4 streams),
+// shorter ones towards the end, so a worker done early finds something left to take. A thief
+// takes half of what is left, from the back. Owner pieces of a quarter (at least 4 grains) ran
+// decode 0.93-0.96x of these (TinyLlama Q4_K_M, 2 threads, dev VM).
+constexpr int64_t kOwnerMinGrains = 16;
+constexpr int64_t owner_take(int64_t left) {
+  return std::min(left, std::max(kOwnerMinGrains, (left + 1) / 2));
+}
+constexpr int64_t thief_take(int64_t left) {
+  return (left + 1) / 2;
+}
 
 // One per worker slot, written only by the thread running that slot.
 struct alignas(64) SlotStats {
@@ -132,7 +177,7 @@ struct Executor::Impl {
   };
 
   struct Job {
-    int64_t n = 0, align = 1;
+    int64_t n = 0, grain = 1;
     const ops::ChunkFn* body = nullptr;
     ChunkObserver* observer = nullptr;
   };
@@ -143,7 +188,10 @@ struct Executor::Impl {
         workers(resolve_threads(topo, pin, s.threads)),
         cpus(assign_cpus(topo, pin, workers)),
         spin_ns(int64_t{s.spin_us < 0 ? 100 : s.spin_us} * 1000),
-        claims(new ChunkClaim[static_cast<size_t>(workers)]),
+        steal(s.work_stealing < 0 ? work_stealing_from_env() : s.work_stealing != 0),
+        claims(new ShareClaim[static_cast<size_t>(workers)]),
+        share_begin(new int64_t[static_cast<size_t>(workers)]),
+        share_end(new int64_t[static_cast<size_t>(workers)]),
         stats(new SlotStats[static_cast<size_t>(workers)]),
         arena(workers, 1) {
     caller_mask = thread_affinity();
@@ -206,36 +254,76 @@ struct Executor::Impl {
     }
   }
 
-  void run_one(int slot, int chunk, const Job& j) noexcept {
-    auto [b, e] = ops::static_chunk(j.n, j.align, workers, chunk);
-    if (b >= e) return;
-    note_cpu(slot);
-    if (j.observer) j.observer->on_chunk_begin(slot);
+  int64_t share_grains(int c) const noexcept {
+    const int64_t len = share_end[c] - share_begin[c];
+    return len > 0 ? (len + job.grain - 1) / job.grain : 0;
+  }
+
+  // Runs grains [gb, ge) of share c of the current job (the caller holds their claim).
+  void run_piece(int c, int64_t gb, int64_t ge) noexcept {
+    if (failed.load(std::memory_order_relaxed)) return;  // a piece threw: drain the rest
+    const int64_t begin = share_begin[c];
+    const int64_t b = begin + gb * job.grain;
+    const int64_t e = std::min(share_end[c], begin + ge * job.grain);
     try {
-      (*j.body)(chunk, b, e);
+      (*job.body)(c, b, e);
     } catch (...) {
       if (!failed.exchange(true, std::memory_order_acq_rel)) error = std::current_exception();
     }
-    if (j.observer) j.observer->on_chunk_end(slot);
   }
 
-  // Claims and runs chunks of generation g: the chunk numbered like the slot first, then any
-  // other still unclaimed. A claim succeeds only if the chunk's last claim was generation g - 1,
-  // so a thread holding a stale generation can never claim (or read the job of) a newer one.
-  void run_claimable(int slot, uint32_t g) noexcept {
-    for (int k = 0; k < workers; ++k) {
-      const int c = slot + k < workers ? slot + k : slot + k - workers;
-      uint32_t expect = g - 1;
-      std::atomic<uint32_t>& claim = claims[c].generation;
-      if (claim.load(std::memory_order_relaxed) != expect) continue;
-      if (!claim.compare_exchange_strong(expect, g, std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
-        continue;
+  // Claims grains [gb, ge) of share c of generation g (g24: its low 24 bits): from the front for
+  // its owner, from the back for anyone else. False when nothing of it is left (or the word is
+  // another generation's: this thread is stale). The job's fields may be read only after a
+  // claim succeeded: until the claimer gives its grains back through `remaining`, the job
+  // cannot end.
+  bool claim_piece(int c, bool owner, uint32_t g24, int64_t& gb, int64_t& ge) noexcept {
+    std::atomic<uint64_t>& word = claims[c].word;
+    uint64_t cur = word.load(std::memory_order_acquire);
+    for (;;) {
+      if (claim_gen(cur) != g24) return false;
+      const int64_t f = claim_front(cur), b = claim_back(cur);
+      if (f >= b) return false;
+      // Without stealing, whoever claims a share takes all of it, as its owner would.
+      const uint64_t next = !steal  ? pack_claim(g24, b, b)
+                            : owner ? pack_claim(g24, f + owner_take(b - f), b)
+                                    : pack_claim(g24, f, b - thief_take(b - f));
+      if (word.compare_exchange_weak(cur, next, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+        gb = owner || !steal ? f : claim_back(next);
+        ge = owner || !steal ? claim_front(next) : b;
+        return true;
       }
-      run_one(slot, c, job);
-      // After the last decrement the caller may return and free the body: touch nothing after.
-      remaining.fetch_sub(1, std::memory_order_acq_rel);
     }
+  }
+
+  // Runs pieces of generation g until none is left: its own share front to back, then what is
+  // left of the others from their backs. One observer bracket around all the pieces this thread
+  // ran, then one decrement of `remaining` by their grains.
+  void run_claimable(int slot, uint32_t g) noexcept {
+    const uint32_t g24 = static_cast<uint32_t>(g & kGenMask);
+    int64_t grains = 0;
+    ChunkObserver* obs = nullptr;
+    auto run = [&](int c, int64_t gb, int64_t ge) {
+      if (grains == 0) {  // this thread's first piece of the job
+        note_cpu(slot);
+        obs = job.observer;
+        if (obs) obs->on_chunk_begin(slot);
+      }
+      run_piece(c, gb, ge);
+      grains += ge - gb;
+    };
+    int64_t gb = 0, ge = 0;
+    while (claim_piece(slot, true, g24, gb, ge)) run(slot, gb, ge);
+    // A share once empty stays empty: one pass over the others drains them all.
+    for (int k = 1; k < workers; ++k) {
+      const int c = slot + k < workers ? slot + k : slot + k - workers;
+      while (claim_piece(c, false, g24, gb, ge)) run(c, gb, ge);
+    }
+    if (grains == 0) return;
+    if (obs) obs->on_chunk_end(slot);
+    // After the last decrement the caller may return and free the body: touch nothing after.
+    remaining.fetch_sub(grains, std::memory_order_acq_rel);
   }
 
   // Spins for spin_ns, then sleeps on the generation futex, until the generation moves on.
@@ -290,9 +378,22 @@ struct Executor::Impl {
   }
 
   void dispatch(int64_t n, int64_t align, const ops::ChunkFn& body) {
-    job = Job{n, align, &body, observer};
-    remaining.store(workers, std::memory_order_relaxed);
+    // A grain is `align` elements, or a multiple of it when a share would not fit the claim
+    // word's 20 bits (over a million grains); the shares themselves stay static_chunk's.
+    const int64_t units = (n + align - 1) / align;
+    const int64_t per_share = (units + workers - 1) / workers;
+    const int64_t grain = align * ((per_share + kMaxGrains - 1) / kMaxGrains);
+    job = Job{n, grain, &body, observer};
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
+    int64_t total = 0;
+    for (int c = 0; c < workers; ++c) {
+      std::tie(share_begin[c], share_end[c]) = ops::static_chunk(n, align, workers, c);
+      total += share_grains(c);
+    }
+    remaining.store(total, std::memory_order_relaxed);
+    for (int c = 0; c < workers; ++c) {  // release: a claim of g sees the job and remaining
+      claims[c].word.store(pack_claim(g, 0, share_grains(c)), std::memory_order_release);
+    }
     generation.store(g, std::memory_order_seq_cst);  // publishes job and remaining
     if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation);
     run_claimable(0, g);
@@ -314,13 +415,16 @@ struct Executor::Impl {
   int64_t spin_ns;
   std::vector<int> caller_mask;
   bool caller_pinned = false;
-  std::unique_ptr<ChunkClaim[]> claims;
+  bool steal;  // pieces of a share may run on other workers (ExecutorSettings::work_stealing)
+  std::unique_ptr<ShareClaim[]> claims;
+  std::unique_ptr<int64_t[]> share_begin, share_end;
+
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
   alignas(64) std::atomic<uint32_t> generation{0};
-  alignas(64) std::atomic<int> remaining{0};
+  alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> busy{false};
@@ -352,6 +456,10 @@ Executor::~Executor() = default;
 
 int Executor::workers() const noexcept {
   return impl_->workers;
+}
+
+bool Executor::work_stealing() const noexcept {
+  return impl_->steal;
 }
 
 void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const {

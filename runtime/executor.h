@@ -6,9 +6,9 @@
 // A token runs ~300 parallel regions, so a region must cost about a microsecond, not the tens of
 // microseconds of waking sleeping threads. The worker threads therefore stay inside the arena for
 // the executor's lifetime, each running a dispatch loop: run_chunks() publishes a job (a new
-// generation number), every worker first claims the chunk whose index equals its slot, then helps
-// with any chunk still unclaimed, and the caller does the same. Nothing ever waits for a
-// particular thread - only for chunks someone has claimed and is running - so a worker TBB never
+// generation number), every worker first claims pieces of the share whose index equals its slot,
+// then helps with what is left of the others, and the caller does the same. Nothing ever waits for
+// a particular thread - only for chunks someone has claimed and is running - so a worker TBB never
 // started, or one descheduled by the OS, costs speed, never a deadlock. Idle workers spin for
 // `spin_us`, then sleep on a futex.
 #include <cstdint>
@@ -23,9 +23,12 @@ namespace pacer::runtime {
 
 // Arena settings: -1 means "auto", chained setters in the style of tbb::task_arena::constraints.
 struct ExecutorSettings {
-  int threads = -1;    // -1: PinPolicy::List -> its length, else one per allowed physical core
-  PinSpec pin;         // default: none
-  int spin_us = -1;    // -1: 100 us of spinning before an idle worker sleeps; 0: sleep at once
+  int threads = -1;  // -1: PinPolicy::List -> its length, else one per allowed physical core
+  PinSpec pin;       // default: none
+  int spin_us = -1;  // -1: 100 us of spinning before an idle worker sleeps; 0: sleep at once
+  // 1: a worker done with its share takes pieces of the others' (see run_chunks); 0: every
+  // share runs whole on one worker; -1: on unless the environment has PACER_WORK_STEALING=0.
+  int work_stealing = -1;
 
   ExecutorSettings& set_threads(int t) {
     threads = t;
@@ -39,16 +42,20 @@ struct ExecutorSettings {
     spin_us = us;
     return *this;
   }
+  ExecutorSettings& set_work_stealing(bool on) {
+    work_stealing = on ? 1 : 0;
+    return *this;
+  }
 };
 
 // Where one worker slot ran: the CPU it was pinned to and the CPUs it was seen on.
 struct WorkerPlacement {
   int worker = 0;
-  int pinned_cpu = -1;      // -1: not pinned
-  int first_cpu = -1;       // CPU at the start of its first chunk (-1: ran no chunk)
-  int last_cpu = -1;        // CPU at the start of its latest chunk
-  int64_t chunks = 0;       // chunks it ran
-  int64_t off_target = 0;   // chunks that started on a CPU other than pinned_cpu
+  int pinned_cpu = -1;     // -1: not pinned
+  int first_cpu = -1;      // CPU at the start of its first chunk (-1: ran no chunk)
+  int last_cpu = -1;       // CPU at the start of its latest chunk
+  int64_t chunks = 0;      // chunks it ran
+  int64_t off_target = 0;  // chunks that started on a CPU other than pinned_cpu
 };
 
 class Executor final : public ops::Parallel {
@@ -61,11 +68,20 @@ class Executor final : public ops::Parallel {
   Executor& operator=(const Executor&) = delete;
 
   int workers() const noexcept override;
-  // Static partition (ops::static_chunk) of [0, n) into workers() chunks; runs inline on the
-  // caller when there is one worker or only one non-empty chunk. Call from one thread at a time
-  // (a nested or concurrent call runs serially on its caller). Rethrows the first exception a
-  // chunk threw, after every chunk has finished.
+  // Cuts [0, n) into workers() static shares (ops::static_chunk), share c belonging to slot c.
+  // Without work stealing each share runs whole, body(c, begin, end) once, on whichever worker
+  // claims it (its owner unless that one is late). With it, the owner runs its share in pieces
+  // from the front (half of what is left each time, at least 16 x align elements) and a worker
+  // done with its own takes half of what is left of another share from the back, so a slow
+  // worker (a noisy host, an SMT sibling, a slower core) is helped instead of waited for. Pieces
+  // are multiples of align from the share's start; body(c, b, e) may then run several times per
+  // share, on different threads at once. Runs inline on the caller when there is one worker or
+  // only one non-empty share. Call from one thread at a time (a nested or concurrent call runs
+  // serially on its caller). Rethrows the first exception a piece threw, after every piece has
+  // finished (pieces claimed after it are skipped). The observer brackets all the pieces one
+  // thread runs in one call once.
   void run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
+  bool work_stealing() const noexcept;
 
   // Called around every chunk on the thread that runs it (nullptr: none). Set between runs.
   void set_observer(ChunkObserver* observer) noexcept;
