@@ -130,10 +130,11 @@ class GgufFile {
   // 4 KiB of weights (as llama.cpp populates its mapping at load). Best effort: a page that
   // cannot be populated now faults in when read, as without the call. No-op for parsed buffers.
   void populate(std::span<const std::byte> bytes) const noexcept;
-  // Starts reading every page that `bytes` touches into the page cache in the background
-  // (MADV_WILLNEED, 128 KiB at a time) without mapping it into this process: for data read a little
-  // at a time, whose pages should cost a minor fault when first touched rather than a read from the
-  // disk (the embedding table, one row per token). Best effort; no-op for parsed buffers.
+  // Queues reads of every page that `bytes` touches into the page cache (MADV_WILLNEED, 128 KiB
+  // at a time; the kernel returns once they are queued, waiting only while its I/O queue is
+  // full) without mapping them into this process: for data read a little at a time, whose pages
+  // should cost a minor fault when first touched rather than a read from the disk (the embedding
+  // table, one row per token). Best effort; no-op for parsed buffers.
   void read_ahead(std::span<const std::byte> bytes) const noexcept;
 
  private:

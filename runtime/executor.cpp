@@ -417,8 +417,7 @@ struct Executor::Impl {
   bool caller_pinned = false;
   bool steal;  // pieces of a share may run on other workers (ExecutorSettings::work_stealing)
   std::unique_ptr<ShareClaim[]> claims;
-  std::unique_ptr<int64_t[]> share_begin, share_end;
-
+  std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
 
