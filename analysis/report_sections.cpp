@@ -342,16 +342,17 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
       "workers)",
       "imbal: in ops run by 2+ workers, the share of worker time spent done and waiting for the "
-      "op's slowest worker (uneven worker speed against the static row split)",
+      "op's slowest worker (uneven worker speed that work stealing, when on, did not absorb)",
       "block_N_total: a block's summed op time per step; component rows likewise per step",
       "phase breakdown: prefill/decode = their step times minus sampling ops inside the steps"};
   const BottleneckThresholds& th = r.thresholds;
   legend.notes.push_back(fmt::format(
       "bottleneck thresholds: memory-bound at >= {:.0f}% of roofline; frequency-limited below "
       "{:.0f}% of the reference; off-CPU above {:.0f}% runq; overhead-bound above {:.0f}% of step "
-      "time outside ops; low IPC below {:.1f}",
+      "time outside ops; load-imbalanced above {:.0f}% of worker time waiting at the joins; low "
+      "IPC below {:.1f}",
       th.memory_bound_roofline_pct, 100 * th.frequency_ratio, 100 * th.offcpu_share,
-      100 * th.overhead_share, th.low_ipc));
+      100 * th.overhead_share, 100 * th.imbalance_share, th.low_ipc));
   if (r.reference_freq_mhz)
     legend.notes.push_back(fmt::format("reference frequency: {:.0f} MHz ({})",
                                        *r.reference_freq_mhz, r.reference_freq_source));
