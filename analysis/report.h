@@ -45,8 +45,8 @@ struct CpuMetrics {
   int64_t wait_ns = 0;
   // Share of the worker time inside ops run by two or more workers that a worker spent done and
   // waiting for the op's slowest one: sum over workers of (longest slice - own slice) / (workers x
-  // longest slice). The static row split meets uneven worker speed (a noisy host, SMT siblings,
-  // hybrid cores, a core at a lower clock).
+  // longest slice): uneven worker speed (a noisy host, SMT siblings, hybrid cores, a core at a
+  // lower clock) that work stealing, when on, did not absorb.
   std::optional<double> imbalance_share;
   int64_t imbalance_ns = 0;
   int64_t migrations = 0;  // worker chunks that ended on another CPU

@@ -322,8 +322,9 @@ std::optional<Loss> imbalance_rule(const RuleContext& c) {
                   "(busy: {})",
                   c.focus_name, pct(*cpu.imbalance_share), pct(c.t.imbalance_share), ms(l.lost_ns),
                   busy),
-      {"every worker gets the same rows, so the slowest sets the pace: keep other load off the "
-       "workers' CPUs and pin one worker per core (--pin compact or cores; this run: pin=" +
+      {"every worker owns an equal share of the rows (work stealing moves only their tails), so "
+       "a slow worker still sets much of the pace: keep other load off the workers' CPUs and pin "
+       "one worker per core (--pin compact or cores; this run: pin=" +
            (c.r.header.run.pin.empty() ? std::string("?") : c.r.header.run.pin) + ")",
        "on SMT or hybrid (performance + efficiency core) CPUs use one worker per physical "
        "performance core; on a VM, vCPUs slowed by the host show here (compare a slow run with "

@@ -177,7 +177,7 @@ struct Executor::Impl {
   };
 
   struct Job {
-    int64_t n = 0, grain = 1;
+    int64_t grain = 1;  // elements per grain (the shares are share_begin/share_end)
     const ops::ChunkFn* body = nullptr;
     ChunkObserver* observer = nullptr;
   };
@@ -383,7 +383,7 @@ struct Executor::Impl {
     const int64_t units = (n + align - 1) / align;
     const int64_t per_share = (units + workers - 1) / workers;
     const int64_t grain = align * ((per_share + kMaxGrains - 1) / kMaxGrains);
-    job = Job{n, grain, &body, observer};
+    job = Job{grain, &body, observer};
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
     int64_t total = 0;
     for (int c = 0; c < workers; ++c) {
