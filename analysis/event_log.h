@@ -205,6 +205,9 @@ struct Header {
     // "user+kernel" or "user" (perf_event_paranoid forbade kernel counting): whether the counts
     // include the kernel's share (page faults, syscalls). Empty in older logs.
     std::string scope, software_scope;
+    // What one op bracket's counter reads cost the writer (median ns); nullopt in older logs and
+    // without counters. Each op's time includes up to this much of the recorder.
+    std::optional<double> bracket_ns;
   } counters;
   struct Frequency {
     std::string source, detail;

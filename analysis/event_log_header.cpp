@@ -159,6 +159,10 @@ void parse_header_json(const json& j, Header& h) {
   take(c, cw, ck::kRead, h.counters.read);
   take(c, cw, ck::kScope, h.counters.scope);
   take(c, cw, ck::kSoftwareScope, h.counters.software_scope);
+  take(c, cw, ck::kBracketNs, h.counters.bracket_ns);
+  if (h.counters.bracket_ns && !(*h.counters.bracket_ns >= 0)) {
+    wrong_type(cw, ck::kBracketNs, "a number of nanoseconds >= 0");
+  }
   if (const json* un = member(c, ck::kUnavailable)) {
     if (!un->is_array()) wrong_type(cw, ck::kUnavailable, "an array");
     const std::string uw = fmt::format("{}{}.", cw, ck::kUnavailable);

@@ -48,7 +48,8 @@ json cpu_json(const CpuMetrics& c) {
           {"wait_share", opt(c.wait_share)},
           {"wait_ns", c.wait_ns},
           {"imbalance_share", opt(c.imbalance_share)},
-          {"imbalance_ns", c.imbalance_ns}};
+          {"imbalance_ns", c.imbalance_ns},
+          {"recording_share", opt(c.recording_share)}};
 }
 
 json steps_json(const Report& r) {

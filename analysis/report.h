@@ -49,6 +49,10 @@ struct CpuMetrics {
   // lower clock) that work stealing, when on, did not absorb.
   std::optional<double> imbalance_share;
   int64_t imbalance_ns = 0;
+  // Share of the op time that is the recorder's own counter reads, at most: ops x the header's
+  // bracket cost / op time (nullopt: the log does not say what a bracket costs). Near 1, the
+  // op's recorded time is mostly the recorder (tiny ops, many threads); its real cost is smaller.
+  std::optional<double> recording_share;
   int64_t migrations = 0;  // worker chunks that ended on another CPU
 };
 

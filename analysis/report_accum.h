@@ -47,6 +47,7 @@ struct CpuAccum {
   int64_t migrations = 0;
   int64_t wait_ns = 0, wait_wall_ns = 0;
   int64_t imbalance_ns = 0, imbalance_wall_ns = 0;
+  int64_t n_ops = 0, op_wall_ns = 0;
 
   void add_worker(const WorkerSample& w) {
     const double wall = static_cast<double>(std::max<int64_t>(w.duration_ns(), 1));
@@ -75,6 +76,8 @@ struct CpuAccum {
     if (w.cpu >= 0 && w.cpu_end >= 0 && w.cpu != w.cpu_end) ++migrations;
   }
   void add_op(const OpEvent& e) {
+    ++n_ops;
+    op_wall_ns += std::max<int64_t>(e.duration_ns(), 0);
     int64_t longest = -1;
     for (const WorkerSample& w : e.workers) {
       add_worker(w);
@@ -111,8 +114,11 @@ struct CpuAccum {
     wait_wall_ns += o.wait_wall_ns;
     imbalance_ns += o.imbalance_ns;
     imbalance_wall_ns += o.imbalance_wall_ns;
+    n_ops += o.n_ops;
+    op_wall_ns += o.op_wall_ns;
   }
-  CpuMetrics finish(std::optional<double> bandwidth_gbs) const {
+  CpuMetrics finish(std::optional<double> bandwidth_gbs,
+                    std::optional<double> bracket_ns = std::nullopt) const {
     CpuMetrics m;
     if (freq_weight > 0) {
       m.freq_mean_mhz = freq_weighted / freq_weight;
@@ -134,6 +140,10 @@ struct CpuAccum {
     if (imbalance_wall_ns > 0) {
       m.imbalance_share =
           static_cast<double>(imbalance_ns) / static_cast<double>(imbalance_wall_ns);
+    }
+    if (bracket_ns && op_wall_ns > 0) {
+      m.recording_share =
+          std::min(1.0, static_cast<double>(n_ops) * *bracket_ns / static_cast<double>(op_wall_ns));
     }
     return m;
   }

@@ -308,6 +308,7 @@ void Builder::finish() {
 // Op rows: every distinct key, then merged up to phase::op, phase and op.
 void Builder::finish_op_groups() {
   const std::optional<double> bw = r_.header.bandwidth_gbs;
+  const std::optional<double> rec = r_.header.counters.bracket_ns;
   struct Group {
     DistAccum dist;
     CpuAccum cpu;
@@ -334,7 +335,7 @@ void Builder::finish_op_groups() {
     row.name = std::move(name);
     row.layer = layer;
     row.dist = d.finish();
-    row.cpu = c.finish(bw);
+    row.cpu = c.finish(bw, rec);
     return row;
   };
   for (const KeyAccum& k : accums_) {
@@ -362,7 +363,7 @@ void Builder::finish_op_groups() {
   sort_by_total(r_.by_phase_op);
   sort_by_total(r_.by_phase);
   sort_by_total(r_.by_op);
-  r_.decode_cpu = decode_all.cpu.finish(bw);
+  r_.decode_cpu = decode_all.cpu.finish(bw, rec);
 }
 
 // Per-step sums of the blocks and components, as shares of the phase's in-step op time.
@@ -394,9 +395,15 @@ void Builder::finish_blocks_and_components() {
 
 void Builder::finish_shapes() {
   const std::optional<double> bw = r_.header.bandwidth_gbs;
+  const std::optional<double> rec = r_.header.counters.bracket_ns;
   for (const auto& [key, s] : shapes_) {
-    ShapeRow row{key.name,   key.wtype,       key.rows,        key.cols,
-                 key.tokens, s.dist.finish(), s.cpu.finish(bw)};
+    ShapeRow row{key.name,
+                 key.wtype,
+                 key.rows,
+                 key.cols,
+                 key.tokens,
+                 s.dist.finish(),
+                 s.cpu.finish(bw, rec)};
     r_.shapes.push_back(std::move(row));
   }
   sort_by_total(r_.shapes);

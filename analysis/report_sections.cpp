@@ -45,8 +45,8 @@ std::vector<std::string> stat_cells(const Dist& d) {
           fmt_us(d.p99_ns)};
 }
 
-const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",  "GB/s",
-                                           "% roof",   "off-CPU", "wait", "imbal"};
+const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",   "GB/s", "% roof",
+                                           "off-CPU",  "wait",    "imbal", "rec"};
 
 std::vector<std::string> cpu_cells(const CpuMetrics& c) {
   auto pct = [](const std::optional<double>& share) {
@@ -59,7 +59,8 @@ std::vector<std::string> cpu_cells(const CpuMetrics& c) {
           fmt_opt(c.roofline_pct, "{:.0f}"),
           pct(c.offcpu_share),
           pct(c.wait_share),
-          pct(c.imbalance_share)};
+          pct(c.imbalance_share),
+          pct(c.recording_share)};
 }
 
 Table make_table(std::vector<std::string> head, size_t n_text_cols) {
@@ -135,9 +136,13 @@ Section run_section(const Report& r) {
   std::string unavailable;
   for (const UnavailableCounter& u : h.counters.unavailable)
     unavailable += fmt::format("; {} unavailable: {}", u.event, u.reason);
-  f.push_back(
-      {"counters", fmt::format("mode={} live=[{}] read={}{}", h.counters.mode,
-                               fmt::join(h.counters.live, ","), h.counters.read, unavailable)});
+  f.push_back({"counters", fmt::format("mode={} live=[{}] read={}{}{}", h.counters.mode,
+                                       fmt::join(h.counters.live, ","), h.counters.read,
+                                       h.counters.bracket_ns
+                                           ? fmt::format(" bracket={:.1f} us per op (rec column)",
+                                                         *h.counters.bracket_ns / 1e3)
+                                           : "",
+                                       unavailable)});
   f.push_back(
       {"frequency",
        fmt::format("source={} nominal={} MHz{}; before=[{:.0f}] after=[{:.0f}]", h.frequency.source,
@@ -343,6 +348,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "workers)",
       "imbal: in ops run by 2+ workers, the share of worker time spent done and waiting for the "
       "op's slowest worker (uneven worker speed that work stealing, when on, did not absorb)",
+      "rec: at most this share of the op time is the recorder's own counter reads (ops x the "
+      "header's bracket cost / op time); near 100% the op is shorter than its recorded time",
       "block_N_total: a block's summed op time per step; component rows likewise per step",
       "phase breakdown: prefill/decode = their step times minus sampling ops inside the steps"};
   const BottleneckThresholds& th = r.thresholds;

@@ -54,6 +54,7 @@ nlohmann::json header_json(const RunHeader& r) {
   }
   h[key::kHost] = std::move(host);
   h[key::kCounters] = counters_json(r.counters, r.sched_per_op);
+  if (r.bracket_ns) h[key::kCounters][eventlog::counters_key::kBracketNs] = *r.bracket_ns;
 
   const RunHeader::Frequency& fr = r.frequency;
   json rejected = json::array();

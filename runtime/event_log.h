@@ -150,6 +150,9 @@ struct RunHeader {
   // when not measured.
   std::vector<int> freq_cpus;
   std::optional<std::vector<double>> freq_before_mhz;
+  // What one op bracket's counter reads cost on the calling thread (median; nullopt: no counter
+  // sources were open): each recorded op's time includes up to this much of the recorder.
+  std::optional<int64_t> bracket_ns;
 };
 
 // The `footer` line (docs/event-log.md `footer`), typed: the recorder's totals, the caller's

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -54,6 +55,28 @@ Phase op_phase(const OpInfo& info, Phase step_phase) noexcept {
   if (info.name == "tokenize") return Phase::Tokenize;
   if (info.name == "detokenize") return Phase::Detokenize;
   return step_phase;
+}
+
+// What the counter reads of one op bracket cost on this thread: a begin and an end reading with
+// their run-queue checks, as on_chunk_begin/on_chunk_end do them inside a slice (the clock
+// reads bound the slice, so one of them counts too). Median of 31. Leaves the thread's reuse
+// state alone and does not count in runq_reads.
+int64_t measure_bracket_ns(ThreadState& ts) noexcept {
+  constexpr int kReps = 31;
+  std::array<int64_t, kReps> d{};
+  const int64_t runq_reads = ts.runq_reads;
+  Readings a, b;
+  for (int64_t& x : d) {
+    const int64_t t0 = now_ns();
+    const uint32_t ok_a = read_sources(ts, a);
+    runq_now(ts, a, ok_a);
+    const uint32_t ok_b = read_sources(ts, b);
+    runq_now(ts, b, ok_b);
+    x = now_ns() - t0;
+  }
+  ts.runq_reads = runq_reads;
+  std::nth_element(d.begin(), d.begin() + kReps / 2, d.end());
+  return d[kReps / 2];
 }
 
 }  // namespace
@@ -326,6 +349,9 @@ void Recorder::write_header(const nlohmann::json& fields) {
   h.sched_per_op = im.opts.sched_per_op;
   h.frequency = im.header_frequency();
   im.probes->describe(h);
+  if (ThreadState* ts = im.registry->find_current(); ts && ts->n_sources > 0) {
+    h.bracket_ns = measure_bracket_ns(*ts);
+  }
 
   // Frequency before the run, on the run's CPUs (or every allowed CPU when unpinned).
   im.freq_cpus.clear();

@@ -89,16 +89,23 @@ class ThreadRegistry {
   // The calling thread's state, attached on first use as executor slot `worker` (nullptr: it
   // could not be attached and goes unrecorded). Hot path.
   ThreadState* lookup(int worker) noexcept {
+    if (ThreadState* ts = find_current()) {
+      ts->worker = worker;
+      return ts;
+    }
+    return attach(worker);
+  }
+
+  // The calling thread's state if it is attached, else nullptr (attaches nothing).
+  ThreadState* find_current() const noexcept {
     const pthread_t self = pthread_self();
     const int n = n_threads_.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
       if (pthread_equal(thread_ids_[static_cast<size_t>(i)], self)) {
-        ThreadState* ts = states_[static_cast<size_t>(i)];
-        ts->worker = worker;
-        return ts;
+        return states_[static_cast<size_t>(i)];
       }
     }
-    return attach(worker);
+    return nullptr;
   }
 
   // Attaches the calling thread (opens its counter sources); nullptr when full or on failure.

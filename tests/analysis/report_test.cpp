@@ -149,6 +149,48 @@ const OpRow& find(const std::vector<OpRow>& rows, Phase p, const std::string& na
   throw std::runtime_error("row not found: " + name);
 }
 
+// With the header's bracket cost (2 us), each op row says what share of its time the recorder's
+// own reads can be: ops x 2 us / op time. Without it (every other test's log) there is no figure;
+// a negative cost is a bad log, named by its field.
+TEST(Report, RecordingShareIsOpsTimesTheBracketCostOverOpTime) {
+  EXPECT_FALSE(find(hand_report().by_phase_op, Phase::Decode, "ffn_down", -1).cpu.recording_share);
+
+  HandLog log;
+  log.footer();
+  const std::string plain = log.text;
+  const std::string header_end = "\"type\":\"header\"";
+  std::string text = plain;
+  text.replace(text.find(header_end), header_end.size(),
+               header_end + ",\"counters\":{\"mode\":\"software\",\"bracket_ns\":2000}");
+  const Report r = build_report_from_text(text, "hand.jsonl", {});
+  const OpRow& ffn = find(r.by_phase_op, Phase::Decode, "ffn_down", -1);
+  ASSERT_TRUE(ffn.cpu.recording_share);
+  EXPECT_NEAR(*ffn.cpu.recording_share, 4 * 2.0 / 100.0, 1e-12);  // 4 ops, 20+20+20+40 us
+  const OpRow& qkv = find(r.by_phase_op, Phase::Decode, "attn_qkv", -1);
+  EXPECT_NEAR(*qkv.cpu.recording_share, 4 * 2.0 / 40.0, 1e-12);
+  const OpRow& embed = find(r.by_phase_op, Phase::Decode, "embed", -1);
+  EXPECT_NEAR(*embed.cpu.recording_share, 1.0, 1e-12);  // 1 us ops: capped at all of it
+  EXPECT_EQ(r.header.counters.bracket_ns, 2000.0);
+  const std::string shown = render_text(r);
+  EXPECT_THAT(shown, HasSubstr("bracket=2.0 us per op"));
+  // attn_qkv's by-parent row ends with its rec cell.
+  const size_t row = shown.find("decode :: attn_qkv");
+  ASSERT_NE(row, std::string::npos);
+  const std::string line = shown.substr(row, shown.find('\n', row) - row);
+  EXPECT_THAT(line, ::testing::EndsWith(" 20.0%")) << line;
+
+  std::string bad = plain;
+  bad.replace(bad.find(header_end), header_end.size(),
+              header_end + ",\"counters\":{\"bracket_ns\":-5}");
+  try {
+    build_report_from_text(bad, "bad.jsonl", {});
+    FAIL() << "a negative bracket cost must be rejected";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bad.jsonl"));
+    EXPECT_THAT(e.what(), HasSubstr("counters.bracket_ns"));
+  }
+}
+
 TEST(Report, PerOpStatisticsAreExactAndPercentilesWithinTheBound) {
   const Report r = hand_report();
   const OpRow& ffn = find(r.by_layer_op, Phase::Decode, "ffn_down", 0);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <functional>
@@ -37,6 +38,11 @@ class FakeCounterSource final : public hwcounters::CounterSource {
     return unavailable_;
   }
   bool read(hwcounters::Reading& out) noexcept override {
+    if (spin_ns_ > 0) {  // a read that costs what a slow counter read would
+      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     ++reads_;
     enabled_ += 1000;
     running_total_ += running_;
@@ -47,6 +53,7 @@ class FakeCounterSource final : public hwcounters::CounterSource {
     return true;
   }
   int reads() const noexcept { return reads_; }
+  void set_read_cost_ns(int64_t ns) noexcept { spin_ns_ = ns; }
 
  private:
   std::vector<std::string> keys_;
@@ -56,6 +63,7 @@ class FakeCounterSource final : public hwcounters::CounterSource {
   std::array<uint64_t, hwcounters::kMaxEventsPerSource> value_{};
   uint64_t enabled_ = 0, running_total_ = 0;
   int reads_ = 0;
+  int64_t spin_ns_ = 0;
 };
 
 class FakeFrequency final : public hwcounters::FrequencySource {

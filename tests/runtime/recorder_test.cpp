@@ -489,6 +489,54 @@ TEST(Recorder, HeaderMergesCallerFieldsWithMeasuredOnes) {
   EXPECT_FALSE(h["derived_metrics"].empty());
 }
 
+// The header says what one op bracket's counter reads cost: with a source whose every read takes
+// 20 us, a bracket (a begin and an end read) costs at least 40 us; the measurement reads nothing
+// into any op and is not counted as a schedstat read. Without counter sources there is no figure.
+TEST(Recorder, HeaderCarriesTheMeasuredBracketCost) {
+  constexpr int64_t kReadNs = 20'000;
+  const std::string path = temp_log_path("bracket");
+  FakeCounterSource* source = nullptr;
+  CounterSourceFactory f = [&](int) {
+    std::vector<std::unique_ptr<hwcounters::CounterSource>> v;
+    auto s = std::make_unique<FakeCounterSource>(std::vector<std::string>{"task_clock_ns"},
+                                                 std::vector<uint64_t>{1000});
+    s->set_read_cost_ns(kReadNs);
+    source = s.get();
+    v.push_back(std::move(s));
+    return v;
+  };
+  {
+    RecorderOptions o = fake_options(path, 1, f);
+    o.reuse_reading_ns = 0;
+    Recorder rec(o);
+    rec.write_header(json::object());
+    ASSERT_NE(source, nullptr);
+    const int reads_after_header = source->reads();
+    EXPECT_GE(reads_after_header, 2);  // the measurement read the thread's own source
+    rec.begin_step(Phase::Decode, 0);
+    { auto s = rec.op({.name = "residual", .layer = 0}); }
+    rec.end_step({.phase = Phase::Decode, .step = 0});
+    EXPECT_EQ(source->reads(), reads_after_header + 2);
+    rec.write_footer(json::object());
+  }
+  const auto log = read_log(path);
+  const json& c = log.at(0)["counters"];
+  ASSERT_TRUE(c.contains("bracket_ns")) << c.dump();
+  EXPECT_GE(c["bracket_ns"].get<int64_t>(), 2 * kReadNs);
+  EXPECT_LT(c["bracket_ns"].get<int64_t>(), 2 * kReadNs + 20'000'000);  // a preempted median
+  // The op's own delta is one read's worth: the measurement's reads went nowhere.
+  EXPECT_EQ(of_type(log, "op").at(0)["workers"][0]["counters"]["task_clock_ns"], 1000);
+  EXPECT_EQ(of_type(log, "footer").at(0)["recorder"]["runq_reads"], 0);
+
+  const std::string bare = temp_log_path("bracket_none");
+  {
+    Recorder rec(fake_options(
+        bare, 1, [](int) { return std::vector<std::unique_ptr<hwcounters::CounterSource>>{}; }));
+    rec.write_header(json::object());
+  }
+  EXPECT_FALSE(read_log(bare).at(0)["counters"].contains("bracket_ns"));
+}
+
 // Every key the recorder itself writes into the header's objects and the step's and footer's
 // recorder objects is one eventlog/schema.h names (the reader looks them up by those names).
 TEST(Recorder, HeaderAndRecorderObjectsUseTheSchemasKeys) {
