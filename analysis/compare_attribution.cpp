@@ -20,7 +20,7 @@ bool positive(double x) {
 // in any instance is missing for the op).
 struct OpMeans {
   double wall = 0, span = 0, oncpu = 0, runq = 0, instr = 0, cycles = 0, freq_cycles = 0;
-  double dispatch = 0;
+  double dispatch = 0, excess = 0;
   bool present = false;
   bool without_workers = false;
 };
@@ -39,11 +39,12 @@ OpMeans op_means(const RunCycles& run, const std::string& op) {
     m.cycles += t.cycles;
     m.freq_cycles += t.freq_cycles;
     m.dispatch += t.dispatch_ns;
+    m.excess += t.excess_ns;
     m.without_workers = m.without_workers || t.instances_without_workers > 0;
   }
   const auto n = static_cast<double>(run.cycles());
-  for (double* v :
-       {&m.wall, &m.span, &m.oncpu, &m.runq, &m.instr, &m.cycles, &m.freq_cycles, &m.dispatch})
+  for (double* v : {&m.wall, &m.span, &m.oncpu, &m.runq, &m.instr, &m.cycles, &m.freq_cycles,
+                    &m.dispatch, &m.excess})
     *v /= n;
   return m;
 }
@@ -81,6 +82,7 @@ OpAttribution attribute_op(const std::string& op, const OpMeans& a, const OpMean
                          ? m[i]->span - m[i]->oncpu - (r.runq_measured ? m[i]->runq : 0)
                          : kNaN;
     r.sync_ns[i] = level != SplitLevel::None ? m[i]->wall - m[i]->span : kNaN;
+    r.excess_ns[i] = level != SplitLevel::None ? m[i]->excess : kNaN;
     r.freq_mhz[i] = level == SplitLevel::Counters    ? m[i]->cycles / m[i]->oncpu * 1e3
                     : level == SplitLevel::Frequency ? m[i]->freq_cycles / m[i]->oncpu * 1e3
                                                      : kNaN;
@@ -178,6 +180,8 @@ Attribution attribute(const RunCycles& normal, const RunCycles& abnormal) {
       out.residual_unmeasured_ns += r.delta_ns();
     } else {
       out.residual_sync_ns += r.part(Part::Residual);
+      for (int i = 0; i < 2; ++i)
+        if (std::isfinite(r.excess_ns[i])) out.span_excess_ns[i] += r.excess_ns[i];
       const double d_dispatch = b.dispatch - a.dispatch;
       if (std::isfinite(d_dispatch)) out.residual_dispatch_ns += d_dispatch;
       any_level = true;

@@ -52,6 +52,8 @@ struct OpAttribution {
   bool runq_measured = false;
   // The factors, per run (NaN when not measured), for the report.
   std::array<double, 2> oncpu_ns{}, runq_ns{}, offcpu_ns{}, sync_ns{};
+  // Per run: the critical worker's slice minus the mean worker slice (OpTiming::excess_ns).
+  std::array<double, 2> excess_ns{};
   std::array<double, 2> freq_mhz{}, cpi{}, instructions{};
 
   double delta_ns() const noexcept { return mean_ns[1] - mean_ns[0]; }
@@ -68,8 +70,13 @@ struct Attribution {
   // ops), moved from the residual (dispatch first, then time outside ops) into the run-queue
   // part, at most as much as those residual parts changed.
   double runq_outside_ns = 0;
-  double residual_outside_ns = 0;       // of the residual: time outside recorded ops
-  double residual_unmeasured_ns = 0;    // of the residual: ops without worker data
+  double residual_outside_ns = 0;     // of the residual: time outside recorded ops
+  double residual_unmeasured_ns = 0;  // of the residual: ops without worker data
+  // Per run, summed over the ops with worker data: how much longer the worker each op waited
+  // for ran than the op's average worker (load imbalance). Not a part: its change is inside the
+  // span parts (on-CPU, run queue, blocked), the share of them that is one worker's slice
+  // growing rather than every worker's.
+  std::array<double, 2> span_excess_ns{};
   std::vector<OpAttribution> ops;       // by |delta| descending
   SplitLevel level = SplitLevel::None;  // the finest level every op with data reached
   bool runq_measured = false;

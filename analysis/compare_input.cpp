@@ -94,7 +94,7 @@ class CycleBuilder : public LogVisitor {
     if (op.workers.empty()) {
       ++t.instances_without_workers;
       t.span_ns = t.oncpu_ns = t.runq_ns = t.instructions = t.cycles = t.freq_cycles = kNaN;
-      t.dispatch_ns = t.join_ns = kNaN;
+      t.dispatch_ns = t.join_ns = t.excess_ns = kNaN;
       return;
     }
     // The critical worker is the one the op waited for: the last to finish (the longest slice
@@ -112,6 +112,10 @@ class CycleBuilder : public LogVisitor {
       }
     }
     add_critical(t, *critical);
+    double slices = 0;
+    for (const WorkerSample& w : op.workers) slices += static_cast<double>(w.duration_ns());
+    t.excess_ns += static_cast<double>(critical->duration_ns()) -
+                   slices / static_cast<double>(op.workers.size());
     // Sync split: before the critical chunk began and after it ended (clamped to the op's wall:
     // slice clocks are read a little inside the op's bracket).
     const double wall = static_cast<double>(op.duration_ns());

@@ -76,6 +76,10 @@ struct OpTiming {
   double instructions = 0;  // its instructions
   double cycles = 0;        // its cycles (hardware counter)
   double freq_cycles = 0;   // on-CPU time x freq_mhz: cycles estimated from the clock
+  // The critical worker's slice minus the mean slice of the instance's workers (0 with one
+  // worker): how much longer the worker the op waited for ran than its average worker (load
+  // imbalance); negative when it finished last because it started late.
+  double excess_ns = 0;
   int instances = 0;
   int instances_without_workers = 0;
 };

@@ -116,6 +116,7 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
                {"residual_sync_ns", num(a.residual_sync_ns)},
                {"residual_dispatch_ns", num(a.residual_dispatch_ns)},
                {"residual_join_ns", num(a.residual_join_ns)},
+               {"span_excess_ns", pair_json(a.span_excess_ns)},
                {"runq_outside_ns", num(a.runq_outside_ns)},
                {"residual_outside_ns", num(a.residual_outside_ns)},
                {"residual_unmeasured_ns", num(a.residual_unmeasured_ns)},
@@ -134,6 +135,7 @@ std::string render_json(const Comparison& c, const RenderOptions& ro) {
                            {"runq_ns", pair_json(o.runq_ns)},
                            {"offcpu_ns", pair_json(o.offcpu_ns)},
                            {"sync_ns", pair_json(o.sync_ns)},
+                           {"excess_ns", pair_json(o.excess_ns)},
                            {"freq_mhz", pair_json(o.freq_mhz)},
                            {"cpi", pair_json(o.cpi)},
                            {"instructions", pair_json(o.instructions)}});

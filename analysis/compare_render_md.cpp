@@ -152,6 +152,15 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
         "| &nbsp;&nbsp;run queue: outside slices (late wake-ups, between ops) | {} | "
         "{} | |\n",
         fmt_signed(a.runq_outside_ns * 1e-3, 2), fmt_signed(a.runq_outside_ns / t0 * 100, 2));
+  if (a.span_excess_ns[0] != 0 || a.span_excess_ns[1] != 0) {
+    const double d = a.span_excess_ns[1] - a.span_excess_ns[0];
+    o += fmt::format(
+        "| &nbsp;&nbsp;of on-CPU + run queue + blocked: load imbalance (the waited-for worker's "
+        "slice over its op's average worker, {} -> {} us) | {} | {} | |\n",
+        group_thousands(a.span_excess_ns[0] * 1e-3, 2),
+        group_thousands(a.span_excess_ns[1] * 1e-3, 2), fmt_signed(d * 1e-3, 2),
+        fmt_signed(d / t0 * 100, 2));
+  }
   o += fmt::format(
       "| &nbsp;&nbsp;residual: dispatch delay (op start -> last worker's start) | {} "
       "| {} | |\n",

@@ -315,6 +315,22 @@ void write_verdict(Comparison& c) {
           pts(-against), cause_label(c, *c.main_cause, dir > 0), pts(c.main_cause_pts));
     }
   }
+  // Load imbalance sits inside the span parts listed above: say when a good part of the change
+  // is the waited-for worker's slice growing (or shrinking) against its op's average worker.
+  if (c.significant) {
+    const double dir = dpct > 0 ? 1.0 : -1.0;
+    const double d_excess = a.span_excess_ns[1] - a.span_excess_ns[0];
+    const double excess_pts = d_excess / t0 * 100 * dir;
+    if (excess_pts >= std::max(0.5, 0.25 * std::fabs(dpct))) {
+      v += fmt::format(
+          " Load imbalance: the worker each op waited for ran {:.3f} -> {:.3f} ms/step longer "
+          "than its op's average worker ({} of the change, inside the parts above): {}.",
+          a.span_excess_ns[0] * 1e-6, a.span_excess_ns[1] * 1e-6, pts(excess_pts),
+          dir > 0 ? "the slowdown sits on some workers, not all of them (a slower or busier core, "
+                    "uneven shares)"
+                  : "the speed-up came from the workers evening out");
+    }
+  }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
   if (c.significant && c.vm_steal) {

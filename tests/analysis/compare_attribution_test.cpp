@@ -71,6 +71,28 @@ TEST(CompareAttribution, CountersSplitMatchesHandComputation) {
   EXPECT_NEAR(r.ops[0].cpi[1], 4.0 / 3.0, 1e-12);
 }
 
+// The imbalance figure is the per-cycle sum of the ops' excess in each run, and it is not a part:
+// the parts still add up to the measured difference.
+TEST(CompareAttribution, ExcessIsCarriedBesideTheParts) {
+  OpTiming ta = timing(1000, 900, 600, 100, 1200, 1800, 1800);
+  OpTiming tb = timing(1600, 1500, 1000, 200, 1500, 2000, 2000);
+  ta.excess_ns = 50;
+  tb.excess_ns = 450;
+  const Attribution r = attribute(one_op_run(1200, ta), one_op_run(1900, tb));
+  EXPECT_DOUBLE_EQ(r.span_excess_ns[0], 50);
+  EXPECT_DOUBLE_EQ(r.span_excess_ns[1], 450);
+  ASSERT_EQ(r.ops.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.ops[0].excess_ns[1], 450);
+  EXPECT_NEAR(r.sum_of_parts(), 700, 1e-9);
+  // An op without worker data in one run contributes to neither run's figure.
+  OpTiming none = tb;
+  none.span_ns = none.oncpu_ns = none.excess_ns = kNaN;
+  none.instances_without_workers = 1;
+  const Attribution n = attribute(one_op_run(1200, ta), one_op_run(1900, none));
+  EXPECT_DOUBLE_EQ(n.span_excess_ns[0], 0);
+  EXPECT_DOUBLE_EQ(n.span_excess_ns[1], 0);
+}
+
 TEST(CompareAttribution, SymmetricWhenRunsSwap) {
   const RunCycles a = one_op_run(1200, timing(1000, 900, 600, 100, 1200, 1800, 1800));
   const RunCycles b = one_op_run(1900, timing(1600, 1500, 1000, 200, 1500, 2000, 2000));

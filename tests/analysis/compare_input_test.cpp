@@ -92,6 +92,9 @@ TEST_F(CompareInputTest, CriticalPathTiming) {
   // layer 1 starts 100 after and ends 8000 - 7600 = 400 before.
   EXPECT_DOUBLE_EQ(t.dispatch_ns, 100 + 100);
   EXPECT_DOUBLE_EQ(t.join_ns, 100 + 400);
+  // Load imbalance: the waited-for slice over the instance's mean slice, (3000 + 3800) / 2 = 3400
+  // and (1500 + 1000) / 2 = 1250.
+  EXPECT_DOUBLE_EQ(t.excess_ns, (3800 - 3400) + (1500 - 1250));
   // The step's run-queue wait (800) is all inside w1's layer-0 slice.
   EXPECT_DOUBLE_EQ(run.runq_outside_ns.at(0), 0);
 }
@@ -108,8 +111,9 @@ TEST(CompareInput, CriticalWorkerIsTheLastToFinish) {
   const OpTiming& t = run.timing.at("ffn_down").at(0);
   EXPECT_DOUBLE_EQ(t.span_ns, 2500);  // w1's slice, not w0's longer one
   EXPECT_DOUBLE_EQ(t.oncpu_ns, 2500);
-  EXPECT_DOUBLE_EQ(t.dispatch_ns, 1400);  // 3400 - 2000
-  EXPECT_DOUBLE_EQ(t.join_ns, 100);       // 6000 - 5900
+  EXPECT_DOUBLE_EQ(t.dispatch_ns, 1400);                      // 3400 - 2000
+  EXPECT_DOUBLE_EQ(t.join_ns, 100);                           // 6000 - 5900
+  EXPECT_DOUBLE_EQ(t.excess_ns, 2500 - (2900 + 2500) / 2.0);  // negative: it started late
   EXPECT_DOUBLE_EQ(run.runq_outside_ns.at(0), 1300);
 }
 

@@ -453,6 +453,41 @@ TEST(CompareWords, ClockDropOnEveryOpIsCpuWide) {
 // The same build and configuration doing more cycles on every op, at the same clock (no PMU):
 // the code did the same work, so the verdict names interference from other work on the host,
 // never the code. A different build (another git sha) with the same symptom is "more CPU work".
+// One of two workers at 60% of the clock: every parallel op waits for it. Its slice is 1/0.6 of
+// the other's, so the excess over the two-worker mean is half the difference: per instance of an
+// op of I instructions split evenly, (I/2 x CPI) (1/1.8 GHz - 1/3.0 GHz) / 2. The verdict names the
+// imbalance; the normal run has almost none.
+TEST(CompareCauses, OneSlowWorkerIsNamedLoadImbalance) {
+  synth::RunSpec normal;
+  synth::RunSpec slow = normal;
+  slow.seed = 4;
+  slow.effects.push_back({.cpus = {1}, .freq_scale = 0.6});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(slow, "s.jsonl"));
+  ASSERT_TRUE(c.significant);
+  double expected = 0;
+  for (const synth::OpSpec& op : synth::default_ops()) {
+    if (!op.parallel) continue;
+    const double per_instance = op.instructions / 2 * op.cpi * (1 / 1.8 - 1 / 3.0) / 2;
+    expected += per_instance * (op.per_layer ? normal.n_layers : 1);
+  }
+  const Attribution& a = c.attribution;
+  EXPECT_LT(std::fabs(a.span_excess_ns[0]), 0.05 * expected);
+  EXPECT_NEAR(a.span_excess_ns[1], expected, 0.05 * expected);
+  EXPECT_NE(c.verdict.find("Load imbalance"), std::string::npos) << c.verdict;
+  const std::string md = render_markdown(c, {});
+  EXPECT_NE(md.find("load imbalance (the waited-for worker's slice"), std::string::npos);
+  const auto j = nlohmann::json::parse(render_json(c, {}));
+  EXPECT_NEAR(j["attribution"]["span_excess_ns"][1].get<double>(), expected, 0.05 * expected);
+
+  // A slowdown on every worker alike is not imbalance.
+  synth::RunSpec even = normal;
+  even.seed = 5;
+  even.effects.push_back({.freq_scale = 0.6});
+  const Comparison e = compare_runs(load(normal, "n.jsonl"), load(even, "e.jsonl"));
+  ASSERT_TRUE(e.significant);
+  EXPECT_EQ(e.verdict.find("Load imbalance"), std::string::npos) << e.verdict;
+}
+
 TEST(CompareCauses, SameBuildMoreCyclesEverywhereIsInterference) {
   synth::RunSpec normal;
   normal.hardware_counters = false;
