@@ -507,6 +507,11 @@ void Builder::finish_workers() {
     const WorkerAccum& wa = workers_[w];
     if (wa.chunks == 0) continue;
     WorkerRow row{static_cast<int>(w), wa.cpus, wa.chunks, wa.busy_ns, wa.cpu.finish(bw)};
+    // One bracket per slice (the executor brackets each worker once per op).
+    if (const auto& rec = r_.header.counters.bracket_ns; rec && wa.busy_ns > 0) {
+      row.cpu.recording_share =
+          std::min(1.0, static_cast<double>(wa.chunks) * *rec / static_cast<double>(wa.busy_ns));
+    }
     std::sort(row.cpus.begin(), row.cpus.end());
     r_.workers.push_back(std::move(row));
   }

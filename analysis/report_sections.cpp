@@ -349,7 +349,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "imbal: in ops run by 2+ workers, the share of worker time spent done and waiting for the "
       "op's slowest worker (uneven worker speed that work stealing, when on, did not absorb)",
       "rec: at most this share of the op time is the recorder's own counter reads (ops x the "
-      "header's bracket cost / op time); near 100% the op is shorter than its recorded time",
+      "header's bracket cost / op time; worker rows: slices x bracket / busy time); near 100% "
+      "the op is shorter than its recorded time",
       "block_N_total: a block's summed op time per step; component rows likewise per step",
       "phase breakdown: prefill/decode = their step times minus sampling ops inside the steps"};
   const BottleneckThresholds& th = r.thresholds;

@@ -171,6 +171,10 @@ TEST(Report, RecordingShareIsOpsTimesTheBracketCostOverOpTime) {
   const OpRow& embed = find(r.by_phase_op, Phase::Decode, "embed", -1);
   EXPECT_NEAR(*embed.cpu.recording_share, 1.0, 1e-12);  // 1 us ops: capped at all of it
   EXPECT_EQ(r.header.counters.bracket_ns, 2000.0);
+  // Worker 1 ran only the attn_qkv halves: 5 slices of 5 us -> 5 x 2 / 25.
+  ASSERT_EQ(r.workers.size(), 2u);
+  ASSERT_TRUE(r.workers[1].cpu.recording_share);
+  EXPECT_NEAR(*r.workers[1].cpu.recording_share, 5 * 2.0 / 25.0, 1e-12);
   const std::string shown = render_text(r);
   EXPECT_THAT(shown, HasSubstr("bracket=2.0 us per op"));
   // attn_qkv's by-parent row ends with its rec cell.
