@@ -6,11 +6,10 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 
 #include "loader/gguf_writer.h"
 #include "ops/quantize.h"
+#include "ops/tbb_for.h"
 #include "ops/weight_matrix.h"
 
 namespace pacer::loader {
@@ -223,7 +222,7 @@ QuantizeStats quantize_gguf(const GgufFile& in, const std::filesystem::path& out
     const int64_t out_row_bytes = ops::row_bytes(type, src.cols);
     w.add_tensor(t.name, type, t.ne,
                  [src, type, out_row_bytes](int64_t r0, int64_t r1, std::span<std::byte> dst) {
-                   tbb::parallel_for(
+                   ops::tbb_for_each_range(
                        tbb::blocked_range<int64_t>(r0, r1, 16),
                        [&](const tbb::blocked_range<int64_t>& rr) {
                          std::vector<float> row(static_cast<size_t>(src.cols));

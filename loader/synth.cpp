@@ -6,10 +6,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 
 #include "ops/quantize.h"
+#include "ops/tbb_for.h"
 #include "ops/weight_matrix.h"
 
 namespace pacer::loader {
@@ -198,7 +197,7 @@ void add_generated(GgufWriter& w, const std::string& name, ops::WeightType type,
   const int64_t row_bytes = ops::row_bytes(type, cols);
   const uint64_t key = synth::tensor_key(seed, name);
   w.add_tensor(name, type, std::move(ne), [=](int64_t r0, int64_t r1, std::span<std::byte> dst) {
-    tbb::parallel_for(
+    ops::tbb_for_each_range(
         tbb::blocked_range<int64_t>(r0, r1, 16), [&](const tbb::blocked_range<int64_t>& rr) {
           std::vector<float> row(static_cast<size_t>(cols));
           for (int64_t r = rr.begin(); r < rr.end(); ++r) {

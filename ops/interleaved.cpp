@@ -11,8 +11,6 @@
 
 #include <sys/mman.h>
 
-#include <tbb/parallel_for.h>
-
 #include "ops/bf16.h"
 #include "ops/f16.h"
 #include "ops/matmul.h"
@@ -21,6 +19,7 @@
 #include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
+#include "ops/tbb_for.h"
 
 namespace pacer::ops {
 namespace {
@@ -454,7 +453,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   ::madvise(p, alloc_bytes, MADV_HUGEPAGE);
   m.data_.reset(static_cast<std::byte*>(p));
   std::byte* dst = m.data_.get();
-  tbb::parallel_for(int64_t{0}, n_groups, [&](int64_t g) {
+  tbb_for_each_index(int64_t{0}, n_groups, [&](int64_t g) {
     x16_repack_group(w.type, w.data, w.rows, w.cols, g, dst + g * group_bytes);
   });
   m.view_ = w;

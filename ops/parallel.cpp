@@ -1,8 +1,8 @@
 #include "ops/parallel.h"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+
+#include "ops/tbb_for.h"
 
 namespace pacer::ops {
 
@@ -18,7 +18,7 @@ void TbbParallel::run_chunks(int64_t n, int64_t align, const ChunkFn& body) cons
     if (n > 0) body(0, 0, n);
     return;
   }
-  tbb::parallel_for(
+  tbb_for_each_range(
       tbb::blocked_range<int>(0, workers_, 1),
       [&](const tbb::blocked_range<int>& r) {
         for (int c = r.begin(); c < r.end(); ++c) {

@@ -23,29 +23,18 @@
 #include <tbb/task_group.h>
 #include <tbb/task_scheduler_observer.h>
 
+#include "ops/tbb_for.h"
+
 namespace pacer::runtime {
 namespace {
 
 // ThreadSanitizer sees our atomics but not the synchronisation inside libtbb (not built with
-// TSan): the hand-over of the executor to TBB's worker threads (enqueue -> worker entry) and
-// back (group.wait) would otherwise read as races on every field the constructor wrote. These
-// two calls state those happens-before edges; outside TSan builds they are nothing.
-// One process-wide sync object: it over-orders (any hand-over orders after any earlier one),
-// which TSan accepts, and needs no read of the object being handed over to find it.
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-inline char tbb_handoff_tag;
-inline void tbb_handoff_release() noexcept {
-  __tsan_release(&tbb_handoff_tag);
-}
-inline void tbb_handoff_acquire() noexcept {
-  __tsan_acquire(&tbb_handoff_tag);
-}
-#else
-inline void tbb_handoff_release() noexcept {}
-inline void tbb_handoff_acquire() noexcept {}
-#endif
+// TSan): the hand-over of the executor to TBB's worker threads (enqueue -> worker entry), the
+// pinning observer's callbacks, and back (group.wait, observe(false)) would otherwise read as
+// races on every field the constructor wrote. ops::tsan_handoff_release/acquire state those
+// edges (ops/tbb_for.h); outside TSan builds they are nothing.
+using ops::tsan_handoff_acquire;
+using ops::tsan_handoff_release;
 
 using Clock = std::chrono::steady_clock;
 
@@ -154,12 +143,15 @@ struct Executor::Impl {
    public:
     PinningObserver(tbb::task_arena& arena, Impl& impl)
         : tbb::task_scheduler_observer(arena), impl_(impl) {
-      tbb_handoff_release();  // TBB may call the observer from its threads from here on
+      tsan_handoff_release();  // TBB may call the observer from its threads from here on
       observe(true);
     }
-    ~PinningObserver() override { observe(false); }
+    ~PinningObserver() override {
+      observe(false);  // returns once no callback runs (TBB waits for them)
+      tsan_handoff_acquire();
+    }
     void on_scheduler_entry(bool is_worker) noexcept override {
-      tbb_handoff_acquire();
+      tsan_handoff_acquire();
       if (!is_worker || impl_.cpus.empty()) return;  // slot 0 is pinned by the executor itself
       const int slot = tbb::this_task_arena::current_thread_index();
       if (slot <= 0 || slot >= impl_.workers) return;
@@ -167,9 +159,9 @@ struct Executor::Impl {
       impl_.stats[slot].pin_errno.store(rc, std::memory_order_relaxed);
     }
     void on_scheduler_exit(bool is_worker) noexcept override {
-      tbb_handoff_acquire();
-      if (!is_worker || impl_.cpus.empty()) return;
-      set_thread_affinity(impl_.caller_mask);
+      tsan_handoff_acquire();
+      if (is_worker && !impl_.cpus.empty()) set_thread_affinity(impl_.caller_mask);
+      tsan_handoff_release();  // the destructor's observe(false) waits for this callback
     }
 
    private:
@@ -215,8 +207,12 @@ struct Executor::Impl {
     if (workers == 1) return;
     pinning = std::make_unique<PinningObserver>(arena, *this);
     for (int i = 1; i < workers; ++i) {
-      auto task = group.defer([this] { worker_loop(); });
-      tbb_handoff_release();  // after the task (and its capture) is built, before TBB runs it
+      // The acquire comes before the lambda reads its capture.
+      auto task = group.defer([this] {
+        tsan_handoff_acquire();
+        worker_loop();
+      });
+      tsan_handoff_release();  // after the task (and its capture) is built, before TBB runs it
       arena.enqueue(std::move(task));
     }
     // Wait (bounded) for the workers to arrive so pinning is done before the first op. If TBB
@@ -233,7 +229,7 @@ struct Executor::Impl {
       generation.fetch_add(1, std::memory_order_seq_cst);
       futex_wake_all(&generation);
       arena.execute([this] { group.wait(); });
-      tbb_handoff_acquire();
+      tsan_handoff_acquire();
       pinning.reset();
     }
     if (caller_pinned) set_thread_affinity(caller_mask);
@@ -347,10 +343,9 @@ struct Executor::Impl {
   }
 
   void worker_loop() noexcept {
-    tbb_handoff_acquire();
     const int slot = tbb::this_task_arena::current_thread_index();
     if (slot <= 0 || slot >= workers) {  // not one of our slots: leave the work to others
-      tbb_handoff_release();
+      tsan_handoff_release();
       return;
     }
     joined.fetch_add(1, std::memory_order_acq_rel);
@@ -359,7 +354,7 @@ struct Executor::Impl {
       run_claimable(slot, seen);  // a job already in flight when we joined, if any
       seen = wait_for_job(seen);
     }
-    tbb_handoff_release();  // the destructor's group.wait() returns after this
+    tsan_handoff_release();  // the destructor's group.wait() returns after this
   }
 
   void run_inline(int64_t n, int64_t align, const ops::ChunkFn& body, bool observe) const {

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include <tbb/parallel_for.h>
-
 #include <fmt/format.h>
+
+#include "ops/tbb_for.h"
 
 namespace pacer::runtime {
 
@@ -45,7 +45,7 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
       // the copy are resident together for one matrix only.
       const std::span<const std::byte> bytes(w->data, static_cast<size_t>(w->bytes()));
       constexpr size_t kChunk = size_t{8} << 20;
-      tbb::parallel_for(size_t{0}, (bytes.size() + kChunk - 1) / kChunk, [&](size_t c) {
+      ops::tbb_for_each_index(size_t{0}, (bytes.size() + kChunk - 1) / kChunk, [&](size_t c) {
         m.file_->populate(bytes.subspan(c * kChunk, std::min(kChunk, bytes.size() - c * kChunk)));
       });
       m.repacked_.push_back(ops::InterleavedMatrix::repack(*w));
@@ -73,8 +73,8 @@ Model Model::load(const std::filesystem::path& path, const LoadOptions& opts) {
       file_weights.emplace_back(w->data, static_cast<size_t>(w->bytes()));
     }
   }
-  tbb::parallel_for(size_t{0}, file_weights.size(),
-                    [&](size_t i) { m.file_->populate(file_weights[i]); });
+  ops::tbb_for_each_index(size_t{0}, file_weights.size(),
+                          [&](size_t i) { m.file_->populate(file_weights[i]); });
   m.tokenizer_ = std::make_unique<loader::Tokenizer>(loader::Tokenizer::from_gguf(*m.file_));
   m.load_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
