@@ -116,7 +116,12 @@ TEST(PerfSoftwareGroup, CountsContextSwitchesAndPageFaults) {
   munmap(mem, pages * page);
   EXPECT_GE(scaled_delta(a, b, cs), 3u);
   EXPECT_GE(scaled_delta(a, b, pf), pages);
+#if defined(__SANITIZE_THREAD__)
+  // TSan faults in its shadow memory for every page the loop touches (767 faults for 256
+  // pages in the TSan build): the upper bound holds for uninstrumented code only.
+#else
   EXPECT_LT(scaled_delta(a, b, pf), pages + 200);
+#endif
 }
 
 TEST(PerfSoftwareGroup, UnknownEventIsReportedNotFatal) {
