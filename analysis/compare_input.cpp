@@ -100,7 +100,9 @@ class CycleBuilder : public LogVisitor {
     // The critical worker is the one the op waited for: the last to finish (the longest slice
     // breaks ties). A worker woken late starts late and finishes last with a normal-length slice.
     const WorkerSample* critical = &op.workers.front();
+    double slices = 0;
     for (const WorkerSample& w : op.workers) {
+      slices += static_cast<double>(w.duration_ns());
       if (w.t1_ns > critical->t1_ns ||
           (w.t1_ns == critical->t1_ns && w.duration_ns() > critical->duration_ns()))
         critical = &w;
@@ -112,8 +114,6 @@ class CycleBuilder : public LogVisitor {
       }
     }
     add_critical(t, *critical);
-    double slices = 0;
-    for (const WorkerSample& w : op.workers) slices += static_cast<double>(w.duration_ns());
     t.excess_ns += static_cast<double>(critical->duration_ns()) -
                    slices / static_cast<double>(op.workers.size());
     // Sync split: before the critical chunk began and after it ended (clamped to the op's wall:

@@ -25,6 +25,8 @@ std::string group_thousands(double v, int decimals);  // 631394.912 -> "631,394.
 std::string fmt_num(double v, int decimals);          // NaN -> "n/a"
 std::string fmt_p(double p);                          // "0.000", "1", "n/a"
 std::string fmt_signed(double v, int decimals);       // "+1.50", "n/a"
+// The attribution table's load-imbalance row label (both runs' figures in it).
+std::string load_imbalance_label(const Attribution& a);
 }  // namespace detail
 
 }  // namespace pacer::analysis

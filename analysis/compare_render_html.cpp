@@ -19,6 +19,7 @@ using detail::fmt_num;
 using detail::fmt_p;
 using detail::fmt_signed;
 using detail::group_thousands;
+using detail::load_imbalance_label;
 
 using html::esc;
 
@@ -258,12 +259,8 @@ std::string render_html(const Comparison& c, const RenderOptions& ro) {
   }
   if (a.span_excess_ns[0] != 0 || a.span_excess_ns[1] != 0) {
     const double d = a.span_excess_ns[1] - a.span_excess_ns[0];
-    at.rows.push_back({fmt::format("&nbsp;&nbsp;of on-CPU + run queue + blocked: load imbalance "
-                                   "(the waited-for worker's slice over its op's average worker, "
-                                   "{} -> {} us)",
-                                   group_thousands(a.span_excess_ns[0] * 1e-3, 2),
-                                   group_thousands(a.span_excess_ns[1] * 1e-3, 2)),
-                       fmt_signed(d * 1e-3, 2), fmt_signed(d / a.mean_ns[0] * 100, 2), ""});
+    at.rows.push_back({load_imbalance_label(a), fmt_signed(d * 1e-3, 2),
+                       fmt_signed(d / a.mean_ns[0] * 100, 2), ""});
   }
   at.rows.push_back({"<b>sum of parts</b>", fmt_signed(a.sum_of_parts() * 1e-3, 2),
                      fmt_signed(a.sum_of_parts() / a.mean_ns[0] * 100, 2), ""});

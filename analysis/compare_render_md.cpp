@@ -13,6 +13,14 @@
 namespace pacer::analysis {
 namespace detail {
 
+std::string load_imbalance_label(const Attribution& a) {
+  return fmt::format(
+      "&nbsp;&nbsp;of on-CPU + run queue + blocked: load imbalance (the waited-for worker's slice "
+      "over its op's average worker, {} -> {} us)",
+      group_thousands(a.span_excess_ns[0] * 1e-3, 2),
+      group_thousands(a.span_excess_ns[1] * 1e-3, 2));
+}
+
 std::string group_thousands(double v, int decimals) {
   if (!std::isfinite(v)) return "n/a";
   std::string s = fmt::format("{:.{}f}", std::fabs(v), decimals);
@@ -51,6 +59,7 @@ using detail::fmt_num;
 using detail::fmt_p;
 using detail::fmt_signed;
 using detail::group_thousands;
+using detail::load_imbalance_label;
 
 std::string pct_text(double a, double b) {
   if (!(a != 0) || !std::isfinite(a) || !std::isfinite(b)) return "-";
@@ -154,12 +163,8 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
         fmt_signed(a.runq_outside_ns * 1e-3, 2), fmt_signed(a.runq_outside_ns / t0 * 100, 2));
   if (a.span_excess_ns[0] != 0 || a.span_excess_ns[1] != 0) {
     const double d = a.span_excess_ns[1] - a.span_excess_ns[0];
-    o += fmt::format(
-        "| &nbsp;&nbsp;of on-CPU + run queue + blocked: load imbalance (the waited-for worker's "
-        "slice over its op's average worker, {} -> {} us) | {} | {} | |\n",
-        group_thousands(a.span_excess_ns[0] * 1e-3, 2),
-        group_thousands(a.span_excess_ns[1] * 1e-3, 2), fmt_signed(d * 1e-3, 2),
-        fmt_signed(d / t0 * 100, 2));
+    o += fmt::format("| {} | {} | {} | |\n", load_imbalance_label(a), fmt_signed(d * 1e-3, 2),
+                     fmt_signed(d / t0 * 100, 2));
   }
   o += fmt::format(
       "| &nbsp;&nbsp;residual: dispatch delay (op start -> last worker's start) | {} "
