@@ -14,12 +14,13 @@ namespace pacer::ops {
 // slice first touched by its reader) is streamed by every variant of the read loop -- load width
 // (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (1-16,
 // as a GEMV reads several weight rows at once), lines read from one stream before the next (1, or
-// a burst of 16 as the interleaved GEMVs read a group's block) and software prefetch distance --
-// and the best pass of the best variant is the figure. A decode that beats it means the probe
-// failed, not that the decode is above the limit. Threads are pinned to `cpus` (thread t to cpus[t
-// % size]) when given, so the figure is for the placement a run uses. Pick bytes far larger than
-// the last-level cache (e.g. 1 GiB). On a shared machine the figure is low (a pass spans many time
-// slices).
+// a burst of 16 as the interleaved GEMVs read a group's block) and software prefetch distance (0
+// or 1024 B, then 256, 512, 2048 and 4096 B at the stream count and load width of the best
+// prefetching loop) -- and the best pass of the best variant is the figure. A decode that beats it
+// means the probe failed, not that the decode is above the limit. Threads are pinned to `cpus`
+// (thread t to cpus[t % size]) when given, so the figure is for the placement a run uses. Pick
+// bytes far larger than the last-level cache (e.g. 1 GiB). On a shared machine the figure is low (a
+// pass spans many time slices).
 struct BandwidthOptions {
   int threads = 1;
   size_t bytes = size_t{1} << 30;

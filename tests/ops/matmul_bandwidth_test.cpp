@@ -60,9 +60,21 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
     EXPECT_NE(p.method.find("best of " + std::to_string(p.trials.size())), std::string::npos)
         << p.method;
     if (detect_isa() == Isa::Avx512) {
-      // 5 stream counts x 2 prefetch distances of 512-bit loads, 3 stream counts in bursts of 16
-      // lines, and 2 of 256-bit loads.
-      EXPECT_EQ(p.trials.size(), 15u);
+      // First stage: 5 stream counts x 2 prefetch distances of 512-bit loads, 3 stream counts in
+      // bursts of 16 lines, and 2 of 256-bit loads. Second stage: 4 more prefetch distances at
+      // the stream count of the first stage's best prefetching loop.
+      ASSERT_EQ(p.trials.size(), 19u);
+      size_t around = 15;
+      for (size_t i = 0; i < 15; ++i) {
+        const bool prefetching = p.trials[i].variant.find("prefetch") != std::string::npos;
+        if (prefetching && (around == 15 || p.trials[i].gbs > p.trials[around].gbs)) around = i;
+      }
+      ASSERT_LT(around, 15u);
+      // "avx512 x8 streams, prefetch 1024 B" -> "avx512 x8 streams, prefetch "
+      const std::string& a = p.trials[around].variant;
+      const std::string stem = a.substr(0, a.find("prefetch ") + 9);
+      const char* distances[] = {"256 B", "512 B", "2048 B", "4096 B"};
+      for (size_t k = 0; k < 4; ++k) EXPECT_EQ(p.trials[15 + k].variant, stem + distances[k]);
     }
     // Without the search: one variant, the same figure family.
     EXPECT_EQ(
