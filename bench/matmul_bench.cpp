@@ -201,6 +201,16 @@ void gemv_kquant_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// One worker's share of a decode GEMV on a many-core machine: 128 or 64 rows (8 or 4 groups of
+// the x16 layouts) of TinyLlama's 2048 columns, as 2048-row matrices give 16 or 32 threads, called
+// back to back on cold copies. Against the full shapes above (cold:1, threads:1) this is what
+// the start of every call costs: streams to set up and their first lines missed.
+void gemv_share_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads", "cold"});
+  b->ArgsProduct({{128, 64}, {2048}, {1}, {1}});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 #define PACER_GEMV(tname, TYPE)                                                                \
   BENCHMARK_CAPTURE(BM_gemv, tname##_scalar, WeightType::TYPE, Isa::Scalar)->Apply(gemv_args); \
   BENCHMARK_CAPTURE(BM_gemv, tname##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(gemv_args);     \
@@ -227,6 +237,16 @@ BENCHMARK_CAPTURE(BM_gemv, q5_kx16_avx512, WeightType::Q5_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx512, WeightType::Q6_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q4_0x16_share_avx512, WeightType::Q4_0, Isa::Avx512, true)
+    ->Apply(gemv_share_args);
+BENCHMARK_CAPTURE(BM_gemv, q8_0x16_share_avx512, WeightType::Q8_0, Isa::Avx512, true)
+    ->Apply(gemv_share_args);
+BENCHMARK_CAPTURE(BM_gemv, q4_kx16_share_avx512, WeightType::Q4_K, Isa::Avx512, true)
+    ->Apply(gemv_share_args);
+BENCHMARK_CAPTURE(BM_gemv, q6_kx16_share_avx512, WeightType::Q6_K, Isa::Avx512, true)
+    ->Apply(gemv_share_args);
+BENCHMARK_CAPTURE(BM_gemv, f16x16_share_avx512, WeightType::F16, Isa::Avx512, true)
+    ->Apply(gemv_share_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx2, WeightType::Q6_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
 

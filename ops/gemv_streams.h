@@ -16,6 +16,13 @@ namespace pacer::ops {
 
 // A stretch must hold at least this many rows for the stream order to be used.
 constexpr int64_t kGemvStreamMinRows = 4;
+// The same for the 16-row interleaved GEMVs, in groups: one. A group is 8-100 KiB (TinyLlama's
+// Q4_K rows of 2048: 18 KiB), so even a stretch of one spans pages of its own, and a worker's
+// share of 4-15 groups -- 2048 rows on 8-32 threads, or any Qwen2.5-0.5B matrix from 4 threads on
+// -- is read as S streams instead of one. One Sapphire Rapids core (dev VM), back-to-back cold Q4_K
+// calls of 8 groups of 2048 columns: 11.9 -> 13.6 GB/s at 1 thread, 19.1 -> 21.5 at 2 (4 groups
+// a call at 2 threads: 19.8 -> 21.5), where a stretch of 4 left such calls one stream.
+constexpr int64_t kX16StreamMinGroups = 1;
 // Kernels that prefetch by row prefetch the same bytes this many rows further on in a stream.
 constexpr int64_t kGemvStreamPrefetchRows = 2;
 
@@ -29,10 +36,12 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
 // For GEMVs of nr rows in tiles of `rows_per_tile`: calls tile(j, per_stream) for j in
 // [0, per_stream), where the tile's rows are j, j + per_stream, j + 2 per_stream, ... (row step
 // per_stream, outputs likewise). Returns the first row it did not cover (0 when nr is too small
-// for streams); the caller runs rows [returned, nr) in its usual neighbouring-row order.
+// for streams of min_rows rows); the caller runs rows [returned, nr) in its usual
+// neighbouring-row order.
 template <class Tile>
-int64_t gemv_stream_tiles(int64_t nr, int64_t rows_per_tile, Tile&& tile) {
-  if (nr < kGemvStreamMinRows * rows_per_tile) return 0;
+int64_t gemv_stream_tiles(int64_t nr, int64_t rows_per_tile, Tile&& tile,
+                          int64_t min_rows = kGemvStreamMinRows) {
+  if (nr < min_rows * rows_per_tile) return 0;
   const int64_t per_stream = nr / rows_per_tile;
   for (int64_t j = 0; j < per_stream; ++j) tile(j, per_stream);
   return rows_per_tile * per_stream;
@@ -63,13 +72,16 @@ void x16_gemv_stream_groups(const std::byte* groups, int64_t n_groups, int64_t g
   constexpr int64_t kRows = 16;
   const std::byte* group[S];
   float* outs[S];
-  const int64_t g0 = gemv_stream_tiles(n_groups, S, [&](int64_t j, int64_t per_stream) {
-    for (int s = 0; s < S; ++s) {
-      group[s] = groups + (s * per_stream + j) * group_bytes;
-      outs[s] = out + (s * per_stream + j) * kRows;
-    }
-    run(std::integral_constant<int, S>{}, group, outs);
-  });
+  const int64_t g0 = gemv_stream_tiles(
+      n_groups, S,
+      [&](int64_t j, int64_t per_stream) {
+        for (int s = 0; s < S; ++s) {
+          group[s] = groups + (s * per_stream + j) * group_bytes;
+          outs[s] = out + (s * per_stream + j) * kRows;
+        }
+        run(std::integral_constant<int, S>{}, group, outs);
+      },
+      kX16StreamMinGroups);
   for (int64_t g = g0; g < n_groups; ++g) {
     group[0] = groups + g * group_bytes;
     outs[0] = out + g * kRows;

@@ -27,11 +27,12 @@ struct Case {
   int64_t rows, cols;
 };
 // Rows around the group of 16 and cols around the GEMV's 8-column step (tails of 1..7 columns),
-// up to a real row length; 300 and 263 rows (19 and 17 groups) for the far-apart stream order of
-// the GEMV (4 streams from 16 groups) and the few-token GEMM (2 streams from 8), with the groups
-// left over after the streams.
-const Case kCases[] = {{1, 1},    {15, 7},   {16, 8},    {17, 13},   {40, 64},
-                       {33, 200}, {300, 72}, {263, 136}, {48, 2051}, {20, 5632}};
+// up to a real row length; 100, 200, 300 and 263 rows (7, 13, 19 and 17 groups) for the far-apart
+// stream order of the GEMV (4 streams from 4 groups) and the few-token GEMM (2 streams from 2),
+// with the groups left over after the streams (7 and 13 groups: one worker's share on many
+// threads).
+const Case kCases[] = {{1, 1},    {15, 7},   {16, 8},   {17, 13},   {40, 64},   {33, 200},
+                       {100, 64}, {200, 40}, {300, 72}, {263, 136}, {48, 2051}, {20, 5632}};
 
 bool avx512_here() {
   return isa_supported(Isa::Avx512);

@@ -26,8 +26,10 @@ struct Case {
 };
 // Rows around the group of 16 (one row, a partial group, exact groups, a partial last group)
 // and cols with an odd block count (the last block pair is padded) and a large k.
-const Case kCases[] = {{1, 32},   {15, 96},   {16, 64},       {17, 96},  {40, 288},
-                       {64, 896}, {33, 2048}, {48, 32 * 151}, {256, 128}};
+// 64, 100 and 200 rows (4, 7 and 13 groups): as short as one worker's share on many threads,
+// read as 2 or 4 short far-apart streams (gemv_streams.h) with leftover groups.
+const Case kCases[] = {{1, 32},    {15, 96},  {16, 64},   {17, 96},       {40, 288}, {64, 896},
+                       {100, 288}, {200, 96}, {33, 2048}, {48, 32 * 151}, {256, 128}};
 
 // The row-major reference dot of row r with act, and its error bound for a kernel that
 // reassociates: each block term d_w * d_x * isum is exact up to 2 roundings, and the block sum
