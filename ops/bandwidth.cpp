@@ -86,7 +86,7 @@ std::vector<Variant> variants(bool search) {
 // memory's loaded latency; on the 2-vCPU Sapphire Rapids dev VM 512-2048 B were within a few %
 // of each other, 0 B 10-25 % behind at 8 streams).
 constexpr size_t kRefinedPrefetch[] = {256, 512, 2048, 4096};
-void append_refinement(const Variant& around, std::vector<Variant>& vs) {
+void append_refinement(Variant around, std::vector<Variant>& vs) {  // a copy: vs may reallocate
   for (size_t pf : kRefinedPrefetch) vs.push_back({around.isa, around.streams, 1, pf});
 }
 
