@@ -311,8 +311,12 @@ struct Executor::Impl {
     };
     int64_t gb = 0, ge = 0;
     while (claim_piece(slot, true, g24, gb, ge)) run(slot, gb, ge);
-    // A share once empty stays empty: one pass over the others drains them all.
-    for (int k = 1; k < workers; ++k) {
+    // A share once empty stays empty: one pass over the others drains them all. Skipped when
+    // the grains still outstanding are this thread's own (every other piece has run): the last
+    // worker to finish then goes straight to the decrement the caller waits for, instead of
+    // first reading every other share's claim line, each last written by another core.
+    const bool others_left = grains == 0 || remaining.load(std::memory_order_acquire) > grains;
+    for (int k = 1; others_left && k < workers; ++k) {
       const int c = slot + k < workers ? slot + k : slot + k - workers;
       while (claim_piece(c, false, g24, gb, ge)) run(c, gb, ge);
     }
