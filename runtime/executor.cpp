@@ -113,10 +113,13 @@ constexpr int64_t claim_back(uint64_t w) {
 }
 
 // The owner of a share takes half of what is left of it (at least kOwnerMinGrains): long pieces
-// first, so its kernels keep their streams long (an x16 GEMV needs 16 groups for 4 streams),
+// first, so its kernels keep their streams long (each GEMV call starts its streams afresh),
 // shorter ones towards the end, so a worker done early finds something left to take. A thief
 // takes half of what is left, from the back. Owner pieces of a quarter (at least 4 grains) ran
-// decode 0.93-0.96x of these (TinyLlama Q4_K_M, 2 threads, dev VM).
+// decode 0.93-0.96x of these (TinyLlama Q4_K_M, 2 threads, dev VM) while an x16 GEMV call of
+// under 16 groups was one stream; since calls of 4 groups read 4 streams (gemv_streams.h), pieces
+// of 4 grains that continue the share's streams across pieces measured 1.01x (300 alternations,
+// quartiles 0.91-1.13): not worth the mapping.
 constexpr int64_t kOwnerMinGrains = 16;
 constexpr int64_t owner_take(int64_t left) {
   return std::min(left, std::max(kOwnerMinGrains, (left + 1) / 2));
