@@ -106,6 +106,30 @@ void summarize_rates(BenchRow& row) {
   for (double x : v) ss += (x - row.mean) * (x - row.mean);
   row.sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
   row.cv = row.mean > 0 ? row.sd / row.mean : 0.0;
+  if (!row.token_s.empty()) {
+    std::vector<double> t = row.token_s;
+    const size_t mid = t.size() / 2;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(mid), t.end());
+    double median = t[mid];
+    if (t.size() % 2 == 0) {  // the mean of the two middle values
+      median =
+          (median + *std::max_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+    }
+    row.tok_s_p50 = median > 0 ? 1.0 / median : 0.0;
+  }
+}
+
+// The median token against the mean: a rep's rate hides whether every token was slow or a few
+// were very slow (a host that takes the vCPU away for milliseconds).
+void flag_slow_tokens(BenchRow& row) {
+  constexpr double kFlagBelow = 0.05;  // mean this far below the median token's rate
+  if (row.tok_s_p50 <= 0 || row.mean >= (1.0 - kFlagBelow) * row.tok_s_p50) return;
+  row.flags.push_back(fmt::format(
+      "mean {:.0f}% below the median token's {:.2f} t/s{}: a few tokens ran far slower than the "
+      "rest (host steal, other load?)",
+      100.0 * (1.0 - row.mean / row.tok_s_p50), row.tok_s_p50,
+      row.roofline_p50_pct > 0 ? fmt::format(" ({:.0f}% of the roofline)", row.roofline_p50_pct)
+                               : std::string()));
 }
 
 BenchResult run_bench(const Model& model, const BenchOptions& opts) {
@@ -267,6 +291,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           }
 
           double rate = 0;
+          std::vector<double> token_s;  // this rep's decode tokens (the unrecorded tg path)
           // The context a test starts from: `depth` random tokens, prefilled untimed.
           auto fill_depth = [&](TokenStream& toks) {
             if (test.depth == 0) return;
@@ -348,18 +373,24 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             session->reset();
             fill_depth(toks);
             if (test.depth == 0) session->decode(toks.next());  // as llama-bench starts from BOS
+            token_s.reserve(static_cast<size_t>(test.n));
             const auto t0 = Clock::now();
+            auto last = t0;
             for (int64_t i = 0; i < test.n; ++i) {
               if (opts.stop && i % 16 == 0 && opts.stop()) {  // prompt Ctrl-C on long tests
                 res.interrupted = true;
                 return res;
               }
               session->decode(toks.next());
+              const auto now = Clock::now();
+              token_s.push_back(std::chrono::duration<double>(now - last).count());
+              last = now;
             }
             rate = static_cast<double>(test.n) / seconds_since(t0);
           }
           if (timed) {
             row.tok_s.push_back(rate);
+            row.token_s.insert(row.token_s.end(), token_s.begin(), token_s.end());
             session->executor().set_observer(nullptr);  // the probe is not part of the run
             for (double mhz : sample_worker_mhz(session->executor(), *freq.source)) {
               if (!std::isfinite(mhz)) continue;
@@ -393,6 +424,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             row.ceiling_tok_s =
                 row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
+            row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
           }
           if (llc_bytes > 0 && res.matmul_bytes_per_token <= 2 * llc_bytes) {
             row.roofline_applies = false;
@@ -408,6 +440,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                 row.roofline_pct));
           }
         }
+        if (test.tg) flag_slow_tokens(row);
         if (row.tok_s.size() < 2) {
           row.flags.push_back("1 rep: no CV (needs -r 2 or more)");
         } else if (row.cv > opts.cv_flag) {
@@ -525,7 +558,7 @@ const std::vector<std::string>& llama_bench_fields() {
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
       "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_roofline_pct",
-      "pacer_roofline_applies", "pacer_flags"};
+      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -596,6 +629,9 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_bandwidth_after_gbs", row.bandwidth_after_gbs},
       {"pacer_roofline_pct", row.roofline_pct},
       {"pacer_roofline_applies", row.roofline_applies},
+      {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},
+      {"pacer_roofline_p50_pct",
+       row.roofline_p50_pct > 0 ? nlohmann::json(row.roofline_p50_pct) : nlohmann::json()},
       {"pacer_flags", row.flags}};
   return j;
 }

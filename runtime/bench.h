@@ -72,8 +72,15 @@ struct BenchRow {
   // tg rows: the best read loop of the placement measured again just before the row's timed reps
   // and just after them; bandwidth_gbs is their mean (0: not measured)
   double bandwidth_before_gbs = 0, bandwidth_after_gbs = 0;
-  double ceiling_tok_s = 0;        // tg: bandwidth / matmul bytes per token
-  double roofline_pct = 0;         // tg: mean / ceiling
+  double ceiling_tok_s = 0;  // tg: bandwidth / matmul bytes per token
+  double roofline_pct = 0;   // tg: mean / ceiling
+  // tg rows: seconds of every decode token of the timed reps not recorded (--events-out records
+  // the last one), their median's rate, and that rate / ceiling. Where the mean falls well below
+  // the median token's rate, a few tokens ran far slower than the rest (host steal, other load):
+  // the kernels' speed is the median's, the run's the mean's.
+  std::vector<double> token_s;
+  double tok_s_p50 = 0;            // 0: no per-token times
+  double roofline_p50_pct = 0;     // 0: no ceiling or no per-token times
   std::string bandwidth_method;    // how the bandwidth was found (ops::BandwidthProbe::method)
   bool roofline_applies = true;    // false: weights fit the LLC (no DRAM streaming to bound)
   std::vector<std::string> flags;  // reasons not to trust the row
@@ -115,7 +122,9 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
 std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
 
 // mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
-void summarize_rates(BenchRow& row);
+void summarize_rates(BenchRow& row);  // mean, sd, cv of tok_s; tok_s_p50 of token_s
+// Adds a flag when the mean rate is over 5 % below the median token's (tok_s_p50).
+void flag_slow_tokens(BenchRow& row);
 
 std::string render_bench_markdown(const BenchResult& r);
 std::string render_bench_csv(const BenchResult& r);  // llama_bench_csv_header + a row per row
