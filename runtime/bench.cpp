@@ -99,13 +99,14 @@ std::pair<PinSpec, std::string> row_pin(const BenchOptions& opts, const PinSpec&
 
 void summarize_rates(BenchRow& row) {
   const auto& v = row.tok_s;
-  if (v.empty()) return;
-  const double n = static_cast<double>(v.size());
-  row.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
-  double ss = 0;
-  for (double x : v) ss += (x - row.mean) * (x - row.mean);
-  row.sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
-  row.cv = row.mean > 0 ? row.sd / row.mean : 0.0;
+  if (!v.empty()) {
+    const double n = static_cast<double>(v.size());
+    row.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+    double ss = 0;
+    for (double x : v) ss += (x - row.mean) * (x - row.mean);
+    row.sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+    row.cv = row.mean > 0 ? row.sd / row.mean : 0.0;
+  }
   if (!row.token_s.empty()) {
     std::vector<double> t = row.token_s;
     const size_t mid = t.size() / 2;
@@ -120,14 +121,18 @@ void summarize_rates(BenchRow& row) {
 }
 
 // The median token against the mean: a rep's rate hides whether every token was slow or a few
-// were very slow (a host that takes the vCPU away for milliseconds).
+// were very slow (a host that takes the vCPU away for milliseconds). The mean is over the same
+// tokens (the reps timed token by token, not a recorded one, which the recorder slows).
 void flag_slow_tokens(BenchRow& row) {
   constexpr double kFlagBelow = 0.05;  // mean this far below the median token's rate
-  if (row.tok_s_p50 <= 0 || row.mean >= (1.0 - kFlagBelow) * row.tok_s_p50) return;
+  if (row.tok_s_p50 <= 0 || row.token_s.empty()) return;
+  const double seconds = std::accumulate(row.token_s.begin(), row.token_s.end(), 0.0);
+  const double mean = static_cast<double>(row.token_s.size()) / seconds;
+  if (mean >= (1.0 - kFlagBelow) * row.tok_s_p50) return;
   row.flags.push_back(fmt::format(
       "mean {:.0f}% below the median token's {:.2f} t/s{}: a few tokens ran far slower than the "
       "rest (host steal, other load?)",
-      100.0 * (1.0 - row.mean / row.tok_s_p50), row.tok_s_p50,
+      100.0 * (1.0 - mean / row.tok_s_p50), row.tok_s_p50,
       row.roofline_p50_pct > 0 ? fmt::format(" ({:.0f}% of the roofline)", row.roofline_p50_pct)
                                : std::string()));
 }

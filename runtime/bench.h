@@ -123,7 +123,8 @@ std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
 
 // mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
 void summarize_rates(BenchRow& row);  // mean, sd, cv of tok_s; tok_s_p50 of token_s
-// Adds a flag when the mean rate is over 5 % below the median token's (tok_s_p50).
+// Adds a flag when the mean rate of the tokens in token_s is over 5 % below the median token's
+// (tok_s_p50).
 void flag_slow_tokens(BenchRow& row);
 
 std::string render_bench_markdown(const BenchResult& r);

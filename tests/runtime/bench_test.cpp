@@ -62,9 +62,13 @@ TEST(BenchStats, SummarizeRatesMatchesHandComputedValues) {
 }
 
 TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
+  // Four tokens of 10 ms and one of 22.5 ms: 5 tokens in 62.5 ms = 80 t/s against the median
+  // token's 100 t/s, 20 % below. The reps' own mean (a recorded rep may be among them) is not used.
   BenchRow row;
-  row.mean = 80.0;
-  row.tok_s_p50 = 100.0;
+  row.mean = 30.0;
+  row.token_s = {0.01, 0.01, 0.0225, 0.01, 0.01};
+  summarize_rates(row);
+  ASSERT_DOUBLE_EQ(row.tok_s_p50, 100.0);
   row.roofline_p50_pct = 91.0;
   flag_slow_tokens(row);
   ASSERT_EQ(row.flags.size(), 1u);
@@ -72,11 +76,17 @@ TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
       row.flags[0].rfind("mean 20% below the median token's 100.00 t/s (91% of the roofline)", 0),
       0u)
       << row.flags[0];
-  BenchRow close;  // 4 % below: within the noise of a rep
-  close.mean = 96.0;
-  close.tok_s_p50 = 100.0;
-  flag_slow_tokens(close);
-  EXPECT_TRUE(close.flags.empty());
+  // One 14 ms token among 10 ms ones: 5 in 54 ms = 92.6 t/s, 7.4 % below -- flagged; one of
+  // 11.5 ms: 97.1 t/s, 2.9 % below -- within the noise, not flagged.
+  BenchRow slower, close;
+  slower.token_s = {0.01, 0.01, 0.014, 0.01, 0.01};
+  close.token_s = {0.01, 0.01, 0.0115, 0.01, 0.01};
+  for (BenchRow* r : {&slower, &close}) {
+    summarize_rates(*r);
+    flag_slow_tokens(*r);
+  }
+  EXPECT_EQ(slower.flags.size(), 1u);
+  EXPECT_TRUE(close.flags.empty()) << close.flags[0];
   BenchRow untimed;  // no per-token times: nothing to compare
   untimed.mean = 50.0;
   flag_slow_tokens(untimed);
