@@ -199,14 +199,16 @@ inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
 inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
 inline constexpr std::string_view kGemvStreams = "gemv_streams";
 inline constexpr std::string_view kWorkStealing = "work_stealing";
+inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
 inline constexpr std::string_view kKvType = "kv_type";
 inline constexpr std::string_view kRecording = "recording";
 inline constexpr std::string_view kNuma = "numa";  // its keys: numa_key below
 inline constexpr std::array kAll{
-    kThreads,      kPin,           kCpus,         kPinned,      kCtx,       kMaxBatch,
-    kNPrompt,      kNPredict,      kSeed,         kTemperature, kTopK,      kTopP,
-    kMinP,         kRepeatPenalty, kIsa,          kAmx,         kBf16Dot,   kRepackedMatrices,
-    kGemvPrefetch, kGemvStreams,   kWorkStealing, kKvType,      kRecording, kNuma};
+    kThreads,      kPin,           kCpus,         kPinned,       kCtx,     kMaxBatch,
+    kNPrompt,      kNPredict,      kSeed,         kTemperature,  kTopK,    kTopP,
+    kMinP,         kRepeatPenalty, kIsa,          kAmx,          kBf16Dot, kRepackedMatrices,
+    kGemvPrefetch, kGemvStreams,   kWorkStealing, kIdlePrefetch, kKvType,  kRecording,
+    kNuma};
 }  // namespace run_key
 
 // Keys of the header's `host` object and of its `topology`.

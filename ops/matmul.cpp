@@ -307,6 +307,30 @@ std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_be
   return {row_begin * rb, row_end * rb};
 }
 
+PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws) {
+  PrefetchPlan plan;
+  plan.align = kMatmulRowAlign;
+  for (const WeightMatrix& w : ws) {
+    if (plan.n_segments == PrefetchPlan::kMaxSegments) break;
+    PrefetchSegment& sg = plan.segments[static_cast<size_t>(plan.n_segments++)];
+    sg.data = w.data;
+    sg.rows = w.rows;
+    if (w.layout == WeightLayout::Interleaved16) {
+      sg.group_rows = kX16Rows;
+      sg.group_bytes = x16_group_bytes(w.type, w.cols);
+      // The float GEMVs always read 4 stretches (interleaved_float_avx512.cpp).
+      const bool is_float = w.type == WeightType::F16 || w.type == WeightType::BF16;
+      sg.streams = is_float ? 4 : x16_gemv_streams();
+    } else {
+      sg.group_rows = 1;
+      sg.group_bytes = row_bytes(w.type, w.cols);
+      sg.streams = 1;
+    }
+    plan.total_rows += w.rows;
+  }
+  return plan;
+}
+
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             PackedActivations& scratch, const Parallel& par, const KernelSet& kernels) {
   const MatmulOutput out{w, y};

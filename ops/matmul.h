@@ -116,6 +116,11 @@ void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<fl
 void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
             PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
+// The bytes a decode matmul (n_tokens == 1) over these matrices, rows end to end as matmul()
+// fuses them, reads: for Parallel::prefetch_next. At most PrefetchPlan::kMaxSegments matrices
+// (the rest are left out).
+PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws);
+
 // Convenience for one matrix.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);

@@ -1,10 +1,74 @@
 #include "ops/parallel.h"
 
+#include <algorithm>
+
 #include <tbb/partitioner.h>
 
 #include "ops/tbb_for.h"
 
 namespace pacer::ops {
+
+ChunkPrefetcher::ChunkPrefetcher(const PrefetchPlan& plan, int workers, int c,
+                                 int64_t budget_bytes) noexcept
+    : budget_(budget_bytes) {
+  if (workers < 1 || c < 0 || c >= workers || plan.total_rows <= 0) return;
+  const auto [b, e] = static_chunk(plan.total_rows, plan.align < 1 ? 1 : plan.align, workers, c);
+  int64_t first = 0;
+  for (int i = 0; i < plan.n_segments && i < PrefetchPlan::kMaxSegments; ++i) {
+    const PrefetchSegment& sg = plan.segments[static_cast<size_t>(i)];
+    const int64_t last = first + sg.rows;
+    const int64_t rb = std::max(b, first) - first, re = std::min(e, last) - first;
+    first = last;
+    if (rb >= re || sg.data == nullptr || sg.group_bytes <= 0 || sg.group_rows <= 0) continue;
+    Run& r = runs_[static_cast<size_t>(n_runs_++)];
+    r.data = sg.data;
+    r.group_bytes = sg.group_bytes;
+    r.g0 = rb / sg.group_rows;
+    r.n_groups = (re + sg.group_rows - 1) / sg.group_rows - r.g0;
+    // As x16_gemv_stream_groups: S stretches of per_stream groups once there is one group per
+    // stretch, then the groups left over one at a time.
+    r.streams = sg.streams > 1 && r.n_groups >= sg.streams ? sg.streams : 1;
+    r.per_stream = r.n_groups / r.streams;
+  }
+}
+
+const std::byte* ChunkPrefetcher::group_start() const noexcept {
+  const Run& r = runs_[static_cast<size_t>(run_)];
+  const int64_t striped = r.streams * r.per_stream;
+  const int64_t g = k_ < striped ? (k_ % r.streams) * r.per_stream + k_ / r.streams : k_;
+  return r.data + (r.g0 + g) * r.group_bytes;
+}
+
+// Lines from the one holding the group's first byte (a row-major row need not start on a line:
+// a Q8_0 block is 34 bytes) to the one holding its last.
+const std::byte* ChunkPrefetcher::next_line() const noexcept {
+  if (run_ >= n_runs_ || budget_ <= 0) return nullptr;
+  const std::byte* start = group_start();
+  return start - reinterpret_cast<uintptr_t>(start) % 64 + offset_;
+}
+
+void ChunkPrefetcher::advance() noexcept {
+  if (run_ >= n_runs_) return;
+  budget_ -= 64;
+  offset_ += 64;
+  const Run& r = runs_[static_cast<size_t>(run_)];
+  const std::byte* start = group_start();
+  if (start - reinterpret_cast<uintptr_t>(start) % 64 + offset_ < start + r.group_bytes) return;
+  offset_ = 0;
+  if (++k_ < r.n_groups) return;
+  k_ = 0;
+  ++run_;
+}
+
+bool ChunkPrefetcher::step(int lines) noexcept {
+  for (int i = 0; i < lines; ++i) {
+    const std::byte* p = next_line();
+    if (p == nullptr) return false;
+    __builtin_prefetch(p, 0, 2);  // prefetcht1: into this core's L2, where the kernel reads it
+    advance();
+  }
+  return true;
+}
 
 void SerialParallel::run_chunks(int64_t n, int64_t align, const ChunkFn& body) const {
   for (int c = 0; c < chunks_; ++c) {

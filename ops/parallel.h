@@ -10,6 +10,8 @@
 // worker done with its own chunk take the unstarted tail of a slower one's (work stealing,
 // runtime/executor.h), so body(c, b, e) can run for several sub-ranges of chunk c, on different
 // threads at once: c names the range, not a thread.
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -32,6 +34,58 @@ inline std::pair<int64_t, int64_t> static_chunk(int64_t n, int64_t align, int ch
 // concurrently.
 using ChunkFn = std::function<void(int, int64_t, int64_t)>;
 
+// The weight bytes the next parallel matmul will read, row by row, so that workers waiting for it
+// can bring their share into their own L2 first (Parallel::prefetch_next). Between two decode
+// matmuls the caller runs norms, rope, residual adds alone while every other core waits and DRAM
+// idles; a worker done early with one matmul waits the same way. Rows [0, total_rows) are the
+// rows of up to kMaxSegments matrices laid end to end (a fused matmul: Q,K,V or gate,up),
+// partitioned as run_chunks(total_rows, align) will: chunk c holds static_chunk(total_rows,
+// align, workers, c).
+struct PrefetchSegment {
+  const std::byte* data = nullptr;
+  int64_t rows = 0;         // this matrix's rows
+  int64_t group_rows = 1;   // rows stored together (16 in the interleaved layouts)
+  int64_t group_bytes = 0;  // bytes of one group
+  int streams = 1;          // a kernel call reads its groups as this many far-apart stretches
+};
+
+struct PrefetchPlan {
+  static constexpr int kMaxSegments = 4;
+  int64_t total_rows = 0;
+  int64_t align = 1;
+  int n_segments = 0;
+  std::array<PrefetchSegment, kMaxSegments> segments{};
+};
+
+// Walks chunk c's bytes of a plan in the order its kernel calls read them (one call per
+// segment; a call's groups from its `streams` stretches in turn, as x16_gemv_stream_groups does)
+// and prefetches them into L2, a few lines per step(), until `budget_bytes` are asked for.
+// No allocation: workers build one each time the plan changes.
+class ChunkPrefetcher {
+ public:
+  ChunkPrefetcher() = default;
+  ChunkPrefetcher(const PrefetchPlan& plan, int workers, int c, int64_t budget_bytes) noexcept;
+  // Prefetches up to `lines` more 64-byte lines; false once nothing is left.
+  bool step(int lines) noexcept;
+  // The next line step() would prefetch (null when done); for tests, with advance().
+  const std::byte* next_line() const noexcept;
+  void advance() noexcept;
+
+ private:
+  struct Run {  // chunk c's groups [g0, g0 + n_groups) of one segment
+    const std::byte* data = nullptr;
+    int64_t group_bytes = 0, g0 = 0, n_groups = 0, per_stream = 0;
+    int streams = 1;
+  };
+  const std::byte* group_start() const noexcept;
+
+  std::array<Run, PrefetchPlan::kMaxSegments> runs_{};
+  int n_runs_ = 0, run_ = 0;
+  int64_t k_ = 0;       // position in the current run's group order
+  int64_t offset_ = 0;  // from the line holding the current group's first byte
+  int64_t budget_ = 0;  // bytes still to ask for
+};
+
 class Parallel {
  public:
   virtual ~Parallel() = default;
@@ -39,6 +93,9 @@ class Parallel {
   // Runs body over the static_chunk partition of [0, n) (in pieces where the implementation
   // balances load); returns when every element has run.
   virtual void run_chunks(int64_t n, int64_t align, const ChunkFn& body) const = 0;
+  // A hint: the next run_chunks(plan.total_rows, plan.align) reads these bytes; workers idle
+  // until then may prefetch their chunk's. Implementations without idle workers ignore it.
+  virtual void prefetch_next(const PrefetchPlan& /*plan*/) const {}
 };
 
 // Everything on the calling thread, chunk by chunk (tests, tiny ops).

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -71,6 +72,23 @@ bool work_stealing_from_env() noexcept {
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
+// PACER_IDLE_PREFETCH=0 turns the idle workers' prefetch of the next matmul off.
+bool idle_prefetch_from_env() noexcept {
+  const char* env = std::getenv("PACER_IDLE_PREFETCH");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+// What a worker may prefetch ahead of one job: a quarter of its L2 (the kernel's streams, the
+// activations and the next lines it prefetches itself need the rest), 256 KiB when unknown.
+int64_t idle_prefetch_budget(const Topology& topo) noexcept {
+  for (const CacheLevel& c : topo.caches) {
+    if (c.level == 2 && c.type != "instruction" && c.size_bytes > 0) {
+      return std::clamp<int64_t>(c.size_bytes / 4, 64 << 10, 1 << 20);
+    }
+  }
+  return 256 << 10;
+}
+
 std::vector<int> thread_affinity() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -121,8 +139,12 @@ constexpr int64_t claim_back(uint64_t w) {
 // of 4 grains that continue the share's streams across pieces measured 1.01x (300 alternations,
 // quartiles 0.91-1.13): not worth the mapping.
 constexpr int64_t kOwnerMinGrains = 16;
-constexpr int64_t owner_take(int64_t left) {
-  return std::min(left, std::max(kOwnerMinGrains, (left + 1) / 2));
+// The caller's pieces of a job whose bytes the other workers prefetched while it ran the serial
+// ops (Executor::prefetch_next): they start warm and finish first, so the cold share is left
+// open to them sooner.
+constexpr int64_t kPrefetchedCallerMinGrains = 4;
+constexpr int64_t owner_take(int64_t left, int64_t min_grains = kOwnerMinGrains) {
+  return std::min(left, std::max(min_grains, (left + 1) / 2));
 }
 constexpr int64_t thief_take(int64_t left) {
   return (left + 1) / 2;
@@ -184,6 +206,10 @@ struct Executor::Impl {
         cpus(assign_cpus(topo, pin, workers)),
         spin_ns(int64_t{s.spin_us < 0 ? 100 : s.spin_us} * 1000),
         steal(s.work_stealing < 0 ? work_stealing_from_env() : s.work_stealing != 0),
+        prefetch_budget(
+            workers > 1 && (s.idle_prefetch < 0 ? idle_prefetch_from_env() : s.idle_prefetch != 0)
+                ? idle_prefetch_budget(topo)
+                : 0),
         claims(new ShareClaim[static_cast<size_t>(workers)]),
         share_begin(new int64_t[static_cast<size_t>(workers)]),
         share_end(new int64_t[static_cast<size_t>(workers)]),
@@ -276,7 +302,8 @@ struct Executor::Impl {
   // another generation's: this thread is stale). The job's fields may be read only after a
   // claim succeeded: until the claimer gives its grains back through `remaining`, the job
   // cannot end.
-  bool claim_piece(int c, bool owner, uint32_t g24, int64_t& gb, int64_t& ge) noexcept {
+  bool claim_piece(int c, bool owner, uint32_t g24, int64_t& gb, int64_t& ge,
+                   int64_t owner_min = kOwnerMinGrains) noexcept {
     std::atomic<uint64_t>& word = claims[c].word;
     uint64_t cur = word.load(std::memory_order_acquire);
     for (;;) {
@@ -285,7 +312,7 @@ struct Executor::Impl {
       if (f >= b) return false;
       // Without stealing, whoever claims a share takes all of it, as its owner would.
       const uint64_t next = !steal  ? pack_claim(g24, b, b)
-                            : owner ? pack_claim(g24, f + owner_take(b - f), b)
+                            : owner ? pack_claim(g24, f + owner_take(b - f, owner_min), b)
                                     : pack_claim(g24, f, b - thief_take(b - f));
       if (word.compare_exchange_weak(cur, next, std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
@@ -299,7 +326,7 @@ struct Executor::Impl {
   // Runs pieces of generation g until none is left: its own share front to back, then what is
   // left of the others from their backs. One observer bracket around all the pieces this thread
   // ran, then one decrement of `remaining` by their grains.
-  void run_claimable(int slot, uint32_t g) noexcept {
+  void run_claimable(int slot, uint32_t g, int64_t owner_min = kOwnerMinGrains) noexcept {
     const uint32_t g24 = static_cast<uint32_t>(g & kGenMask);
     int64_t grains = 0;
     ChunkObserver* obs = nullptr;
@@ -313,7 +340,7 @@ struct Executor::Impl {
       grains += ge - gb;
     };
     int64_t gb = 0, ge = 0;
-    while (claim_piece(slot, true, g24, gb, ge)) run(slot, gb, ge);
+    while (claim_piece(slot, true, g24, gb, ge, owner_min)) run(slot, gb, ge);
     // A share once empty stays empty: one pass over the others drains them all. Skipped when
     // the grains still outstanding are this thread's own (every other piece has run): the last
     // worker to finish then goes straight to the decrement the caller waits for, instead of
@@ -329,12 +356,58 @@ struct Executor::Impl {
     remaining.fetch_sub(grains, std::memory_order_acq_rel);
   }
 
+  // The plan prefetch_next() published last, as a seqlock over atomic words (one writer, the
+  // caller; readers retry on the next look if it was being rewritten).
+  static constexpr size_t kPlanWords = (sizeof(ops::PrefetchPlan) + 7) / 8;
+  void publish_plan(const ops::PrefetchPlan& plan) noexcept {
+    uint64_t words[kPlanWords] = {};
+    std::memcpy(words, &plan, sizeof plan);
+    const uint64_t s = plan_seq.load(std::memory_order_relaxed);
+    plan_seq.store(s + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    for (size_t i = 0; i < kPlanWords; ++i)
+      plan_words[i].store(words[i], std::memory_order_relaxed);
+    plan_seq.store(s + 2, std::memory_order_release);
+  }
+  bool read_plan(uint64_t seq, ops::PrefetchPlan& plan) const noexcept {
+    if (seq & 1) return false;
+    uint64_t words[kPlanWords];
+    for (size_t i = 0; i < kPlanWords; ++i)
+      words[i] = plan_words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (plan_seq.load(std::memory_order_relaxed) != seq) return false;
+    std::memcpy(&plan, words, sizeof plan);
+    return true;
+  }
+
+  // A worker's progress through the latest plan (kept across jobs: an op between two matmuls,
+  // attention say, interrupts it and it resumes after).
+  struct IdlePrefetch {
+    uint64_t seq = 0;  // plan_seq of the plan `walk` covers (0: none yet)
+    bool active = false;
+    ops::ChunkPrefetcher walk;
+  };
+
   // Spins for spin_ns, then sleeps on the generation futex, until the generation moves on.
-  uint32_t wait_for_job(uint32_t seen) noexcept {
+  // While spinning, prefetches this slot's share of the latest plan, 8 lines between looks.
+  uint32_t wait_for_job(uint32_t seen, int slot, IdlePrefetch& pf) noexcept {
     const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns);
     for (int i = 0;; ++i) {
       const uint32_t g = generation.load(std::memory_order_acquire);
       if (g != seen) return g;
+      if (prefetch_budget > 0) {
+        const uint64_t s = plan_seq.load(std::memory_order_acquire);
+        ops::PrefetchPlan plan;
+        if (s != pf.seq && read_plan(s, plan)) {
+          pf.seq = s;
+          pf.walk = ops::ChunkPrefetcher(plan, workers, slot, prefetch_budget);
+          pf.active = true;
+        }
+        if (pf.active) {
+          pf.active = pf.walk.step(8);
+          continue;
+        }
+      }
       if ((i & 63) == 63 && Clock::now() >= spin_until) break;
       _mm_pause();
     }
@@ -357,9 +430,10 @@ struct Executor::Impl {
     }
     joined.fetch_add(1, std::memory_order_acq_rel);
     uint32_t seen = generation.load(std::memory_order_acquire);
+    IdlePrefetch pf;
     while (!stop.load(std::memory_order_acquire)) {
       run_claimable(slot, seen);  // a job already in flight when we joined, if any
-      seen = wait_for_job(seen);
+      seen = wait_for_job(seen, slot, pf);
     }
     tsan_handoff_release();  // the destructor's group.wait() returns after this
   }
@@ -398,7 +472,10 @@ struct Executor::Impl {
     }
     generation.store(g, std::memory_order_seq_cst);  // publishes job and remaining
     if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation);
-    run_claimable(0, g);
+    // The job the last plan was for: the others start with their share's head in L2.
+    const bool prefetched = plan_pending && n == plan_rows && align == plan_align;
+    if (prefetched) plan_pending = false;
+    run_claimable(0, g, prefetched && steal ? kPrefetchedCallerMinGrains : kOwnerMinGrains);
     // Wait for chunks others claimed and are running. Yield after a while so a worker that
     // shares our CPU (oversubscription) can finish.
     for (int i = 0; remaining.load(std::memory_order_acquire) != 0; ++i) {
@@ -418,15 +495,21 @@ struct Executor::Impl {
   std::vector<int> caller_mask;
   bool caller_pinned = false;
   bool steal;  // pieces of a share may run on other workers (ExecutorSettings::work_stealing)
+  int64_t prefetch_budget;  // bytes a worker prefetches per plan; 0: idle prefetch off
   std::unique_ptr<ShareClaim[]> claims;
   std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
+  // The caller's side of prefetch_next (only the caller reads or writes these).
+  bool plan_pending = false;
+  int64_t plan_rows = 0, plan_align = 0;
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
   alignas(64) std::atomic<uint32_t> generation{0};
   alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> sleepers{0};
+  alignas(64) std::atomic<uint64_t> plan_seq{0};
+  std::atomic<uint64_t> plan_words[kPlanWords] = {};
   std::atomic<bool> stop{false};
   std::atomic<bool> busy{false};
   std::atomic<bool> failed{false};
@@ -457,6 +540,19 @@ Executor::~Executor() = default;
 
 int Executor::workers() const noexcept {
   return impl_->workers;
+}
+
+void Executor::prefetch_next(const ops::PrefetchPlan& plan) const {
+  Impl& im = *impl_;
+  if (im.prefetch_budget == 0 || plan.total_rows <= 0) return;
+  im.publish_plan(plan);
+  im.plan_pending = true;
+  im.plan_rows = plan.total_rows;
+  im.plan_align = plan.align < 1 ? 1 : plan.align;
+}
+
+bool Executor::idle_prefetch() const noexcept {
+  return impl_->prefetch_budget > 0;
 }
 
 bool Executor::work_stealing() const noexcept {

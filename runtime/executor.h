@@ -29,6 +29,9 @@ struct ExecutorSettings {
   // 1: a worker done with its share takes pieces of the others' (see run_chunks); 0: every
   // share runs whole on one worker; -1: on unless the environment has PACER_WORK_STEALING=0.
   int work_stealing = -1;
+  // 1: a worker waiting for the next job prefetches its share of the bytes prefetch_next()
+  // named into its L2; 0: hints are ignored; -1: on unless PACER_IDLE_PREFETCH=0.
+  int idle_prefetch = -1;
 
   ExecutorSettings& set_threads(int t) {
     threads = t;
@@ -44,6 +47,10 @@ struct ExecutorSettings {
   }
   ExecutorSettings& set_work_stealing(bool on) {
     work_stealing = on ? 1 : 0;
+    return *this;
+  }
+  ExecutorSettings& set_idle_prefetch(bool on) {
+    idle_prefetch = on ? 1 : 0;
     return *this;
   }
 };
@@ -81,6 +88,15 @@ class Executor final : public ops::Parallel {
   // finished (pieces claimed after it are skipped). The observer brackets all the pieces one
   // thread runs in one call once.
   void run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
+  // Publishes the bytes the next run_chunks(plan.total_rows, plan.align) will read: every worker
+  // slot but the caller's, while it waits, prefetches its share of them into its L2 (up to a
+  // quarter of the L2, a few lines at a time between looks at the job word, so a job still starts
+  // at once). That job then lets others take the back of the caller's share (its owner pieces
+  // are at least 4 grains instead of 16): the caller, busy with the serial ops in between,
+  // prefetched nothing. Call from the thread that calls run_chunks. No-op without workers or
+  // with idle_prefetch off.
+  void prefetch_next(const ops::PrefetchPlan& plan) const override;
+  bool idle_prefetch() const noexcept;
   bool work_stealing() const noexcept;
 
   // Called around every chunk on the thread that runs it (nullptr: none). Set between runs.

@@ -261,6 +261,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
         {rkey::kGemvStreams, ops::x16_gemv_streams()},
         {rkey::kWorkStealing, executor_->work_stealing()},
+        {rkey::kIdlePrefetch, executor_->idle_prefetch()},
         {rkey::kKvType, ops::type_name(kv_.type())},
         {rkey::kRecording, "full"}};
     fields[key::kRun][rkey::kNuma] = numa_json(numa_);

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <mutex>
 #include <set>
@@ -183,6 +185,79 @@ TEST(Executor, AWorkerDoneEarlyTakesTheTailOfASlowShare) {
       }
     }
     EXPECT_TRUE(stolen) << "in 5 tries, no piece of the slow share ran on the idle worker";
+  }
+}
+
+// The caller's pieces of share 0 in one run_chunks(24, 1) on 2 workers (12 grains a share),
+// while worker 1 is kept busy with share 1 so that nobody steals from share 0 meanwhile.
+std::vector<std::pair<int64_t, int64_t>> callers_pieces(const Executor& ex) {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  const auto caller = std::this_thread::get_id();
+  ex.run_chunks(24, 1, [&](int c, int64_t b, int64_t e) {
+    if (c == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (c != 0 || std::this_thread::get_id() != caller) return;
+    std::lock_guard<std::mutex> lock(mu);
+    pieces.emplace_back(b, e);
+  });
+  std::sort(pieces.begin(), pieces.end());
+  return pieces;
+}
+
+TEST(Executor, APrefetchedJobOpensTheCallersShareToOthers) {
+  // After prefetch_next() names a job (same n and align), the caller, which prefetched nothing,
+  // takes its share in pieces of half what is left, at least 4 grains: 6, 4, 2 of 12 here.
+  // Without a hint, or for a job of another size, it takes the 12 at once (owner pieces are at
+  // least 16 grains).
+  using Pieces = std::vector<std::pair<int64_t, int64_t>>;
+  Executor ex(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(true));
+  if (ex.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+  ASSERT_TRUE(ex.idle_prefetch());
+  alignas(64) static std::byte weights[24 * 64];
+  ops::PrefetchPlan plan;
+  plan.total_rows = 24;
+  plan.align = 1;
+  plan.n_segments = 1;
+  plan.segments[0] = {weights, 24, 1, 64, 1};
+  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));
+  ex.prefetch_next(plan);
+  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 6}, {6, 10}, {10, 12}}));
+  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));  // the hint was for one job
+  plan.total_rows = 25;  // a hint for another job leaves this one as it was
+  ex.prefetch_next(plan);
+  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));
+
+  // Off: hints are ignored.
+  Executor off(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(false));
+  if (off.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+  EXPECT_FALSE(off.idle_prefetch());
+  plan.total_rows = 24;
+  off.prefetch_next(plan);
+  EXPECT_EQ(callers_pieces(off), (Pieces{{0, 12}}));
+}
+
+TEST(Executor, RegionsAfterPrefetchHintsCoverEveryIndexOnce) {
+  // Hints published before every region (as a decode does before each matmul), matching it or
+  // not, with 2-4 workers that prefetch while they wait: every index still runs exactly once.
+  alignas(64) static std::byte weights[4096 * 64];
+  for (int threads : {2, 3, 4}) {
+    Executor ex(ExecutorSettings{}.set_threads(threads).set_idle_prefetch(true));
+    for (int round = 0; round < 200; ++round) {
+      const int64_t n = 100 + 37 * (round % 50);
+      ops::PrefetchPlan plan;
+      plan.total_rows = round % 3 == 0 ? n + 1 : n;
+      plan.align = 16;
+      plan.n_segments = 1;
+      plan.segments[0] = {weights, plan.total_rows, 1, 64, 1};
+      ex.prefetch_next(plan);
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      ex.run_chunks(n, 16, [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " threads, index " << i;
+      }
+    }
   }
 }
 

@@ -1,0 +1,135 @@
+// The idle workers' prefetch of the next matmul (ops::PrefetchPlan, ChunkPrefetcher,
+// matmul_prefetch_plan): each chunk walks exactly the bytes its kernel calls will read, in the
+// order the x16 GEMV loop reads its groups, and stops at its byte budget.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "ops/gemv_streams.h"
+#include "ops/interleaved.h"
+#include "ops/matmul.h"
+#include "ops/matmul_rows.h"
+#include "ops/parallel.h"
+
+namespace pacer::ops {
+namespace {
+
+// Every line the prefetcher would ask for, as byte offsets from `base`.
+std::vector<int64_t> walk(ChunkPrefetcher p, const std::byte* base) {
+  std::vector<int64_t> out;
+  for (const std::byte* line = p.next_line(); line != nullptr; line = p.next_line()) {
+    out.push_back(line - base);
+    p.advance();
+  }
+  return out;
+}
+
+// A fake address range: the prefetcher only computes addresses (the walk never dereferences).
+alignas(64) std::byte g_arena[1 << 19];
+
+TEST(ChunkPrefetcher, StretchOrderByHand) {
+  // 10 groups of 2 lines, 4 streams: 2 groups a stretch, stretches at groups 0, 2, 4, 6, read
+  // j-th group of each in turn (0 2 4 6, then 1 3 5 7), then groups 8 and 9 one at a time.
+  PrefetchPlan plan;
+  plan.total_rows = 160;
+  plan.align = 16;
+  plan.n_segments = 1;
+  plan.segments[0] = {g_arena, 160, 16, 128, 4};
+  const std::vector<int64_t> expect = {0,   64,  256, 320, 512, 576, 768,  832,  128,  192,
+                                       384, 448, 640, 704, 896, 960, 1024, 1088, 1152, 1216};
+  EXPECT_EQ(walk(ChunkPrefetcher(plan, 1, 0, 1 << 20), g_arena), expect);
+  // The budget cuts the same order short: 5 lines.
+  EXPECT_EQ(walk(ChunkPrefetcher(plan, 1, 0, 5 * 64), g_arena),
+            std::vector<int64_t>(expect.begin(), expect.begin() + 5));
+  // step() reports the end.
+  ChunkPrefetcher p(plan, 1, 0, 1 << 20);
+  EXPECT_TRUE(p.step(19));
+  EXPECT_FALSE(p.step(2));
+  EXPECT_EQ(p.next_line(), nullptr);
+}
+
+TEST(ChunkPrefetcher, GroupOrderIsTheGemvLoops) {
+  // The order x16_gemv_stream_groups (the kernels' loop) visits groups in, for 1-40 groups and
+  // 2 or 4 streams, group_bytes of one line so each line is one group.
+  for (int streams : {2, 4}) {
+    for (int64_t n_groups = 1; n_groups <= 40; ++n_groups) {
+      std::vector<int64_t> kernel;
+      auto record = [&](auto k, const std::byte* const* group, float* const*) {
+        for (int s = 0; s < decltype(k)::value; ++s) kernel.push_back((group[s] - g_arena) / 64);
+      };
+      std::vector<float> out(static_cast<size_t>(n_groups * 16));
+      x16_gemv_stream_groups(streams, g_arena, n_groups, 64, out.data(), record);
+      PrefetchPlan plan;
+      plan.total_rows = n_groups * 16;
+      plan.align = 16;
+      plan.n_segments = 1;
+      plan.segments[0] = {g_arena, n_groups * 16, 16, 64, streams};
+      std::vector<int64_t> pf = walk(ChunkPrefetcher(plan, 1, 0, 1 << 20), g_arena);
+      for (int64_t& v : pf) v /= 64;
+      EXPECT_EQ(pf, kernel) << n_groups << " groups, " << streams << " streams";
+    }
+  }
+}
+
+TEST(ChunkPrefetcher, ChunksOfAFusedMatmulCoverTheirRowsBytes) {
+  // Q (x16 Q4_K, 256 rows), K (x16 Q6_K, 32 rows) and V (row-major Q8_0, 48 rows of 544 bytes,
+  // not line-aligned) end to end, as matmul() fuses them: over 1-5 workers, the cache lines each
+  // chunk walks are exactly those holding row_byte_range of its rows of each matrix (the bytes
+  // its kernels read), and the x16 lines come once each.
+  const int64_t cols = 512;
+  std::vector<WeightMatrix> ws(3);
+  ws[0] = {WeightType::Q4_K, g_arena, 256, cols, WeightLayout::Interleaved16};
+  ws[1] = {WeightType::Q6_K, g_arena + (1 << 17), 32, cols, WeightLayout::Interleaved16};
+  ws[2] = {WeightType::Q8_0, g_arena + (1 << 18) + 8, 48, cols, WeightLayout::RowMajor};
+  const PrefetchPlan plan = matmul_prefetch_plan(ws);
+  ASSERT_EQ(plan.total_rows, 336);
+  ASSERT_EQ(plan.n_segments, 3);
+  for (int workers = 1; workers <= 5; ++workers) {
+    std::set<int64_t> seen, expect;  // line indices
+    int64_t x16_lines = 0;
+    std::set<int64_t> x16_seen;
+    for (int c = 0; c < workers; ++c) {
+      const auto [b, e] = static_chunk(plan.total_rows, plan.align, workers, c);
+      int64_t first = 0;
+      for (const WeightMatrix& w : ws) {
+        const int64_t rb = std::max(b, first) - first;
+        const int64_t re = std::min(e, first + w.rows) - first;
+        first += w.rows;
+        if (rb >= re) continue;
+        const auto [lo, hi] = row_byte_range(w, rb, re);
+        const int64_t at = w.data - g_arena;
+        for (int64_t line = (at + lo) / 64; line <= (at + hi - 1) / 64; ++line) expect.insert(line);
+      }
+      for (int64_t v : walk(ChunkPrefetcher(plan, workers, c, 1 << 20), g_arena)) {
+        EXPECT_EQ(v % 64, 0);
+        seen.insert(v / 64);
+        if (v < (1 << 18)) {
+          ++x16_lines;
+          x16_seen.insert(v / 64);
+        }
+      }
+    }
+    EXPECT_EQ(seen, expect) << workers << " workers";
+    EXPECT_EQ(static_cast<int64_t>(x16_seen.size()), x16_lines) << workers << " workers";
+  }
+}
+
+TEST(ChunkPrefetcher, NothingForAnEmptyPlanOrAnotherWorkersSlot) {
+  PrefetchPlan plan;
+  EXPECT_EQ(ChunkPrefetcher(plan, 4, 1, 1 << 20).next_line(), nullptr);
+  plan.total_rows = 32;
+  plan.align = 16;
+  plan.n_segments = 1;
+  plan.segments[0] = {g_arena, 32, 16, 64, 4};
+  EXPECT_EQ(ChunkPrefetcher(plan, 4, 2, 1 << 20).next_line(), nullptr);  // 2 chunks of 4 are empty
+  EXPECT_EQ(ChunkPrefetcher(plan, 4, 4, 1 << 20).next_line(), nullptr);  // no such slot
+  EXPECT_EQ(ChunkPrefetcher(plan, 4, 1, 0).next_line(), nullptr);        // no budget
+  EXPECT_EQ(ChunkPrefetcher(plan, 4, 1, 1 << 20).next_line(), g_arena + 64);
+}
+
+}  // namespace
+}  // namespace pacer::ops
