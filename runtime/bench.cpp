@@ -291,6 +291,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           session = std::make_unique<Session>(model, so);
           row.threads = session->executor().workers();
           row.cpus = session->executor().cpus();
+          row.idle_prefetch = session->executor().idle_prefetch();
           if (test.tg && opts.roofline && timed && row.bandwidth_before_gbs == 0) {
             row.bandwidth_before_gbs = bandwidth_now(row.threads, row.cpus);
           }
@@ -534,6 +535,13 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   for (const std::string& m : methods) out += "bandwidth: " + m + ".\n";
   out += fmt::format("GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
                      ops::gemv_software_prefetch() ? "on" : "off, as on AMD Zen");
+  if (std::any_of(r.rows.begin(), r.rows.end(),
+                  [](const BenchRow& row) { return row.idle_prefetch; })) {
+    out +=
+        "idle prefetch: on in rows of 2+ threads: workers waiting between decode matmuls prefetch "
+        "their share of the next one into L2 (runtime/executor.h; PACER_IDLE_PREFETCH=0 turns it "
+        "off).\n";
+  }
   if (r.repacked_matrices > 0) {
     out += fmt::format(
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
@@ -563,7 +571,8 @@ const std::vector<std::string>& llama_bench_fields() {
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
       "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_roofline_pct",
-      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_flags"};
+      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch",
+      "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -637,6 +646,7 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},
       {"pacer_roofline_p50_pct",
        row.roofline_p50_pct > 0 ? nlohmann::json(row.roofline_p50_pct) : nlohmann::json()},
+      {"pacer_idle_prefetch", row.idle_prefetch},
       {"pacer_flags", row.flags}};
   return j;
 }

@@ -83,6 +83,7 @@ struct BenchRow {
   double roofline_p50_pct = 0;     // 0: no ceiling or no per-token times
   std::string bandwidth_method;    // how the bandwidth was found (ops::BandwidthProbe::method)
   bool roofline_applies = true;    // false: weights fit the LLC (no DRAM streaming to bound)
+  bool idle_prefetch = false;      // the row's workers prefetched the next decode matmul
   std::vector<std::string> flags;  // reasons not to trust the row
   std::string events_path;
   std::string test_time;  // UTC start of the row, ISO 8601 (llama-bench's test_time)

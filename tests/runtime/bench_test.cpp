@@ -3,6 +3,7 @@
 #include "runtime/bench.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -148,6 +149,11 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(r.rows[1].test, "tg8");
   EXPECT_EQ(r.rows[0].threads, 1);
   EXPECT_EQ(r.rows[3].threads, 2);
+  // One thread has no idle worker to prefetch; two do unless the environment turned it off.
+  const char* idle_env = std::getenv("PACER_IDLE_PREFETCH");
+  const bool idle_on = idle_env == nullptr || std::string(idle_env) != "0";
+  EXPECT_FALSE(r.rows[0].idle_prefetch);
+  EXPECT_EQ(r.rows[3].idle_prefetch, idle_on);
 
   // Renderers: one markdown table line and one CSV line per row; JSONL parses as bench events.
   const std::string md = render_bench_markdown(r);
@@ -156,6 +162,8 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(r.repacked_matrices, model.repacked_matrices());
   EXPECT_EQ(md.find("matmul matrices repacked") != std::string::npos, r.repacked_matrices > 0);
   EXPECT_EQ(bench_json(r)["model"]["repacked_matrices"], r.repacked_matrices);
+  EXPECT_EQ(md.find("idle prefetch: on") != std::string::npos, idle_on);
+  EXPECT_EQ(llama_bench_row(r, r.rows[3])["pacer_idle_prefetch"], idle_on);
   const std::string csv = render_bench_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
   std::istringstream jl(render_bench_jsonl(r));
