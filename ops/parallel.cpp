@@ -41,10 +41,15 @@ const std::byte* ChunkPrefetcher::group_start() const noexcept {
 
 // Lines from the one holding the group's first byte (a row-major row need not start on a line:
 // a Q8_0 block is 34 bytes) to the one holding its last.
+// (Computed in integers: that line may begin before the matrix's first byte, outside its object.)
+uintptr_t ChunkPrefetcher::line_address() const noexcept {
+  return (reinterpret_cast<uintptr_t>(group_start()) & ~uintptr_t{63}) +
+         static_cast<uintptr_t>(offset_);
+}
+
 const std::byte* ChunkPrefetcher::next_line() const noexcept {
   if (run_ >= n_runs_ || budget_ <= 0) return nullptr;
-  const std::byte* start = group_start();
-  return start - reinterpret_cast<uintptr_t>(start) % 64 + offset_;
+  return reinterpret_cast<const std::byte*>(line_address());
 }
 
 void ChunkPrefetcher::advance() noexcept {
@@ -52,8 +57,9 @@ void ChunkPrefetcher::advance() noexcept {
   budget_ -= 64;
   offset_ += 64;
   const Run& r = runs_[static_cast<size_t>(run_)];
-  const std::byte* start = group_start();
-  if (start - reinterpret_cast<uintptr_t>(start) % 64 + offset_ < start + r.group_bytes) return;
+  const uintptr_t group_end =
+      reinterpret_cast<uintptr_t>(group_start()) + static_cast<uintptr_t>(r.group_bytes);
+  if (line_address() < group_end) return;
   offset_ = 0;
   if (++k_ < r.n_groups) return;
   k_ = 0;
@@ -64,7 +70,9 @@ bool ChunkPrefetcher::step(int lines) noexcept {
   for (int i = 0; i < lines; ++i) {
     const std::byte* p = next_line();
     if (p == nullptr) return false;
-    __builtin_prefetch(p, 0, 2);  // prefetcht1: into this core's L2, where the kernel reads it
+    // prefetcht1: into this core's L2, where the kernel reads it. A prefetch never faults, so a
+    // plan outliving its weights (a model unloaded with the executor still up) costs nothing.
+    __builtin_prefetch(p, 0, 2);
     advance();
   }
   return true;

@@ -78,6 +78,7 @@ class ChunkPrefetcher {
     int streams = 1;
   };
   const std::byte* group_start() const noexcept;
+  uintptr_t line_address() const noexcept;
 
   std::array<Run, PrefetchPlan::kMaxSegments> runs_{};
   int n_runs_ = 0, run_ = 0;
