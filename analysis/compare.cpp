@@ -37,6 +37,13 @@ void compare_field(std::vector<std::string>& out, const char* what, const std::s
   if (a != b) out.push_back(fmt::format("{} differs: '{}' vs '{}'", what, a, b));
 }
 
+// A setting both logs record (a log older than the key has none: not a difference).
+template <class T>
+void compare_recorded(std::vector<std::string>& out, const char* what, const std::optional<T>& a,
+                      const std::optional<T>& b) {
+  if (a && b) compare_field(out, what, fmt::format("{}", *a), fmt::format("{}", *b));
+}
+
 CycleStats cycle_stats(const std::vector<double>& step_ns) {
   CycleStats c;
   std::vector<double> ms;
@@ -481,6 +488,18 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   compare_field(work, "KV cache type", a.run.kv_type, b.run.kv_type);
   compare_field(work, "prompt length (attention cost grows with position)",
                 opt_text(a.run.n_prompt), opt_text(b.run.n_prompt));
+  compare_recorded(work, "work stealing (PACER_WORK_STEALING)", a.run.work_stealing,
+                   b.run.work_stealing);
+  compare_recorded(work, "idle workers' prefetch of the next matmul (PACER_IDLE_PREFETCH)",
+                   a.run.idle_prefetch, b.run.idle_prefetch);
+  compare_recorded(work, "GEMV streams per worker (PACER_GEMV_STREAMS)", a.run.gemv_streams,
+                   b.run.gemv_streams);
+  compare_recorded(work, "GEMV software prefetch (PACER_PREFETCH)", a.run.gemv_prefetch,
+                   b.run.gemv_prefetch);
+  compare_recorded(work, "matrices repacked into 16-row groups (PACER_REPACK)",
+                   a.run.repacked_matrices, b.run.repacked_matrices);
+  compare_recorded(work, "AMX prefill (PACER_AMX)", a.run.amx, b.run.amx);
+  compare_recorded(work, "BF16 prefill dot (PACER_BF16_DOT)", a.run.bf16_dot, b.run.bf16_dot);
   auto& w = c.warnings;
   w = work;
   compare_field(w, "recording mode", a.run.recording, b.run.recording);

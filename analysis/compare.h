@@ -42,7 +42,9 @@ struct Compatibility {
   std::vector<std::string> errors;    // refuse to compare unless forced
   std::vector<std::string> warnings;  // compare, but say so
   // The differences that change the work itself (threads, pinning, worker CPUs, ISA, KV cache
-  // type, prompt length, decode steps): the verdict names them first, as the leading candidate.
+  // type, prompt length, decode steps, and the kernel and executor settings both logs record:
+  // work stealing, idle prefetch, GEMV streams and prefetch, repacking, AMX, BF16 dot): the
+  // verdict names them first, as the leading candidate.
   std::vector<std::string> work_changes;
 };
 Compatibility check_compatibility(const Header& normal, const Header& abnormal);

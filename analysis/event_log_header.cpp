@@ -128,6 +128,13 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kIsa, h.run.isa);
   take(r, rw, rk::kKvType, h.run.kv_type);
   take(r, rw, rk::kRecording, h.run.recording);
+  take(r, rw, rk::kAmx, h.run.amx);
+  take(r, rw, rk::kBf16Dot, h.run.bf16_dot);
+  take(r, rw, rk::kGemvPrefetch, h.run.gemv_prefetch);
+  take(r, rw, rk::kGemvStreams, h.run.gemv_streams);
+  take(r, rw, rk::kWorkStealing, h.run.work_stealing);
+  take(r, rw, rk::kIdlePrefetch, h.run.idle_prefetch);
+  take(r, rw, rk::kRepackedMatrices, h.run.repacked_matrices);
   if (const json* numa = member(r, rk::kNuma)) {
     take(*numa, fmt::format("{}{}.", rw, rk::kNuma), eventlog::numa_key::kPolicy, h.run.numa);
   }

@@ -92,6 +92,28 @@ TEST(CompareCompat, ADifferentNumaPolicyIsAConfigurationChange) {
   EXPECT_TRUE(check_compatibility(a, a).work_changes.empty());
 }
 
+TEST(CompareCompat, KernelAndExecutorSettingsAreConfigurationChanges) {
+  Header a = load({}, "a").header;
+  EXPECT_FALSE(a.run.work_stealing.has_value());  // synthetic logs predate these keys
+  a.run.work_stealing = true;
+  a.run.idle_prefetch = true;
+  a.run.gemv_streams = 4;
+  Header b = a;
+  b.run.idle_prefetch = false;
+  b.run.gemv_streams = 2;
+  const Compatibility c = check_compatibility(a, b);
+  ASSERT_EQ(c.work_changes.size(), 2u);
+  EXPECT_NE(c.work_changes[0].find("PACER_IDLE_PREFETCH"), std::string::npos) << c.work_changes[0];
+  EXPECT_NE(c.work_changes[0].find("'true' vs 'false'"), std::string::npos) << c.work_changes[0];
+  EXPECT_NE(c.work_changes[1].find("PACER_GEMV_STREAMS"), std::string::npos) << c.work_changes[1];
+  EXPECT_NE(c.work_changes[1].find("'4' vs '2'"), std::string::npos) << c.work_changes[1];
+  // A log older than a key (absent) against one that has it: not a difference.
+  b = a;
+  b.run.work_stealing.reset();
+  b.run.gemv_streams.reset();
+  EXPECT_TRUE(check_compatibility(a, b).work_changes.empty());
+}
+
 TEST(CompareDevices, DescribesCpuRanges) {
   EXPECT_EQ(describe_devices({2, 3}), "CPUs 2-3");
   EXPECT_EQ(describe_devices({5}), "CPU 5");

@@ -64,6 +64,11 @@ TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   EXPECT_EQ(h.run.threads, 2);
   EXPECT_EQ(h.run.pin, "compact");
   EXPECT_EQ(h.run.cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(h.run.amx, true);
+  EXPECT_EQ(h.run.repacked_matrices, 0);
+  EXPECT_EQ(h.run.gemv_streams, 4);
+  EXPECT_EQ(h.run.work_stealing, true);
+  EXPECT_EQ(h.run.idle_prefetch, true);
   EXPECT_EQ(h.host.governor, "");  // null
   EXPECT_EQ(h.host.l3_bytes, 110100480);
   EXPECT_EQ(h.host.virtualized, true);
