@@ -396,12 +396,14 @@ struct Executor::Impl {
       const uint32_t g = generation.load(std::memory_order_acquire);
       if (g != seen) return g;
       if (prefetch_budget > 0) {
-        const uint64_t s = plan_seq.load(std::memory_order_acquire);
-        ops::PrefetchPlan plan;
-        if (s != pf.seq && read_plan(s, plan)) {
-          pf.seq = s;
-          pf.walk = ops::ChunkPrefetcher(plan, workers, slot, prefetch_budget);
-          pf.active = true;
+        // A plan is copied out only when a new one was published, not on every look.
+        if (const uint64_t s = plan_seq.load(std::memory_order_acquire); s != pf.seq) {
+          ops::PrefetchPlan plan;
+          if (read_plan(s, plan)) {
+            pf.seq = s;
+            pf.walk = ops::ChunkPrefetcher(plan, workers, slot, prefetch_budget);
+            pf.active = true;
+          }
         }
         if (pf.active) {
           pf.active = pf.walk.step(8);
