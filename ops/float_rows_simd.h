@@ -14,10 +14,13 @@
 namespace pacer::ops::float_rows {
 namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
 
-// Tokens per GEMM tile: each widened weight vector serves them all. R rows x T tokens x 2
-// accumulators must leave registers for the loads: 16 of AVX-512's 32 (T = 2), 8 of AVX2's 16.
+// Rows and tokens per GEMM tile: each widened weight vector serves the T tokens, each activation
+// vector the R rows. R x T x 2 accumulators must leave registers for the loads: 16 of AVX-512's
+// 32 (4 rows x 2 tokens), 12 of AVX2's 16 (2 rows x 3 tokens; the activations as FMA operands).
 template <class V>
-constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 1;
+constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 3;
+template <class V>
+constexpr int kRowsPerTile = V::kRegisters >= 32 ? 4 : 2;
 
 // out[t * out_stride + r * out_row_step] = dot(row r, token t) for R rows (row r at
 // w + r * row_step) and T tokens at x + t * x_stride. Each x vector is loaded once for all R rows
@@ -78,11 +81,12 @@ void rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch
 }
 
 // Rows [0, nr) x tokens [0, nt) (x_stride floats between tokens, out_stride between output
-// rows): row tiles of four (then 3, 2 or 1), each reused by every token before the next tile.
+// rows): row tiles of kRowsPerTile (then fewer), each reused by every token before the next tile.
 template <class V, class Widen>
 void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
           int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
   constexpr int T = kTokensPerTile<V>;
+  constexpr int kRows = kRowsPerTile<V>;
   auto tokens = [&](auto rows_tag, int64_t r) {
     constexpr int kR = decltype(rows_tag)::value;
     int64_t t = 0;
@@ -98,13 +102,13 @@ void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float
     }
   };
   int64_t r = 0;
-  for (; r + 4 <= nr; r += 4) tokens(std::integral_constant<int, 4>{}, r);
+  for (; r + kRows <= nr; r += kRows) tokens(std::integral_constant<int, kRows>{}, r);
   switch (nr - r) {
     case 3:
-      tokens(std::integral_constant<int, 3>{}, r);
+      if constexpr (kRows > 3) tokens(std::integral_constant<int, 3>{}, r);
       break;
     case 2:
-      tokens(std::integral_constant<int, 2>{}, r);
+      if constexpr (kRows > 2) tokens(std::integral_constant<int, 2>{}, r);
       break;
     case 1:
       tokens(std::integral_constant<int, 1>{}, r);

@@ -36,6 +36,12 @@ void dot_rows_iq4_nl_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, 
   avx2::quant_dot_rows<Iq4NlBlock>(n, w, w_stride, nr, act, out);
 }
 
+void gemm_iq4_nl_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride) {
+  avx2::quant_gemm<Iq4NlBlock>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
 float dot_iq4_nl_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
   avx2::quant_rows_tile<Iq4NlBlock, 1>(n, w_row, 0, 0, act, &out, 1);

@@ -39,6 +39,12 @@ void dot_rows_q4_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, in
   avx2::quant_dot_rows<Q4_0Block>(n, w, w_stride, nr, act, out);
 }
 
+void gemm_q4_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                         int64_t out_stride) {
+  avx2::quant_gemm<Q4_0Block>(n, w, w_stride, nr, act, act_stride, nt, out, out_stride);
+}
+
 float dot_q4_0_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act) {
   float out;
   avx2::quant_rows_tile<Q4_0Block, 1>(n, w_row, 0, 0, act, &out, 1);

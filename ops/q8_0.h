@@ -66,6 +66,10 @@ float dot_q8_0_q8_0_ref(int64_t n, const std::byte* w_row, const std::byte* act)
 float dot_q8_0_q8_0_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_q8_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                              const std::byte* act, float* out);
+// The AVX2 prefill GEMM (GemmFn, type_traits.h): dot_rows_q8_0_q8_0_avx2 per token, bit for bit.
+void gemm_q8_0_q8_0_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
+                         const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                         int64_t out_stride);
 // AVX-512 without VNNI (Skylake-X): maddubs-based, 2 rows per zmm.
 float dot_q8_0_q8_0_avx512(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_q8_0_q8_0_avx512(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,

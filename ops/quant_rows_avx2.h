@@ -17,6 +17,7 @@
 //                                          // 16 blocks at a time outside the integer loop
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/q8_0.h"
 
@@ -150,6 +151,98 @@ void quant_dot_rows(int64_t n, const std::byte* w, int64_t stride, int64_t nr, c
       break;
     default:
       break;
+  }
+}
+
+// The prefill GEMM's register tile: R rows x T tokens per pass over the blocks, each weight block
+// loaded (and unpacked) once for the T tokens, each activation block once for the R rows. Every
+// (row, token) takes quant_rows_tile's steps in its order (the same strip scales, the same FMA
+// chain, the same horizontal sum), so the GEMM equals dot_rows per token bit for bit.
+// out[t * out_stride + r]: row r's result for token t.
+template <class Kernel, int R, int T>
+void quant_gemm_tile(int64_t n, const std::byte* w, int64_t stride, const ActQ8Row* a, float* out,
+                     int64_t out_stride) {
+  using Block = typename Kernel::Block;
+  constexpr bool kMin = kHasMinV<Kernel>;
+  const int64_t nb = n / 32;
+  __m256 acc[R][T];
+  __m256 macc[R][T];  // the offset terms (kMin)
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = macc[r][t] = _mm256_setzero_ps();
+  }
+  alignas(32) float scales[R][T][kScaleStrip];
+  alignas(32) uint16_t d16[kMin ? 1 : R][kScaleStrip] = {};
+  alignas(32) uint32_t dm32[kMin ? R : 1][kScaleStrip] = {};
+  for (int64_t b0 = 0; b0 < nb; b0 += kScaleStrip) {
+    const int64_t count = nb - b0 < kScaleStrip ? nb - b0 : kScaleStrip;
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kMin) {
+        gather_strip_dm32<Block>(w + r * stride, b0, count, dm32[r]);
+        for (int t = 0; t < T; ++t) {
+          macc[r][t] = strip_scales_offsets(dm32[r], a[t].d + b0, a[t].sum + b0, count,
+                                            scales[r][t], macc[r][t]);
+        }
+      } else {
+        gather_strip_d16<Block>(w + r * stride, b0, count, d16[r]);
+        for (int t = 0; t < T; ++t) strip_scales(d16[r], a[t].d + b0, count, scales[r][t]);
+      }
+    }
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t b = b0 + k;
+      __m256i x[T], bias[T];
+      for (int t = 0; t < T; ++t) {
+        x[t] = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b));
+        bias[t] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(Kernel::kSumFactor * a[t].sum[b]));
+      }
+      for (int r = 0; r < R; ++r) {
+        const Block* blk = reinterpret_cast<const Block*>(w + r * stride) + b;
+        for (int t = 0; t < T; ++t) {
+          const __m256 dot = _mm256_cvtepi32_ps(Kernel::block_dot(blk, x[t], bias[t]));
+          acc[r][t] = _mm256_fmadd_ps(dot, _mm256_broadcast_ss(&scales[r][t][k]), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      if constexpr (kMin) acc[r][t] = _mm256_add_ps(acc[r][t], macc[r][t]);
+      out[t * out_stride + r] = hsum8(acc[r][t]);
+    }
+  }
+}
+
+// GemmFn (type_traits.h) on the tile above: 4 tokens at a time over pairs of rows; matmul() hands
+// it a row tile sized for the cache, which every group of tokens reads again from there.
+template <class Kernel>
+void quant_gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
+                int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  constexpr int kTokens = 4;
+  for (int64_t t0 = 0; t0 < nt; t0 += kTokens) {
+    const int64_t tc = nt - t0 < kTokens ? nt - t0 : kTokens;
+    ActQ8Row a[kTokens];
+    for (int64_t t = 0; t < tc; ++t) a[t] = act_q8_row(act + (t0 + t) * act_stride, n);
+    float* o = out + t0 * out_stride;
+    auto rows = [&](auto r_const, int64_t r) {
+      constexpr int kR = decltype(r_const)::value;
+      const std::byte* wr = w + r * stride;
+      switch (tc) {
+        case 4:
+          quant_gemm_tile<Kernel, kR, 4>(n, wr, stride, a, o + r, out_stride);
+          break;
+        case 3:
+          quant_gemm_tile<Kernel, kR, 3>(n, wr, stride, a, o + r, out_stride);
+          break;
+        case 2:
+          quant_gemm_tile<Kernel, kR, 2>(n, wr, stride, a, o + r, out_stride);
+          break;
+        default:
+          quant_gemm_tile<Kernel, kR, 1>(n, wr, stride, a, o + r, out_stride);
+          break;
+      }
+    };
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2) rows(std::integral_constant<int, 2>{}, r);
+    if (r < nr) rows(std::integral_constant<int, 1>{}, r);
   }
 }
 

@@ -43,6 +43,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot[kScalar] = dot_f32_f32_ref;
   t.f32.dot[kAvx2] = dot_f32_f32_avx2;
   t.f32.dot_rows[kAvx2] = dot_rows_f32_f32_avx2;
+  t.f32.gemm[kAvx2] = gemm_f32_f32_avx2;
   t.f32.dot[kAvx512] = dot_f32_f32_avx512;
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
   t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
@@ -55,6 +56,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot[kScalar] = dot_f16_f32_ref;
   t.f16.dot[kAvx2] = dot_f16_f32_avx2;
   t.f16.dot_rows[kAvx2] = dot_rows_f16_f32_avx2;
+  t.f16.gemm[kAvx2] = gemm_f16_f32_avx2;
   t.f16.dot[kAvx512] = dot_f16_f32_avx512;
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
   t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
@@ -67,6 +69,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot[kScalar] = dot_bf16_f32_ref;
   t.bf16.dot[kAvx2] = dot_bf16_f32_avx2;
   t.bf16.dot_rows[kAvx2] = dot_rows_bf16_f32_avx2;
+  t.bf16.gemm[kAvx2] = gemm_bf16_f32_avx2;
   t.bf16.dot[kAvx512] = dot_bf16_f32_avx512;
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
   t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;
@@ -84,6 +87,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q8_0.dot[kScalar] = dot_q8_0_q8_0_ref;
   t.q8_0.dot[kAvx2] = dot_q8_0_q8_0_avx2;
   t.q8_0.dot_rows[kAvx2] = dot_rows_q8_0_q8_0_avx2;
+  t.q8_0.gemm[kAvx2] = gemm_q8_0_q8_0_avx2;
   t.q8_0.dot[kAvx512] = vnni ? dot_q8_0_q8_0_avx512vnni : dot_q8_0_q8_0_avx512;
   t.q8_0.dot_rows[kAvx512] = vnni ? dot_rows_q8_0_q8_0_avx512vnni : dot_rows_q8_0_q8_0_avx512;
   // Prefill: AMX tiles where granted, else the repacked VNNI GEMM (both tile rows themselves).
@@ -103,6 +107,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.q4_0.dot[kScalar] = dot_q4_0_q8_0_ref;
   t.q4_0.dot[kAvx2] = dot_q4_0_q8_0_avx2;
   t.q4_0.dot_rows[kAvx2] = dot_rows_q4_0_q8_0_avx2;
+  t.q4_0.gemm[kAvx2] = gemm_q4_0_q8_0_avx2;
   t.q4_0.dot[kAvx512] = vnni ? dot_q4_0_q8_0_avx512vnni : dot_q4_0_q8_0_avx512;
   t.q4_0.dot_rows[kAvx512] = vnni ? dot_rows_q4_0_q8_0_avx512vnni : dot_rows_q4_0_q8_0_avx512;
   t.q4_0.gemm[kAvx512] = amx    ? gemm_q4_0_q8_0_amx
@@ -116,9 +121,9 @@ TraitsTable build_table(const CpuFeatures& cpu) {
 
   // Q4_1 / Q5_0 / Q5_1 / IQ4_NL dot with act-Q8 rows too (q4_1.h, q5_0.h, q5_1.h, iq4_nl.h).
   // Prefill: on AVX-512 the same quad kernels serve 4 tokens per weight load (row tiles from
-  // matmul_rows); AVX2 runs dot_rows once per token.
+  // matmul_rows), on AVX2 the 2-row x 4-token tiles of quant_rows_avx2.h.
   auto act_q8_type = [&](TypeTraits& tt, WeightType type, DotFn ref, DotFn avx2,
-                         DotRowsFn rows_avx2, DotFn avx512, DotRowsFn rows_avx512,
+                         DotRowsFn rows_avx2, GemmFn gemm_avx2, DotFn avx512, DotRowsFn rows_avx512,
                          GemmFn gemm_avx512) {
     tt.type = type;
     tt.act_type = WeightType::Q8_0;
@@ -126,24 +131,29 @@ TraitsTable build_table(const CpuFeatures& cpu) {
     tt.dot[kScalar] = ref;
     tt.dot[kAvx2] = avx2;
     tt.dot_rows[kAvx2] = rows_avx2;
+    tt.gemm[kAvx2] = gemm_avx2;
     tt.dot[kAvx512] = avx512;
     tt.dot_rows[kAvx512] = rows_avx512;
     tt.gemm[kAvx512] = gemm_avx512;
   };
   act_q8_type(t.q4_1, WeightType::Q4_1, dot_q4_1_q8_0_ref, dot_q4_1_q8_0_avx2,
-              dot_rows_q4_1_q8_0_avx2, vnni ? dot_q4_1_q8_0_avx512vnni : dot_q4_1_q8_0_avx512,
+              dot_rows_q4_1_q8_0_avx2, gemm_q4_1_q8_0_avx2,
+              vnni ? dot_q4_1_q8_0_avx512vnni : dot_q4_1_q8_0_avx512,
               vnni ? dot_rows_q4_1_q8_0_avx512vnni : dot_rows_q4_1_q8_0_avx512,
               vnni ? gemm_q4_1_q8_0_avx512vnni : gemm_q4_1_q8_0_avx512);
   act_q8_type(t.q5_0, WeightType::Q5_0, dot_q5_0_q8_0_ref, dot_q5_0_q8_0_avx2,
-              dot_rows_q5_0_q8_0_avx2, vnni ? dot_q5_0_q8_0_avx512vnni : dot_q5_0_q8_0_avx512,
+              dot_rows_q5_0_q8_0_avx2, gemm_q5_0_q8_0_avx2,
+              vnni ? dot_q5_0_q8_0_avx512vnni : dot_q5_0_q8_0_avx512,
               vnni ? dot_rows_q5_0_q8_0_avx512vnni : dot_rows_q5_0_q8_0_avx512,
               vnni ? gemm_q5_0_q8_0_avx512vnni : gemm_q5_0_q8_0_avx512);
   act_q8_type(t.q5_1, WeightType::Q5_1, dot_q5_1_q8_0_ref, dot_q5_1_q8_0_avx2,
-              dot_rows_q5_1_q8_0_avx2, vnni ? dot_q5_1_q8_0_avx512vnni : dot_q5_1_q8_0_avx512,
+              dot_rows_q5_1_q8_0_avx2, gemm_q5_1_q8_0_avx2,
+              vnni ? dot_q5_1_q8_0_avx512vnni : dot_q5_1_q8_0_avx512,
               vnni ? dot_rows_q5_1_q8_0_avx512vnni : dot_rows_q5_1_q8_0_avx512,
               vnni ? gemm_q5_1_q8_0_avx512vnni : gemm_q5_1_q8_0_avx512);
   act_q8_type(t.iq4_nl, WeightType::IQ4_NL, dot_iq4_nl_q8_0_ref, dot_iq4_nl_q8_0_avx2,
-              dot_rows_iq4_nl_q8_0_avx2, vnni ? dot_iq4_nl_q8_0_avx512vnni : dot_iq4_nl_q8_0_avx512,
+              dot_rows_iq4_nl_q8_0_avx2, gemm_iq4_nl_q8_0_avx2,
+              vnni ? dot_iq4_nl_q8_0_avx512vnni : dot_iq4_nl_q8_0_avx512,
               vnni ? dot_rows_iq4_nl_q8_0_avx512vnni : dot_rows_iq4_nl_q8_0_avx512,
               vnni ? gemm_iq4_nl_q8_0_avx512vnni : gemm_iq4_nl_q8_0_avx512);
 

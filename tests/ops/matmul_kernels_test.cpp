@@ -133,6 +133,38 @@ TEST(FloatGemv, RowsInStreamsAndBurstsEqualTheSingleRowDotBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no SIMD tier here (the scalar tier has no dot_rows)";
 }
 
+// The AVX2 float prefill GEMMs (2 rows x 3 tokens per tile, leftovers of one row or one token):
+// each (row, token) equals dot_rows of that token alone, bit for bit, for row counts and token
+// counts that leave every kind of leftover, and a column count with a masked tail.
+TEST(FloatGemm, Avx2EqualsItsDotRowsBitForBit) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    const MatmulKernels& k = kernels.matmul(t);
+    ASSERT_NE(k.gemm, nullptr) << type_name(t);
+    for (const Shape s : {Shape{13, 2048}, Shape{6, 4864 + 8}, Shape{5, 40}}) {
+      const testing::OwnedMatrix w = testing::make_matrix(t, s.rows, s.cols, 48);
+      const int64_t stride = row_bytes(t, s.cols);
+      for (int64_t tokens : {1, 2, 3, 4, 8}) {
+        const std::vector<float> x =
+            testing::normal_floats(static_cast<size_t>(tokens * s.cols), 49);
+        const auto* act = reinterpret_cast<const std::byte*>(x.data());
+        const int64_t act_stride = s.cols * static_cast<int64_t>(sizeof(float));
+        std::vector<float> y(static_cast<size_t>(tokens * s.rows), NAN), one(s.rows, NAN);
+        k.gemm(s.cols, w.view.data, stride, s.rows, act, act_stride, tokens, y.data(), s.rows);
+        for (int64_t tk = 0; tk < tokens; ++tk) {
+          k.dot_rows(s.cols, w.view.data, stride, s.rows, act + tk * act_stride, one.data());
+          for (int64_t r = 0; r < s.rows; ++r) {
+            ASSERT_EQ(y[tk * s.rows + r], one[r])
+                << testing::shape_name(t, s.rows, s.cols) << ", " << tokens << " tokens: token "
+                << tk << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The AVX-512 kernels without VNNI (Skylake-X/Cascade Lake run them) are only reachable through
 // the traits table on such CPUs; on a VNNI machine they are tested here directly, against the
 // same reference and tolerance.

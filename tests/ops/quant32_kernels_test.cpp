@@ -18,6 +18,7 @@
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
+#include "ops/q4_0.h"
 #include "ops/q4_1.h"
 #include "ops/q5_0.h"
 #include "ops/q5_1.h"
@@ -291,10 +292,10 @@ TEST_P(Quant32Matmul, GgmlDotProductErrorLimit) {
   EXPECT_LT(std::fabs(y - exact) / n, kGgmlMaxDotProductError);
 }
 
-// Prefill against single-token GEMVs, bit for bit: on AVX-512 the quad GEMM puts every (row,
-// token) pair through the same operations as the GEMV, only sharing each unpacked weight block
-// between 4 tokens (7 tokens = a group of 4 and 3 single ones); elsewhere the token loop runs
-// the same dot_rows once per token.
+// Prefill against single-token GEMVs, bit for bit: on AVX-512 the quad GEMM and on AVX2 the
+// 2-row x 4-token tiles put every (row, token) pair through the same operations as the GEMV,
+// only sharing each unpacked weight block between tokens (7 tokens = a group of 4 and one of 3);
+// the scalar tier runs the same dot once per token.
 TEST_P(Quant32Matmul, PrefillEqualsRepeatedGemvBitForBit) {
   const auto [isa, type] = GetParam();
   const int64_t rows = 37, cols = 67 * 32;
@@ -342,6 +343,33 @@ TEST_P(Quant32Matmul, FusedWithOtherTypesEqualsSeparateCalls) {
   EXPECT_EQ(yv, run_matmul(v.view, x, tokens, SerialParallel(1), isa));
 }
 
+// A GEMM called directly against the dot_rows it must equal: every token of a `tokens`-token call
+// over `rows` rows, bit for bit (the matrix and activations seeded from `seed`).
+struct GemmVariant {
+  const char* name;
+  WeightType type;
+  GemmFn gemm;
+  DotRowsFn dot_rows;
+};
+void expect_gemm_equals_dot_rows(const GemmVariant& v, int64_t rows, int64_t cols, int64_t tokens,
+                                 uint32_t seed) {
+  const testing::OwnedMatrix w = testing::make_matrix(v.type, rows, cols, seed);
+  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), seed + 1);
+  PackedActivations act;
+  act.pack(v.type, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
+  const int64_t stride = row_bytes(v.type, cols);
+  std::vector<float> y(static_cast<size_t>(tokens * rows), NAN), one(rows);
+  v.gemm(cols, w.view.data, stride, rows, act.token(0), act.token(1) - act.token(0), tokens,
+         y.data(), rows);
+  for (int64_t t = 0; t < tokens; ++t) {
+    v.dot_rows(cols, w.view.data, stride, rows, act.token(t), one.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(y[t * rows + r], one[r])
+          << v.name << ", " << tokens << " tokens: token " << t << " row " << r;
+    }
+  }
+}
+
 // Both AVX-512 GEMM variants called directly (the table reaches one per CPU): every token of a
 // 9-token GEMM (two groups of 4 and a single one) over 13 rows (a tile of 8, a quad and a
 // partial quad) equals dot_rows of the same variant on that token, bit for bit.
@@ -369,23 +397,27 @@ TEST(Quant32Gemm, Avx512VariantsEqualTheirDotRowsBitForBit) {
       {"iq4_nl vnni", WeightType::IQ4_NL, gemm_iq4_nl_q8_0_avx512vnni,
        dot_rows_iq4_nl_q8_0_avx512vnni, true},
   };
-  const int64_t rows = 13, cols = 896, tokens = 9;
   for (const Variant& v : variants) {
     if (v.needs_vnni && !vnni) continue;
-    const testing::OwnedMatrix w = testing::make_matrix(v.type, rows, cols, 31);
-    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 32);
-    PackedActivations act;
-    act.pack(v.type, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
-    const int64_t stride = row_bytes(v.type, cols);
-    std::vector<float> y(static_cast<size_t>(tokens * rows), NAN), one(rows);
-    v.gemm(cols, w.view.data, stride, rows, act.token(0), act.token(1) - act.token(0), tokens,
-           y.data(), rows);
-    for (int64_t t = 0; t < tokens; ++t) {
-      v.dot_rows(cols, w.view.data, stride, rows, act.token(t), one.data());
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(y[t * rows + r], one[r]) << v.name << " token " << t << " row " << r;
-      }
-    }
+    expect_gemm_equals_dot_rows({v.name, v.type, v.gemm, v.dot_rows}, 13, 896, 9, 31);
+  }
+}
+
+// The AVX2 GEMMs called directly, all six act-Q8 types: 13 rows (6 pairs and a single row) by
+// 1, 2, 3, 4 and 9 tokens (two groups of 4 and a single one), each (row, token) equal to the
+// AVX2 dot_rows of that token bit for bit, over 67 blocks (4 full scale strips and a partial).
+TEST(Quant32Gemm, Avx2EqualsItsDotRowsBitForBit) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const GemmVariant variants[] = {
+      {"q8_0", WeightType::Q8_0, gemm_q8_0_q8_0_avx2, dot_rows_q8_0_q8_0_avx2},
+      {"q4_0", WeightType::Q4_0, gemm_q4_0_q8_0_avx2, dot_rows_q4_0_q8_0_avx2},
+      {"q4_1", WeightType::Q4_1, gemm_q4_1_q8_0_avx2, dot_rows_q4_1_q8_0_avx2},
+      {"q5_0", WeightType::Q5_0, gemm_q5_0_q8_0_avx2, dot_rows_q5_0_q8_0_avx2},
+      {"q5_1", WeightType::Q5_1, gemm_q5_1_q8_0_avx2, dot_rows_q5_1_q8_0_avx2},
+      {"iq4_nl", WeightType::IQ4_NL, gemm_iq4_nl_q8_0_avx2, dot_rows_iq4_nl_q8_0_avx2},
+  };
+  for (const GemmVariant& v : variants) {
+    for (int64_t tokens : {1, 2, 3, 4, 9}) expect_gemm_equals_dot_rows(v, 13, 67 * 32, tokens, 41);
   }
 }
 
