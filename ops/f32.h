@@ -11,7 +11,7 @@ float dot_f32_f32_ref(int64_t n, const std::byte* w_row, const std::byte* act);
 float dot_f32_f32_avx2(int64_t n, const std::byte* w_row, const std::byte* act);
 void dot_rows_f32_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                            const std::byte* act, float* out);
-// The AVX2 prefill GEMM (GemmFn): 2 rows x 3 tokens per tile, each (row, token) through
+// The AVX2 prefill GEMM (GemmFn): 3 rows x 4 tokens per tile, each (row, token) through
 // dot_rows_f32_f32_avx2's operations, so equal to it per token bit for bit.
 void gemm_f32_f32_avx2(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                        const std::byte* act, int64_t act_stride, int64_t nt, float* out,

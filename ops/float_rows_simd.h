@@ -15,20 +15,25 @@ namespace pacer::ops::float_rows {
 namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
 
 // Rows and tokens per GEMM tile: each widened weight vector serves the T tokens, each activation
-// vector the R rows. R x T x 2 accumulators must leave registers for the loads: 16 of AVX-512's
-// 32 (4 rows x 2 tokens), 12 of AVX2's 16 (2 rows x 3 tokens; the activations as FMA operands).
+// vector the R rows. The accumulators must leave registers for the loads: on AVX-512, 2 chains
+// per (row, token) (to hide the FMA latency in a 4-row GEMV) x 4 rows x 2 tokens = 16 of 32; on
+// AVX2, one chain per (row, token) x 3 rows x 4 tokens = 12 of 16 (the activations as FMA
+// operands). One chain on AVX2 widens each weight vector once for 4 tokens instead of 3 at 2 x 3
+// with two (F16 GEMM 1.2-1.5x at 1 thread); its 4-row GEMV, memory-bound, reads as fast.
 template <class V>
-constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 3;
+constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 4;
 template <class V>
-constexpr int kRowsPerTile = V::kRegisters >= 32 ? 4 : 2;
+constexpr int kRowsPerTile = V::kRegisters >= 32 ? 4 : 3;
+template <class V>
+constexpr bool kTwoChains = V::kRegisters >= 32;
 
 // out[t * out_stride + r * out_row_step] = dot(row r, token t) for R rows (row r at
 // w + r * row_step) and T tokens at x + t * x_stride. Each x vector is loaded once for all R rows
 // and each widened weight vector once for all T tokens; two accumulators per (row, token) hide
-// the FMA latency; the tail (n % 2kLanes) is masked. Each (row, token) pair goes through the same
-// operations whatever R and T are, so the GEMM is bit-identical to the GEMV. Every weight cache
-// line also prefetches the line `prefetch_offset` bytes further on (0: none; see
-// q4_0_avx512.cpp).
+// the FMA latency where registers allow (kTwoChains); the tail (n % 2kLanes) is masked. Each (row,
+// token) pair goes through the same operations whatever R and T are, so the GEMM is bit-identical
+// to the GEMV. Every weight cache line also prefetches the line `prefetch_offset` bytes further on
+// (0: none; see q4_0_avx512.cpp).
 template <class V, class Widen, int R, int T>
 void rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch_offset,
                const float* x, int64_t x_stride, float* out, int64_t out_stride,
@@ -60,7 +65,11 @@ void rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch
       const Reg w0 = Widen::load(wr, j), w1 = Widen::load(wr, j + L);
       for (int t = 0; t < T; ++t) {
         acc0[r][t] = V::fmadd(w0, x0[t], acc0[r][t]);
-        acc1[r][t] = V::fmadd(w1, x1[t], acc1[r][t]);
+        if constexpr (kTwoChains<V>) {
+          acc1[r][t] = V::fmadd(w1, x1[t], acc1[r][t]);
+        } else {
+          acc0[r][t] = V::fmadd(w1, x1[t], acc0[r][t]);
+        }
       }
     }
   }

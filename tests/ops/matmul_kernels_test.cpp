@@ -133,7 +133,7 @@ TEST(FloatGemv, RowsInStreamsAndBurstsEqualTheSingleRowDotBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no SIMD tier here (the scalar tier has no dot_rows)";
 }
 
-// The AVX2 float prefill GEMMs (2 rows x 3 tokens per tile, leftovers of one row or one token):
+// The AVX2 float prefill GEMMs (3 rows x 4 tokens per tile, then 2 or 1 rows, one token at a time):
 // each (row, token) equals dot_rows of that token alone, bit for bit, for row counts and token
 // counts that leave every kind of leftover, and a column count with a masked tail.
 TEST(FloatGemm, Avx2EqualsItsDotRowsBitForBit) {
@@ -145,7 +145,7 @@ TEST(FloatGemm, Avx2EqualsItsDotRowsBitForBit) {
     for (const Shape s : {Shape{13, 2048}, Shape{6, 4864 + 8}, Shape{5, 40}}) {
       const testing::OwnedMatrix w = testing::make_matrix(t, s.rows, s.cols, 48);
       const int64_t stride = row_bytes(t, s.cols);
-      for (int64_t tokens : {1, 2, 3, 4, 8}) {
+      for (int64_t tokens : {1, 2, 3, 4, 7, 8}) {
         const std::vector<float> x =
             testing::normal_floats(static_cast<size_t>(tokens * s.cols), 49);
         const auto* act = reinterpret_cast<const std::byte*>(x.data());
