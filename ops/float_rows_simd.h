@@ -19,7 +19,7 @@ namespace {  // internal to each tier's translation unit, which lets GCC inline 
 // per (row, token) (to hide the FMA latency in a 4-row GEMV) x 4 rows x 2 tokens = 16 of 32; on
 // AVX2, one chain per (row, token) x 3 rows x 4 tokens = 12 of 16 (the activations as FMA
 // operands). One chain on AVX2 widens each weight vector once for 4 tokens instead of 3 at 2 x 3
-// with two (F16 GEMM 1.2-1.5x at 1 thread); its 4-row GEMV, memory-bound, reads as fast.
+// with two (F16 GEMM 1.1-1.5x at 1 thread); its 4-row GEMV, memory-bound, reads as fast.
 template <class V>
 constexpr int kTokensPerTile = V::kRegisters >= 32 ? 2 : 4;
 template <class V>
