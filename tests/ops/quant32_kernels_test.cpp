@@ -294,7 +294,7 @@ TEST_P(Quant32Matmul, GgmlDotProductErrorLimit) {
 
 // Prefill against single-token GEMVs, bit for bit: on AVX-512 the quad GEMM and on AVX2 the
 // 2-row x 4-token tiles put every (row, token) pair through the same operations as the GEMV,
-// only sharing each unpacked weight block between tokens (7 tokens = a group of 4 and one of 3);
+// only sharing each unpacked weight block between tokens (7 tokens: a group of 4, then 3 more);
 // the scalar tier runs the same dot once per token.
 TEST_P(Quant32Matmul, PrefillEqualsRepeatedGemvBitForBit) {
   const auto [isa, type] = GetParam();
