@@ -220,6 +220,9 @@ PACER_GEMV(q4_0, Q4_0);
 // Q4_0 and Q8_0 as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, q4_0x16_avx512, WeightType::Q4_0, Isa::Avx512, true)->Apply(gemv_args);
 BENCHMARK_CAPTURE(BM_gemv, q8_0x16_avx512, WeightType::Q8_0, Isa::Avx512, true)->Apply(gemv_args);
+// The same layouts as pacer runs them on AVX2 (vpmaddubsw, interleaved_avx2.cpp).
+BENCHMARK_CAPTURE(BM_gemv, q4_0x16_avx2, WeightType::Q4_0, Isa::Avx2, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, q8_0x16_avx2, WeightType::Q8_0, Isa::Avx2, true)->Apply(gemv_args);
 PACER_GEMV(q8_0, Q8_0);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);
@@ -252,15 +255,17 @@ BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(ge
 
 // GEMM (prefill): `tokens` activations against one weight copy (cache-resident when it fits:
 // prefill reuses each weight tile across the tokens, so it is compute-bound). FLOP/s is the
-// headline; bytes_per_second still counts weight bytes once per call.
-void BM_gemm(benchmark::State& state, WeightType type, Isa isa) {
+// headline; bytes_per_second still counts weight bytes once per call. `interleaved`: the
+// weights repacked as a model load does.
+void BM_gemm(benchmark::State& state, WeightType type, Isa isa, bool interleaved = false) {
   if (!ops::isa_supported(isa)) {
     state.SkipWithError((std::string(ops::isa_name(isa)) + " not supported by this CPU").c_str());
     return;
   }
   const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const WeightCopies& w = weight_copies(type, rows, cols, false);
+  WeightCopies& w = weight_copies(type, rows, cols, false);
+  const ops::WeightMatrix matrix = interleaved ? w.interleaved_copy(0) : w.copy(0);
   std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -271,7 +276,7 @@ void BM_gemm(benchmark::State& state, WeightType type, Isa isa) {
   tbb::task_arena arena(threads);
   arena.execute([&] {
     for (auto _ : state) {
-      ops::matmul(w.copy(0), x, tokens, y, scratch, par, kernels);
+      ops::matmul(matrix, x, tokens, y, scratch, par, kernels);
       benchmark::DoNotOptimize(y.data());
       benchmark::ClobberMemory();
     }
@@ -302,6 +307,8 @@ BENCHMARK_CAPTURE(BM_gemm, q8_0_avx512, WeightType::Q8_0, Isa::Avx512)->Apply(ge
 BENCHMARK_CAPTURE(BM_gemm, f16_avx512, WeightType::F16, Isa::Avx512)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, q4_0_avx2, WeightType::Q4_0, Isa::Avx2)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, q8_0_avx2, WeightType::Q8_0, Isa::Avx2)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, q4_0x16_avx2, WeightType::Q4_0, Isa::Avx2, true)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, q8_0x16_avx2, WeightType::Q8_0, Isa::Avx2, true)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, f16_avx2, WeightType::F16, Isa::Avx2)->Apply(gemm_args);
 
 // The roofline itself: read-only streaming of 1 GiB (far beyond the LLC) at 1 and 2 threads.

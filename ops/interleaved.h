@@ -124,6 +124,15 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
+// AVX2 (interleaved_avx2.cpp): each (row, token) the VNNI kernel's integer block dots and float
+// steps, so the two tiers agree bit for bit; the GEMM takes any token count (4 tokens per pass).
+// The GEMV reads 2 far-apart stretches at a time on every CPU (with 4, its 8 accumulators and 8
+// weight vectors overflow the 16 ymm registers: Q8_0 2048x2048 on one core, 480 -> 305 us).
+constexpr int kX16Avx2GemvStreams = 2;
+void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemv_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -164,6 +173,12 @@ void gemv_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_group
 using X16GemmFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                            int64_t out_stride);
+void gemm_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemm_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
 void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);

@@ -37,9 +37,9 @@ struct MatmulKernels {
 };
 
 // Kernels of a Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix interleaved by 16 rows
-// (interleaved.h). Below AVX-512 VNNI (F16/BF16: below AVX-512) the scalar reference GEMV runs
-// (models repack only where the fast kernels run: InterleavedMatrix::pays), and prefill calls it
-// once per token.
+// (interleaved.h). Below AVX-512 VNNI, Q4_0 and Q8_0 run the AVX2 GEMV and GEMM; the other types
+// (F16/BF16: below AVX-512) the scalar reference GEMV (models repack only where the fast kernels
+// run: InterleavedMatrix::pays), and prefill calls it once per token.
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token
@@ -49,6 +49,9 @@ struct X16Kernels {
   // Optional: for 2 <= tokens < few_tokens_max, instead of the GEMM (and without its prepare).
   X16GemmFn gemm_few = nullptr;
   int64_t few_tokens_max = 0;
+  // Far-apart stretches the GEMV reads its groups from at a time (gemv_streams.h), for the plan
+  // of the workers' prefetch (matmul_prefetch_plan) to walk them in the GEMV's order.
+  int gemv_streams = 1;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;
   }

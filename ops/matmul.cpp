@@ -307,7 +307,7 @@ std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_be
   return {row_begin * rb, row_end * rb};
 }
 
-PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws) {
+PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws, const KernelSet& kernels) {
   PrefetchPlan plan;
   plan.align = kMatmulRowAlign;
   for (const WeightMatrix& w : ws) {
@@ -318,9 +318,7 @@ PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws) {
     if (w.layout == WeightLayout::Interleaved16) {
       sg.group_rows = kX16Rows;
       sg.group_bytes = x16_group_bytes(w.type, w.cols);
-      // The float GEMVs always read 4 stretches (interleaved_float_avx512.cpp).
-      const bool is_float = w.type == WeightType::F16 || w.type == WeightType::BF16;
-      sg.streams = is_float ? 4 : x16_gemv_streams();
+      sg.streams = kernels.x16(w.type).gemv_streams;
     } else {
       sg.group_rows = 1;
       sg.group_bytes = row_bytes(w.type, w.cols);

@@ -35,8 +35,8 @@ class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per se
 class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and Q4_0, Q8_0, Q4_K, Q5_K or Q6_K on an
-  // AVX-512 VNNI machine, or F16 or BF16 on an AVX-512 one (elsewhere the interleaved matrix
-  // would run the scalar reference).
+  // AVX-512 VNNI machine, F16 or BF16 on an AVX-512 one, or Q4_0 or Q8_0 on AVX2 (elsewhere the
+  // interleaved matrix would run the scalar reference).
   static bool pays(const WeightMatrix& w, Isa isa);
   // Repacks w (a type above, RowMajor; MatmulError otherwise), in parallel over
   // row groups.
@@ -119,7 +119,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
 // The bytes a decode matmul (n_tokens == 1) over these matrices, rows end to end as matmul()
 // fuses them, reads: for Parallel::prefetch_next. At most PrefetchPlan::kMaxSegments matrices
 // (the rest are left out).
-PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws);
+PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws, const KernelSet& kernels);
 
 // Convenience for one matrix.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,

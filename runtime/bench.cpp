@@ -18,6 +18,7 @@
 #include "hwcounters/host_facts.h"
 #include "ops/bandwidth.h"
 #include "ops/isa.h"
+#include "ops/kernel_set.h"
 #include "ops/sampling.h"
 #include "pacer/version.h"
 #include "runtime/executor.h"
@@ -150,6 +151,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
   res.repacked_matrices = model.repacked_matrices();
   res.bf16_dot = model.bf16_dot_prefill(ops::detect_isa());
+  res.gemv_streams =
+      ops::KernelSet::for_isa(ops::detect_isa()).x16(ops::WeightType::Q4_0).gemv_streams;
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   res.kv_type = opts.kv_type;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
@@ -733,7 +736,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
           {"gemv_prefetch", ops::gemv_software_prefetch()},
-          {"gemv_streams", ops::x16_gemv_streams()},
+          {"gemv_streams", r.gemv_streams},
           {"bf16_dot", r.bf16_dot},
           {"rows", rows}};
 }

@@ -94,6 +94,7 @@ struct BenchResult {
   int64_t model_bytes = 0, params = 0, matmul_bytes_per_token = 0;
   int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   bool bf16_dot = false;          // BF16 prefill on vdpbf16ps (Model::bf16_dot_prefill)
+  int gemv_streams = 1;           // of the quantized x16 GEMVs (ops::X16Kernels::gemv_streams)
   std::string cpu_model, frequency_source;
   ops::WeightType kv_type = ops::WeightType::F16;
   std::vector<BenchRow> rows;

@@ -60,10 +60,10 @@ void add_bias(std::span<float> y, std::span<const float> bias, int64_t n,
 // Decode only: names the weights of the matmul after the one about to run, so that the workers
 // waiting through the norms, rope and adds in between (and those done early with this one)
 // prefetch their share of them (ops::Parallel::prefetch_next).
-void prefetch_next_matmul(const ops::Parallel& par, int64_t n,
+void prefetch_next_matmul(const ops::Parallel& par, const ops::KernelSet& ks, int64_t n,
                           std::initializer_list<ops::WeightMatrix> next) {
   if (n != 1) return;
-  par.prefetch_next(ops::matmul_prefetch_plan(std::span(next.begin(), next.size())));
+  par.prefetch_next(ops::matmul_prefetch_plan(std::span(next.begin(), next.size()), ks));
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     {
       const ops::MatmulOutput outs[] = {{L.wq, q}, {L.wk, k}, {L.wv, v}};
       auto op = rec.op(matmul_info("attn_qkv", layer, outs, n));
-      prefetch_next_matmul(par, n, {L.wo});
+      prefetch_next_matmul(par, ks, n, {L.wo});
       ops::matmul(outs, xb, n, s.packed, par, ks);
       if (c.qkv_bias) {
         add_bias(q, L.bq, n, ks);
@@ -192,7 +192,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     {
       const ops::MatmulOutput outs[] = {{L.wo, proj}};
       auto op = rec.op(matmul_info("attn_out", layer, outs, n));
-      prefetch_next_matmul(par, n, {L.w_gate, L.w_up});
+      prefetch_next_matmul(par, ks, n, {L.w_gate, L.w_up});
       ops::matmul(outs, att, n, s.packed, par, ks);
     }
     // post_attn_norm (gemma3): proj = rmsnorm(proj) * post_attn_norm
@@ -218,7 +218,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     {
       const ops::MatmulOutput outs[] = {{L.w_gate, gate}, {L.w_up, up}};
       auto op = rec.op(matmul_info("ffn_gate_up", layer, outs, n));
-      prefetch_next_matmul(par, n, {L.w_down});
+      prefetch_next_matmul(par, ks, n, {L.w_down});
       ops::matmul(outs, xb, n, s.packed, par, ks);
     }
     // ffn_act: hb = silu(gate) * up   (gemma3: gelu_tanh(gate) * up)
@@ -238,9 +238,9 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
       auto op = rec.op(matmul_info("ffn_down", layer, outs, n));
       if (il + 1 < c.n_layers) {
         const loader::LayerWeights& next = w.layers[static_cast<size_t>(il + 1)];
-        prefetch_next_matmul(par, n, {next.wq, next.wk, next.wv});
+        prefetch_next_matmul(par, ks, n, {next.wq, next.wk, next.wv});
       } else {
-        prefetch_next_matmul(par, n, {w.output});
+        prefetch_next_matmul(par, ks, n, {w.output});
       }
       ops::matmul(outs, hb, n, s.packed, par, ks);
     }
@@ -275,7 +275,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     auto op = rec.op(matmul_info("output", li, outs, n_logits));
     if (c.n_layers > 0) {  // the next decode step's first matmul
       const loader::LayerWeights& first_layer = w.layers.front();
-      prefetch_next_matmul(par, n, {first_layer.wq, first_layer.wk, first_layer.wv});
+      prefetch_next_matmul(par, ks, n, {first_layer.wq, first_layer.wk, first_layer.wv});
     }
     ops::matmul(outs, last, n_logits, s.packed, par, ks);
     if (c.final_logit_softcap > 0.0f) {

@@ -259,7 +259,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kBf16Dot, model_.bf16_dot_prefill(state_.kernels.isa())},
         {rkey::kRepackedMatrices, model_.repacked_matrices()},
         {rkey::kGemvPrefetch, ops::gemv_software_prefetch()},
-        {rkey::kGemvStreams, ops::x16_gemv_streams()},
+        {rkey::kGemvStreams, state_.kernels.x16(ops::WeightType::Q4_0).gemv_streams},
         {rkey::kWorkStealing, executor_->work_stealing()},
         {rkey::kIdlePrefetch, executor_->idle_prefetch()},
         {rkey::kKvType, ops::type_name(kv_.type())},

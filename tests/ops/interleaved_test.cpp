@@ -1,5 +1,5 @@
 // The x16 layouts (16-row interleaved Q4_0 and Q8_0, ops/interleaved.h): the repack, the scalar
-// references, the AVX-512 VNNI GEMVs and the VNNI/AMX GEMMs, and matmul() over an
+// references, the AVX2 and AVX-512 VNNI GEMVs, the AVX2/VNNI/AMX GEMMs, and matmul() over an
 // InterleavedMatrix, all held to the row-major reference dots (dot_q4_0_q8_0_ref,
 // dot_q8_0_q8_0_ref) on the original rows.
 #include <gtest/gtest.h>
@@ -118,7 +118,12 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
   EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
   EXPECT_FALSE(InterleavedMatrix::pays(q4_1.view, Isa::Avx512));
-  EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Avx2));
+  EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx2), isa_supported(Isa::Avx2));
+  EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Scalar));
+  const testing::OwnedMatrix q4_k = testing::make_matrix(WeightType::Q4_K, 16, 256, 1);
+  const testing::OwnedMatrix f16 = testing::make_matrix(WeightType::F16, 16, 64, 1);
+  EXPECT_FALSE(InterleavedMatrix::pays(q4_k.view, Isa::Avx2));  // the reference would run
+  EXPECT_FALSE(InterleavedMatrix::pays(f16.view, Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));
   EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512),
             isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
@@ -158,6 +163,110 @@ TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
           ASSERT_NEAR(yt[t * padded + r], ref.value, ref.bound)
               << name << " " << c.rows << "x" << c.cols << " token " << t << " row " << r;
         }
+      }
+    }
+  }
+}
+
+// The AVX2 GEMV within the reference dot's bound and, where VNNI runs, equal to the VNNI GEMV bit
+// for bit (the same integer block dots and float steps); the AVX2 GEMM (4 tokens per pass, then
+// 3, 2, 1) equal to the AVX2 GEMV per token bit for bit, for every token count up to 9 and 19.
+TEST_P(Interleaved, Avx2GemvAndGemmMatchTheReferenceAndTheVnniGemvBitForBit) {
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_0;
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  const bool vnni = isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+  const auto gemv = q4 ? gemv_q4_0x16_q8_0_avx2 : gemv_q8_0x16_q8_0_avx2;
+  const auto gemm = q4 ? gemm_q4_0x16_q8_0_avx2 : gemm_q8_0x16_q8_0_avx2;
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
+  EXPECT_EQ(kernels.x16(type).gemv, gemv);
+  EXPECT_EQ(kernels.x16(type).gemm, gemm);
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 45);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16, max_tokens = 19;
+    const std::vector<float> x =
+        testing::normal_floats(static_cast<size_t>(max_tokens * c.cols), 46);
+    PackedActivations act;
+    act.pack(type, x, c.cols, max_tokens, KernelSet::for_isa(Isa::Scalar));
+    const int64_t act_stride = act.token(1) - act.token(0);
+    std::vector<std::vector<float>> per_token;  // the AVX2 GEMV of each token
+    for (int64_t t = 0; t < max_tokens; ++t) {
+      std::vector<float>& y = per_token.emplace_back(static_cast<size_t>(padded), NAN);
+      gemv(c.cols, m.view().data, groups, act.token(t), y.data());
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const Ref ref = reference(w, r, act.token(t));
+        ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " t " << t;
+      }
+      for (int64_t r = c.rows; r < padded; ++r) ASSERT_EQ(y[r], 0.0f) << "padding row " << r;
+      if (vnni) {
+        std::vector<float> yv(static_cast<size_t>(padded), NAN);
+        (q4 ? gemv_q4_0x16_q8_0_avx512vnni : gemv_q8_0x16_q8_0_avx512vnni)(
+            c.cols, m.view().data, groups, act.token(t), yv.data());
+        ASSERT_EQ(y, yv) << "AVX2 against VNNI, " << c.rows << "x" << c.cols << " t " << t;
+      }
+    }
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 19}) {
+      std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+      gemm(c.cols, m.view().data, groups, act.token(0), act_stride, tokens, yt.data(), padded);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < padded; ++r) {
+          ASSERT_EQ(yt[t * padded + r], per_token[t][r])
+              << c.rows << "x" << c.cols << ", " << tokens << " tokens, t " << t << " r " << r;
+        }
+      }
+    }
+  }
+}
+
+// The AVX2 kernels' 16-bit steps at their limits: activations all +-127 against Q4_0 nibbles all
+// 15 (8 vpmaddubsw pair sums of 3810 added in int16: 30480) or 0, and Q8_0 quants -128 and 127
+// (|q| 128 into vpmaddubsw: pair sums of +-32512). Any saturation or wrap would be off by
+// thousands; the scalar reference reads the same bytes.
+TEST_P(Interleaved, Avx2KernelsHoldAtTheQuantExtremes) {
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_0;
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  const int64_t rows = 32, cols = 128, nb = cols / 32, groups = 2;
+  std::vector<std::byte> bytes(static_cast<size_t>(rows * row_bytes(type, cols)));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t i = r * nb + b;
+      if (q4) {
+        auto& blk = reinterpret_cast<BlockQ4_0*>(bytes.data())[i];
+        blk.d = fp32_to_fp16(1.0f);
+        std::memset(blk.qs, r % 2 == 0 ? 0xFF : 0x00, sizeof blk.qs);  // all +7 or all -8
+      } else {
+        auto& blk = reinterpret_cast<BlockQ8_0*>(bytes.data())[i];
+        blk.d = fp32_to_fp16(1.0f);
+        for (int e = 0; e < 32; ++e) {
+          blk.qs[e] = static_cast<int8_t>((r + e / 4) % 3 == 0 ? 127 : -128);
+        }
+      }
+    }
+  }
+  const InterleavedMatrix m =
+      InterleavedMatrix::repack(WeightMatrix{type, bytes.data(), rows, cols});
+  for (float sign : {1.0f, -1.0f}) {
+    // +-1 everywhere (one block alternating), so every activation quant is +-127.
+    std::vector<float> x(static_cast<size_t>(5 * cols), sign);
+    for (int64_t j = 0; j < 32; ++j) x[static_cast<size_t>(cols + j)] = j % 2 ? sign : -sign;
+    PackedActivations act;
+    act.pack(type, x, cols, 5, KernelSet::for_isa(Isa::Scalar));
+    std::vector<float> yt(static_cast<size_t>(5 * rows), NAN);
+    (q4 ? gemm_q4_0x16_q8_0_avx2 : gemm_q8_0x16_q8_0_avx2)(
+        cols, m.view().data, groups, act.token(0), act.token(1) - act.token(0), 5, yt.data(), rows);
+    for (int64_t t = 0; t < 5; ++t) {
+      std::vector<float> y(static_cast<size_t>(rows), NAN), ref(static_cast<size_t>(rows), NAN);
+      (q4 ? gemv_q4_0x16_q8_0_avx2 : gemv_q8_0x16_q8_0_avx2)(cols, m.view().data, groups,
+                                                             act.token(t), y.data());
+      (q4 ? gemv_q4_0x16_q8_0_ref : gemv_q8_0x16_q8_0_ref)(cols, m.view().data, groups,
+                                                           act.token(t), ref.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        // Block terms up to 32 x 128 x 127 x d_x (~4096), a few roundings apart at most; one
+        // saturated pair would be thousands of quant units (x d_x = 1/127) off.
+        ASSERT_NEAR(y[r], ref[r], 1e-3 + 1e-5 * std::fabs(ref[r])) << "sign " << sign << " r " << r;
+        ASSERT_EQ(yt[t * rows + r], y[r]) << "gemm, sign " << sign << " t " << t << " r " << r;
       }
     }
   }
@@ -204,7 +313,7 @@ TEST_P(Interleaved, FewTokenGemmIsTheGemvPerTokenBitForBit) {
 
 // matmul() and matmul_rows() over the repacked view: whole groups, groups cut by a worker's
 // range (SerialParallel chunks and hand-picked ranges), fused outputs, GEMV and GEMM, on every
-// Isa (below AVX-512 VNNI the view runs the scalar reference).
+// Isa (AVX2: interleaved_avx2.cpp; scalar: the reference).
 TEST_P(Interleaved, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
   const WeightType type = GetParam();
   for (Isa isa : supported_isas()) {

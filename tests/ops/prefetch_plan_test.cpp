@@ -11,6 +11,7 @@
 
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/matmul_rows.h"
 #include "ops/parallel.h"
@@ -85,7 +86,7 @@ TEST(ChunkPrefetcher, ChunksOfAFusedMatmulCoverTheirRowsBytes) {
   ws[0] = {WeightType::Q4_K, g_arena, 256, cols, WeightLayout::Interleaved16};
   ws[1] = {WeightType::Q6_K, g_arena + (1 << 17), 32, cols, WeightLayout::Interleaved16};
   ws[2] = {WeightType::Q8_0, g_arena + (1 << 18) + 8, 48, cols, WeightLayout::RowMajor};
-  const PrefetchPlan plan = matmul_prefetch_plan(ws);
+  const PrefetchPlan plan = matmul_prefetch_plan(ws, KernelSet::for_isa(detect_isa()));
   ASSERT_EQ(plan.total_rows, 336);
   ASSERT_EQ(plan.n_segments, 3);
   for (int workers = 1; workers <= 5; ++workers) {
@@ -116,6 +117,29 @@ TEST(ChunkPrefetcher, ChunksOfAFusedMatmulCoverTheirRowsBytes) {
     EXPECT_EQ(seen, expect) << workers << " workers";
     EXPECT_EQ(static_cast<int64_t>(x16_seen.size()), x16_lines) << workers << " workers";
   }
+}
+
+// The plan walks an x16 matrix in as many stretches as the GEMV the kernel set runs reads:
+// the scalar reference 1, the AVX2 quant GEMVs 2, the VNNI ones x16_gemv_streams(), the AVX-512
+// float ones 4; a row-major matrix 1.
+TEST(ChunkPrefetcher, PlanStreamsFollowTheKernelSetsGemv) {
+  const WeightMatrix q4{WeightType::Q4_0, g_arena, 256, 512, WeightLayout::Interleaved16};
+  const WeightMatrix f16{WeightType::F16, g_arena, 256, 512, WeightLayout::Interleaved16};
+  const WeightMatrix rows{WeightType::Q4_0, g_arena, 256, 512, WeightLayout::RowMajor};
+  auto streams = [](const WeightMatrix& w, Isa isa) {
+    return matmul_prefetch_plan(std::span(&w, 1), KernelSet::for_isa(isa)).segments[0].streams;
+  };
+  EXPECT_EQ(streams(q4, Isa::Scalar), 1);
+  EXPECT_EQ(streams(f16, Isa::Scalar), 1);
+  EXPECT_EQ(streams(rows, Isa::Scalar), 1);
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  EXPECT_EQ(streams(q4, Isa::Avx2), kX16Avx2GemvStreams);
+  EXPECT_EQ(streams(f16, Isa::Avx2), 1);
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  EXPECT_EQ(streams(f16, Isa::Avx512), 4);
+  EXPECT_EQ(streams(rows, Isa::Avx512), 1);
+  EXPECT_EQ(streams(q4, Isa::Avx512),
+            detect_cpu_features().avx512_vnni ? x16_gemv_streams() : kX16Avx2GemvStreams);
 }
 
 TEST(ChunkPrefetcher, NothingForAnEmptyPlanOrAnotherWorkersSlot) {

@@ -1,0 +1,243 @@
+// The Q4_0 and Q8_0 x16 layouts (interleaved.h) x act-Q8 on AVX2: the decode GEMV and the
+// prefill GEMM of CPUs without AVX-512 VNNI (Zen 2/3, Haswell to Cascade Lake clients, or any
+// machine pinned to PACER_ISA=avx2).
+//
+// Why: the row-major AVX2 kernels pay per row and block a quant unpack, a sign fix-up, vpmaddubsw,
+// vpmaddwd, a conversion and an FMA, and per row a horizontal sum; a Q4_0 GEMV on one Sapphire
+// Rapids core then reads ~6 GB/s, about 40 % of what the core can pull from DRAM. In the x16
+// layout a 32-byte half of a 64-byte chunk holds 4 quants of 8 rows (dword i = row 8h + i), so
+// one vpmaddubsw covers 4 quants of 8 rows against one broadcast activation dword, and the
+// conversion, scale multiply and FMA serve 8 rows at once. pacer_bench_ops on one core of the
+// dev VM (Sapphire Rapids, PACER_ISA-style Isa::Avx2), row-major kernels -> these: Q4_0 GEMV of a
+// cold 2048x2048 337 -> 178 us (median); GEMM of 128 tokens 30.9 -> 78.6 GFLOP/s (Q8_0 32.7 ->
+// 49.9); the Q8_0 GEMV reads about as fast as the row-major one.
+//
+// Per half-group of 8 rows and block b, the 16-bit pair sums of vpmaddubsw are:
+//   Q4_0  unsigned nibbles (0..15) x signed activations (-127..127): |pair| <= 2 x 15 x 127 =
+//         3810, so the 8 vectors of a block sum in int16 (<= 30480) before one vpmaddwd; the
+//         offset comes off as -8 * sum_b(x), exactly as the VNNI kernel removes it.
+//   Q8_0  the stored q + 128 is flipped back to signed q, and each vector goes through
+//         vpmaddubsw(|q|, sign(x, q)) (|q| <= 128, |pair| <= 32512) and its own vpmaddwd.
+// Both give every row's exact integer block dot, then acc += float(isum) * (d_w * d_x) with one
+// FMA, in block order: the AVX-512 VNNI kernels' steps, so every tier of a machine gives the same
+// bits, and the GEMV, the GEMM and any token grouping agree bit for bit.
+#include "ops/matmul_simd_avx2.h"  // first: wraps <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/gemv_streams.h"
+#include "ops/interleaved.h"
+#include "ops/isa.h"
+#include "ops/q8_0.h"
+
+namespace pacer::ops {
+namespace {
+
+// Block pairs each stream prefetches ahead, as the VNNI GEMV.
+constexpr int64_t kPrefetchPairs = 4;
+
+inline __m256i act_dword(const int8_t* q, int j) {
+  int32_t v;
+  std::memcpy(&v, q + 4 * j, 4);
+  return _mm256_set1_epi32(v);
+}
+
+struct Q4_0x16 {
+  static constexpr WeightType kType = WeightType::Q4_0;
+  static constexpr int64_t kQsBytes = 256;
+  // Half h (rows 8h..8h + 7) of one block: vector j = quants 4j..4j + 3 of the 8 rows, unsigned.
+  static void load(const std::byte* qs, int h, __m256i* w) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    for (int m = 0; m < 4; ++m) {
+      const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * m + 32 * h));
+      w[m] = _mm256_and_si256(q, mask);
+      w[m + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+    }
+  }
+  // One token (the GEMV): the same sums, each chunk unpacked as it is used, so no 8 weight
+  // vectors stay live next to the GEMV's accumulators.
+  static __m256i dot_from(const std::byte* qs, int h, const int8_t* q, int32_t sum) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256i s = _mm256_setzero_si256();
+    for (int m = 0; m < 4; ++m) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * m + 32 * h));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, mask), act_dword(q, m)));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask),
+                                                   act_dword(q, m + 4)));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
+                            _mm256_set1_epi32(-8 * sum));
+  }
+  // The 8 rows' integer dots with one token's block (quants q, their sum).
+  static __m256i dot(const __m256i* w, const int8_t* q, int32_t sum) {
+    __m256i s = _mm256_maddubs_epi16(w[0], act_dword(q, 0));
+    for (int j = 1; j < 8; ++j)
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[j], act_dword(q, j)));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
+                            _mm256_set1_epi32(-8 * sum));
+  }
+};
+
+struct Q8_0x16 {
+  static constexpr WeightType kType = WeightType::Q8_0;
+  static constexpr int64_t kQsBytes = 512;
+  // Half h of one block: vector j = quants 4j..4j + 3 of the 8 rows, signed again (q + 128 ^ 0x80).
+  static void load(const std::byte* qs, int h, __m256i* w) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int j = 0; j < 8; ++j) {
+      w[j] = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
+    }
+  }
+  // vector j's 8 row dwords dotted with activation dword j: |q| x sign(x, q), exact in int16.
+  static __m256i quad_dot(__m256i w, __m256i xj) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xj, w)),
+                             _mm256_set1_epi16(1));
+  }
+  // One token (the GEMV): each vector loaded as it is used (see Q4_0x16::dot_from). Two chains
+  // (vpmaddubsw + vpmaddwd latency ~10), joined at the end, here and in dot().
+  static __m256i dot_from(const std::byte* qs, int h, const int8_t* q, int32_t) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 8; ++j) {
+      const __m256i w = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], quad_dot(w, act_dword(q, j)));
+    }
+    return _mm256_add_epi32(chain[0], chain[1]);
+  }
+  static __m256i dot(const __m256i* w, const int8_t* q, int32_t) {
+    __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 8; ++j) {
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], quad_dot(w[j], act_dword(q, j)));
+    }
+    return _mm256_add_epi32(chain[0], chain[1]);
+  }
+};
+
+// acc[t] += the block terms of rows 8h..8h + 7 for tokens x[0..T), block b (in the pair at
+// `pair`, index b % 2): the weights unpacked once for all T tokens.
+template <class Layout, int T>
+inline void half_block(const std::byte* pair, int64_t b, int h, const ActQ8Row* x, __m256* acc) {
+  const int odd = static_cast<int>(b % 2);
+  const std::byte* qs = pair + 64 + Layout::kQsBytes * odd;
+  const __m256 dw =
+      _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + 32 * odd + 16 * h)));
+  if constexpr (T == 1) {
+    const __m256i isum = Layout::dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]);
+    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[0].d[b])),
+                             acc[0]);
+    return;
+  }
+  __m256i w[8];
+  Layout::load(qs, h, w);
+  for (int t = 0; t < T; ++t) {
+    const __m256i isum = Layout::dot(w, x[t].q + 32 * b, x[t].sum[b]);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])),
+                             acc[t]);
+  }
+}
+
+// S groups at once, block by block, against one token: S sequential streams (gemv_streams.h).
+template <class Layout, int S>
+void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out,
+                 bool prefetch) {
+  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  __m256 acc[S][2];
+  for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t pair_off = b / 2 * kPairBytes;
+    if (prefetch && b % 2 == 0) {
+      for (int s = 0; s < S; ++s) {
+        prefetch_lines(group[s] + pair_off + kPrefetchPairs * kPairBytes, kPairBytes);
+      }
+    }
+    for (int s = 0; s < S; ++s) {
+      half_block<Layout, 1>(group[s] + pair_off, b, 0, &x, &acc[s][0]);
+      half_block<Layout, 1>(group[s] + pair_off, b, 1, &x, &acc[s][1]);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    _mm256_storeu_ps(out[s], acc[s][0]);
+    _mm256_storeu_ps(out[s] + 8, acc[s][1]);
+  }
+}
+
+template <class Layout>
+void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              float* out) {
+  const int64_t nb = n / 32;
+  const ActQ8Row x = act_q8_row(act, n);
+  // Groups from far-apart stretches, 2 at a time (kX16Avx2GemvStreams): one sequential stream
+  // per core leaves DRAM bandwidth unused (as the VNNI GEMV).
+  x16_gemv_stream_groups<kX16Avx2GemvStreams>(
+      groups, n_groups, x16_group_bytes(Layout::kType, n), out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs, gemv_software_prefetch());
+      });
+}
+
+// T tokens against rows 8h..8h + 7 of one group, every block; out: token 0's 8 outputs.
+template <class Layout, int T>
+void half_group_tokens(int64_t nb, const std::byte* group, int h, const ActQ8Row* x, float* out,
+                       int64_t out_stride) {
+  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) half_block<Layout, T>(group + b / 2 * kPairBytes, b, h, x, acc);
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + t * out_stride, acc[t]);
+}
+
+// Prefill (and short prompts): per group and half, the tokens 4 at a time (the remainder 3, 2
+// or 1), so each block's weights are unpacked once per 4 tokens while the group stays in L1/L2.
+template <class Layout>
+void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const int64_t nb = n / 32;
+  const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const std::byte* group = groups + g * group_bytes;
+    for (int h = 0; h < 2; ++h) {
+      int64_t t = 0;
+      auto pass = [&](auto tokens) {
+        constexpr int kT = decltype(tokens)::value;
+        ActQ8Row x[kT];
+        for (int k = 0; k < kT; ++k) x[k] = act_q8_row(act + (t + k) * act_stride, n);
+        half_group_tokens<Layout, kT>(nb, group, h, x, out + t * out_stride + 16 * g + 8 * h,
+                                      out_stride);
+        t += kT;
+      };
+      while (nt - t >= 4) pass(std::integral_constant<int, 4>{});
+      if (nt - t == 3) pass(std::integral_constant<int, 3>{});
+      if (nt - t == 2) pass(std::integral_constant<int, 2>{});
+      if (nt - t == 1) pass(std::integral_constant<int, 1>{});
+    }
+  }
+}
+
+}  // namespace
+
+void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<Q4_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<Q8_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<Q4_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<Q8_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+}  // namespace pacer::ops
