@@ -232,6 +232,8 @@ BENCHMARK_CAPTURE(BM_gemv, bf16x16_avx512, WeightType::BF16, Isa::Avx512, true)-
 PACER_GEMV(f32, F32);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q4_kx16_avx2, WeightType::Q4_K, Isa::Avx2, true)
+    ->Apply(gemv_kquant_args);
 // Q4_K, Q5_K and Q6_K as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, q4_kx16_avx512, WeightType::Q4_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);

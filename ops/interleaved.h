@@ -126,8 +126,9 @@ void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 // AVX2 (interleaved_avx2.cpp): each (row, token) the VNNI kernel's integer block dots and float
 // steps, so the two tiers agree bit for bit; the GEMM takes any token count (4 tokens per pass).
-// The GEMV reads 2 far-apart stretches at a time on every CPU (with 4, its 8 accumulators and 8
-// weight vectors overflow the 16 ymm registers: Q8_0 2048x2048 on one core, 480 -> 305 us).
+// The GEMVs (Q4_K's too) read 2 far-apart stretches at a time on every CPU (with 4, its 8
+// accumulators and 8 weight vectors overflow the 16 ymm registers: Q8_0 2048x2048 on one core, 480
+// -> 305 us).
 constexpr int kX16Avx2GemvStreams = 2;
 void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
@@ -144,6 +145,13 @@ void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// AVX2 (interleaved_q4_k_avx2.cpp): the VNNI kernel's integers and float steps, 8 rows at a
+// time, so bit for bit its results; the GEMM (4 tokens per pass) equals the GEMV per token.
+void gemv_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
 // Q5_K x one Q8_K row, likewise (reference: dot_q5_K_q8_K_ref on the gathered rows).
 void gemv_q5_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);

@@ -1,0 +1,241 @@
+// Q4_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX2: the decode GEMV and the
+// prefill GEMM of CPUs without AVX-512 VNNI (the VNNI kernels: interleaved_q45_k_avx512vnni.cpp).
+//
+// A 32-byte half h of each 64-byte vector of the layout holds rows 8h..8h + 7 (dword i = row
+// 8h + i), so each kernel step covers 8 rows. Per super-block of a half-group: the 12 packed
+// scale bytes of the 8 rows unpack in 6 logic ops to sc_0..3, sc_4..7, m_0..3, m_4..7 (one byte
+// per sub-block in each row's dword). Per 64-element chunk c and quad k (quant vectors 4k..4k+3):
+// each vector splits into its low nibbles (sub-block 2c) and high nibbles (2c + 1), unsigned, and
+// vpmaddubsw dots 4 quants of all 8 rows with one broadcast activation dword: 16-bit pair sums
+// |2 x 15 x 128| = 3840, 4 of them added in int16 (15,360). One vpmaddwd against the sub-block's
+// scale (spread to both words of each row's dword by vpshufb) then gives scale x sum in int32,
+// and the mins term sum_j m_j * bsum_j is 4 vpmaddwd on (m_2k, m_2k+1) word pairs. Every integer
+// is the VNNI kernel's (its Q4_K high-nibble sums come out 16x and are shifted back exactly), and
+// the float steps are its steps (one conversion and FMA per term for 8 rows), so the two tiers
+// give the same bits, and the GEMM (4 tokens per pass) equals the GEMV per token.
+//
+// Against the row-major AVX2 kernel (q4_k_avx2.cpp: per row and 64 quants a vpmaddubsw pair,
+// scale shuffles, vpmaddwd, and a horizontal sum per row) this does about half the work per
+// weight and needs no horizontal sums.
+#include "ops/matmul_simd_avx2.h"  // first: wraps <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "ops/gemv_streams.h"
+#include "ops/interleaved.h"
+#include "ops/isa.h"
+#include "ops/q8_k.h"
+
+namespace pacer::ops {
+namespace {
+
+inline __m256i act_dword(const int8_t* q, int64_t at) {
+  int32_t v;
+  std::memcpy(&v, q + at, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Scales and mins of one super-block of rows 8h..8h + 7: byte j of dword i is row 8h + i's
+// sc_j (sc_lo: j < 4, sc_hi: j - 4) or m_j (m_lo, m_hi), each in [0, 63].
+struct Scales8 {
+  __m256i sc_lo, sc_hi, m_lo, m_hi;
+};
+
+inline Scales8 unpack_scales(const std::byte* sb, int h) {
+  const auto at = [&](int k) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(sb + 64 + 64 * k + 32 * h));
+  };
+  const __m256i u0 = at(0), u1 = at(1), u2 = at(2);
+  const __m256i c3f = _mm256_set1_epi8(0x3F), c0f = _mm256_set1_epi8(0x0F),
+                c30 = _mm256_set1_epi8(0x30);
+  Scales8 s;
+  s.sc_lo = _mm256_and_si256(u0, c3f);
+  s.m_lo = _mm256_and_si256(u1, c3f);
+  s.sc_hi =
+      _mm256_or_si256(_mm256_and_si256(u2, c0f), _mm256_and_si256(_mm256_srli_epi32(u0, 2), c30));
+  s.m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), c0f),
+                           _mm256_and_si256(_mm256_srli_epi32(u1, 2), c30));
+  return s;
+}
+
+// vpshufb controls (the same in both 128-bit lanes), built once per call.
+struct Controls {
+  __m256i scale[4];  // byte j of each dword -> both words of the dword (zero-extended)
+  __m256i mins[2];   // bytes (2k, 2k + 1) of each dword -> its low and high word (zero-extended)
+};
+
+inline Controls controls() {
+  Controls c;
+  const auto lanes = [](auto word_pair) {
+    return _mm256_setr_epi32(word_pair(0), word_pair(4), word_pair(8), word_pair(12), word_pair(0),
+                             word_pair(4), word_pair(8), word_pair(12));
+  };
+  for (int j = 0; j < 4; ++j) {
+    c.scale[j] = lanes([j](uint32_t base) {
+      return static_cast<int32_t>(0x80008000u | (base + j) | (base + j) << 16);
+    });
+  }
+  for (int k = 0; k < 2; ++k) {
+    c.mins[k] = lanes([k](uint32_t base) {
+      return static_cast<int32_t>(0x80008000u | (base + 2 * k) | (base + 2 * k + 1) << 16);
+    });
+  }
+  return c;
+}
+
+// sum_j m_j * bsum_j for the 8 rows (int32 lanes), bsum_j the activation's sub-block j sum.
+inline __m256i mins_sum(const Scales8& s, const Controls& ctl, const BlockQ8_K& x) {
+  __m256i m = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const auto lo = static_cast<uint16_t>(x.bsums[4 * k] + x.bsums[4 * k + 1]);
+    const auto hi = static_cast<uint16_t>(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
+    const __m256i pairs =
+        _mm256_set1_epi32(static_cast<int32_t>(lo | static_cast<uint32_t>(hi) << 16));
+    const __m256i mk = _mm256_shuffle_epi8(k < 2 ? s.m_lo : s.m_hi, ctl.mins[k % 2]);
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(mk, pairs));
+  }
+  return m;
+}
+
+// acc += d * d_x * isum - dmin * d_x * msum for rows 8h..8h + 7 of super-block sb.
+inline __m256 accumulate(const std::byte* sb, int h, __m256i isum, __m256i msum, float dx,
+                         __m256 acc) {
+  const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + 16 * h)));
+  const __m256 dmin =
+      _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sb + 32 + 16 * h)));
+  const __m256 vdx = _mm256_set1_ps(dx);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, vdx), acc);
+  return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vdx), acc);
+}
+
+// Rows 8h..8h + 7 of super-block sb (x16 Q4_K layout) against tokens x[0..T) (their super-block
+// b): isum[t] = sum_j sc_j * (sub-block j's integer dot). T == 1 unpacks each vector as it is
+// used (the GEMV: no 8 weight vectors live next to its accumulators); T > 1 unpacks each quad once
+// for all T tokens.
+template <int T>
+inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const Controls& ctl,
+                            const BlockQ8_K* const* x, int64_t b, __m256i* isum) {
+  const __m256i c0f = _mm256_set1_epi8(0x0F);
+  for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i src = c < 2 ? s.sc_lo : s.sc_hi;
+    const __m256i sc_lo = _mm256_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
+    const __m256i sc_hi = _mm256_shuffle_epi8(src, ctl.scale[(2 * c + 1) % 4]);
+    for (int k = 0; k < 2; ++k) {
+      const std::byte* quad = sb + 256 + 512 * c + 256 * k + 32 * h;
+      auto vec = [&](int j) {
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 64 * j));
+      };
+      if constexpr (T == 1) {
+        const int8_t* xq = x[0][b].qs + 64 * c + 16 * k;
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          const __m256i q = vec(j);
+          lo = _mm256_add_epi16(
+              lo, _mm256_maddubs_epi16(_mm256_and_si256(q, c0f), act_dword(xq, 4 * j)));
+          hi = _mm256_add_epi16(hi,
+                                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), c0f),
+                                                     act_dword(xq, 32 + 4 * j)));
+        }
+        isum[0] = _mm256_add_epi32(
+            isum[0], _mm256_add_epi32(_mm256_madd_epi16(lo, sc_lo), _mm256_madd_epi16(hi, sc_hi)));
+      } else {
+        __m256i wl[4], wh[4];
+        for (int j = 0; j < 4; ++j) {
+          const __m256i q = vec(j);
+          wl[j] = _mm256_and_si256(q, c0f);
+          wh[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), c0f);
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = x[t][b].qs + 64 * c + 16 * k;
+          __m256i lo = _mm256_maddubs_epi16(wl[0], act_dword(xq, 0));
+          __m256i hi = _mm256_maddubs_epi16(wh[0], act_dword(xq, 32));
+          for (int j = 1; j < 4; ++j) {
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(wl[j], act_dword(xq, 4 * j)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(wh[j], act_dword(xq, 32 + 4 * j)));
+          }
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo, sc_lo),
+                                                               _mm256_madd_epi16(hi, sc_hi)));
+        }
+      }
+    }
+  }
+}
+
+// The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each; the
+// super-block one further on in each stream is prefetched when `prefetch`.
+template <int S>
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
+                 float* const* out, bool prefetch) {
+  __m256 acc[S][2];
+  for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
+  const BlockQ8_K* xs[1] = {x};
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int s = 0; s < S; ++s) {
+      const std::byte* sb = group[s] + b * kX16Q4KBlockBytes;
+      if (prefetch) prefetch_lines(sb + kX16Q4KBlockBytes, kX16Q4KBlockBytes);
+      for (int h = 0; h < 2; ++h) {
+        const Scales8 sc = unpack_scales(sb, h);
+        __m256i isum;
+        superblock_isum<1>(sb, h, sc, ctl, xs, b, &isum);
+        acc[s][h] = accumulate(sb, h, isum, mins_sum(sc, ctl, x[b]), x[b].d, acc[s][h]);
+      }
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    _mm256_storeu_ps(out[s], acc[s][0]);
+    _mm256_storeu_ps(out[s] + 8, acc[s][1]);
+  }
+}
+
+// T tokens against both halves of one group; out: token 0's 16 outputs.
+template <int T>
+void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, const Controls& ctl,
+                float* out, int64_t out_stride) {
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const std::byte* sb = grp + b * kX16Q4KBlockBytes;
+      const Scales8 sc = unpack_scales(sb, h);
+      __m256i isum[T];
+      superblock_isum<T>(sb, h, sc, ctl, x, b, isum);
+      for (int t = 0; t < T; ++t) {
+        acc[t] = accumulate(sb, h, isum[t], mins_sum(sc, ctl, x[t][b]), x[t][b].d, acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + t * out_stride + 8 * h, acc[t]);
+  }
+}
+
+}  // namespace
+
+void gemv_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  const int64_t nb = n / 256;
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  const Controls ctl = controls();
+  x16_gemv_stream_groups<kX16Avx2GemvStreams>(
+      groups, n_groups, nb * kX16Q4KBlockBytes, out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs, gemv_software_prefetch());
+      });
+}
+
+void gemm_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const Controls ctl = controls();
+  x16_gemm_token_quads(
+      groups, n_groups, nb * kX16Q4KBlockBytes, act, act_stride, nt, out, out_stride,
+      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
+        constexpr int T = decltype(tokens)::value;
+        const BlockQ8_K* x[T];
+        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
+        gemm_group<T>(nb, grp, x, ctl, o, out_stride);
+      });
+}
+
+}  // namespace pacer::ops
