@@ -145,11 +145,17 @@ void gemv_q4_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q4_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
-// AVX2 (interleaved_q4_k_avx2.cpp): the VNNI kernel's integers and float steps, 8 rows at a
-// time, so bit for bit its results; the GEMM (4 tokens per pass) equals the GEMV per token.
+// Q4_K / Q5_K on AVX2 (interleaved_q45_k_avx2.cpp): the VNNI kernels' integers and float steps,
+// 8 rows at a time, so bit for bit their results; the GEMM (4 tokens per pass) equals the GEMV
+// per token.
 void gemv_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
 void gemm_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemv_q5_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q5_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);
 // Q5_K x one Q8_K row, likewise (reference: dot_q5_K_q8_K_ref on the gathered rows).

@@ -344,13 +344,25 @@ TEST(InterleavedQ4K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemv_q4_Kx16_q8_K_avx2, gemm_q4_Kx16_q8_K_avx2, exact_dot_q4_K);
 }
 
-// The AVX2 Q4_K GEMV within the exact dot's bound and, where VNNI runs, equal to the VNNI GEMV
-// bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal to the AVX2 GEMV per
-// token, for 1-9 tokens.
-TEST(InterleavedQ4K, Avx2GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
+TEST(InterleavedQ5K, Avx2ExtremeBlocksDoNotOverflow) {
   if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  check_extreme_blocks<BlockQ5_K>(WeightType::Q5_K, 512, fill_extreme_affine_k<BlockQ5_K>,
+                                  gemv_q5_Kx16_q8_K_avx2, gemm_q5_Kx16_q8_K_avx2, exact_dot_q5_K);
+}
+
+// The AVX2 Q4_K / Q5_K GEMV within the exact dot's bound and, where VNNI runs, equal to the VNNI
+// GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal to the AVX2 GEMV
+// per token, for 1-9 tokens.
+class InterleavedAvx2KQuant : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  const WeightType type = GetParam();
+  const bool q4 = type == WeightType::Q4_K;
+  const X16GemvFn gemv = q4 ? gemv_q4_Kx16_q8_K_avx2 : gemv_q5_Kx16_q8_K_avx2;
+  const X16GemmFn gemm = q4 ? gemm_q4_Kx16_q8_K_avx2 : gemm_q5_Kx16_q8_K_avx2;
   for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q4_K, c.rows, c.cols, 73);
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 73);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t groups = x16_groups(c.rows), padded = groups * 16, max_tokens = 9;
     const int64_t act_stride = row_bytes(WeightType::Q8_K, c.cols);
@@ -360,22 +372,21 @@ TEST(InterleavedQ4K, Avx2GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
     for (int64_t t = 0; t < max_tokens; ++t) {
       const std::byte* xt = act.data() + t * act_stride;
       std::vector<float>& y = per_token.emplace_back(static_cast<size_t>(padded), NAN);
-      gemv_q4_Kx16_q8_K_avx2(c.cols, m.view().data, groups, xt, y.data());
+      gemv(c.cols, m.view().data, groups, xt, y.data());
       for (int64_t r = 0; r < c.rows; ++r) {
-        const Exact e = exact_dot(WeightType::Q4_K, c.cols, w.view.row(r), xt);
+        const Exact e = exact_dot(type, c.cols, w.view.row(r), xt);
         ASSERT_NEAR(y[r], e.value, e.bound) << c.rows << "x" << c.cols << " t " << t << " r " << r;
       }
       for (int64_t r = c.rows; r < padded; ++r) ASSERT_EQ(y[r], 0.0f) << "padding row " << r;
       if (vnni_here()) {
         std::vector<float> yv(static_cast<size_t>(padded), NAN);
-        gemv_q4_Kx16_q8_K_avx512vnni(c.cols, m.view().data, groups, xt, yv.data());
+        kernels_of(type).gemv(c.cols, m.view().data, groups, xt, yv.data());
         ASSERT_EQ(y, yv) << "AVX2 against VNNI, " << c.rows << "x" << c.cols << " t " << t;
       }
     }
     for (int64_t tokens : {1, 2, 4, 5, 8, 9}) {
       std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
-      gemm_q4_Kx16_q8_K_avx2(c.cols, m.view().data, groups, act.data(), act_stride, tokens,
-                             yt.data(), padded);
+      gemm(c.cols, m.view().data, groups, act.data(), act_stride, tokens, yt.data(), padded);
       for (int64_t t = 0; t < tokens; ++t) {
         for (int64_t r = 0; r < padded; ++r) {
           ASSERT_EQ(yt[t * padded + r], per_token[t][r])
@@ -385,6 +396,10 @@ TEST(InterleavedQ4K, Avx2GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedAvx2KQuant,
+                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";

@@ -1,5 +1,7 @@
-// Q4_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX2: the decode GEMV and the
-// prefill GEMM of CPUs without AVX-512 VNNI (the VNNI kernels: interleaved_q45_k_avx512vnni.cpp).
+// Q4_K and Q5_K interleaved by 16 rows (interleaved.h) x Q8_K activations on AVX2: the decode
+// GEMVs and the prefill GEMMs of CPUs without AVX-512 VNNI (the VNNI kernels:
+// interleaved_q45_k_avx512vnni.cpp). Q5_K is Q4_K with each quant's fifth bit OR-ed into bit 4 of
+// its unpacked nibble (2 more ops per nibble vector; |pair| <= 2 x 31 x 128, 4 of them 31,744).
 //
 // A 32-byte half h of each 64-byte vector of the layout holds rows 8h..8h + 7 (dword i = row
 // 8h + i), so each kernel step covers 8 rows. Per super-block of a half-group: the 12 packed
@@ -26,6 +28,7 @@
 #include "ops/interleaved.h"
 #include "ops/isa.h"
 #include "ops/q8_k.h"
+#include "ops/unroll.h"
 
 namespace pacer::ops {
 namespace {
@@ -109,44 +112,83 @@ inline __m256 accumulate(const std::byte* sb, int h, __m256i isum, __m256i msum,
   return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, vdx), acc);
 }
 
-// Rows 8h..8h + 7 of super-block sb (x16 Q4_K layout) against tokens x[0..T) (their super-block
-// b): isum[t] = sum_j sc_j * (sub-block j's integer dot). T == 1 unpacks each vector as it is
-// used (the GEMV: no 8 weight vectors live next to its accumulators); T > 1 unpacks each quad once
-// for all T tokens.
-template <int T>
+template <int Bits>
+constexpr int64_t kBlockBytes = Bits == 4 ? kX16Q4KBlockBytes : kX16Q5KBlockBytes;
+
+// Quant vectors 4k..4k + 3 of chunk c of super-block sb, half h (Q5_K: each quad after its vector
+// of fifth bits), and the quad's fifth bits (zero for Q4_K).
+template <int Bits>
+inline const std::byte* quad_at(const std::byte* sb, int c, int k, int h) {
+  if constexpr (Bits == 4) return sb + 256 + 512 * c + 256 * k + 32 * h;
+  return sb + 256 + 640 * c + 320 * k + 64 + 32 * h;
+}
+template <int Bits>
+inline __m256i quad_high_bits(const std::byte* sb, int c, int k, int h) {
+  if constexpr (Bits == 5) {
+    return _mm256_load_si256(
+        reinterpret_cast<const __m256i*>(sb + 256 + 640 * c + 320 * k + 32 * h));
+  }
+  return _mm256_setzero_si256();
+}
+
+// h with bit `Bit` of every byte moved to bit 4 (other bits: anything; the caller masks).
+template <int Bit>
+inline __m256i bit_to_4(__m256i h) {
+  if constexpr (Bit < 4) return _mm256_slli_epi16(h, 4 - Bit);
+  if constexpr (Bit > 4) return _mm256_srli_epi16(h, Bit - 4);
+  return h;
+}
+
+// Quant vector J of a quad as the unsigned quants of sub-blocks 2c (lo) and 2c + 1 (hi); Q5_K
+// ORs in their fifth bits, bits 2J and 2J + 1 of the quad's h.
+template <int Bits, int J>
+inline void unpack_quants(__m256i q, __m256i h, __m256i* lo, __m256i* hi) {
+  const __m256i c0f = _mm256_set1_epi8(0x0F);
+  *lo = _mm256_and_si256(q, c0f);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), c0f);
+  if constexpr (Bits == 5) {
+    const __m256i c10 = _mm256_set1_epi8(0x10);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(bit_to_4<2 * J>(h), c10));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(bit_to_4<2 * J + 1>(h), c10));
+  }
+}
+
+// Rows 8h..8h + 7 of super-block sb (x16 Q4_K / Q5_K layout) against tokens x[0..T) (their
+// super-block b): isum[t] = sum_j sc_j * (sub-block j's integer dot). T == 1 unpacks each vector as
+// it is used (the GEMV: no 8 weight vectors live next to its accumulators); T > 1 unpacks each quad
+// once for all T tokens.
+template <int Bits, int T>
 inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const Controls& ctl,
                             const BlockQ8_K* const* x, int64_t b, __m256i* isum) {
-  const __m256i c0f = _mm256_set1_epi8(0x0F);
   for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
     const __m256i src = c < 2 ? s.sc_lo : s.sc_hi;
     const __m256i sc_lo = _mm256_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
     const __m256i sc_hi = _mm256_shuffle_epi8(src, ctl.scale[(2 * c + 1) % 4]);
     for (int k = 0; k < 2; ++k) {
-      const std::byte* quad = sb + 256 + 512 * c + 256 * k + 32 * h;
+      const std::byte* quad = quad_at<Bits>(sb, c, k, h);
+      const __m256i hb = quad_high_bits<Bits>(sb, c, k, h);
       auto vec = [&](int j) {
         return _mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 64 * j));
       };
       if constexpr (T == 1) {
         const int8_t* xq = x[0][b].qs + 64 * c + 16 * k;
         __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-          const __m256i q = vec(j);
-          lo = _mm256_add_epi16(
-              lo, _mm256_maddubs_epi16(_mm256_and_si256(q, c0f), act_dword(xq, 4 * j)));
-          hi = _mm256_add_epi16(hi,
-                                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), c0f),
-                                                     act_dword(xq, 32 + 4 * j)));
-        }
+        unroll<4>([&](auto j) {
+          constexpr int J = decltype(j)::value;
+          __m256i wl, wh;
+          unpack_quants<Bits, J>(vec(J), hb, &wl, &wh);
+          lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(wl, act_dword(xq, 4 * J)));
+          hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(wh, act_dword(xq, 32 + 4 * J)));
+        });
         isum[0] = _mm256_add_epi32(
             isum[0], _mm256_add_epi32(_mm256_madd_epi16(lo, sc_lo), _mm256_madd_epi16(hi, sc_hi)));
       } else {
         __m256i wl[4], wh[4];
-        for (int j = 0; j < 4; ++j) {
-          const __m256i q = vec(j);
-          wl[j] = _mm256_and_si256(q, c0f);
-          wh[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), c0f);
-        }
+        unroll<4>([&](auto j) {
+          constexpr int J = decltype(j)::value;
+          unpack_quants<Bits, J>(vec(J), hb, &wl[J], &wh[J]);
+        });
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = x[t][b].qs + 64 * c + 16 * k;
           __m256i lo = _mm256_maddubs_epi16(wl[0], act_dword(xq, 0));
@@ -165,7 +207,7 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
 
 // The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each; the
 // super-block one further on in each stream is prefetched when `prefetch`.
-template <int S>
+template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
                  float* const* out, bool prefetch) {
   __m256 acc[S][2];
@@ -173,12 +215,12 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
   const BlockQ8_K* xs[1] = {x};
   for (int64_t b = 0; b < nb; ++b) {
     for (int s = 0; s < S; ++s) {
-      const std::byte* sb = group[s] + b * kX16Q4KBlockBytes;
-      if (prefetch) prefetch_lines(sb + kX16Q4KBlockBytes, kX16Q4KBlockBytes);
+      const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
+      if (prefetch) prefetch_lines(sb + kBlockBytes<Bits>, kBlockBytes<Bits>);
       for (int h = 0; h < 2; ++h) {
         const Scales8 sc = unpack_scales(sb, h);
         __m256i isum;
-        superblock_isum<1>(sb, h, sc, ctl, xs, b, &isum);
+        superblock_isum<Bits, 1>(sb, h, sc, ctl, xs, b, &isum);
         acc[s][h] = accumulate(sb, h, isum, mins_sum(sc, ctl, x[b]), x[b].d, acc[s][h]);
       }
     }
@@ -190,17 +232,17 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
 }
 
 // T tokens against both halves of one group; out: token 0's 16 outputs.
-template <int T>
+template <int Bits, int T>
 void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, const Controls& ctl,
                 float* out, int64_t out_stride) {
   for (int h = 0; h < 2; ++h) {
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const std::byte* sb = grp + b * kX16Q4KBlockBytes;
+      const std::byte* sb = grp + b * kBlockBytes<Bits>;
       const Scales8 sc = unpack_scales(sb, h);
       __m256i isum[T];
-      superblock_isum<T>(sb, h, sc, ctl, x, b, isum);
+      superblock_isum<Bits, T>(sb, h, sc, ctl, x, b, isum);
       for (int t = 0; t < T; ++t) {
         acc[t] = accumulate(sb, h, isum[t], mins_sum(sc, ctl, x[t][b]), x[t][b].d, acc[t]);
       }
@@ -209,33 +251,57 @@ void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, con
   }
 }
 
-}  // namespace
-
-void gemv_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
-                            const std::byte* act, float* out) {
+template <int Bits>
+void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              float* out) {
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const Controls ctl = controls();
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
-      groups, n_groups, nb * kX16Q4KBlockBytes, out,
+      groups, n_groups, nb * kBlockBytes<Bits>, out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<decltype(streams)::value>(nb, group, x, ctl, outs, gemv_software_prefetch());
+        gemv_groups<Bits, decltype(streams)::value>(nb, group, x, ctl, outs,
+                                                    gemv_software_prefetch());
       });
+}
+
+template <int Bits>
+void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
+              int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const Controls ctl = controls();
+  x16_gemm_token_quads(
+      groups, n_groups, nb * kBlockBytes<Bits>, act, act_stride, nt, out, out_stride,
+      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
+        constexpr int T = decltype(tokens)::value;
+        const BlockQ8_K* x[T];
+        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
+        gemm_group<Bits, T>(nb, grp, x, ctl, o, out_stride);
+      });
+}
+
+}  // namespace
+
+void gemv_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<4>(n, groups, n_groups, act, out);
+}
+
+void gemv_q5_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<5>(n, groups, n_groups, act, out);
 }
 
 void gemm_q4_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride) {
-  const int64_t nb = n / 256;
-  const Controls ctl = controls();
-  x16_gemm_token_quads(
-      groups, n_groups, nb * kX16Q4KBlockBytes, act, act_stride, nt, out, out_stride,
-      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
-        constexpr int T = decltype(tokens)::value;
-        const BlockQ8_K* x[T];
-        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
-        gemm_group<T>(nb, grp, x, ctl, o, out_stride);
-      });
+  gemm_x16<4>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_q5_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<5>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops
