@@ -8,7 +8,7 @@
 // layout a 32-byte half of a 64-byte chunk holds 4 quants of 8 rows (dword i = row 8h + i), so
 // one vpmaddubsw covers 4 quants of 8 rows against one broadcast activation dword, and the
 // conversion, scale multiply and FMA serve 8 rows at once. pacer_bench_ops on one core of the
-// dev VM (Sapphire Rapids, PACER_ISA-style Isa::Avx2), row-major kernels -> these: Q4_0 GEMV of a
+// dev VM (Sapphire Rapids, the kernel set of Isa::Avx2), row-major kernels -> these: Q4_0 GEMV of a
 // cold 2048x2048 337 -> 178 us (median); GEMM of 128 tokens 30.9 -> 78.6 GFLOP/s (Q8_0 32.7 ->
 // 49.9); the Q8_0 GEMV reads about as fast as the row-major one.
 //
