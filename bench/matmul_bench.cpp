@@ -253,6 +253,8 @@ BENCHMARK_CAPTURE(BM_gemv, q6_kx16_share_avx512, WeightType::Q6_K, Isa::Avx512, 
 BENCHMARK_CAPTURE(BM_gemv, f16x16_share_avx512, WeightType::F16, Isa::Avx512, true)
     ->Apply(gemv_share_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx2, WeightType::Q6_K, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx2, WeightType::Q6_K, Isa::Avx2, true)
+    ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
 
 // GEMM (prefill): `tokens` activations against one weight copy (cache-resident when it fits:

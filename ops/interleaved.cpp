@@ -427,10 +427,10 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa) {
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q4_0 / Q8_0 / Q4_K / Q5_K on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp (a CPU
-  // with AVX-512 but no VNNI keeps its row-major AVX-512 kernels: not measured against the AVX2
-  // ones).
-  if (isa == Isa::Avx2) return w.type != WeightType::Q6_K && !x16_float(w.type);
+  // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
+  // interleaved_q6_k_avx2.cpp (a CPU with AVX-512 but no VNNI keeps its row-major AVX-512
+  // kernels: not measured against the AVX2 ones).
+  if (isa == Isa::Avx2) return !x16_float(w.type);
   if (isa != Isa::Avx512) return false;
   return x16_float(w.type) || detect_cpu_features().avx512_vnni;  // F16/BF16: AVX-512 F/BW
 }

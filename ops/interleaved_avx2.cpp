@@ -37,10 +37,9 @@ namespace {
 // Block pairs each stream prefetches ahead, as the VNNI GEMV.
 constexpr int64_t kPrefetchPairs = 4;
 
+// Activation dword j of a block (quants 4j..4j + 3), broadcast.
 inline __m256i act_dword(const int8_t* q, int j) {
-  int32_t v;
-  std::memcpy(&v, q + 4 * j, 4);
-  return _mm256_set1_epi32(v);
+  return avx2::act_dword(q, 4 * j);
 }
 
 struct Q4_0x16 {

@@ -34,11 +34,7 @@
 namespace pacer::ops {
 namespace {
 
-inline __m256i act_dword(const int8_t* q, int64_t at) {
-  int32_t v;
-  std::memcpy(&v, q + at, 4);
-  return _mm256_set1_epi32(v);
-}
+using avx2::act_dword;
 
 // Scales and mins of one super-block of rows 8h..8h + 7: byte j of dword i is row 8h + i's
 // sc_j (sc_lo: j < 4, sc_hi: j - 4) or m_j (m_lo, m_hi), each in [0, 63].

@@ -61,7 +61,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
   const CpuFeatures cpu = detect_cpu_features();
   const bool vnni = ks.isa_ == Isa::Avx512 && cpu.avx512_vnni;
   const bool amx = vnni && cpu.amx_int8;
-  // Q4_0 / Q8_0 / Q4_K / Q5_K below VNNI: the AVX2 kernels (vpmaddubsw), the same bits as VNNI's.
+  // The quantized types below VNNI: the AVX2 kernels (vpmaddubsw), the same bits as VNNI's.
   const bool avx2 = !vnni && ks.isa_ >= Isa::Avx2;
   ks.x16_q4_0_.gemv = vnni   ? gemv_q4_0x16_q8_0_avx512vnni
                       : avx2 ? gemv_q4_0x16_q8_0_avx2
@@ -74,6 +74,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q8_0_.gemm = gemm_q8_0x16_q8_0_avx2;
     ks.x16_q4_K_.gemm = gemm_q4_Kx16_q8_K_avx2;
     ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx2;
+    ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx2;
   }
   ks.x16_q4_K_.gemv = vnni   ? gemv_q4_Kx16_q8_K_avx512vnni
                       : avx2 ? gemv_q4_Kx16_q8_K_avx2
@@ -81,7 +82,9 @@ KernelSet KernelSet::for_isa(Isa requested) {
   ks.x16_q5_K_.gemv = vnni   ? gemv_q5_Kx16_q8_K_avx512vnni
                       : avx2 ? gemv_q5_Kx16_q8_K_avx2
                              : gemv_q5_Kx16_q8_K_ref;
-  ks.x16_q6_K_.gemv = vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref;
+  ks.x16_q6_K_.gemv = vnni   ? gemv_q6_Kx16_q8_K_avx512vnni
+                      : avx2 ? gemv_q6_Kx16_q8_K_avx2
+                             : gemv_q6_Kx16_q8_K_ref;
   if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
     ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
                    gemm_prepare_f32_avx512,    gemm_prepared_f16x16_f32_avx512,
@@ -123,10 +126,10 @@ KernelSet KernelSet::for_isa(Isa requested) {
   // (Set last: the F16/BF16 assignments above replace whole structs.) The quant GEMVs read 2 or 4
   // stretches (x16_gemv_streams(); AVX2: always 2, kX16Avx2GemvStreams), the float ones 4
   // (interleaved_float_avx512.cpp), the scalar references 1.
-  for (X16Kernels* k : {&ks.x16_q4_0_, &ks.x16_q8_0_, &ks.x16_q4_K_, &ks.x16_q5_K_}) {
+  for (X16Kernels* k :
+       {&ks.x16_q4_0_, &ks.x16_q8_0_, &ks.x16_q4_K_, &ks.x16_q5_K_, &ks.x16_q6_K_}) {
     k->gemv_streams = vnni ? x16_gemv_streams() : avx2 ? kX16Avx2GemvStreams : 1;
   }
-  ks.x16_q6_K_.gemv_streams = vnni ? x16_gemv_streams() : 1;
   for (X16Kernels* k : {&ks.x16_f16_, &ks.x16_bf16_}) {
     k->gemv_streams = ks.isa_ == Isa::Avx512 ? 4 : 1;
   }

@@ -37,7 +37,7 @@ struct MatmulKernels {
 };
 
 // Kernels of a Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix interleaved by 16 rows
-// (interleaved.h). Below AVX-512 VNNI, all but Q6_K, F16 and BF16 run the AVX2 GEMV and GEMM; those
+// (interleaved.h). Below AVX-512 VNNI, the quantized types run the AVX2 GEMV and GEMM; F16/BF16
 // (F16/BF16: below AVX-512) the scalar reference GEMV (models repack only where the fast kernels
 // run: InterleavedMatrix::pays), and prefill calls it once per token.
 struct X16Kernels {

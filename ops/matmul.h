@@ -35,7 +35,7 @@ class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per se
 class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and Q4_0, Q8_0, Q4_K, Q5_K or Q6_K on an
-  // AVX-512 VNNI machine, F16 or BF16 on an AVX-512 one, or Q4_0, Q8_0, Q4_K or Q5_K on AVX2 (elsewhere the
+  // AVX-512 VNNI machine, F16 or BF16 on an AVX-512 one, or the quantized ones on AVX2 (elsewhere the
   // interleaved matrix would run the scalar reference).
   static bool pays(const WeightMatrix& w, Isa isa);
   // Repacks w (a type above, RowMajor; MatmulError otherwise), in parallel over

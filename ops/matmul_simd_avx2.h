@@ -12,6 +12,14 @@
 namespace pacer::ops::avx2 {
 namespace {
 
+// The 4 bytes at q + at (4 activation quants) broadcast to every dword, as vpmaddubsw's signed
+// operand against 8 rows' interleaved quants.
+inline __m256i act_dword(const int8_t* q, int64_t at) {
+  int32_t v;
+  __builtin_memcpy(&v, q + at, 4);
+  return _mm256_set1_epi32(v);
+}
+
 // Sum of the 8 lanes.
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -350,17 +350,22 @@ TEST(InterleavedQ5K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemv_q5_Kx16_q8_K_avx2, gemm_q5_Kx16_q8_K_avx2, exact_dot_q5_K);
 }
 
-// The AVX2 Q4_K / Q5_K GEMV within the exact dot's bound and, where VNNI runs, equal to the VNNI
-// GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal to the AVX2 GEMV
-// per token, for 1-9 tokens.
+// The AVX2 Q4_K / Q5_K / Q6_K GEMV within the exact dot's bound and, where VNNI runs, equal to the
+// VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal to the AVX2
+// GEMV per token, for 1-9 tokens.
 class InterleavedAvx2KQuant : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
   if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
   const WeightType type = GetParam();
   const bool q4 = type == WeightType::Q4_K;
-  const X16GemvFn gemv = q4 ? gemv_q4_Kx16_q8_K_avx2 : gemv_q5_Kx16_q8_K_avx2;
-  const X16GemmFn gemm = q4 ? gemm_q4_Kx16_q8_K_avx2 : gemm_q5_Kx16_q8_K_avx2;
+  const bool q6 = type == WeightType::Q6_K;
+  const X16GemvFn gemv = q4   ? gemv_q4_Kx16_q8_K_avx2
+                         : q6 ? gemv_q6_Kx16_q8_K_avx2
+                              : gemv_q5_Kx16_q8_K_avx2;
+  const X16GemmFn gemm = q4   ? gemm_q4_Kx16_q8_K_avx2
+                         : q6 ? gemm_q6_Kx16_q8_K_avx2
+                              : gemm_q5_Kx16_q8_K_avx2;
   for (const Case c : kCases) {
     const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 73);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
@@ -398,7 +403,7 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedAvx2KQuant,
-                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K),
+                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
@@ -465,16 +470,26 @@ TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
 
 // Q6_K's extremes: q = 63 or 0, scales -128 / 127, activations -128 / 127 (|group term| up to
 // 129,024 + 65,536, times 128, over 16 groups).
+// Q6_K: every quant 63 or 0, every scale -128 or 127.
+void fill_extreme_q6_k(BlockQ6_K& b, size_t k) {
+  b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+  for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(k % 3 ? -128 : 127);
+  std::memset(b.ql, k % 4 ? 0xFF : 0x00, sizeof b.ql);
+  std::memset(b.qh, k % 4 ? 0xFF : 0x00, sizeof b.qh);
+}
+
 TEST(InterleavedQ6K, ExtremeBlocksDoNotOverflow) {
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  const auto fill = [](BlockQ6_K& b, size_t k) {
-    b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
-    for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(k % 3 ? -128 : 127);
-    std::memset(b.ql, k % 4 ? 0xFF : 0x00, sizeof b.ql);
-    std::memset(b.qh, k % 4 ? 0xFF : 0x00, sizeof b.qh);
-  };
-  check_extreme_blocks<BlockQ6_K>(WeightType::Q6_K, 768, fill, gemv_q6_Kx16_q8_K_avx512vnni,
-                                  gemm_q6_Kx16_q8_K_avx512vnni, exact_dot_q6_K);
+  check_extreme_blocks<BlockQ6_K>(WeightType::Q6_K, 768, fill_extreme_q6_k,
+                                  gemv_q6_Kx16_q8_K_avx512vnni, gemm_q6_Kx16_q8_K_avx512vnni,
+                                  exact_dot_q6_K);
+}
+
+// The AVX2 kernel's int16 pair sums (2 x 63 x 128, two of them added) at the same extremes.
+TEST(InterleavedQ6K, Avx2ExtremeBlocksDoNotOverflow) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  check_extreme_blocks<BlockQ6_K>(WeightType::Q6_K, 768, fill_extreme_q6_k, gemv_q6_Kx16_q8_K_avx2,
+                                  gemm_q6_Kx16_q8_K_avx2, exact_dot_q6_K);
 }
 
 // matmul() over the repacked view, fused with a second matrix, GEMV and GEMM, on every Isa (below

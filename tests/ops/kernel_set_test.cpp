@@ -60,7 +60,7 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(&ks.elementwise(), &elementwise_kernels(isa));
   EXPECT_EQ(&ks.attention(), &attention_kernels(isa));
   const bool vnni = isa == Isa::Avx512 && detect_cpu_features().avx512_vnni;
-  // Q4_0 / Q8_0 / Q4_K / Q5_K below VNNI (AVX2, or AVX-512 without VNNI): the AVX2 kernels.
+  // The quantized types below VNNI (AVX2, or AVX-512 without VNNI): the AVX2 kernels.
   const bool avx2 = !vnni && isa != Isa::Scalar;
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemv, vnni   ? gemv_q4_0x16_q8_0_avx512vnni
                                            : avx2 ? gemv_q4_0x16_q8_0_avx2
@@ -86,9 +86,12 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q5_K).gemm, vnni   ? gemm_q5_Kx16_q8_K_avx512vnni
                                            : avx2 ? gemm_q5_Kx16_q8_K_avx2
                                                   : nullptr);
-  EXPECT_EQ(ks.x16(WeightType::Q6_K).gemv,
-            vnni ? gemv_q6_Kx16_q8_K_avx512vnni : gemv_q6_Kx16_q8_K_ref);
-  EXPECT_EQ(ks.x16(WeightType::Q6_K).gemm, vnni ? gemm_q6_Kx16_q8_K_avx512vnni : nullptr);
+  EXPECT_EQ(ks.x16(WeightType::Q6_K).gemv, vnni   ? gemv_q6_Kx16_q8_K_avx512vnni
+                                           : avx2 ? gemv_q6_Kx16_q8_K_avx2
+                                                  : gemv_q6_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q6_K).gemm, vnni   ? gemm_q6_Kx16_q8_K_avx512vnni
+                                           : avx2 ? gemm_q6_Kx16_q8_K_avx2
+                                                  : nullptr);
 }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
