@@ -63,12 +63,20 @@ KernelSet KernelSet::for_isa(Isa requested) {
   const bool amx = vnni && cpu.amx_int8;
   // The quantized types below VNNI: the AVX2 kernels (vpmaddubsw), the same bits as VNNI's.
   const bool avx2 = !vnni && ks.isa_ >= Isa::Avx2;
-  ks.x16_q4_0_.gemv = vnni   ? gemv_q4_0x16_q8_0_avx512vnni
-                      : avx2 ? gemv_q4_0x16_q8_0_avx2
-                             : gemv_q4_0x16_q8_0_ref;
-  ks.x16_q8_0_.gemv = vnni   ? gemv_q8_0x16_q8_0_avx512vnni
-                      : avx2 ? gemv_q8_0x16_q8_0_avx2
-                             : gemv_q8_0x16_q8_0_ref;
+  // A quantized type's GEMV: VNNI's, else AVX2's, else the scalar reference.
+  const auto gemv = [&](X16GemvFn on_vnni, X16GemvFn on_avx2, X16GemvFn reference) {
+    return vnni ? on_vnni : avx2 ? on_avx2 : reference;
+  };
+  ks.x16_q4_0_.gemv =
+      gemv(gemv_q4_0x16_q8_0_avx512vnni, gemv_q4_0x16_q8_0_avx2, gemv_q4_0x16_q8_0_ref);
+  ks.x16_q8_0_.gemv =
+      gemv(gemv_q8_0x16_q8_0_avx512vnni, gemv_q8_0x16_q8_0_avx2, gemv_q8_0x16_q8_0_ref);
+  ks.x16_q4_K_.gemv =
+      gemv(gemv_q4_Kx16_q8_K_avx512vnni, gemv_q4_Kx16_q8_K_avx2, gemv_q4_Kx16_q8_K_ref);
+  ks.x16_q5_K_.gemv =
+      gemv(gemv_q5_Kx16_q8_K_avx512vnni, gemv_q5_Kx16_q8_K_avx2, gemv_q5_Kx16_q8_K_ref);
+  ks.x16_q6_K_.gemv =
+      gemv(gemv_q6_Kx16_q8_K_avx512vnni, gemv_q6_Kx16_q8_K_avx2, gemv_q6_Kx16_q8_K_ref);
   if (avx2) {
     ks.x16_q4_0_.gemm = gemm_q4_0x16_q8_0_avx2;
     ks.x16_q8_0_.gemm = gemm_q8_0x16_q8_0_avx2;
@@ -76,15 +84,6 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx2;
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx2;
   }
-  ks.x16_q4_K_.gemv = vnni   ? gemv_q4_Kx16_q8_K_avx512vnni
-                      : avx2 ? gemv_q4_Kx16_q8_K_avx2
-                             : gemv_q4_Kx16_q8_K_ref;
-  ks.x16_q5_K_.gemv = vnni   ? gemv_q5_Kx16_q8_K_avx512vnni
-                      : avx2 ? gemv_q5_Kx16_q8_K_avx2
-                             : gemv_q5_Kx16_q8_K_ref;
-  ks.x16_q6_K_.gemv = vnni   ? gemv_q6_Kx16_q8_K_avx512vnni
-                      : avx2 ? gemv_q6_Kx16_q8_K_avx2
-                             : gemv_q6_Kx16_q8_K_ref;
   if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
     ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
                    gemm_prepare_f32_avx512,    gemm_prepared_f16x16_f32_avx512,
