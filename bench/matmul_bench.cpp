@@ -199,6 +199,8 @@ void gemv_kquant_args(benchmark::internal::Benchmark* b) {
     if (s[1] % 256 == 0) b->ArgsProduct({{s[0]}, {s[1]}, {1, 2}, {0, 1}});
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->ComputeStatistics(  // as gemv_args
+      "min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
 // One worker's share of a decode GEMV on a many-core machine: 128 or 64 rows (8 or 4 groups of
@@ -233,6 +235,9 @@ PACER_GEMV(f32, F32);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_kx16_avx2, WeightType::Q4_K, Isa::Avx2, true)
+    ->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_k_avx2, WeightType::Q5_K, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_kx16_avx2, WeightType::Q5_K, Isa::Avx2, true)
     ->Apply(gemv_kquant_args);
 // Q4_K, Q5_K and Q6_K as pacer runs them on AVX-512 VNNI: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, q4_kx16_avx512, WeightType::Q4_K, Isa::Avx512, true)

@@ -138,6 +138,32 @@ void flag_slow_tokens(BenchRow& row) {
                                : std::string()));
 }
 
+void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes) {
+  const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  if (llc_bytes > 0 && weight_bytes <= llc_bytes) {
+    row.roofline_applies = false;
+    row.flags.push_back(fmt::format(
+        "weights ({:.0f} MiB) fit the LLC ({:.0f} MiB): cache-resident, the DRAM roofline does "
+        "not apply",
+        mib(weight_bytes), mib(llc_bytes)));
+    return;
+  }
+  if (llc_bytes > 0 && weight_bytes <= 2 * llc_bytes) {
+    row.flags.push_back(fmt::format(
+        "weights ({:.0f} MiB) within 2x the LLC ({:.0f} MiB): part of them can stay cached "
+        "between tokens, so the roofline % can read high{}",
+        mib(weight_bytes), mib(llc_bytes),
+        row.roofline_pct > 100.0 ? fmt::format(" (here {:.0f}%)", row.roofline_pct) : ""));
+    return;
+  }
+  if (row.roofline_pct > 100.0) {
+    row.flags.push_back(fmt::format(
+        "{:.0f}% of the measured roofline: the bandwidth probe under-read this machine (host "
+        "noise while it ran?); the % is not trustworthy",
+        row.roofline_pct));
+  }
+}
+
 BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   if (opts.reps < 1) throw std::invalid_argument("bench: --reps must be at least 1");
   const loader::ModelConfig& cfg = model.config();
@@ -435,19 +461,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
           }
-          if (llc_bytes > 0 && res.matmul_bytes_per_token <= 2 * llc_bytes) {
-            row.roofline_applies = false;
-            row.flags.push_back(fmt::format(
-                "weights ({:.0f} MiB) within 2x the LLC ({:.0f} MiB): cache-resident, the DRAM "
-                "roofline does not apply",
-                static_cast<double>(res.matmul_bytes_per_token) / (1 << 20),
-                static_cast<double>(llc_bytes) / (1 << 20)));
-          } else if (row.roofline_pct > 100.0) {
-            row.flags.push_back(fmt::format(
-                "{:.0f}% of the measured roofline: the bandwidth probe under-read this machine "
-                "(host noise while it ran?); the % is not trustworthy",
-                row.roofline_pct));
-          }
+          flag_roofline(row, res.matmul_bytes_per_token, llc_bytes);
         }
         if (test.tg) flag_slow_tokens(row);
         if (row.tok_s.size() < 2) {

@@ -128,6 +128,13 @@ void summarize_rates(BenchRow& row);  // mean, sd, cv of tok_s; tok_s_p50 of tok
 // Adds a flag when the mean rate of the tokens in token_s is over 5 % below the median token's
 // (tok_s_p50).
 void flag_slow_tokens(BenchRow& row);
+// A tg row's roofline against where its weights live: weight_bytes (the matmul bytes one token
+// reads) that fit the last-level cache (llc_bytes; 0: unknown) are not streamed from DRAM, so
+// roofline_applies turns false and a flag says why; weights within 2x the LLC are streamed but
+// part of them can stay cached between tokens (an adaptive replacement policy keeps some of a
+// working set larger than the cache), so the % stands with a flag that it can read high; above
+// that a % over 100 flags the bandwidth probe as having under-read. Needs roofline_pct.
+void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes);
 
 std::string render_bench_markdown(const BenchResult& r);
 std::string render_bench_csv(const BenchResult& r);  // llama_bench_csv_header + a row per row

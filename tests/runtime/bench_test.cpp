@@ -94,6 +94,45 @@ TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
   EXPECT_TRUE(untimed.flags.empty());
 }
 
+TEST(BenchStats, TheRooflineFollowsWhereTheWeightsLive) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const auto judged = [](int64_t weights, int64_t llc, double pct) {
+    BenchRow row;
+    row.roofline_pct = pct;
+    flag_roofline(row, weights, llc);
+    return row;
+  };
+  // 200 MiB of weights under a 300 MiB LLC: cache-resident, no DRAM roofline.
+  BenchRow fits = judged(200 * kMiB, 300 * kMiB, 140.0);
+  EXPECT_FALSE(fits.roofline_applies);
+  ASSERT_EQ(fits.flags.size(), 1u);
+  EXPECT_EQ(fits.flags[0],
+            "weights (200 MiB) fit the LLC (300 MiB): cache-resident, the DRAM roofline does not "
+            "apply");
+  // 571 MiB (TinyLlama Q4_0) under the same LLC: streamed, the % stands with a caveat, and one
+  // above 100 is named as such rather than blamed on the probe.
+  BenchRow within = judged(571 * kMiB, 300 * kMiB, 88.0);
+  EXPECT_TRUE(within.roofline_applies);
+  ASSERT_EQ(within.flags.size(), 1u);
+  EXPECT_EQ(within.flags[0],
+            "weights (571 MiB) within 2x the LLC (300 MiB): part of them can stay cached between "
+            "tokens, so the roofline % can read high");
+  BenchRow within_high = judged(571 * kMiB, 300 * kMiB, 104.4);
+  EXPECT_TRUE(within_high.roofline_applies);
+  ASSERT_EQ(within_high.flags.size(), 1u);
+  EXPECT_NE(within_high.flags[0].find("can read high (here 104%)"), std::string::npos);
+  // 2.05 GiB (TinyLlama F16): a plain DRAM stream; only a % above 100 is flagged, as the probe's.
+  EXPECT_TRUE(judged(2100 * kMiB, 300 * kMiB, 85.0).flags.empty());
+  BenchRow above = judged(2100 * kMiB, 300 * kMiB, 112.0);
+  EXPECT_TRUE(above.roofline_applies);
+  ASSERT_EQ(above.flags.size(), 1u);
+  EXPECT_EQ(
+      above.flags[0].rfind("112% of the measured roofline: the bandwidth probe under-read", 0), 0u)
+      << above.flags[0];
+  // An unknown LLC (0): every row is judged as streamed.
+  EXPECT_TRUE(judged(100 * kMiB, 0, 90.0).roofline_applies);
+}
+
 TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   const Model model = Model::load(tiny_model());
   BenchOptions o;
