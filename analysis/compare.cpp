@@ -498,6 +498,7 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
                    b.run.gemv_prefetch);
   compare_recorded(work, "matrices repacked into 16-row groups (PACER_REPACK)",
                    a.run.repacked_matrices, b.run.repacked_matrices);
+  compare_recorded(work, "AVX-512 VNNI kernels (PACER_VNNI)", a.run.vnni, b.run.vnni);
   compare_recorded(work, "AMX prefill (PACER_AMX)", a.run.amx, b.run.amx);
   compare_recorded(work, "BF16 prefill dot (PACER_BF16_DOT)", a.run.bf16_dot, b.run.bf16_dot);
   auto& w = c.warnings;

@@ -128,6 +128,7 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kIsa, h.run.isa);
   take(r, rw, rk::kKvType, h.run.kv_type);
   take(r, rw, rk::kRecording, h.run.recording);
+  take(r, rw, rk::kVnni, h.run.vnni);
   take(r, rw, rk::kAmx, h.run.amx);
   take(r, rw, rk::kBf16Dot, h.run.bf16_dot);
   take(r, rw, rk::kGemvPrefetch, h.run.gemv_prefetch);

@@ -193,6 +193,7 @@ inline constexpr std::string_view kTopP = "top_p";
 inline constexpr std::string_view kMinP = "min_p";
 inline constexpr std::string_view kRepeatPenalty = "repeat_penalty";
 inline constexpr std::string_view kIsa = "isa";
+inline constexpr std::string_view kVnni = "vnni";
 inline constexpr std::string_view kAmx = "amx";
 inline constexpr std::string_view kBf16Dot = "bf16_dot";
 inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
@@ -203,12 +204,32 @@ inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
 inline constexpr std::string_view kKvType = "kv_type";
 inline constexpr std::string_view kRecording = "recording";
 inline constexpr std::string_view kNuma = "numa";  // its keys: numa_key below
-inline constexpr std::array kAll{
-    kThreads,      kPin,           kCpus,         kPinned,       kCtx,     kMaxBatch,
-    kNPrompt,      kNPredict,      kSeed,         kTemperature,  kTopK,    kTopP,
-    kMinP,         kRepeatPenalty, kIsa,          kAmx,          kBf16Dot, kRepackedMatrices,
-    kGemvPrefetch, kGemvStreams,   kWorkStealing, kIdlePrefetch, kKvType,  kRecording,
-    kNuma};
+inline constexpr std::array kAll{kThreads,
+                                 kPin,
+                                 kCpus,
+                                 kPinned,
+                                 kCtx,
+                                 kMaxBatch,
+                                 kNPrompt,
+                                 kNPredict,
+                                 kSeed,
+                                 kTemperature,
+                                 kTopK,
+                                 kTopP,
+                                 kMinP,
+                                 kRepeatPenalty,
+                                 kIsa,
+                                 kVnni,
+                                 kAmx,
+                                 kBf16Dot,
+                                 kRepackedMatrices,
+                                 kGemvPrefetch,
+                                 kGemvStreams,
+                                 kWorkStealing,
+                                 kIdlePrefetch,
+                                 kKvType,
+                                 kRecording,
+                                 kNuma};
 }  // namespace run_key
 
 // Keys of the header's `host` object and of its `topology`.

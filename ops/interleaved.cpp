@@ -424,15 +424,24 @@ void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
 }
 
 bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa) {
+  return pays(w, isa, detect_cpu_features());
+}
+
+bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& cpu) {
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
-  // interleaved_q6_k_avx2.cpp (a CPU with AVX-512 but no VNNI keeps its row-major AVX-512
-  // kernels: not measured against the AVX2 ones).
+  // interleaved_q6_k_avx2.cpp.
   if (isa == Isa::Avx2) return !x16_float(w.type);
   if (isa != Isa::Avx512) return false;
-  return x16_float(w.type) || detect_cpu_features().avx512_vnni;  // F16/BF16: AVX-512 F/BW
+  if (x16_float(w.type) || cpu.avx512_vnni) return true;  // F16/BF16: AVX-512 F/BW is enough
+  // AVX-512 without VNNI (Skylake-SP): the AVX2 x16 kernels against the row-major AVX-512 ones,
+  // TinyLlama with PACER_VNNI=0 on a Sapphire Rapids VM, 2 rounds at 1 and 2 threads: Q4_0 pp64
+  // 1.17-1.35x and tg32 1.10-1.14x in every cell; Q8_0 (pp64 0.86-1.14x, tg32 0.86-1.23x) and the
+  // K-quants of Q4_K_M (pp64 0.92-1.68x, tg32 0.70-1.18x) went either way, so they keep the file's
+  // layout.
+  return w.type == WeightType::Q4_0;
 }
 
 InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {

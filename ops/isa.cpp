@@ -19,6 +19,10 @@ uint64_t xgetbv0() noexcept {
 
 }  // namespace
 
+bool vnni_allowed_rule(const char* env) noexcept {
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 namespace {
 CpuFeatures read_cpu_features() noexcept {
   CpuFeatures f;
@@ -52,6 +56,12 @@ CpuFeatures read_cpu_features() noexcept {
   __cpuid_count(7, 1, a1, b1, c1, d1);
   f.avx512_bf16 = f.avx512 && ((a1 >> 5) & 1u);
   f.avx_vnni = f.avx2 && ((a1 >> 4) & 1u);
+  if (!vnni_allowed_rule(std::getenv("PACER_VNNI"))) {
+    // As a CPU with AVX-512 F/BW/VL/DQ and nothing later (Skylake-SP): no VNNI, and so neither
+    // AVX512_BF16 nor AMX, which only CPUs with VNNI have.
+    f.avx512_vnni = f.avx512_bf16 = false;
+    return f;
+  }
   const bool amx_tile = (d >> 24) & 1u, amx_int8 = (d >> 25) & 1u;
   const bool os_tiles = (xcr0 & (3ull << 17)) == (3ull << 17);  // XTILECFG + XTILEDATA
   const char* env = std::getenv("PACER_AMX");

@@ -26,6 +26,10 @@ struct CpuFeatures {
   bool amd = false;  // CPUID vendor "AuthenticAMD" (kernel tuning choices, see below)
 };
 
+// Whether AVX512_VNNI may be used: PACER_VNNI=0 (`env`) says no, and the process then runs the
+// kernels of an AVX-512 CPU without VNNI (Skylake-SP, Cascade Lake's predecessor): no VNNI, no
+// AVX512_BF16, no AMX. The rule detect_cpu_features() applies.
+bool vnni_allowed_rule(const char* env) noexcept;
 // Reads CPUID/XGETBV once per process (CPUID traps in a VM) and returns the cached answer.
 CpuFeatures detect_cpu_features() noexcept;
 // Best Isa this CPU and OS support, or the one named by PACER_ISA (scalar|avx2|avx512) if it is

@@ -35,9 +35,11 @@ class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per se
 class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and Q4_0, Q8_0, Q4_K, Q5_K or Q6_K on an
-  // AVX-512 VNNI machine, F16 or BF16 on an AVX-512 one, or the quantized ones on AVX2 (elsewhere the
-  // interleaved matrix would run the scalar reference).
+  // AVX-512 VNNI machine, F16, BF16 or Q4_0 on an AVX-512 one without VNNI, or the quantized
+  // ones on AVX2 (elsewhere the interleaved matrix would run the scalar reference). This
+  // machine's CPU, or `cpu` (the rule alone, for any CPU's features).
   static bool pays(const WeightMatrix& w, Isa isa);
+  static bool pays(const WeightMatrix& w, Isa isa, const CpuFeatures& cpu);
   // Repacks w (a type above, RowMajor; MatmulError otherwise), in parallel over
   // row groups.
   static InterleavedMatrix repack(const WeightMatrix& w);

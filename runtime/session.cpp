@@ -254,6 +254,8 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kMinP, sp.min_p},
         {rkey::kRepeatPenalty, sp.repeat_penalty},
         {rkey::kIsa, ops::isa_name(state_.kernels.isa())},
+        {rkey::kVnni,
+         state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().avx512_vnni},
         {rkey::kAmx,
          state_.kernels.isa() == ops::Isa::Avx512 && ops::detect_cpu_features().amx_int8},
         {rkey::kBf16Dot, model_.bf16_dot_prefill(state_.kernels.isa())},

@@ -64,6 +64,7 @@ TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   EXPECT_EQ(h.run.threads, 2);
   EXPECT_EQ(h.run.pin, "compact");
   EXPECT_EQ(h.run.cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(h.run.vnni, true);
   EXPECT_EQ(h.run.amx, true);
   EXPECT_EQ(h.run.repacked_matrices, 0);
   EXPECT_EQ(h.run.gemv_streams, 4);

@@ -127,8 +127,24 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   EXPECT_EQ(InterleavedMatrix::pays(q6_k.view, Isa::Avx2), isa_supported(Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(f16.view, Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));
-  EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512),
+  EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx512), isa_supported(Isa::Avx512));
+  EXPECT_EQ(InterleavedMatrix::pays(q4_k.view, Isa::Avx512),
             isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
+  // The rule for any CPU: with VNNI every x16 type repacks on AVX-512; without it (Skylake-SP)
+  // only Q4_0 and the float types, whose kernels there beat the row-major ones.
+  if (!isa_supported(Isa::Avx512)) return;
+  CpuFeatures skx, vnni;
+  skx.avx2 = skx.avx512 = vnni.avx2 = vnni.avx512 = vnni.avx512_vnni = true;
+  const testing::OwnedMatrix q8 = testing::make_matrix(WeightType::Q8_0, 16, 64, 1);
+  const testing::OwnedMatrix q5_k = testing::make_matrix(WeightType::Q5_K, 16, 256, 1);
+  for (const WeightMatrix* w : {&q4.view, &q8.view, &q4_k.view, &q5_k.view, &q6_k.view}) {
+    EXPECT_TRUE(InterleavedMatrix::pays(*w, Isa::Avx512, vnni)) << type_name(w->type);
+    EXPECT_EQ(InterleavedMatrix::pays(*w, Isa::Avx512, skx), w->type == WeightType::Q4_0)
+        << type_name(w->type);
+    EXPECT_TRUE(InterleavedMatrix::pays(*w, Isa::Avx2, skx)) << type_name(w->type);
+  }
+  EXPECT_TRUE(InterleavedMatrix::pays(f16.view, Isa::Avx512, skx));
+  EXPECT_FALSE(InterleavedMatrix::pays(q4_1.view, Isa::Avx512, vnni));
 }
 
 TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {

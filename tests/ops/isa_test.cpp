@@ -80,6 +80,24 @@ TEST(Bf16DotPrefill, RuleFollowsFeatureVendorAndEnvironment) {
             bf16_dot_prefill_rule(detect_cpu_features(), std::getenv("PACER_BF16_DOT")));
 }
 
+// PACER_VNNI=0 runs an AVX-512 VNNI machine as one without (Skylake-SP): no VNNI, BF16 or AMX.
+TEST(Vnni, EnvironmentCanTurnItOff) {
+  EXPECT_TRUE(vnni_allowed_rule(nullptr));
+  EXPECT_TRUE(vnni_allowed_rule("1"));
+  EXPECT_FALSE(vnni_allowed_rule("0"));
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!vnni_allowed_rule(std::getenv("PACER_VNNI"))) {
+    EXPECT_FALSE(cpu.avx512_vnni);
+    EXPECT_FALSE(cpu.avx512_bf16);
+    EXPECT_FALSE(cpu.amx_int8);
+  }
+  // No CPU has AVX512_BF16 or AMX without AVX-512 VNNI, so neither may appear without it.
+  if (!cpu.avx512_vnni) {
+    EXPECT_FALSE(cpu.avx512_bf16);
+    EXPECT_FALSE(cpu.amx_int8);
+  }
+}
+
 TEST(GemvStreams, RuleFollowsVendorAndEnvironment) {
   CpuFeatures amd, intel;
   amd.amd = true;

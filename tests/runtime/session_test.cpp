@@ -57,8 +57,8 @@ TEST_P(RepackedModel, WeightsAreRepackedWhereItPaysAndGiveTheSameLogits) {
   const loader::Weights& w = packed.weights();
   if (!ops::InterleavedMatrix::pays(plain.weights().output, ops::detect_isa())) {
     EXPECT_EQ(packed.repacked_matrices(), 0);
-    GTEST_SKIP() << "no AVX-512 (VNNI for the quantized types) here: the weights stay in the "
-                    "file layout";
+    GTEST_SKIP() << "repacking does not pay for this type on this CPU's kernels "
+                    "(InterleavedMatrix::pays): the weights stay in the file layout";
   }
   EXPECT_EQ(packed.repacked_matrices(), 7 * packed.config().n_layers + 1);
   EXPECT_EQ(w.output.layout, ops::WeightLayout::Interleaved16);
