@@ -4,6 +4,7 @@
 // dot, and matmul() over an InterleavedMatrix on every Isa.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -272,6 +273,44 @@ TEST_P(InterleavedFloat, RepackPaysOnAvx512WithoutVnni) {
 // The vdpbf16ps GEMM rounds the activations to bf16 (nearest even) from 8 tokens on and sums the
 // exact products in fp32; the prepared and self-prepared entries agree bit for bit, and below 8
 // tokens it is the exact fp32 path.
+// The transposed activations of the lanes GEMMs (f32.h's gemm_prepare_f32_avx512), element by
+// element against the layout its comment gives: blocks of up to 64 tokens at float offset
+// 64 * b * n, each n rows of tv = ceil(tokens / 16) vectors of 16 tokens, padding tokens zero;
+// rows with a stride past their n floats, n and token counts off the multiples of 16.
+TEST(FloatPrepare, TransposesEveryActivationWhereTheLayoutSays) {
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  for (const int64_t n : {16, 33, 2048, 5633}) {
+    for (const int64_t nt : {7, 8, 16, 17, 64, 70, 131}) {
+      const int64_t stride_floats = (n + 15) / 16 * 16 + 16;  // bytes a multiple of 64
+      const std::vector<float> x =
+          testing::normal_floats(static_cast<size_t>(nt * stride_floats), 5);
+      const auto* act = reinterpret_cast<const std::byte*>(x.data());
+      const int64_t bytes = gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, nullptr);
+      if (nt < 8) {
+        EXPECT_EQ(bytes, 0) << "below 8 tokens the GEMM reads the rows as they are";
+        continue;
+      }
+      ASSERT_EQ(bytes, (nt + 63) / 64 * 64 * n * 4);
+      std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16), NAN);
+      float* xt = buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16;
+      ASSERT_EQ(
+          gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(xt)),
+          bytes);
+      for (int64_t t0 = 0; t0 < nt; t0 += 64) {
+        const int64_t tokens = std::min<int64_t>(64, nt - t0), tv = (tokens + 15) / 16;
+        for (int64_t k = 0; k < n; ++k) {
+          for (int64_t lane = 0; lane < tv * 16; ++lane) {
+            const float want = lane < tokens ? x[(t0 + lane) * stride_floats + k] : 0.0f;
+            ASSERT_EQ(xt[t0 * n + k * tv * 16 + lane], want)
+                << "n " << n << " nt " << nt << " block " << t0 / 64 << " k " << k << " lane "
+                << lane;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(InterleavedBf16Dot, RoundsActivationsToBf16FromEightTokens) {
   if (!detect_cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512_BF16 here";
   // Hand-computed: 16 rows of four 1.0s against x = 1 + 2^-10 (between two bf16 values, nearer
