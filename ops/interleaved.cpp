@@ -438,7 +438,7 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (x16_float(w.type) || cpu.avx512_vnni) return true;  // F16/BF16: AVX-512 F/BW is enough
   // AVX-512 without VNNI (Skylake-SP): the AVX2 x16 kernels against the row-major AVX-512 ones,
   // TinyLlama with PACER_VNNI=0 on a Sapphire Rapids VM, 2 rounds at 1 and 2 threads: Q4_0 pp64
-  // 1.17-1.35x and tg32 1.10-1.14x in every cell; Q8_0 (pp64 0.86-1.14x, tg32 0.86-1.23x) and the
+  // 1.17-1.35x and tg32 1.11-1.14x in every cell; Q8_0 (pp64 0.86-1.14x, tg32 0.86-1.23x) and the
   // K-quants of Q4_K_M (pp64 0.92-1.68x, tg32 0.70-1.18x) went either way, so they keep the file's
   // layout.
   return w.type == WeightType::Q4_0;

@@ -107,7 +107,7 @@ void check_matrix(const WeightMatrix& w) {
 }
 
 void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t cols,
-                             int64_t n_tokens, const KernelSet& kernels) {
+                             int64_t n_tokens, const KernelSet& kernels, const Parallel* par) {
   const MatmulKernels& k = kernels.matmul(wtype);
   const int64_t block = type_info(wtype).block_elems;
   if (cols <= 0 || cols % block != 0 || n_tokens < 0) {
@@ -130,14 +130,21 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
   if (buf_.size() < need) buf_.resize(need);
   offset_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(buf_.data()) % 64) % 64);
   for (Prepared& p : prepared_) p.fn = nullptr;  // they regrouped the previous activations
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::byte* dst = buf_.data() + offset_ + t * token_bytes_;
-    const float* src = x.data() + t * cols;
-    if (quantize != nullptr) {
-      quantize(src, dst, cols);
-    } else {
-      std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+  auto pack_tokens = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      std::byte* dst = buf_.data() + offset_ + t * token_bytes_;
+      const float* src = x.data() + t * cols;
+      if (quantize != nullptr) {
+        quantize(src, dst, cols);
+      } else {
+        std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+      }
     }
+  };
+  if (par != nullptr && par->workers() > 1 && n_tokens >= kParallelPackMinTokens) {
+    par->run_chunks(n_tokens, 1, [&](int, int64_t t0, int64_t t1) { pack_tokens(t0, t1); });
+  } else {
+    pack_tokens(0, n_tokens);
   }
 }
 
@@ -253,7 +260,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
   if (n_tokens <= 0) return;
 
   // One packing per activation type; fused outputs normally share one (mixed types are rare).
-  scratch.pack(outs[0].w.type, x, cols, n_tokens, kernels);
+  scratch.pack(outs[0].w.type, x, cols, n_tokens, kernels, &par);
   const WeightType act0 = kernels.matmul(outs[0].w.type).act_type;
   std::vector<PackedActivations> extra;  // only for outputs whose act type differs from outs[0]
   std::vector<PackedActivations*> packed(outs.size(), &scratch);
@@ -265,7 +272,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     }
     if (packed[i] != &scratch) continue;
     extra.reserve(outs.size());  // pointers into `extra` must stay valid
-    extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, kernels);
+    extra.emplace_back().pack(outs[i].w.type, x, cols, n_tokens, kernels, &par);
     packed[i] = &extra.back();
   }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -226,6 +227,34 @@ TEST_P(MatmulIsaType, ResultsIndependentOfWorkerCount) {
     const std::vector<float> one = run_matmul(w.view, x, tokens, SerialParallel(1), isa);
     EXPECT_EQ(one, run_matmul(w.view, x, tokens, SerialParallel(3), isa)) << tokens;
     EXPECT_EQ(one, run_matmul(w.view, x, tokens, TbbParallel(2), isa)) << tokens;
+  }
+}
+
+// A prompt's activations are packed by the matmul's workers (tokens split between them) from
+// PackedActivations::kParallelPackMinTokens tokens on: the same bytes as one thread's packing.
+TEST_P(MatmulIsaType, PackingByWorkersEqualsOneThreadsBytes) {
+  const auto [isa, type] = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  const int64_t cols = 2048;
+  for (int64_t tokens : {PackedActivations::kParallelPackMinTokens - 1,
+                         PackedActivations::kParallelPackMinTokens, int64_t{17}, int64_t{70}}) {
+    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 18);
+    PackedActivations one, serial3, tbb2;
+    one.pack(type, x, cols, tokens, ks);
+    const SerialParallel three(3);
+    const TbbParallel two(2);
+    serial3.pack(type, x, cols, tokens, ks, &three);
+    tbb2.pack(type, x, cols, tokens, ks, &two);
+    const int64_t row = tokens > 1 ? one.token(1) - one.token(0) : 0;
+    ASSERT_GT(row, 0);
+    for (const PackedActivations* p : {&serial3, &tbb2}) {
+      ASSERT_EQ(p->tokens(), tokens);
+      ASSERT_EQ(p->token(1) - p->token(0), row);
+      for (int64_t t = 0; t < tokens; ++t) {
+        ASSERT_EQ(std::memcmp(p->token(t), one.token(t), static_cast<size_t>(row)), 0)
+            << tokens << " tokens, token " << t;
+      }
+    }
   }
 }
 
