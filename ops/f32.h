@@ -32,6 +32,6 @@ void gemm_prepared_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_strid
                                   const std::byte* prepared, int64_t nt, float* out,
                                   int64_t out_stride);
 int64_t gemm_prepare_f32_avx512(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
-                                std::byte* dst);
+                                std::byte* dst, int64_t part, int64_t parts);
 
 }  // namespace pacer::ops

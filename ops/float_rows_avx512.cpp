@@ -40,8 +40,8 @@ PACER_FLOAT_ROWS_AVX512(bf16, WidenBF16)
 
 // The activations transposed once per matmul call, shared by all three types.
 int64_t gemm_prepare_f32_avx512(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
-                                std::byte* dst) {
-  return float_rows::gemm_prepare(n, act, act_stride, nt, dst);
+                                std::byte* dst, int64_t part, int64_t parts) {
+  return float_rows::gemm_prepare(n, act, act_stride, nt, dst, part, parts);
 }
 
 }  // namespace pacer::ops

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/float_rows_simd.h"
+#include "ops/parallel.h"
 
 namespace pacer::ops::float_rows {
 namespace {
@@ -113,14 +114,16 @@ inline void transpose16x16(const __m512* r, __m512* col) {
 // b at float offset 64 * b * n (a block of `tokens` holds n rows of tv = ceil(tokens / 16)
 // vectors of 16 tokens, zero-padded). act_stride is in bytes (a multiple of 64). Below
 // kLanesMinTokens the GEMM reads the activations as they are: 0 bytes. 16 tokens x 16 columns at
-// a time, transposed in registers: the caller runs this once per matmul before its workers start,
-// and one float at a time it took ~2.3 ns per element (TinyLlama BF16 pp64: 46 ms of a 1.6 s
-// prefill on one Sapphire Rapids core, all of it with the other workers waiting).
+// a time, transposed in registers (one float at a time it took ~2.3 ns per element: TinyLlama
+// BF16 pp64 spent 46 ms of a 1.6 s prefill on it on one Sapphire Rapids core). Share `part` of
+// `parts` is a range of 16-column chunks, in every block.
 inline int64_t gemm_prepare(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
-                            std::byte* dst) {
+                            std::byte* dst, int64_t part, int64_t parts) {
   if (nt < kLanesMinTokens) return 0;
   const int64_t bytes = ((nt + 63) / 64) * 64 * n * static_cast<int64_t>(sizeof(float));
   if (dst == nullptr) return bytes;
+  const auto [k_begin, k_end] =
+      static_chunk(n, 16, static_cast<int>(parts), static_cast<int>(part));
   const int64_t x_stride = act_stride / static_cast<int64_t>(sizeof(float));
   const auto* x = reinterpret_cast<const float*>(act);
   for (int64_t t0 = 0; t0 < nt; t0 += 64) {
@@ -130,7 +133,7 @@ inline int64_t gemm_prepare(int64_t n, const std::byte* act, int64_t act_stride,
     for (int64_t v = 0; v < tv; ++v) {
       const int64_t rows = std::min<int64_t>(16, tokens - 16 * v);  // the rest are zero tokens
       const float* xv = x + (t0 + 16 * v) * x_stride;
-      for (int64_t k0 = 0; k0 < n; k0 += 16) {
+      for (int64_t k0 = k_begin; k0 < k_end; k0 += 16) {
         const int64_t cols = std::min<int64_t>(16, n - k0);
         const __mmask16 m = VecF32::first(cols);
         __m512 r[16], col[16];
@@ -193,11 +196,11 @@ void gemm_prepared(int64_t n, const std::byte* w, int64_t stride, int64_t nr, co
 template <class Widen>
 void gemm_packed(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const std::byte* act,
                  int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
-  const int64_t bytes = gemm_prepare(n, act, act_stride, nt, nullptr);
+  const int64_t bytes = gemm_prepare(n, act, act_stride, nt, nullptr, 0, 1);
   std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16));
   std::byte* xt = reinterpret_cast<std::byte*>(
       buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16);
-  if (bytes > 0) gemm_prepare(n, act, act_stride, nt, xt);
+  if (bytes > 0) gemm_prepare(n, act, act_stride, nt, xt, 0, 1);
   gemm_prepared<Widen>(n, w, stride, nr, act, act_stride, bytes > 0 ? xt : nullptr, nt, out,
                        out_stride);
 }

@@ -225,9 +225,11 @@ using X16GemmPreparedFn = void (*)(int64_t n, const std::byte* groups, int64_t n
                                    const std::byte* prepared, int64_t nt, float* out,
                                    int64_t out_stride);
 int64_t gemm_prepare_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
-                                             int64_t nt, std::byte* dst);
+                                             int64_t nt, std::byte* dst, int64_t part,
+                                             int64_t parts);
 int64_t gemm_prepare_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
-                                             int64_t nt, std::byte* dst);
+                                             int64_t nt, std::byte* dst, int64_t part,
+                                             int64_t parts);
 void gemm_prepared_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                            const std::byte* act, int64_t act_stride,
                                            const std::byte* prepared, int64_t nt, float* out,
@@ -278,7 +280,7 @@ void gemm_prepared_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_
 // bytes and the GEMM runs the exact fp32 path above. Prepared layout: per token, ceil(n / 2) uint32
 // pairs (element 2p low, 2p + 1 high, a missing odd one 0), padded to 64-byte lines.
 int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
-                                           int64_t nt, std::byte* dst);
+                                           int64_t nt, std::byte* dst, int64_t part, int64_t parts);
 void gemm_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);

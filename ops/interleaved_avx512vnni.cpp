@@ -207,8 +207,9 @@ void gemm_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 }
 
 int64_t gemm_prepare_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
-                                             int64_t nt, std::byte* dst) {
-  return avx512::hex_prepare<Q4_0x16::kOffset>(n, act, act_stride, nt, dst);
+                                             int64_t nt, std::byte* dst, int64_t part,
+                                             int64_t parts) {
+  return avx512::hex_prepare<Q4_0x16::kOffset>(n, act, act_stride, nt, dst, part, parts);
 }
 
 void gemm_prepared_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -224,8 +225,9 @@ void gemm_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 }
 
 int64_t gemm_prepare_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
-                                             int64_t nt, std::byte* dst) {
-  return avx512::hex_prepare<Q8_0x16::kOffset>(n, act, act_stride, nt, dst);
+                                             int64_t nt, std::byte* dst, int64_t part,
+                                             int64_t parts) {
+  return avx512::hex_prepare<Q8_0x16::kOffset>(n, act, act_stride, nt, dst, part, parts);
 }
 
 void gemm_prepared_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/fp16.h"
 #include "ops/interleaved.h"
+#include "ops/parallel.h"
 
 namespace pacer::ops {
 namespace {
@@ -63,19 +63,31 @@ void token_tiles(int64_t pairs, const std::byte* group, const uint32_t* xb, int6
 }  // namespace
 
 int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int64_t act_stride,
-                                           int64_t nt, std::byte* dst) {
+                                           int64_t nt, std::byte* dst, int64_t part,
+                                           int64_t parts) {
   if (nt < kX16Bf16DotMinTokens) return 0;
   const int64_t stride = prepared_pairs(n);
   const int64_t bytes = nt * stride * static_cast<int64_t>(sizeof(uint32_t));
   if (dst == nullptr) return bytes;
-  for (int64_t t = 0; t < nt; ++t) {
+  // Share `part` of `parts`: a range of tokens. fp32_to_bf16 (fp16.h) 16 floats at a time, in
+  // integer arithmetic: round to nearest even, NaN made quiet, denormals kept. (vcvtne2ps2bf16
+  // would flush denormals, which the scalar conversion, and llama.cpp's from_float, do not.)
+  const auto [t0, t1] = static_chunk(nt, 1, static_cast<int>(parts), static_cast<int>(part));
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
+                quiet = _mm512_set1_epi32(0x40);
+  for (int64_t t = t0; t < t1; ++t) {
     const auto* x = reinterpret_cast<const float*>(act + t * act_stride);
-    auto* xb = reinterpret_cast<uint32_t*>(dst) + t * stride;
-    for (int64_t p = 0; p < stride; ++p) {
-      const int64_t c = 2 * p;
-      const uint32_t lo = c < n ? fp32_to_bf16(x[c]) : 0u;
-      const uint32_t hi = c + 1 < n ? fp32_to_bf16(x[c + 1]) : 0u;
-      xb[p] = lo | hi << 16;
+    auto* xb = reinterpret_cast<uint16_t*>(dst) + 2 * t * stride;
+    for (int64_t c = 0; c < 2 * stride; c += 16) {  // past n: zeros, to the padded end
+      const __mmask16 m =
+          c >= n ? 0 : static_cast<__mmask16>(n - c >= 16 ? 0xffff : (1u << (n - c)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + c);
+      const __m512i xi = _mm512_castps_si512(v);
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(xi, 16), one);
+      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(xi, _mm512_add_epi32(half, lsb)), 16);
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(xi, 16), quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + c), _mm512_cvtepi32_epi16(r));
     }
   }
   return bytes;
@@ -105,10 +117,10 @@ void gemm_prepared_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, i
 void gemm_bf16x16_bf16_avx512bf16(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  const int64_t bytes = gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, nullptr);
+  const int64_t bytes = gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, nullptr, 0, 1);
   std::vector<uint32_t> buf(static_cast<size_t>(bytes / 4));
   auto* xb = reinterpret_cast<std::byte*>(buf.data());
-  if (bytes > 0) gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, xb);
+  if (bytes > 0) gemm_prepare_bf16_pairs_avx512bf16(n, act, act_stride, nt, xb, 0, 1);
   gemm_prepared_bf16x16_bf16_avx512bf16(n, groups, n_groups, act, act_stride,
                                         bytes > 0 ? xb : nullptr, nt, out, out_stride);
 }

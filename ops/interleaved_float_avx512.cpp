@@ -256,11 +256,11 @@ void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const s
   void gemm_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
                                    const std::byte* act, int64_t act_stride, int64_t nt,           \
                                    float* out, int64_t out_stride) {                               \
-    const int64_t bytes = float_rows::gemm_prepare(n, act, act_stride, nt, nullptr);               \
+    const int64_t bytes = float_rows::gemm_prepare(n, act, act_stride, nt, nullptr, 0, 1);         \
     std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16));                                   \
     auto* xt = reinterpret_cast<std::byte*>(                                                       \
         buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16);                \
-    if (bytes > 0) float_rows::gemm_prepare(n, act, act_stride, nt, xt);                           \
+    if (bytes > 0) float_rows::gemm_prepare(n, act, act_stride, nt, xt, 0, 1);                     \
     gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, bytes > 0 ? xt : nullptr, nt,     \
                            out, out_stride);                                                       \
   }

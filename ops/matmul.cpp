@@ -148,7 +148,7 @@ void PackedActivations::pack(WeightType wtype, std::span<const float> x, int64_t
   }
 }
 
-void PackedActivations::prepare(GemmPrepareFn prepare) {
+void PackedActivations::prepare(GemmPrepareFn prepare, const Parallel* par) {
   const std::byte* unused = nullptr;
   if (prepared(prepare, &unused)) return;
   Prepared* slot = nullptr;
@@ -157,7 +157,7 @@ void PackedActivations::prepare(GemmPrepareFn prepare) {
   }
   if (slot == nullptr) slot = &prepared_.emplace_back();
   const int64_t stride = tokens_ > 1 ? token_bytes_ : 0;
-  const int64_t bytes = prepare(cols_, token(0), stride, tokens_, nullptr);
+  const int64_t bytes = prepare(cols_, token(0), stride, tokens_, nullptr, 0, 1);
   slot->data = nullptr;
   if (bytes > 0) {
     if (slot->buf.size() < static_cast<size_t>(bytes + 64)) {
@@ -165,7 +165,15 @@ void PackedActivations::prepare(GemmPrepareFn prepare) {
     }
     std::byte* dst =
         slot->buf.data() + (64 - reinterpret_cast<uintptr_t>(slot->buf.data()) % 64) % 64;
-    prepare(cols_, token(0), stride, tokens_, dst);
+    if (par != nullptr && par->workers() > 1 && tokens_ >= kParallelPackMinTokens) {
+      // A few shares per worker, so that one done early can take a slower one's (work stealing).
+      const int64_t parts = 4 * static_cast<int64_t>(par->workers());
+      par->run_chunks(parts, 1, [&](int, int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) prepare(cols_, token(0), stride, tokens_, dst, p, parts);
+      });
+    } else {
+      prepare(cols_, token(0), stride, tokens_, dst, 0, 1);
+    }
     slot->data = dst;
   }
   slot->fn = prepare;
@@ -287,7 +295,7 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
       }
       const GemmPrepareFn prepare =
           x16 ? kernels.x16(w.type).gemm_prepare : kernels.matmul(w.type).gemm_prepare;
-      if (prepare != nullptr) packed[i]->prepare(prepare);
+      if (prepare != nullptr) packed[i]->prepare(prepare, &par);
     }
   }
 

@@ -60,9 +60,13 @@ class InterleavedMatrix {
 void check_matrix(const WeightMatrix& w);
 
 // Regroups nt packed activation rows (token t at act + t * act_stride) into the layout one GEMM
-// reads, at dst; returns the bytes (dst null: only the bytes). See type_traits.h.
+// reads, at dst; returns the bytes (dst null: only the bytes). Writes share `part` of `parts`
+// (0 <= part < parts) of that copy: for one (n, nt, parts) the shares are disjoint and together
+// make the whole copy, so several workers can write them at once (parts = 1: the whole copy).
+// Each layout splits along what it keeps contiguous (columns, blocks or tokens; static_chunk of
+// them). See type_traits.h.
 using GemmPrepareFn = int64_t (*)(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
-                                  std::byte* dst);
+                                  std::byte* dst, int64_t part, int64_t parts);
 
 // Activations packed for one weight type: quantized blocks, or the floats themselves. Owns its
 // buffers; reuse one object across calls so decode allocates nothing (and prefill only grows
@@ -85,7 +89,10 @@ class PackedActivations {
   }
   // Runs `prepare` over the packed tokens once (again only after the next pack()), keeping its
   // copy for prepared(): matmul() does this before its workers start, so they share one copy.
-  void prepare(GemmPrepareFn prepare);
+  // With `par`, from kParallelPackMinTokens tokens on, its workers write the copy's shares (on
+  // one thread a 64 x 2048 transposition took 40-85 us per matmul, with every other worker
+  // waiting: about a tenth of a 2048-column BF16 matmul of 64 tokens on 16 cores).
+  void prepare(GemmPrepareFn prepare, const Parallel* par = nullptr);
   // Whether prepare(fn) ran since the last pack(); *data is then its copy (null if it was empty).
   bool prepared(GemmPrepareFn fn, const std::byte** data) const noexcept;
 

@@ -59,7 +59,7 @@ void gemm_q4_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, 
 // The VNNI GEMM in two steps (GemmPrepareFn / GemmPreparedFn): the activations regrouped by 8
 // tokens once per matmul call, then read by every worker.
 int64_t gemm_prepare_q4_0_q8_0_avx512vnni(int64_t n, const std::byte* act, int64_t act_stride,
-                                          int64_t nt, std::byte* dst);
+                                          int64_t nt, std::byte* dst, int64_t part, int64_t parts);
 void gemm_prepared_q4_0_q8_0_avx512vnni(int64_t n, const std::byte* w, int64_t w_stride, int64_t nr,
                                         const std::byte* act, int64_t act_stride,
                                         const std::byte* prepared, int64_t nt, float* out,

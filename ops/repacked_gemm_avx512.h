@@ -33,6 +33,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/parallel.h"
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
 
@@ -250,21 +251,26 @@ void hex_gemm_rows(int64_t n, Source& src, int64_t r, int64_t nr, const ActGroup
 
 // The activations regrouped by kGroupTokens tokens (GemmPrepareFn): group g's blocks at
 // ActGroupBlock index g * n/32, a last partial group padded with zeros (whose sums are dropped).
-// The bias folds in kOffset, so the copy is per weight type's offset.
+// The bias folds in kOffset, so the copy is per weight type's offset. Share `part` of `parts` is
+// a range of blocks (columns), in every group.
 template <int32_t kOffset>
-int64_t hex_prepare(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
-                    std::byte* dst) {
+int64_t hex_prepare(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt, std::byte* dst,
+                    int64_t part, int64_t parts) {
   const int64_t nb = n / 32;
   const int64_t n_groups = (nt + kGroupTokens - 1) / kGroupTokens;
   const int64_t bytes = n_groups * nb * static_cast<int64_t>(sizeof(ActGroupBlock));
   if (dst == nullptr) return bytes;
+  const auto [b0, b1] = static_chunk(nb, 1, static_cast<int>(parts), static_cast<int>(part));
   auto* groups = reinterpret_cast<ActGroupBlock*>(dst);
-  std::memset(static_cast<void*>(groups), 0, static_cast<size_t>(bytes));
+  for (int64_t g = 0; g < n_groups; ++g) {  // a partial group's missing tokens stay zero
+    std::memset(static_cast<void*>(groups + g * nb + b0), 0,
+                static_cast<size_t>(b1 - b0) * sizeof(ActGroupBlock));
+  }
   for (int64_t t = 0; t < nt; ++t) {
     const ActQ8Row a = act_q8_row(act + t * act_stride, n);
     ActGroupBlock* g = groups + (t / kGroupTokens) * nb;
     const int64_t slot = t % kGroupTokens;
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       std::memcpy(g[b].q[slot], a.q + 32 * b, 32);
       g[b].d[slot] = a.d[b];
       g[b].bias[slot] = -kOffset * a.sum[b];
@@ -292,10 +298,10 @@ void hex_gemm_prepared(int64_t n, Source& src, int64_t nr, const std::byte* prep
 template <int32_t kOffset, class Source>
 void hex_gemm(int64_t n, Source& src, int64_t nr, const std::byte* act, int64_t act_stride,
               int64_t nt, float* out, int64_t out_stride) {
-  const int64_t bytes = hex_prepare<kOffset>(n, act, act_stride, nt, nullptr);
+  const int64_t bytes = hex_prepare<kOffset>(n, act, act_stride, nt, nullptr, 0, 1);
   std::vector<ActGroupBlock> groups(static_cast<size_t>(bytes) / sizeof(ActGroupBlock));
   auto* dst = reinterpret_cast<std::byte*>(groups.data());
-  hex_prepare<kOffset>(n, act, act_stride, nt, dst);
+  hex_prepare<kOffset>(n, act, act_stride, nt, dst, 0, 1);
   hex_gemm_prepared(n, src, nr, dst, nt, out, out_stride);
 }
 

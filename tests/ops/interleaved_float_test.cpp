@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -177,12 +179,12 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
       const int64_t act_stride = c.cols * 4;
       std::vector<float> y(static_cast<size_t>(tokens * padded), NAN);
       gemm(c.cols, m.view().data, groups, act, act_stride, tokens, y.data(), padded);
-      const int64_t bytes = gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens, nullptr);
+      const int64_t bytes = gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens, nullptr, 0, 1);
       std::vector<float> xt(static_cast<size_t>(bytes / 4 + 16));
       float* xt_aligned = xt.data() + (16 - reinterpret_cast<uintptr_t>(xt.data()) % 64 / 4) % 16;
       if (bytes > 0) {
         gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens,
-                                reinterpret_cast<std::byte*>(xt_aligned));
+                                reinterpret_cast<std::byte*>(xt_aligned), 0, 1);
       }
       std::vector<float> yf(static_cast<size_t>(tokens * padded), NAN);
       if (tokens < kX16FewTokensMax) {  // the entry matmul() takes below kX16FewTokensMax
@@ -285,7 +287,7 @@ TEST(FloatPrepare, TransposesEveryActivationWhereTheLayoutSays) {
       const std::vector<float> x =
           testing::normal_floats(static_cast<size_t>(nt * stride_floats), 5);
       const auto* act = reinterpret_cast<const std::byte*>(x.data());
-      const int64_t bytes = gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, nullptr);
+      const int64_t bytes = gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, nullptr, 0, 1);
       if (nt < 8) {
         EXPECT_EQ(bytes, 0) << "below 8 tokens the GEMM reads the rows as they are";
         continue;
@@ -293,9 +295,19 @@ TEST(FloatPrepare, TransposesEveryActivationWhereTheLayoutSays) {
       ASSERT_EQ(bytes, (nt + 63) / 64 * 64 * n * 4);
       std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16), NAN);
       float* xt = buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16;
-      ASSERT_EQ(
-          gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(xt)),
-          bytes);
+      ASSERT_EQ(gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt,
+                                        reinterpret_cast<std::byte*>(xt), 0, 1),
+                bytes);
+      for (const int64_t parts : {2, 3, 5, 64, 400}) {  // column shares, in reverse order
+        std::vector<float> shares(buf.size(), NAN);
+        float* st = shares.data() + (16 - reinterpret_cast<uintptr_t>(shares.data()) % 64 / 4) % 16;
+        for (int64_t p = parts - 1; p >= 0; --p) {
+          gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(st),
+                                  p, parts);
+        }
+        ASSERT_EQ(std::memcmp(st, xt, static_cast<size_t>(bytes)), 0)
+            << "n " << n << " nt " << nt << " in " << parts << " shares";
+      }
       for (int64_t t0 = 0; t0 < nt; t0 += 64) {
         const int64_t tokens = std::min<int64_t>(64, nt - t0), tv = (tokens + 15) / 16;
         for (int64_t k = 0; k < n; ++k) {
@@ -306,6 +318,58 @@ TEST(FloatPrepare, TransposesEveryActivationWhereTheLayoutSays) {
                 << lane;
           }
         }
+      }
+    }
+  }
+}
+
+// The vdpbf16ps GEMM's activations (gemm_prepare_bf16_pairs_avx512bf16) against fp32_to_bf16
+// (fp16.h, ggml's rounding) element by element: ties both ways, NaN, infinities, denormals (kept,
+// as the scalar conversion keeps them), the largest finite values (rounding up to infinity), odd
+// n, padding pairs zero; and written as shares of tokens, the same bytes.
+TEST(InterleavedBf16Dot, PreparedPairsAreTheScalarRounding) {
+  if (!detect_cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512_BF16 here";
+  const std::vector<float> special = {
+      1.0f + 0x1p-8f,  // a tie, even below: 1.0
+      1.0f + 0x3p-8f,  // a tie, odd below: rounds up
+      1.0f + 0x1p-9f,
+      -0.0f,
+      0x1p-140f,
+      -0x1.fffp-127f,  // denormals
+      std::numeric_limits<float>::max(),
+      -std::numeric_limits<float>::infinity(),
+      std::numeric_limits<float>::quiet_NaN(),
+      -std::numeric_limits<float>::signaling_NaN(),
+      std::bit_cast<float>(0x7f800001u),  // a NaN whose top 16 bits read as infinity
+      std::bit_cast<float>(0x3f80ffffu),
+      std::bit_cast<float>(0x3f818000u)};
+  for (const int64_t n : {1, 15, 16, 33, 2048, 2049}) {
+    for (const int64_t nt : {8, 9, 64}) {
+      std::vector<float> x = testing::normal_floats(static_cast<size_t>(nt * n), 71);
+      for (size_t i = 0; i < x.size(); i += 7) x[i] = special[i / 7 % special.size()];
+      const auto* act = reinterpret_cast<const std::byte*>(x.data());
+      const int64_t bytes = gemm_prepare_bf16_pairs_avx512bf16(n, act, n * 4, nt, nullptr, 0, 1);
+      const int64_t stride = bytes / 4 / nt;  // uint32 pairs per token
+      ASSERT_EQ(stride % 16, 0);
+      ASSERT_GE(2 * stride, n);
+      std::vector<uint16_t> got(static_cast<size_t>(bytes / 2), 0xabcd);
+      gemm_prepare_bf16_pairs_avx512bf16(n, act, n * 4, nt,
+                                         reinterpret_cast<std::byte*>(got.data()), 0, 1);
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int64_t c = 0; c < 2 * stride; ++c) {
+          const uint16_t want = c < n ? fp32_to_bf16(x[t * n + c]) : uint16_t{0};
+          ASSERT_EQ(got[t * 2 * stride + c], want)
+              << "n " << n << " nt " << nt << " token " << t << " col " << c << " x "
+              << (c < n ? x[t * n + c] : 0.0f);
+        }
+      }
+      for (const int64_t parts : {2, 3, 64, 100}) {
+        std::vector<uint16_t> shares(got.size(), 0xabcd);
+        for (int64_t p = parts - 1; p >= 0; --p) {
+          gemm_prepare_bf16_pairs_avx512bf16(n, act, n * 4, nt,
+                                             reinterpret_cast<std::byte*>(shares.data()), p, parts);
+        }
+        ASSERT_EQ(shares, got) << "n " << n << " nt " << nt << " in " << parts << " shares";
       }
     }
   }
@@ -348,10 +412,10 @@ TEST(InterleavedBf16Dot, RoundsActivationsToBf16FromEightTokens) {
       gemm_bf16x16_bf16_avx512bf16(c.cols, m.view().data, groups, act, c.cols * 4, tokens, y.data(),
                                    padded);
       const int64_t bytes =
-          gemm_prepare_bf16_pairs_avx512bf16(c.cols, act, c.cols * 4, tokens, nullptr);
+          gemm_prepare_bf16_pairs_avx512bf16(c.cols, act, c.cols * 4, tokens, nullptr, 0, 1);
       std::vector<uint32_t> xb(static_cast<size_t>(bytes / 4));
       gemm_prepare_bf16_pairs_avx512bf16(c.cols, act, c.cols * 4, tokens,
-                                         reinterpret_cast<std::byte*>(xb.data()));
+                                         reinterpret_cast<std::byte*>(xb.data()), 0, 1);
       gemm_prepared_bf16x16_bf16_avx512bf16(c.cols, m.view().data, groups, act, c.cols * 4,
                                             reinterpret_cast<const std::byte*>(xb.data()), tokens,
                                             yp.data(), padded);

@@ -266,6 +266,48 @@ std::vector<IsaType> isa_type_params() {
   return out;
 }
 
+// The copies the GEMMs read (activations transposed, regrouped by 8 tokens or rounded to bf16
+// pairs) are written by the matmul's workers from kParallelPackMinTokens tokens on, a few shares
+// each (GemmPrepareFn's part of parts): the same bytes as one thread's copy, row-major and
+// interleaved layouts alike.
+TEST_P(MatmulIsaType, PreparingByWorkersEqualsOneThreadsBytes) {
+  const auto [isa, type] = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  std::vector<GemmPrepareFn> fns;
+  if (ks.matmul(type).gemm_prepare != nullptr) fns.push_back(ks.matmul(type).gemm_prepare);
+  for (WeightType x16 : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K,
+                         WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
+    if (x16 == type && ks.x16(type).gemm_prepare != nullptr) {
+      fns.push_back(ks.x16(type).gemm_prepare);
+    }
+  }
+  if (fns.empty()) GTEST_SKIP() << "no GEMM of this type regroups its activations on this Isa";
+  const int64_t cols = 2048 + 3 * 32;  // not a multiple of 64 columns
+  for (const GemmPrepareFn prepare : fns) {
+    for (int64_t tokens :
+         {PackedActivations::kParallelPackMinTokens, int64_t{23}, int64_t{64}, int64_t{70}}) {
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), 19);
+      PackedActivations one, serial3, tbb2;
+      const SerialParallel three(3);
+      const TbbParallel two(2);
+      for (PackedActivations* p : {&one, &serial3, &tbb2}) p->pack(type, x, cols, tokens, ks);
+      one.prepare(prepare);
+      serial3.prepare(prepare, &three);
+      tbb2.prepare(prepare, &two);
+      const int64_t bytes =
+          prepare(cols, one.token(0), one.token(1) - one.token(0), tokens, nullptr, 0, 1);
+      ASSERT_GT(bytes, 0);
+      const std::byte* want = nullptr;
+      ASSERT_TRUE(one.prepared(prepare, &want));
+      for (const PackedActivations* p : {&serial3, &tbb2}) {
+        const std::byte* got = nullptr;
+        ASSERT_TRUE(p->prepared(prepare, &got));
+        ASSERT_EQ(std::memcmp(got, want, static_cast<size_t>(bytes)), 0) << tokens << " tokens";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(IsaType, MatmulIsaType, ::testing::ValuesIn(isa_type_params()),
                          [](const auto& info) {
                            return std::string(isa_name(std::get<0>(info.param))) + "_" +
