@@ -481,6 +481,8 @@ inline constexpr std::string_view kRooflineApplies = "roofline_applies";
 inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
 inline constexpr std::string_view kBandwidthBeforeGbs = "bandwidth_before_gbs";
 inline constexpr std::string_view kBandwidthAfterGbs = "bandwidth_after_gbs";
+inline constexpr std::string_view kLlcBytes = "llc_bytes";
+inline constexpr std::string_view kLlcMethod = "llc_method";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kArch = "arch";
@@ -508,6 +510,8 @@ inline constexpr std::array kAll{kTest,
                                  kBandwidthMethod,
                                  kBandwidthBeforeGbs,
                                  kBandwidthAfterGbs,
+                                 kLlcBytes,
+                                 kLlcMethod,
                                  kEvents,
                                  kModel,
                                  kArch,

@@ -131,6 +131,11 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
         std::to_string(threads) + ", bytes=" + std::to_string(opts.bytes) +
         ", reps=" + std::to_string(opts.reps) + ")");
   }
+  if (opts.reads_per_pass < 1) {
+    throw std::invalid_argument("probe_read_bandwidth: reads_per_pass must be >= 1 (got " +
+                                std::to_string(opts.reads_per_pass) + ")");
+  }
+  const int reads = opts.reads_per_pass;
   std::vector<Variant> vs = opts.variant.empty() ? variants(opts.search) : named_variants();
   // The prefetch distances of the second stage are added once the first has run (below).
   const size_t first_stage = vs.size();
@@ -196,7 +201,8 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
     sync.arrive_and_wait();
     for (size_t i = 0; i < vs.size(); ++i) {  // vs grows by the second stage (on_phase)
       for (size_t r = 0; r < per_variant; ++r) {
-        sink[static_cast<size_t>(t)] += run_variant(vs[i], mine, slice);
+        for (int k = 0; k < reads; ++k)
+          sink[static_cast<size_t>(t)] += run_variant(vs[i], mine, slice);
         sync.arrive_and_wait();
       }
     }
@@ -208,7 +214,8 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
 
   size_t best = 0;
   for (size_t i = 0; i < vs.size(); ++i) {
-    probe.trials.push_back({vs[i].name(), static_cast<double>(total) / best_seconds[i] / 1e9});
+    probe.trials.push_back(
+        {vs[i].name(), static_cast<double>(total) * reads / best_seconds[i] / 1e9});
     if (probe.trials[i].gbs > probe.trials[best].gbs) best = i;
   }
   probe.gbs = probe.trials[best].gbs;
@@ -219,6 +226,44 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
                  std::to_string(total >> 20) + " MiB" +
                  (probe.huge_pages ? ", huge pages requested" : "");
   return probe;
+}
+
+size_t cache_reach_of(const std::vector<std::pair<size_t, double>>& sizes, double dram_gbs,
+                      double factor) {
+  size_t reach = 0;
+  for (const auto& [bytes, gbs] : sizes) {
+    if (gbs >= factor * dram_gbs) reach = std::max(reach, bytes);
+  }
+  return reach;
+}
+
+CacheReach measure_cache_reach(const CacheReachOptions& opts) {
+  if (opts.min_bytes > opts.max_bytes || opts.min_bytes == 0) {
+    throw std::invalid_argument("measure_cache_reach: need 0 < min_bytes <= max_bytes (got " +
+                                std::to_string(opts.min_bytes) + ", " +
+                                std::to_string(opts.max_bytes) + ")");
+  }
+  constexpr size_t kPassBytes = size_t{256} << 20;
+  auto reads = [](size_t bytes) {
+    return static_cast<int>(std::max<size_t>(1, (kPassBytes + bytes - 1) / bytes));
+  };
+  CacheReach reach;
+  std::vector<std::pair<size_t, double>> measured;
+  for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= 2) {
+    const BandwidthProbe p = probe_read_bandwidth({.threads = opts.threads,
+                                                   .bytes = bytes,
+                                                   .reps = 3,
+                                                   .cpus = opts.cpus,
+                                                   .search = reach.variant.empty(),
+                                                   .variant = reach.variant,
+                                                   .reads_per_pass = reads(bytes)});
+    if (reach.variant.empty()) reach.variant = p.variant;
+    measured.emplace_back(bytes, p.gbs);
+    reach.sizes.push_back({std::to_string(bytes >> 20) + " MiB", p.gbs});
+  }
+  reach.bytes = cache_reach_of(measured, opts.dram_gbs, opts.factor);
+  reach.at_max = reach.bytes > 0 && reach.bytes == measured.back().first;
+  return reach;
 }
 
 double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps) {

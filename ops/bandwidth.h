@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pacer::ops {
@@ -32,6 +33,9 @@ struct BandwidthOptions {
   // this machine), to measure again what a search found best; overrides `search`. Throws
   // std::invalid_argument for a name this CPU has no loop for.
   std::string variant{};
+  // Each thread reads its slice this many times per timed pass (>= 1): a working set small
+  // enough to stay cached needs passes long enough to time (measure_cache_reach).
+  int reads_per_pass = 1;
 };
 struct BandwidthTrial {
   std::string variant;  // e.g. "avx512 x8 streams, prefetch 1024 B"
@@ -47,6 +51,35 @@ struct BandwidthProbe {
 // Throws std::invalid_argument for threads < 1, reps < 1 or bytes < 64 KiB * threads;
 // std::bad_alloc if the buffer cannot be allocated.
 BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts);
+
+// How large a working set the probe's threads keep in cache between passes, measured rather than
+// taken from cpuid: a hypervisor reports whatever caches it likes (an Oxide "Turin-like" guest
+// says 508 MiB of L3 per vCPU, yet re-reads of 128 MiB run at DRAM speed there), and a
+// multi-socket or multi-CCD machine's cache is split between threads. Working sets from
+// min_bytes doubling up to max_bytes are re-read (probe_read_bandwidth pinned to `cpus`: after
+// the first touch and a warm-up pass, the best of 3 passes of at least 256 MiB each) by the read
+// loop that re-reads min_bytes fastest (a search at that size); the reach is the largest size
+// read at >= factor x dram_gbs (the streaming figure of the same threads). Sizes are not cut
+// short at the first slow one: a pass disturbed by the host reads low, never high.
+struct CacheReachOptions {
+  int threads = 1;
+  std::vector<int> cpus{};
+  double dram_gbs = 0;  // the streaming bandwidth of the same threads (probe_read_bandwidth)
+  size_t min_bytes = size_t{4} << 20;
+  size_t max_bytes = size_t{512} << 20;
+  double factor = 1.25;
+};
+struct CacheReach {
+  size_t bytes = 0;                   // 0: even min_bytes read at DRAM speed
+  bool at_max = false;                // max_bytes still read faster: the reach may be larger
+  std::vector<BandwidthTrial> sizes;  // each size re-read ("64 MiB") and its GB/s, in order
+  std::string variant;                // the read loop used (the fastest at min_bytes)
+};
+// The rule alone: the largest of `sizes` (bytes, GB/s) read at >= factor x dram_gbs (0: none).
+size_t cache_reach_of(const std::vector<std::pair<size_t, double>>& sizes, double dram_gbs,
+                      double factor);
+// Throws std::invalid_argument for min_bytes > max_bytes or a bad thread count (as the probe).
+CacheReach measure_cache_reach(const CacheReachOptions& opts);
 
 // probe_read_bandwidth(...).gbs, unpinned.
 double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps);

@@ -1,6 +1,7 @@
 #include "runtime/bench.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -247,10 +248,67 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                                       .variant = found.variant})
         .gbs;
   };
-  int64_t llc_bytes = 0;
+  // The last-level cache as the topology reports it (cpuid through hwloc), and as measured: a
+  // tg row's weights are held against the working set its threads keep cached (re-read at 1.25x
+  // DRAM speed or more), since a hypervisor's cpuid can claim any cache (the Oxide Turin-like
+  // guest: 2 x 508 MiB of L3, where 128 MiB re-reads at DRAM speed) and the cache one thread
+  // reaches can be one CCD's share of it. Measured once per placement, after its probe.
+  int64_t topology_llc = 0;
+  std::string topology_llc_text;
   for (const auto& c : Topology::detect().caches) {
-    if (c.level == 3) llc_bytes = std::max<int64_t>(llc_bytes, c.size_bytes * c.instances);
+    if (c.level != 3) continue;
+    topology_llc = std::max<int64_t>(topology_llc, c.size_bytes * c.instances);
+    topology_llc_text = fmt::format("{} x {} MiB", c.instances, c.size_bytes >> 20);
   }
+  struct Reach {
+    int threads;
+    std::vector<int> cpus;
+    int64_t llc = 0;  // what flag_roofline holds the weights against
+    std::string method;
+  };
+  std::vector<Reach> reach_cache;
+  auto cache_reach_for = [&](int threads, const std::vector<int>& cpus) -> const Reach& {
+    for (const Reach& r : reach_cache) {
+      if (r.threads == threads && r.cpus == cpus) return r;
+    }
+    const ops::BandwidthProbe& bw = bandwidth_for(threads, cpus);
+    const size_t max_bytes =
+        std::min(opts.bandwidth_bytes / 2,
+                 std::max(size_t{256} << 20, std::bit_ceil(static_cast<size_t>(2 * topology_llc))));
+    const size_t min_bytes = std::bit_ceil(
+        std::max(size_t{4} << 20, static_cast<size_t>(threads) * (size_t{256} << 10)));
+    const std::string topology =
+        topology_llc > 0
+            ? fmt::format("the topology reports {} MiB of L3 ({})", topology_llc >> 20,
+                          topology_llc_text)
+            : std::string("the topology reports no L3");
+    Reach r{threads, cpus, topology_llc, {}};
+    if (min_bytes > max_bytes) {  // a probe buffer this small leaves nothing to compare with
+      r.method = fmt::format("not measured (probe buffer of {} MiB); {}",
+                             opts.bandwidth_bytes >> 20, topology);
+    } else {
+      const ops::CacheReach reach = ops::measure_cache_reach({.threads = threads,
+                                                              .cpus = cpus,
+                                                              .dram_gbs = bw.gbs,
+                                                              .min_bytes = min_bytes,
+                                                              .max_bytes = max_bytes});
+      // Below the smallest working set measured, the topology's figure stands (a model the size
+      // of an L2 fits whatever the re-read of min_bytes showed).
+      r.llc = std::max(static_cast<int64_t>(reach.bytes),
+                       std::min(topology_llc, static_cast<int64_t>(min_bytes / 2)));
+      std::string sizes;
+      for (const ops::BandwidthTrial& t : reach.sizes) {
+        sizes += fmt::format("{}{} {:.1f}", sizes.empty() ? "" : ", ", t.variant, t.gbs);
+      }
+      r.method = fmt::format(
+          "{} MiB: {} thread{} re-read working sets at 1.25x the DRAM bandwidth ({:.1f} GB/s) or "
+          "more up to {} MiB{} ({} GB/s; {}); {}",
+          r.llc >> 20, threads, threads > 1 ? "s" : "", bw.gbs, reach.bytes >> 20,
+          reach.at_max ? " (the largest size tried)" : "", sizes, reach.variant, topology);
+    }
+    reach_cache.push_back(std::move(r));
+    return reach_cache.back();
+  };
 
   int done = 0;
   const int start_cpu = current_cpu();  // --numa isolate's node
@@ -461,7 +519,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
           }
-          flag_roofline(row, res.matmul_bytes_per_token, llc_bytes);
+          const Reach& reach = cache_reach_for(row.threads, row.cpus);
+          row.llc_bytes = reach.llc;
+          row.llc_method = reach.method;
+          flag_roofline(row, res.matmul_bytes_per_token, row.llc_bytes);
         }
         if (test.tg) flag_slow_tokens(row);
         if (row.tok_s.size() < 2) {
@@ -550,6 +611,13 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
     }
   }
   for (const std::string& m : methods) out += "bandwidth: " + m + ".\n";
+  std::vector<std::string> llc;
+  for (const BenchRow& row : r.rows) {
+    if (!row.llc_method.empty() && std::find(llc.begin(), llc.end(), row.llc_method) == llc.end()) {
+      llc.push_back(row.llc_method);
+    }
+  }
+  for (const std::string& m : llc) out += "cache (what the roofline's LLC rule uses): " + m + ".\n";
   out += fmt::format("GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
                      ops::gemv_software_prefetch() ? "on" : "off, as on AMD Zen");
   if (std::any_of(r.rows.begin(), r.rows.end(),
@@ -729,6 +797,8 @@ nlohmann::json row_json(const BenchRow& row) {
     j[key::kBandwidthMethod] = row.bandwidth_method;
     j[key::kBandwidthBeforeGbs] = row.bandwidth_before_gbs;
     j[key::kBandwidthAfterGbs] = row.bandwidth_after_gbs;
+    j[key::kLlcBytes] = row.llc_bytes;
+    j[key::kLlcMethod] = row.llc_method;
   }
   if (!row.events_path.empty()) j[key::kEvents] = row.events_path;
   return j;

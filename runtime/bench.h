@@ -79,10 +79,17 @@ struct BenchRow {
   // the median token's rate, a few tokens ran far slower than the rest (host steal, other load):
   // the kernels' speed is the median's, the run's the mean's.
   std::vector<double> token_s;
-  double tok_s_p50 = 0;            // 0: no per-token times
-  double roofline_p50_pct = 0;     // 0: no ceiling or no per-token times
-  std::string bandwidth_method;    // how the bandwidth was found (ops::BandwidthProbe::method)
-  bool roofline_applies = true;    // false: weights fit the LLC (no DRAM streaming to bound)
+  double tok_s_p50 = 0;          // 0: no per-token times
+  double roofline_p50_pct = 0;   // 0: no ceiling or no per-token times
+  std::string bandwidth_method;  // how the bandwidth was found (ops::BandwidthProbe::method)
+  bool roofline_applies = true;  // false: weights fit the LLC (no DRAM streaming to bound)
+  // tg rows with a roofline: the cache the LLC rule held the weights against (flag_roofline):
+  // the working set the row's threads were measured to keep cached (ops::measure_cache_reach,
+  // from 4 MiB up; below that the topology's L3 stands; the topology's L3 alone where the probe
+  // buffer is too small to measure against), and how it was found, next to what the topology
+  // reports.
+  int64_t llc_bytes = 0;
+  std::string llc_method;
   bool idle_prefetch = false;      // the row's workers prefetched the next decode matmul
   std::vector<std::string> flags;  // reasons not to trust the row
   std::string events_path;

@@ -112,6 +112,61 @@ TEST(Bandwidth, RejectsBadArguments) {
   EXPECT_THROW(measure_read_bandwidth_gbs(0, 1 << 20, 1), std::invalid_argument);
   EXPECT_THROW(measure_read_bandwidth_gbs(1, 1 << 20, 0), std::invalid_argument);
   EXPECT_THROW(measure_read_bandwidth_gbs(4, 128, 1), std::invalid_argument);
+  EXPECT_THROW(probe_read_bandwidth({.bytes = 1 << 20, .reads_per_pass = 0}),
+               std::invalid_argument);
+  EXPECT_THROW(measure_cache_reach({.min_bytes = 8 << 20, .max_bytes = 4 << 20}),
+               std::invalid_argument);
+  EXPECT_THROW(measure_cache_reach({.min_bytes = 0}), std::invalid_argument);
+}
+
+// The cache-reach rule on hand values: the largest size re-read at >= factor x DRAM, a low
+// reading below it (a disturbed pass) not cutting it short, none at all giving 0.
+TEST(CacheReach, TheLargestSizeReadAboveTheFactorOfDram) {
+  constexpr size_t M = size_t{1} << 20;
+  // The dev VM's 2-thread figures (Turin-like guest): DRAM 80 GB/s, 1.25x = 100.
+  EXPECT_EQ(cache_reach_of({{4 * M, 216.5}, {8 * M, 201.6}, {16 * M, 197.3}, {32 * M, 139.4},
+                            {64 * M, 89.4}, {128 * M, 71.1}},
+                           80.0, 1.25),
+            32 * M);
+  EXPECT_EQ(cache_reach_of({{4 * M, 60.0}, {8 * M, 150.0}, {16 * M, 90.0}}, 80.0, 1.25), 8 * M);
+  EXPECT_EQ(cache_reach_of({{4 * M, 99.9}, {8 * M, 80.0}}, 80.0, 1.25), 0u);
+  EXPECT_EQ(cache_reach_of({{4 * M, 100.0}}, 80.0, 1.25), 4 * M);  // the bound itself counts
+  EXPECT_EQ(cache_reach_of({}, 80.0, 1.25), 0u);
+}
+
+// The measurement's own bookkeeping, where timing cannot decide: against a DRAM figure of 0 every
+// size counts (the reach is the largest tried, flagged as such); against an unreachable one none
+// does. Every size from min_bytes doubling to max_bytes is measured either way, with the loop the
+// search at min_bytes found.
+TEST(CacheReach, MeasuresEverySizeAndReportsTheLoop) {
+  constexpr size_t M = size_t{1} << 20;
+  const CacheReach all = measure_cache_reach({.threads = 2, .dram_gbs = 0, .min_bytes = 2 * M,
+                                              .max_bytes = 8 * M});
+  ASSERT_EQ(all.sizes.size(), 3u);
+  EXPECT_EQ(all.sizes[0].variant, "2 MiB");
+  EXPECT_EQ(all.sizes[2].variant, "8 MiB");
+  for (const BandwidthTrial& t : all.sizes) EXPECT_GT(t.gbs, 0.0) << t.variant;
+  EXPECT_EQ(all.bytes, 8 * M);
+  EXPECT_TRUE(all.at_max);
+  EXPECT_FALSE(all.variant.empty());
+  const CacheReach none = measure_cache_reach({.dram_gbs = 1e12, .min_bytes = 4 * M,
+                                               .max_bytes = 4 * M});
+  ASSERT_EQ(none.sizes.size(), 1u);
+  EXPECT_EQ(none.bytes, 0u);
+  EXPECT_FALSE(none.at_max);
+}
+
+// Several reads of the slice per timed pass count as that many bytes: a named loop re-reading a
+// cached 1 MiB buffer 8 times per pass reports a rate, not 8 times one pass's.
+TEST(Bandwidth, ReadsPerPassCountEveryRead) {
+  const BandwidthProbe once = probe_read_bandwidth({.bytes = 1 << 20, .reps = 5, .search = false});
+  const BandwidthProbe eight = probe_read_bandwidth(
+      {.bytes = 1 << 20, .reps = 5, .search = false, .reads_per_pass = 8});
+  ASSERT_GT(once.gbs, 0.0);
+  // The same loop over the same cached buffer: within a factor of 3 either way (timer and
+  // barrier overhead weigh more on the short passes), where a miscount would read 8x.
+  EXPECT_GT(eight.gbs, once.gbs / 3) << once.gbs << " vs " << eight.gbs;
+  EXPECT_LT(eight.gbs, once.gbs * 3) << once.gbs << " vs " << eight.gbs;
 }
 
 }  // namespace

@@ -166,6 +166,12 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
                   row.bandwidth_gbs * 1e9 / static_cast<double>(r.matmul_bytes_per_token),
                   1e-6 * row.ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
+      // The cache the LLC rule used: measured from 4 MiB up against the row's DRAM figure.
+      EXPECT_NE(row.llc_method.find("re-read working sets at 1.25x the DRAM bandwidth"),
+                std::string::npos)
+          << row.llc_method;
+      EXPECT_NE(row.llc_method.find("the topology reports"), std::string::npos) << row.llc_method;
+      EXPECT_GE(row.llc_bytes, 0);
       // Every decoded token of both reps timed, and each rep's tokens add up to its rate.
       ASSERT_EQ(row.token_s.size(), static_cast<size_t>(2 * row.n_gen));
       for (size_t rep = 0; rep < 2; ++rep) {
@@ -202,6 +208,9 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(md.find("matmul matrices repacked") != std::string::npos, r.repacked_matrices > 0);
   EXPECT_EQ(bench_json(r)["model"]["repacked_matrices"], r.repacked_matrices);
   EXPECT_EQ(md.find("idle prefetch: on") != std::string::npos, idle_on);
+  EXPECT_NE(md.find("cache (what the roofline's LLC rule uses): "), std::string::npos);
+  EXPECT_EQ(bench_json(r)["rows"][1]["llc_method"], r.rows[1].llc_method);
+  EXPECT_EQ(bench_json(r)["rows"][1]["llc_bytes"], r.rows[1].llc_bytes);
   EXPECT_EQ(llama_bench_row(r, r.rows[3])["pacer_idle_prefetch"], idle_on);
   const std::string csv = render_bench_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
