@@ -496,6 +496,8 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
                    b.run.gemv_streams);
   compare_recorded(work, "GEMV software prefetch (PACER_PREFETCH)", a.run.gemv_prefetch,
                    b.run.gemv_prefetch);
+  compare_recorded(work, "Q4_0/K-quant GEMV software prefetch (PACER_PREFETCH)",
+                   a.run.gemv_prefetch_unpacking, b.run.gemv_prefetch_unpacking);
   compare_recorded(work, "matrices repacked into 16-row groups (PACER_REPACK)",
                    a.run.repacked_matrices, b.run.repacked_matrices);
   compare_recorded(work, "AVX-512 VNNI kernels (PACER_VNNI)", a.run.vnni, b.run.vnni);

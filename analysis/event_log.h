@@ -191,7 +191,8 @@ struct Header {
     std::optional<double> temperature;
     // How the kernels and the executor ran (absent in logs older than the key): each changes the
     // work, so `pacer compare` names a difference as a configuration change.
-    std::optional<bool> vnni, amx, bf16_dot, gemv_prefetch, work_stealing, idle_prefetch;
+    std::optional<bool> vnni, amx, bf16_dot, gemv_prefetch, gemv_prefetch_unpacking, work_stealing,
+        idle_prefetch;
     std::optional<int64_t> gemv_streams, repacked_matrices;
   } run;
   struct Host {

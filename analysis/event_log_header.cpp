@@ -132,6 +132,7 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kAmx, h.run.amx);
   take(r, rw, rk::kBf16Dot, h.run.bf16_dot);
   take(r, rw, rk::kGemvPrefetch, h.run.gemv_prefetch);
+  take(r, rw, rk::kGemvPrefetchUnpacking, h.run.gemv_prefetch_unpacking);
   take(r, rw, rk::kGemvStreams, h.run.gemv_streams);
   take(r, rw, rk::kWorkStealing, h.run.work_stealing);
   take(r, rw, rk::kIdlePrefetch, h.run.idle_prefetch);

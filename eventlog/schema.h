@@ -198,6 +198,7 @@ inline constexpr std::string_view kAmx = "amx";
 inline constexpr std::string_view kBf16Dot = "bf16_dot";
 inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
 inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
+inline constexpr std::string_view kGemvPrefetchUnpacking = "gemv_prefetch_unpacking";
 inline constexpr std::string_view kGemvStreams = "gemv_streams";
 inline constexpr std::string_view kWorkStealing = "work_stealing";
 inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
@@ -224,6 +225,7 @@ inline constexpr std::array kAll{kThreads,
                                  kBf16Dot,
                                  kRepackedMatrices,
                                  kGemvPrefetch,
+                                 kGemvPrefetchUnpacking,
                                  kGemvStreams,
                                  kWorkStealing,
                                  kIdlePrefetch,

@@ -12,7 +12,18 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/isa.h"
+#include "ops/types.h"
+
 namespace pacer::ops {
+
+// Which software-prefetch rule a weight type's GEMV follows (isa.h gemv_software_prefetch).
+constexpr GemvKernelClass gemv_kernel_class(WeightType t) noexcept {
+  return t == WeightType::Q8_0 || t == WeightType::F16 || t == WeightType::BF16 ||
+                 t == WeightType::F32
+             ? GemvKernelClass::Streaming
+             : GemvKernelClass::Unpacking;
+}
 
 // A stretch must hold at least this many rows for the stream order to be used.
 constexpr int64_t kGemvStreamMinRows = 4;

@@ -173,7 +173,8 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, x16_group_bytes(Layout::kType, n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<Layout, decltype(streams)::value>(nb, group, x, outs, gemv_software_prefetch());
+        gemv_groups<Layout, decltype(streams)::value>(
+            nb, group, x, outs, gemv_software_prefetch(gemv_kernel_class(Layout::kType)));
       });
 }
 

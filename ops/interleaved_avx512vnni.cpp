@@ -122,7 +122,8 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<Layout, decltype(streams)::value, 1>(
-                               nb, group, &x, outs, 0, gemv_software_prefetch());
+                               nb, group, &x, outs, 0,
+                               gemv_software_prefetch(gemv_kernel_class(Layout::kType)));
                          });
 }
 
@@ -134,7 +135,7 @@ void gemm_few_x16(int64_t n, const std::byte* groups, int64_t n_groups, const st
                   int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   const int64_t nb = n / 32;
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
-  const bool prefetch = gemv_software_prefetch();
+  const bool prefetch = gemv_software_prefetch(gemv_kernel_class(Layout::kType));
   // Meant for nt < kX16FewTokensMax; a longer call (a direct caller's) runs in such slices.
   for (int64_t t0 = 0; t0 < nt; t0 += kX16FewTokensMax - 1) {
     const int64_t slice = std::min(nt - t0, kX16FewTokensMax - 1);

@@ -257,8 +257,8 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, nb * kBlockBytes<Bits>, out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<Bits, decltype(streams)::value>(nb, group, x, ctl, outs,
-                                                    gemv_software_prefetch());
+        gemv_groups<Bits, decltype(streams)::value>(
+            nb, group, x, ctl, outs, gemv_software_prefetch(GemvKernelClass::Unpacking));
       });
 }
 

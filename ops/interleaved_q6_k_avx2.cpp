@@ -164,7 +164,8 @@ void gemv_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<decltype(streams)::value>(nb, group, x, outs, gemv_software_prefetch());
+        gemv_groups<decltype(streams)::value>(nb, group, x, outs,
+                                              gemv_software_prefetch(GemvKernelClass::Unpacking));
       });
 }
 

@@ -230,8 +230,9 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, x16_group_bytes(WeightType::Q6_K, n),
                          out, [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<decltype(streams)::value>(nb, group, x, outs,
-                                                                 gemv_software_prefetch() ? 1 : 0);
+                           gemv_groups<decltype(streams)::value>(
+                               nb, group, x, outs,
+                               gemv_software_prefetch(GemvKernelClass::Unpacking) ? 1 : 0);
                          });
 }
 

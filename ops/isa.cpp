@@ -35,6 +35,10 @@ CpuFeatures read_cpu_features() noexcept {
     f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  // The display family: the base family, plus the extended family where the base reads 0xf.
+  const unsigned base_family = (a >> 8) & 0xfu;
+  f.family =
+      static_cast<int>(base_family == 0xfu ? base_family + ((a >> 20) & 0xffu) : base_family);
   const bool osxsave = (c >> 27) & 1u;
   const bool fma = (c >> 12) & 1u;
   const bool f16c = (c >> 29) & 1u;
@@ -108,10 +112,12 @@ bool isa_supported(Isa isa) noexcept {
   return false;
 }
 
-bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexcept {
+bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
+                                 GemvKernelClass cls) noexcept {
   if (env && std::strcmp(env, "0") == 0) return false;
   if (env && std::strcmp(env, "1") == 0) return true;
-  return !cpu.amd;
+  if (!cpu.amd) return true;
+  return cls == GemvKernelClass::Unpacking && cpu.family >= kAmdZen5Family;
 }
 
 int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept {
@@ -126,10 +132,12 @@ int x16_gemv_streams() noexcept {
   return streams;
 }
 
-bool gemv_software_prefetch() noexcept {
-  static const bool on =
-      gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH"));
-  return on;
+bool gemv_software_prefetch(GemvKernelClass cls) noexcept {
+  static const bool streaming = gemv_software_prefetch_rule(
+      detect_cpu_features(), std::getenv("PACER_PREFETCH"), GemvKernelClass::Streaming);
+  static const bool unpacking = gemv_software_prefetch_rule(
+      detect_cpu_features(), std::getenv("PACER_PREFETCH"), GemvKernelClass::Unpacking);
+  return cls == GemvKernelClass::Unpacking ? unpacking : streaming;
 }
 
 bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {

@@ -24,7 +24,9 @@ struct CpuFeatures {
   // (arch_prctl ARCH_REQ_XCOMP_PERM, requested once at detection). PACER_AMX=0 turns it off.
   bool amx_int8 = false;
   bool amd = false;  // CPUID vendor "AuthenticAMD" (kernel tuning choices, see below)
+  int family = 0;    // CPUID display family (AMD: 0x17 Zen 1-2, 0x19 Zen 3-4, 0x1a Zen 5)
 };
+inline constexpr int kAmdZen5Family = 0x1a;
 
 // Whether AVX512_VNNI may be used: PACER_VNNI=0 (`env`) says no, and the process then runs the
 // kernels of an AVX-512 CPU without VNNI (Skylake-SP, Cascade Lake's predecessor): no VNNI, no
@@ -44,11 +46,21 @@ bool isa_supported(Isa isa) noexcept;
 // They help where the hardware prefetchers stop short of DRAM latency (Intel Sapphire Rapids:
 // the interleaved Q4_0/Q8_0 GEMVs reach the bandwidth with them), and hurt where the hardware
 // prefetchers already cover the streams and the extra loads only take fill buffers (AMD Zen 4:
-// the F16 GEMV 5632x2048 on one core streams ~26 GB/s without them, ~19 with them). Chosen once
-// per process by a table (on unless the vendor is AMD); PACER_PREFETCH=0/1 overrides. The event
-// log header's run.gemv_prefetch records the choice.
-bool gemv_software_prefetch() noexcept;
-bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// the F16 GEMV 5632x2048 on one core streams ~26 GB/s without them, ~19 with them). On Zen 5 it
+// depends on the kernel: those that spend many instructions per byte unpacking (Q4_0 and the
+// K-quants) fall behind the hardware prefetcher without them (TinyLlama decode on one core of
+// the Turin-like dev VM, on / off: Q4_K_M 1.30x, Q5_K_M 1.12-1.15x, Q4_0 1.06-1.14x), while
+// plain streams (Q8_0, F16/BF16) lose with them (0.89-0.95x, 0.95-0.98x). Chosen once per
+// process by that table: on unless the vendor is AMD; on AMD family 0x1a (Zen 5) and later for
+// the Unpacking class only. PACER_PREFETCH=0/1 overrides both classes. The event log header's
+// run.gemv_prefetch (Streaming) and run.gemv_prefetch_unpacking record the choice.
+enum class GemvKernelClass {
+  Streaming,  // Q8_0, F16, BF16, F32: a few instructions per weight byte
+  Unpacking,  // Q4_0 and the K-quants (Q4_K, Q5_K, Q6_K): nibbles, high bits, sub-block scales
+};
+bool gemv_software_prefetch(GemvKernelClass cls = GemvKernelClass::Streaming) noexcept;
+bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
+                                 GemvKernelClass cls) noexcept;  // the rule
 // How many far-apart streams of 16-row groups one worker of the interleaved GEMVs (Q4_0, Q8_0,
 // Q4_K, Q5_K, Q6_K; ops/interleaved.h) reads at once: 2 on AMD, 4 elsewhere. One Zen 4 core streams
 // a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4 (Q5_K ~33 vs ~31; Q4_K and Q4_0 the

@@ -25,11 +25,11 @@ constexpr int64_t kPrefetchBlocks = 8;
 // Prefetches (into L1) every cache line of the block kPrefetchBlocks after `blk` in its row.
 // The address may lie past the end of the matrix: prefetches never fault, and it is formed as
 // an integer so no out-of-range pointer is created.
-// Nothing where gemv_software_prefetch() is off (isa.h: AMD Zen's hardware prefetchers cover
-// these streams).
+// Nothing where gemv_software_prefetch(Unpacking) is off (isa.h: AMD Zen 4's hardware
+// prefetchers cover these streams).
 template <class Block>
 inline void prefetch_ahead(const Block* blk) {
-  if (!gemv_software_prefetch()) return;
+  if (!gemv_software_prefetch(GemvKernelClass::Unpacking)) return;
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(blk) + kPrefetchBlocks * sizeof(Block);
   for (size_t off = 0; off < sizeof(Block); off += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);

@@ -618,8 +618,14 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
     }
   }
   for (const std::string& m : llc) out += "cache (what the roofline's LLC rule uses): " + m + ".\n";
-  out += fmt::format("GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
-                     ops::gemv_software_prefetch() ? "on" : "off, as on AMD Zen");
+  const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
+  const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
+  out += fmt::format(
+      "GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
+      pf_stream == pf_unpack
+          ? std::string(pf_stream ? "on" : "off, as on AMD Zen 4")
+          : fmt::format("Q4_0 and K-quants {}, Q8_0 and F16/BF16 {}{}", pf_unpack ? "on" : "off",
+                        pf_stream ? "on" : "off", pf_unpack ? ", as on AMD Zen 5" : ""));
   if (std::any_of(r.rows.begin(), r.rows.end(),
                   [](const BenchRow& row) { return row.idle_prefetch; })) {
     out +=
@@ -819,7 +825,8 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"repacked_matrices", r.repacked_matrices}}},
           {"cpu_model", r.cpu_model},
           {"frequency_source", r.frequency_source},
-          {"gemv_prefetch", ops::gemv_software_prefetch()},
+          {"gemv_prefetch", ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming)},
+          {"gemv_prefetch_unpacking", ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking)},
           {"gemv_streams", r.gemv_streams},
           {"bf16_dot", r.bf16_dot},
           {"rows", rows}};

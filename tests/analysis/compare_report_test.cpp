@@ -112,6 +112,16 @@ TEST(CompareCompat, KernelAndExecutorSettingsAreConfigurationChanges) {
   b.run.work_stealing.reset();
   b.run.gemv_streams.reset();
   EXPECT_TRUE(check_compatibility(a, b).work_changes.empty());
+  // The unpacking kernels' prefetch (Q4_0, K-quants) is a setting of its own (AMD Zen 5 runs it
+  // on while the plain streams' is off).
+  a.run.gemv_prefetch = b.run.gemv_prefetch = false;
+  a.run.gemv_prefetch_unpacking = true;
+  b = a;
+  b.run.gemv_prefetch_unpacking = false;
+  const Compatibility u = check_compatibility(a, b);
+  ASSERT_EQ(u.work_changes.size(), 1u);
+  EXPECT_NE(u.work_changes[0].find("Q4_0/K-quant GEMV software prefetch"), std::string::npos)
+      << u.work_changes[0];
 }
 
 TEST(CompareDevices, DescribesCpuRanges) {

@@ -68,6 +68,8 @@ TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   EXPECT_EQ(h.run.amx, true);
   EXPECT_EQ(h.run.repacked_matrices, 0);
   EXPECT_EQ(h.run.gemv_streams, 4);
+  EXPECT_EQ(h.run.gemv_prefetch, true);
+  EXPECT_EQ(h.run.gemv_prefetch_unpacking, true);
   EXPECT_EQ(h.run.work_stealing, true);
   EXPECT_EQ(h.run.idle_prefetch, true);
   EXPECT_EQ(h.host.governor, "");  // null

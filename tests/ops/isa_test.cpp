@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "ops/isa.h"
@@ -50,18 +51,49 @@ TEST(Isa, Names) {
 namespace pacer::ops {
 namespace {
 
-// The software-prefetch table: off on AMD unless asked, on elsewhere unless asked.
-TEST(GemvPrefetch, RuleFollowsVendorAndEnvironment) {
-  CpuFeatures amd, intel;
-  amd.amd = true;
-  EXPECT_FALSE(gemv_software_prefetch_rule(amd, nullptr));
-  EXPECT_TRUE(gemv_software_prefetch_rule(amd, "1"));
-  EXPECT_TRUE(gemv_software_prefetch_rule(intel, nullptr));
-  EXPECT_FALSE(gemv_software_prefetch_rule(intel, "0"));
-  EXPECT_TRUE(gemv_software_prefetch_rule(intel, "yes"));  // anything else: the table
-  // The cached choice is the rule applied to this CPU (and PACER_PREFETCH if set).
-  EXPECT_EQ(gemv_software_prefetch(),
-            gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH")));
+// The software-prefetch table: on unless the vendor is AMD; on AMD Zen 5 (family 0x1a) and later
+// for the unpacking kernels (Q4_0, K-quants) only; PACER_PREFETCH=0/1 sets both classes.
+TEST(GemvPrefetch, RuleFollowsVendorFamilyClassAndEnvironment) {
+  constexpr auto kStream = GemvKernelClass::Streaming, kUnpack = GemvKernelClass::Unpacking;
+  CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;
+  zen5.family = 0x1a;
+  intel.family = 6;
+  EXPECT_FALSE(gemv_software_prefetch_rule(zen4, nullptr, kStream));
+  EXPECT_FALSE(gemv_software_prefetch_rule(zen4, nullptr, kUnpack));
+  EXPECT_FALSE(gemv_software_prefetch_rule(zen5, nullptr, kStream));
+  EXPECT_TRUE(gemv_software_prefetch_rule(zen5, nullptr, kUnpack));
+  EXPECT_TRUE(gemv_software_prefetch_rule(zen4, "1", kStream));
+  EXPECT_TRUE(gemv_software_prefetch_rule(zen5, "1", kStream));
+  EXPECT_FALSE(gemv_software_prefetch_rule(zen5, "0", kUnpack));
+  EXPECT_TRUE(gemv_software_prefetch_rule(intel, nullptr, kStream));
+  EXPECT_TRUE(gemv_software_prefetch_rule(intel, nullptr, kUnpack));
+  EXPECT_FALSE(gemv_software_prefetch_rule(intel, "0", kUnpack));
+  EXPECT_TRUE(gemv_software_prefetch_rule(intel, "yes", kStream));  // anything else: the table
+  // The cached choices are the rule applied to this CPU (and PACER_PREFETCH if set).
+  for (const GemvKernelClass cls : {kStream, kUnpack}) {
+    EXPECT_EQ(
+        gemv_software_prefetch(cls),
+        gemv_software_prefetch_rule(detect_cpu_features(), std::getenv("PACER_PREFETCH"), cls));
+  }
+}
+
+// The display family against the kernel's own decoding of CPUID (/proc/cpuinfo's "cpu family":
+// 26 on Zen 5, 25 on Zen 3/4, 6 on Intel's P-core lines).
+TEST(CpuFeatures, FamilyIsTheKernelsCpuFamily) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  int kernel_family = -1;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu family", 0) == 0) {
+      kernel_family = std::stoi(line.substr(line.find(':') + 1));
+      break;
+    }
+  }
+  if (kernel_family < 0) GTEST_SKIP() << "/proc/cpuinfo has no cpu family line";
+  EXPECT_EQ(detect_cpu_features().family, kernel_family);
 }
 
 // The BF16 prefill dot: only with AVX512_BF16; then on for AMD, off elsewhere, unless asked.
