@@ -70,8 +70,8 @@ int64_t gemm_prepare_bf16_pairs_avx512bf16(int64_t n, const std::byte* act, int6
   const int64_t bytes = nt * stride * static_cast<int64_t>(sizeof(uint32_t));
   if (dst == nullptr) return bytes;
   // Share `part` of `parts`: a range of tokens. fp32_to_bf16 (fp16.h) 16 floats at a time, in
-  // integer arithmetic: round to nearest even, NaN made quiet, denormals kept. (vcvtne2ps2bf16
-  // would flush denormals, which the scalar conversion, and llama.cpp's from_float, do not.)
+  // integer arithmetic: round to nearest even, NaN made quiet, denormals kept (vcvtne2ps2bf16
+  // would flush them to zero, which the scalar conversion does not).
   const auto [t0, t1] = static_chunk(nt, 1, static_cast<int>(parts), static_cast<int>(part));
   const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff),
                 quiet = _mm512_set1_epi32(0x40);
