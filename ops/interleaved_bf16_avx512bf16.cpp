@@ -5,7 +5,14 @@
 // for BF16 weights on such CPUs (its activation type for BF16 is BF16: rounded to nearest even,
 // products summed in fp32). Decode keeps fp32 activations (interleaved_float_avx512.cpp), where
 // the bytes, not the arithmetic, set the speed.
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own `__Y = __Y` placeholder (GCC
+// bug 105593, fixed in 13; here from _mm512_srli_epi32 and _mm512_cvtepi32_epi16), attributed to
+// header lines: silenced for the header alone, as in ops/matmul_simd_avx512.h.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cstdint>
