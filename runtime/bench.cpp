@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -277,11 +278,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                  std::max(size_t{256} << 20, std::bit_ceil(static_cast<size_t>(2 * topology_llc))));
     const size_t min_bytes = std::bit_ceil(
         std::max(size_t{4} << 20, static_cast<size_t>(threads) * (size_t{256} << 10)));
-    const std::string topology =
-        topology_llc > 0
-            ? fmt::format("the topology reports {} MiB of L3 ({})", topology_llc >> 20,
-                          topology_llc_text)
-            : std::string("the topology reports no L3");
+    const std::string topology = topology_llc > 0
+                                     ? fmt::format("the topology reports {} MiB of L3 ({})",
+                                                   topology_llc >> 20, topology_llc_text)
+                                     : std::string("the topology reports no L3");
     Reach r{threads, cpus, topology_llc, {}};
     if (min_bytes > max_bytes) {  // a probe buffer this small leaves nothing to compare with
       r.method = fmt::format("not measured (probe buffer of {} MiB); {}",
@@ -603,21 +603,18 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
       "matmul weight bytes per token.\n";
-  std::vector<std::string> methods;
-  for (const BenchRow& row : r.rows) {
-    if (!row.bandwidth_method.empty() &&
-        std::find(methods.begin(), methods.end(), row.bandwidth_method) == methods.end()) {
-      methods.push_back(row.bandwidth_method);
+  // One line per distinct non-empty text of `field` over the rows, in row order.
+  auto distinct_lines = [&](std::string BenchRow::*field, std::string_view label) {
+    std::vector<std::string> seen;
+    for (const BenchRow& row : r.rows) {
+      const std::string& text = row.*field;
+      if (text.empty() || std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+      seen.push_back(text);
+      out += fmt::format("{}: {}.\n", label, text);
     }
-  }
-  for (const std::string& m : methods) out += "bandwidth: " + m + ".\n";
-  std::vector<std::string> llc;
-  for (const BenchRow& row : r.rows) {
-    if (!row.llc_method.empty() && std::find(llc.begin(), llc.end(), row.llc_method) == llc.end()) {
-      llc.push_back(row.llc_method);
-    }
-  }
-  for (const std::string& m : llc) out += "cache (what the roofline's LLC rule uses): " + m + ".\n";
+  };
+  distinct_lines(&BenchRow::bandwidth_method, "bandwidth");
+  distinct_lines(&BenchRow::llc_method, "cache (what the roofline's LLC rule uses)");
   const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
   const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
   out += fmt::format(
