@@ -168,53 +168,71 @@ void gemm_few_tokens(int64_t n, const std::byte* groups, int64_t n_groups, const
                             });
 }
 
-// Prefill from kX16FewTokensMax tokens on, with the group's 16 rows in the vector lanes: for T
-// tokens (t0.. of one block of float_rows::gemm_prepare's transposed activations, tv vectors of 16
-// tokens), per column c one widened vector of 16 rows and T FMAs, each with one token's x[c]
-// broadcast (the T values are contiguous in the block). Each weight vector is widened once per T
-// tokens, and nothing but the FMAs and their broadcast loads is in the loop: on one Zen 4 core ~89
-// % of the FMA peak, where the row-major F16 GEMM (tokens in lanes, widened panels) reaches ~77 %
-// (Llama-3.2-1B shape F16 pp64: 46.5 -> 54 tok/s). Each (row, token) sums chunks of
-// kLanesChunk columns in order, then the chunk sums, like the row-major GEMM.
-template <class Columns, int T>
-void rows_in_lanes(int64_t n, const std::byte* group, const float* xt, int64_t tv, int64_t t0,
-                   float* out, int64_t out_stride) {
-  alignas(64) float total[T * 16];
-  for (int t = 0; t < T; ++t) _mm512_store_ps(total + 16 * t, _mm512_setzero_ps());
+// Prefill from kX16FewTokensMax tokens on, with a group's 16 rows in the vector lanes: for S
+// groups (group s at group + s * group_bytes) and T tokens (t0.. of one block of
+// float_rows::gemm_prepare's transposed activations, tv vectors of 16 tokens), per column c one
+// widened vector of 16 rows per group and S * T FMAs, each with one token's x[c] broadcast (the T
+// values are contiguous in the block). Each weight vector is widened once per T tokens, and
+// nothing but the FMAs and their loads is in the loop: with one group, on one Zen 4 core ~89 % of
+// the FMA peak, where the row-major F16 GEMM (tokens in lanes, widened panels) reaches ~77 %
+// (Llama-3.2-1B shape F16 pp64: 46.5 -> 54 tok/s). Each (row, token) sums chunks of kLanesChunk
+// columns in order, then the chunk sums, like the row-major GEMM, whatever S and T are.
+template <class Columns, int S, int T>
+void rows_in_lanes(int64_t n, const std::byte* group, int64_t group_bytes, const float* xt,
+                   int64_t tv, int64_t t0, float* out, int64_t out_stride) {
+  alignas(64) float total[S * T * 16];
+  for (int i = 0; i < S * T; ++i) _mm512_store_ps(total + 16 * i, _mm512_setzero_ps());
   const int64_t xs = tv * 16;
   for (int64_t k0 = 0; k0 < n; k0 += float_rows::kLanesChunk) {
     const int64_t k1 = std::min(n, k0 + float_rows::kLanesChunk);
-    __m512 acc[T];
-    unroll<T>([&](auto t) { acc[t()] = _mm512_setzero_ps(); });
+    __m512 acc[S][T];
+    unroll<S>([&](auto s) { unroll<T>([&](auto t) { acc[s()][t()] = _mm512_setzero_ps(); }); });
     for (int64_t k = k0; k < k1; ++k) {
-      const __m512 w = load_column<Columns>(group, k);
+      __m512 w[S];
+      unroll<S>([&](auto s) { w[s()] = load_column<Columns>(group + s() * group_bytes, k); });
       const float* xk = xt + k * xs + t0;
-      unroll<T>([&](auto t) { acc[t()] = _mm512_fmadd_ps(w, _mm512_set1_ps(xk[t()]), acc[t()]); });
+      unroll<T>([&](auto t) {
+        const __m512 x = _mm512_set1_ps(xk[t()]);
+        unroll<S>([&](auto s) { acc[s()][t()] = _mm512_fmadd_ps(w[s()], x, acc[s()][t()]); });
+      });
     }
-    unroll<T>([&](auto t) {
-      _mm512_store_ps(total + 16 * t(), _mm512_add_ps(_mm512_load_ps(total + 16 * t()), acc[t()]));
+    unroll<S>([&](auto s) {
+      unroll<T>([&](auto t) {
+        float* sum = total + 16 * (s() * T + t());
+        _mm512_store_ps(sum, _mm512_add_ps(_mm512_load_ps(sum), acc[s()][t()]));
+      });
     });
   }
-  for (int t = 0; t < T; ++t)
-    _mm512_storeu_ps(out + t * out_stride, _mm512_load_ps(total + 16 * t));
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < T; ++t) {
+      _mm512_storeu_ps(out + t * out_stride + 16 * s, _mm512_load_ps(total + 16 * (s * T + t)));
+    }
+  }
 }
 
-template <class Columns>
-void rows_in_lanes_block(int64_t n, const std::byte* group, const float* xt, int64_t tokens,
-                         float* out, int64_t out_stride) {
+// S groups against a block of up to 64 tokens: tiles of T tokens, then 4, then 1 (T = 16 for a
+// lone group, 12 for two: 16 and 24 independent FMA chains hide the latency).
+template <class Columns, int S>
+void rows_in_lanes_block(int64_t n, const std::byte* group, int64_t group_bytes, const float* xt,
+                         int64_t tokens, float* out, int64_t out_stride) {
   const int64_t tv = (tokens + 15) / 16;
   int64_t t = 0;
   auto tiles = [&](auto tile_tokens) {
     constexpr int kT = decltype(tile_tokens)::value;
     for (; t + kT <= tokens; t += kT) {
-      rows_in_lanes<Columns, kT>(n, group, xt, tv, t, out + t * out_stride, out_stride);
+      rows_in_lanes<Columns, S, kT>(n, group, group_bytes, xt, tv, t, out + t * out_stride,
+                                    out_stride);
     }
   };
-  tiles(std::integral_constant<int, 16>{});  // 16 independent FMA chains hide the latency
+  tiles(std::integral_constant < int, S == 1 ? 16 : 12 > {});
   tiles(std::integral_constant<int, 4>{});
   tiles(std::integral_constant<int, 1>{});
 }
 
+// Two groups at a time: per column 2 weight vectors widened and 12 broadcasts for 24 FMAs (14
+// loads per 24 FMAs, where a lone group takes 17 per 16). TinyLlama pp64 on a Zen 5 guest, against
+// one group at a time, 3 alternations: F16 1.26-1.37x at 1 thread and 1.16-1.22x at 2, BF16
+// (PACER_BF16_DOT=0) 1.23-1.37x at 1; 3 groups x 8 tokens ran as 2 x 12 did.
 template <class Columns>
 void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
                    int64_t act_stride, const std::byte* prepared, int64_t nt, float* out,
@@ -225,12 +243,20 @@ void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const s
     return;
   }
   const auto* xt = reinterpret_cast<const float*>(prepared);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const std::byte* group = groups + g * Columns::group_bytes(n);
+  const int64_t group_bytes = Columns::group_bytes(n);
+  for (int64_t g = 0; g < n_groups;) {
+    const bool pair = g + 2 <= n_groups;
+    const std::byte* group = groups + g * group_bytes;
     for (int64_t t0 = 0; t0 < nt; t0 += 64) {
-      rows_in_lanes_block<Columns>(n, group, xt + t0 * n, std::min<int64_t>(64, nt - t0),
-                                   out + t0 * out_stride + g * kX16Rows, out_stride);
+      const int64_t tokens = std::min<int64_t>(64, nt - t0);
+      float* o = out + t0 * out_stride + g * kX16Rows;
+      if (pair) {
+        rows_in_lanes_block<Columns, 2>(n, group, group_bytes, xt + t0 * n, tokens, o, out_stride);
+      } else {
+        rows_in_lanes_block<Columns, 1>(n, group, group_bytes, xt + t0 * n, tokens, o, out_stride);
+      }
     }
+    g += pair ? 2 : 1;
   }
 }
 
