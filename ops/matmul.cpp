@@ -299,8 +299,10 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     }
   }
 
-  // One parallel region over the concatenated rows of every output.
-  par.run_chunks(total_rows, kMatmulRowAlign, [&](int, int64_t begin, int64_t end) {
+  // One parallel region over the concatenated rows of every output. A GEMM over many tokens is
+  // bound by its arithmetic, not its weight streams: short pieces there cost nothing and let a
+  // worker done early help a slow one.
+  const auto rows = [&](int, int64_t begin, int64_t end) {
     int64_t first = 0;
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t last = first + outs[i].w.rows;
@@ -308,7 +310,12 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
       if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b - first, e - first, kernels);
       first = last;
     }
-  });
+  };
+  if (n_tokens >= kX16FewTokensMax) {
+    par.run_chunks_balanced(total_rows, kMatmulRowAlign, rows);
+  } else {
+    par.run_chunks(total_rows, kMatmulRowAlign, rows);
+  }
 }
 
 std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_begin,

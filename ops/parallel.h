@@ -94,6 +94,12 @@ class Parallel {
   // Runs body over the static_chunk partition of [0, n) (in pieces where the implementation
   // balances load); returns when every element has run.
   virtual void run_chunks(int64_t n, int64_t align, const ChunkFn& body) const = 0;
+  // The same for a body whose cost is arithmetic, not a stream of bytes (the prefill GEMMs):
+  // there a piece as short as a few `align` units costs nothing, so an implementation that
+  // balances load may cut the shares finely. By default, run_chunks.
+  virtual void run_chunks_balanced(int64_t n, int64_t align, const ChunkFn& body) const {
+    run_chunks(n, align, body);
+  }
   // A hint: the next run_chunks(plan.total_rows, plan.align) reads these bytes; workers idle
   // until then may prefetch their chunk's. Implementations without idle workers ignore it.
   virtual void prefetch_next(const PrefetchPlan& /*plan*/) const {}

@@ -143,6 +143,9 @@ constexpr int64_t kOwnerMinGrains = 16;
 // ops (Executor::prefetch_next): they start warm and finish first, so the cold share is left
 // open to them sooner.
 constexpr int64_t kPrefetchedCallerMinGrains = 4;
+// Owner pieces of a compute-bound job (run_chunks_balanced: the prefill GEMMs), whose kernels
+// start no streams: two grains, so a piece still fills the GEMMs' multi-group register tiles.
+constexpr int64_t kBalancedOwnerMinGrains = 2;
 constexpr int64_t owner_take(int64_t left, int64_t min_grains = kOwnerMinGrains) {
   return std::min(left, std::max(min_grains, (left + 1) / 2));
 }
@@ -303,13 +306,16 @@ struct Executor::Impl {
   // claim succeeded: until the claimer gives its grains back through `remaining`, the job
   // cannot end.
   bool claim_piece(int c, bool owner, uint32_t g24, int64_t& gb, int64_t& ge,
-                   int64_t owner_min = kOwnerMinGrains) noexcept {
+                   int64_t owner_min = -1) noexcept {
     std::atomic<uint64_t>& word = claims[c].word;
     uint64_t cur = word.load(std::memory_order_acquire);
     for (;;) {
       if (claim_gen(cur) != g24) return false;
       const int64_t f = claim_front(cur), b = claim_back(cur);
       if (f >= b) return false;
+      // The job's own minimum, written before its claim words were released (a newer job's
+      // value can only meet a word of the newer generation: the CAS below fails otherwise).
+      if (owner && owner_min < 0) owner_min = job_owner_min.load(std::memory_order_relaxed);
       // Without stealing, whoever claims a share takes all of it, as its owner would.
       const uint64_t next = !steal  ? pack_claim(g24, b, b)
                             : owner ? pack_claim(g24, f + owner_take(b - f, owner_min), b)
@@ -326,7 +332,8 @@ struct Executor::Impl {
   // Runs pieces of generation g until none is left: its own share front to back, then what is
   // left of the others from their backs. One observer bracket around all the pieces this thread
   // ran, then one decrement of `remaining` by their grains.
-  void run_claimable(int slot, uint32_t g, int64_t owner_min = kOwnerMinGrains) noexcept {
+  // owner_min < 0: the job's (job_owner_min).
+  void run_claimable(int slot, uint32_t g, int64_t owner_min = -1) noexcept {
     const uint32_t g24 = static_cast<uint32_t>(g & kGenMask);
     int64_t grains = 0;
     ChunkObserver* obs = nullptr;
@@ -455,13 +462,15 @@ struct Executor::Impl {
     }
   }
 
-  void dispatch(int64_t n, int64_t align, const ops::ChunkFn& body) {
+  void dispatch(int64_t n, int64_t align, const ops::ChunkFn& body, bool balanced) {
     // A grain is `align` elements, or a multiple of it when a share would not fit the claim
     // word's 20 bits (over a million grains); the shares themselves stay static_chunk's.
     const int64_t units = (n + align - 1) / align;
     const int64_t per_share = (units + workers - 1) / workers;
     const int64_t grain = align * ((per_share + kMaxGrains - 1) / kMaxGrains);
     job = Job{grain, &body, observer};
+    job_owner_min.store(balanced ? kBalancedOwnerMinGrains : kOwnerMinGrains,
+                        std::memory_order_relaxed);
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
     int64_t total = 0;
     for (int c = 0; c < workers; ++c) {
@@ -477,7 +486,10 @@ struct Executor::Impl {
     // The job the last plan was for: the others start with their share's head in L2.
     const bool prefetched = plan_pending && n == plan_rows && align == plan_align;
     if (prefetched) plan_pending = false;
-    run_claimable(0, g, prefetched && steal ? kPrefetchedCallerMinGrains : kOwnerMinGrains);
+    run_claimable(0, g,
+                  balanced              ? kBalancedOwnerMinGrains
+                  : prefetched && steal ? kPrefetchedCallerMinGrains
+                                        : kOwnerMinGrains);
     // Wait for chunks others claimed and are running. Yield after a while so a worker that
     // shares our CPU (oversubscription) can finish.
     for (int i = 0; remaining.load(std::memory_order_acquire) != 0; ++i) {
@@ -507,6 +519,9 @@ struct Executor::Impl {
   int64_t plan_rows = 0, plan_align = 0;
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
+  // The current job's least owner piece, in grains: atomic, since a worker that lost the race
+  // for the job's last grains may read it while the next job is being set up.
+  std::atomic<int64_t> job_owner_min{kOwnerMinGrains};
   alignas(64) std::atomic<uint32_t> generation{0};
   alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> sleepers{0};
@@ -562,6 +577,14 @@ bool Executor::work_stealing() const noexcept {
 }
 
 void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const {
+  run(n, align, body, false);
+}
+
+void Executor::run_chunks_balanced(int64_t n, int64_t align, const ops::ChunkFn& body) const {
+  run(n, align, body, true);
+}
+
+void Executor::run(int64_t n, int64_t align, const ops::ChunkFn& body, bool balanced) const {
   Impl& im = *impl_;
   if (n <= 0) return;
   if (align < 1) align = 1;
@@ -581,7 +604,7 @@ void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) co
     im.run_inline(n, align, body, true);
     return;
   }
-  im.dispatch(n, align, body);
+  im.dispatch(n, align, body, balanced);
   if (im.failed.load(std::memory_order_acquire)) {
     std::exception_ptr e = std::exchange(im.error, nullptr);
     im.failed.store(false, std::memory_order_release);

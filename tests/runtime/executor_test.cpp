@@ -72,32 +72,38 @@ TEST_P(ExecutorCoverage, EveryIndexExactlyOnceInsideItsStaticChunk) {
                   .set_work_stealing(steal));
   ASSERT_EQ(ex.workers(), threads);
   EXPECT_EQ(ex.work_stealing(), steal);
-  for (int64_t n : {1, 2, 7, 31, 32, 33, 100, 1000, 4097}) {
-    for (int64_t align : {1, 4, 32}) {
-      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-      std::mutex mu;
-      std::vector<std::tuple<int, int64_t, int64_t>> seen;
-      ex.run_chunks(n, align, [&](int c, int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
-        std::lock_guard<std::mutex> lock(mu);
-        seen.emplace_back(c, b, e);
-      });
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
-      for (auto [c, b, e] : seen) {
-        const auto expect = ops::static_chunk(n, align, threads, c);
-        SCOPED_TRACE(::testing::Message() << "n=" << n << " align=" << align << " chunk " << c);
-        EXPECT_LT(b, e);
-        EXPECT_TRUE(b % align == 0);
-        if (steal) {  // a piece of the chunk
-          EXPECT_GE(b, expect.first);
-          EXPECT_LE(e, expect.second);
-        } else {  // the whole chunk in one call
-          EXPECT_EQ(b, expect.first);
-          EXPECT_EQ(e, expect.second);
+  for (int64_t n : {1, 2, 7, 31, 32, 33, 100, 1000, 4097})
+    for (int64_t align : {1, 4, 32})
+      for (bool balanced : {false, true}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::tuple<int, int64_t, int64_t>> seen;
+        const ops::ChunkFn body = [&](int c, int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+          std::lock_guard<std::mutex> lock(mu);
+          seen.emplace_back(c, b, e);
+        };
+        if (balanced) {
+          ex.run_chunks_balanced(n, align, body);
+        } else {
+          ex.run_chunks(n, align, body);
+        }
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+        for (auto [c, b, e] : seen) {
+          const auto expect = ops::static_chunk(n, align, threads, c);
+          SCOPED_TRACE(::testing::Message() << "n=" << n << " align=" << align << " chunk " << c
+                                            << (balanced ? " balanced" : ""));
+          EXPECT_LT(b, e);
+          EXPECT_TRUE(b % align == 0);
+          if (steal) {  // a piece of the chunk
+            EXPECT_GE(b, expect.first);
+            EXPECT_LE(e, expect.second);
+          } else {  // the whole chunk in one call
+            EXPECT_EQ(b, expect.first);
+            EXPECT_EQ(e, expect.second);
+          }
         }
       }
-    }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ThreadsAndStealing, ExecutorCoverage,
@@ -190,16 +196,21 @@ TEST(Executor, AWorkerDoneEarlyTakesTheTailOfASlowShare) {
 
 // The caller's pieces of share 0 in one run_chunks(24, 1) on 2 workers (12 grains a share),
 // while worker 1 is kept busy with share 1 so that nobody steals from share 0 meanwhile.
-std::vector<std::pair<int64_t, int64_t>> callers_pieces(const Executor& ex) {
+std::vector<std::pair<int64_t, int64_t>> callers_pieces(const Executor& ex, bool balanced = false) {
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> pieces;
   const auto caller = std::this_thread::get_id();
-  ex.run_chunks(24, 1, [&](int c, int64_t b, int64_t e) {
+  const ops::ChunkFn body = [&](int c, int64_t b, int64_t e) {
     if (c == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
     if (c != 0 || std::this_thread::get_id() != caller) return;
     std::lock_guard<std::mutex> lock(mu);
     pieces.emplace_back(b, e);
-  });
+  };
+  if (balanced) {
+    ex.run_chunks_balanced(24, 1, body);
+  } else {
+    ex.run_chunks(24, 1, body);
+  }
   std::sort(pieces.begin(), pieces.end());
   return pieces;
 }
@@ -234,6 +245,36 @@ TEST(Executor, APrefetchedJobOpensTheCallersShareToOthers) {
   plan.total_rows = 24;
   off.prefetch_next(plan);
   EXPECT_EQ(callers_pieces(off), (Pieces{{0, 12}}));
+}
+
+TEST(Executor, ABalancedJobCutsEveryOwnersShareFinely) {
+  // run_chunks_balanced(24, 1) on 2 workers, 12 grains a share: each owner takes half of what is
+  // left, at least 2 grains: 6, 3, 2, 1. The caller's share through its own minimum, worker 1's
+  // through the job's. Share 0 sleeps so the caller cannot reach share 1 while worker 1 runs it;
+  // plain run_chunks still gives each owner its 12 at once (owner pieces of at least 16).
+  using Pieces = std::vector<std::pair<int64_t, int64_t>>;
+  Executor ex(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(false));
+  if (ex.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+  for (bool balanced : {true, false}) {
+    const Pieces want = balanced ? Pieces{{0, 6}, {6, 9}, {9, 11}, {11, 12}} : Pieces{{0, 12}};
+    EXPECT_EQ(callers_pieces(ex, balanced), want) << (balanced ? "balanced" : "plain");
+    std::mutex mu;
+    Pieces share1;
+    const auto caller = std::this_thread::get_id();
+    const ops::ChunkFn body = [&](int c, int64_t b, int64_t e) {
+      if (c == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (c != 1 || std::this_thread::get_id() == caller) return;
+      std::lock_guard<std::mutex> lock(mu);
+      share1.emplace_back(b - 12, e - 12);
+    };
+    if (balanced) {
+      ex.run_chunks_balanced(24, 1, body);
+    } else {
+      ex.run_chunks(24, 1, body);
+    }
+    std::sort(share1.begin(), share1.end());
+    EXPECT_EQ(share1, want) << "worker 1's share, " << (balanced ? "balanced" : "plain");
+  }
 }
 
 TEST(Executor, RegionsAfterPrefetchHintsCoverEveryIndexOnce) {
