@@ -120,6 +120,13 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
   return cls == GemvKernelClass::Unpacking && cpu.family >= kAmdZen5Family;
 }
 
+std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "0") == 0) return "PACER_PREFETCH=0";
+  if (env && std::strcmp(env, "1") == 0) return "PACER_PREFETCH=1";
+  if (!cpu.amd) return "not AMD";
+  return cpu.family >= kAmdZen5Family ? "AMD Zen 5 and later" : "AMD before Zen 5";
+}
+
 int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept {
   if (env && std::strcmp(env, "2") == 0) return 2;
   if (env && std::strcmp(env, "4") == 0) return 4;

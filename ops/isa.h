@@ -61,6 +61,9 @@ enum class GemvKernelClass {
 bool gemv_software_prefetch(GemvKernelClass cls = GemvKernelClass::Streaming) noexcept;
 bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
                                  GemvKernelClass cls) noexcept;  // the rule
+// Which line of that rule decided, for reports: "PACER_PREFETCH=0", "AMD before Zen 5", "AMD Zen 5
+// and later" or "not AMD".
+std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const char* env) noexcept;
 // How many far-apart streams of 16-row groups one worker of the interleaved GEMVs (Q4_0, Q8_0,
 // Q4_K, Q5_K, Q6_K; ops/interleaved.h) reads at once: 2 on AMD, 4 elsewhere. One Zen 4 core streams
 // a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4 (Q5_K ~33 vs ~31; Q4_K and Q4_0 the

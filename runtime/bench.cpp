@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -618,11 +619,12 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
   const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
   out += fmt::format(
-      "GEMV software prefetch: {} (ops/isa.h; PACER_PREFETCH=0/1 overrides).\n",
-      pf_stream == pf_unpack
-          ? std::string(pf_stream ? "on" : "off, as on AMD Zen 4")
-          : fmt::format("Q4_0 and K-quants {}, Q8_0 and F16/BF16 {}{}", pf_unpack ? "on" : "off",
-                        pf_stream ? "on" : "off", pf_unpack ? ", as on AMD Zen 5" : ""));
+      "GEMV software prefetch: {} ({}; the rule in ops/isa.h, PACER_PREFETCH=0/1 overrides).\n",
+      pf_stream == pf_unpack ? std::string(pf_stream ? "on" : "off")
+                             : fmt::format("Q4_0 and K-quants {}, Q8_0 and F16/BF16 {}",
+                                           pf_unpack ? "on" : "off", pf_stream ? "on" : "off"),
+      ops::gemv_software_prefetch_reason(ops::detect_cpu_features(),
+                                         std::getenv("PACER_PREFETCH")));
   if (std::any_of(r.rows.begin(), r.rows.end(),
                   [](const BenchRow& row) { return row.idle_prefetch; })) {
     out +=

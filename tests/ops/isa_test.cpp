@@ -71,6 +71,13 @@ TEST(GemvPrefetch, RuleFollowsVendorFamilyClassAndEnvironment) {
   EXPECT_TRUE(gemv_software_prefetch_rule(intel, nullptr, kUnpack));
   EXPECT_FALSE(gemv_software_prefetch_rule(intel, "0", kUnpack));
   EXPECT_TRUE(gemv_software_prefetch_rule(intel, "yes", kStream));  // anything else: the table
+  // The line of the table that decided, as bench's footer names it.
+  EXPECT_EQ(gemv_software_prefetch_reason(zen4, nullptr), "AMD before Zen 5");
+  EXPECT_EQ(gemv_software_prefetch_reason(zen5, nullptr), "AMD Zen 5 and later");
+  EXPECT_EQ(gemv_software_prefetch_reason(intel, nullptr), "not AMD");
+  EXPECT_EQ(gemv_software_prefetch_reason(intel, "0"), "PACER_PREFETCH=0");
+  EXPECT_EQ(gemv_software_prefetch_reason(zen4, "1"), "PACER_PREFETCH=1");
+  EXPECT_EQ(gemv_software_prefetch_reason(zen5, "yes"), "AMD Zen 5 and later");
   // The cached choices are the rule applied to this CPU (and PACER_PREFETCH if set).
   for (const GemvKernelClass cls : {kStream, kUnpack}) {
     EXPECT_EQ(
