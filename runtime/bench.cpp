@@ -660,9 +660,9 @@ const std::vector<std::string>& llama_bench_fields() {
       // llama-bench's JSON adds the samples; then pacer's own
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
-      "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_roofline_pct",
-      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch",
-      "pacer_flags"};
+      "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_bandwidth_method",
+      "pacer_llc_bytes", "pacer_llc_method", "pacer_roofline_pct", "pacer_roofline_applies",
+      "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch", "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -731,6 +731,9 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_bandwidth_gbs", row.bandwidth_gbs},
       {"pacer_bandwidth_before_gbs", row.bandwidth_before_gbs},
       {"pacer_bandwidth_after_gbs", row.bandwidth_after_gbs},
+      {"pacer_bandwidth_method", row.bandwidth_method},
+      {"pacer_llc_bytes", row.llc_bytes},
+      {"pacer_llc_method", row.llc_method},
       {"pacer_roofline_pct", row.roofline_pct},
       {"pacer_roofline_applies", row.roofline_applies},
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},

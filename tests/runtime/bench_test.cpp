@@ -212,8 +212,13 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(bench_json(r)["rows"][1]["llc_method"], r.rows[1].llc_method);
   EXPECT_EQ(bench_json(r)["rows"][1]["llc_bytes"], r.rows[1].llc_bytes);
   EXPECT_EQ(llama_bench_row(r, r.rows[3])["pacer_idle_prefetch"], idle_on);
+  // The csv/json/jsonl/sql rows carry the same roofline inputs as the footer.
+  EXPECT_EQ(llama_bench_row(r, r.rows[1])["pacer_llc_bytes"], r.rows[1].llc_bytes);
+  EXPECT_EQ(llama_bench_row(r, r.rows[1])["pacer_llc_method"], r.rows[1].llc_method);
+  EXPECT_EQ(llama_bench_row(r, r.rows[1])["pacer_bandwidth_method"], r.rows[1].bandwidth_method);
   const std::string csv = render_bench_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  EXPECT_NE(csv.find(",pacer_llc_bytes,pacer_llc_method,"), std::string::npos);
   std::istringstream jl(render_bench_jsonl(r));
   std::string line;
   int n = 0;
