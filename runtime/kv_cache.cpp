@@ -2,7 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -47,7 +50,11 @@ void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t availa
 }
 
 void KvCache::Free::operator()(std::byte* p) const noexcept {
-  std::free(p);
+  if (mapped > 0) {
+    ::munmap(p, mapped);
+  } else {
+    std::free(p);
+  }
 }
 
 int64_t KvCache::bytes_needed(const loader::ModelConfig& c, int64_t capacity,
@@ -89,15 +96,32 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
   // Caches of 2 MiB or more sit on transparent huge pages where the kernel allows them: attention
   // reads one KV head's slice of every row, a stride that at long context touches every 4 KiB
   // page of the layer once per head and misses the TLB on most of them.
+  // Those are mapped afresh (not taken from the heap, where a freed block may still be
+  // resident), so that what the run never touches is never committed.
   constexpr size_t kHugePage = size_t{2} << 20;
   const size_t used = static_cast<size_t>(layer_bytes_ * 2 * n_layers_);
-  const bool huge = used >= kHugePage;
-  const size_t size = huge ? (used + kHugePage - 1) / kHugePage * kHugePage : used;
-  data_.reset(static_cast<std::byte*>(std::aligned_alloc(huge ? kHugePage : 64, size)));
-  if (!data_) {
-    throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
+  if (used < kHugePage) {
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, (used + 63) / 64 * 64)));
+    if (!data_) {
+      throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
+    }
+    return;
   }
-  if (huge) ::madvise(data_.get(), size, MADV_HUGEPAGE);  // advice only: 4 KiB pages otherwise
+  const size_t size = (used + kHugePage - 1) / kHugePage * kHugePage;
+  // One huge page more than needed, then the unaligned head and the tail unmapped.
+  void* m =
+      ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    throw MemoryError(fmt::format("cannot map {} for the KV cache: {}", human_bytes(bytes()),
+                                  std::strerror(errno)));
+  }
+  const auto start = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) ::munmap(m, aligned - start);
+  const uintptr_t tail = aligned + size, end = start + size + kHugePage;
+  if (end > tail) ::munmap(reinterpret_cast<void*>(tail), end - tail);
+  data_ = std::unique_ptr<std::byte, Free>(reinterpret_cast<std::byte*>(aligned), Free{size});
+  ::madvise(data_.get(), size, MADV_HUGEPAGE);  // advice only: 4 KiB pages otherwise
 }
 
 bool KvCache::commit(int64_t max_bytes) noexcept {

@@ -51,6 +51,7 @@ class KvCache {
 
  private:
   struct Free {
+    size_t mapped;  // bytes of an anonymous mapping to unmap; 0 (value-initialized): aligned_alloc
     void operator()(std::byte* p) const noexcept;
   };
   std::byte* base() noexcept { return data_.get(); }
