@@ -72,13 +72,41 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
   }
 }
 
-// acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`, kLanes dims at a time so the G
-// accumulators for those dims stay in registers across the whole tile.
+// acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`. DC chunks of kLanes dims at
+// a time (DC * G accumulators, half the registers), so each value row's DC chunks feed DC * G
+// independent FMAs: one chunk at a time left G chains of one FMA per row each, and the FMA
+// latency, not the loads, set the pace. Every (g, dim) sums its rows in order, whatever DC is.
+template <class V, class Row, int G, int DC>
+void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_t row_bytes, int nt,
+                       int d0, float (*acc)[kMaxHeadDim]) {
+  constexpr int L = V::kLanes;
+  typename V::Reg a[DC][G];
+  for (int c = 0; c < DC; ++c) {
+    for (int g = 0; g < G; ++g) a[c][g] = V::load(acc[g] + d0 + c * L);
+  }
+  for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+    typename V::Reg pj[G];
+    for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
+    for (int c = 0; c < DC; ++c) {
+      const auto v = Row::load(vrow, d0 + c * L);
+      for (int g = 0; g < G; ++g) a[c][g] = V::fmadd(pj[g], v, a[c][g]);
+    }
+  }
+  for (int c = 0; c < DC; ++c) {
+    for (int g = 0; g < G; ++g) V::store(acc[g] + d0 + c * L, a[c][g]);
+  }
+}
+
 template <class V, class Row, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
                      int dim, float (*acc)[kMaxHeadDim]) {
   constexpr int L = V::kLanes;
-  for (int d = 0; d < dim; d += L) {
+  constexpr int DC = std::clamp(V::kRegisters / 2 / G, 1, 4);
+  int d = 0;
+  for (; d + DC * L <= dim; d += DC * L) {
+    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, nt, d, acc);
+  }
+  for (; d < dim; d += L) {
     typename V::Reg a[G];
     for (int g = 0; g < G; ++g) a[g] = V::load(acc[g] + d);
     const std::byte* vrow = vrow0;
