@@ -30,7 +30,7 @@ namespace {
 // vdpbf16ps chains. Per column pair S weight loads and T activation broadcasts feed S * T
 // instructions: 3 x 8 makes 11 loads per 24, where one group x 8 tokens made 9 per 8 and the
 // loads, not the vdpbf16ps, set the pace. One Zen 5 core, TinyLlama BF16 pp64: 1.10-1.29x the
-// 1 x 8 tile; 3 x 8 ran 1.0-1.1x 4 x 6 and 2 x 12.
+// 1 x 8 tile; 3 x 8 ran 1.01-1.08x 4 x 6 and 1.06-1.21x 2 x 12.
 constexpr int kGroupsPerTile = 3;
 constexpr int kTokensPerTile = 8;
 
