@@ -19,6 +19,7 @@
 #include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
+#include "ops/attention.h"
 #include "ops/bandwidth.h"
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
@@ -165,6 +166,19 @@ void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes) {
         "noise while it ran?); the % is not trustworthy",
         row.roofline_pct));
   }
+}
+
+int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
+                                int64_t first_pos, int64_t n) {
+  if (n <= 0) return 0;
+  const int64_t row = ops::kv_row_bytes(kv_type, cfg.n_kv_heads * cfg.head_dim);
+  int64_t keys = 0;  // over the n tokens and every layer
+  for (int64_t pos = first_pos; pos < first_pos + n; ++pos) {
+    for (int64_t il = 0; il < cfg.n_layers; ++il) {
+      keys += cfg.is_swa_layer(il) ? std::min(pos + 1, cfg.sliding_window) : pos + 1;
+    }
+  }
+  return (keys * 2 * row + n / 2) / n;
 }
 
 BenchResult run_bench(const Model& model, const BenchOptions& opts) {
@@ -514,9 +528,13 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                 "memory bandwidth moved, the roofline % is uncertain",
                 before, after, 100.0 * (after - before) / before));
           }
+          // The timed tokens: after the depth, or after the BOS decode at position 0.
+          row.kv_bytes_per_token =
+              kv_read_bytes_per_token(cfg, opts.kv_type, test.depth > 0 ? test.depth : 1, test.n);
           if (res.matmul_bytes_per_token > 0) {
             row.ceiling_tok_s =
-                row.bandwidth_gbs * 1e9 / static_cast<double>(res.matmul_bytes_per_token);
+                row.bandwidth_gbs * 1e9 /
+                static_cast<double>(res.matmul_bytes_per_token + row.kv_bytes_per_token);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
           }
@@ -603,7 +621,7 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   out +=
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
-      "matmul weight bytes per token.\n";
+      "(matmul weight bytes + the KV-cache bytes attention reads) per token.\n";
   // One line per distinct non-empty text of `field` over the rows, in row order.
   auto distinct_lines = [&](std::string BenchRow::*field, std::string_view label) {
     std::vector<std::string> seen;
@@ -661,8 +679,9 @@ const std::vector<std::string>& llama_bench_fields() {
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
       "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_bandwidth_method",
-      "pacer_llc_bytes", "pacer_llc_method", "pacer_roofline_pct", "pacer_roofline_applies",
-      "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch", "pacer_flags"};
+      "pacer_llc_bytes", "pacer_llc_method", "pacer_kv_bytes_per_token", "pacer_roofline_pct",
+      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch",
+      "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -734,6 +753,7 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_bandwidth_method", row.bandwidth_method},
       {"pacer_llc_bytes", row.llc_bytes},
       {"pacer_llc_method", row.llc_method},
+      {"pacer_kv_bytes_per_token", row.kv_bytes_per_token},
       {"pacer_roofline_pct", row.roofline_pct},
       {"pacer_roofline_applies", row.roofline_applies},
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},

@@ -72,8 +72,11 @@ struct BenchRow {
   // tg rows: the best read loop of the placement measured again just before the row's timed reps
   // and just after them; bandwidth_gbs is their mean (0: not measured)
   double bandwidth_before_gbs = 0, bandwidth_after_gbs = 0;
-  double ceiling_tok_s = 0;  // tg: bandwidth / matmul bytes per token
-  double roofline_pct = 0;   // tg: mean / ceiling
+  // tg: the KV-cache bytes attention reads per timed token (kv_read_bytes_per_token); the
+  // ceiling is bandwidth / (matmul weight bytes + these) per token
+  int64_t kv_bytes_per_token = 0;
+  double ceiling_tok_s = 0;
+  double roofline_pct = 0;  // tg: mean / ceiling
   // tg rows: seconds of every decode token of the timed reps not recorded (--events-out records
   // the last one), their median's rate, and that rate / ceiling. Where the mean falls well below
   // the median token's rate, a few tokens ran far slower than the rest (host steal, other load):
@@ -95,6 +98,13 @@ struct BenchRow {
   std::string events_path;
   std::string test_time;  // UTC start of the row, ISO 8601 (llama-bench's test_time)
 };
+
+// The KV-cache bytes attention reads per decode token, averaged over `n` tokens at positions
+// first_pos .. first_pos + n - 1: K and V of every key each layer's query sees (all before it, or
+// the sliding window's). At depth these are a real share of a token's bytes (TinyLlama F16 KV at
+// depth 4096: 92 MB against 607 MB of Q4_0 weights), so a tg row's roofline counts them.
+int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
+                                int64_t first_pos, int64_t n);
 
 struct BenchResult {
   std::string model_path, model_name, arch, type;

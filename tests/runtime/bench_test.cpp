@@ -133,6 +133,32 @@ TEST(BenchStats, TheRooflineFollowsWhereTheWeightsLive) {
   EXPECT_TRUE(judged(100 * kMiB, 0, 90.0).roofline_applies);
 }
 
+TEST(BenchRoofline, KvBytesPerTokenAreTheKeysEachLayerSees) {
+  // Hand-computed: 2 layers, 2 KV heads of 4 dims, F16: a K or V row is 16 bytes. Tokens at
+  // positions 3 and 4 see 4 and 5 keys in each layer: (4 + 5) x 2 layers x (K + V) x 16 bytes
+  // over 2 tokens = 288.
+  loader::ModelConfig c;
+  c.n_layers = 2;
+  c.n_kv_heads = 2;
+  c.head_dim = 4;
+  EXPECT_EQ(kv_read_bytes_per_token(c, ops::WeightType::F16, 3, 2), 288);
+  EXPECT_EQ(kv_read_bytes_per_token(c, ops::WeightType::F32, 3, 2), 576);
+  EXPECT_EQ(kv_read_bytes_per_token(c, ops::WeightType::F16, 3, 0), 0);
+  // One token at position 0 sees itself: 1 x 2 x 2 x 16.
+  EXPECT_EQ(kv_read_bytes_per_token(c, ops::WeightType::F16, 0, 1), 64);
+  // A sliding window of 4 on every layer but each 2nd (gemma3's pattern, here 2): layer 0 sees
+  // min(pos + 1, 4) = 4 and 4, layer 1 all 4 and 5: 17 keys x 2 x 16 / 2 = 272.
+  c.sliding_window = 4;
+  c.sliding_window_pattern = 2;
+  EXPECT_EQ(kv_read_bytes_per_token(c, ops::WeightType::F16, 3, 2), 272);
+  // Q8_0 rows: 34 bytes per 32 elements (head_dim 32, one KV head): 1 position, 1 layer.
+  loader::ModelConfig q;
+  q.n_layers = 1;
+  q.n_kv_heads = 1;
+  q.head_dim = 32;
+  EXPECT_EQ(kv_read_bytes_per_token(q, ops::WeightType::Q8_0, 0, 1), 2 * 34);
+}
+
 TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   const Model model = Model::load(tiny_model());
   BenchOptions o;
@@ -162,8 +188,14 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
       EXPECT_DOUBLE_EQ(row.bandwidth_gbs, (row.bandwidth_before_gbs + row.bandwidth_after_gbs) / 2);
       EXPECT_NE(row.bandwidth_method.find("just before and just after"), std::string::npos)
           << row.bandwidth_method;
+      // The ceiling counts the KV-cache bytes the timed tokens' attention reads (positions 1..n
+      // after the BOS decode) next to the weights.
+      EXPECT_EQ(row.kv_bytes_per_token,
+                kv_read_bytes_per_token(model.config(), o.kv_type, 1, row.n_gen));
+      EXPECT_GT(row.kv_bytes_per_token, 0);
       EXPECT_NEAR(row.ceiling_tok_s,
-                  row.bandwidth_gbs * 1e9 / static_cast<double>(r.matmul_bytes_per_token),
+                  row.bandwidth_gbs * 1e9 /
+                      static_cast<double>(r.matmul_bytes_per_token + row.kv_bytes_per_token),
                   1e-6 * row.ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
       // The cache the LLC rule used: measured from 4 MiB up against the row's DRAM figure.
