@@ -19,6 +19,19 @@
 namespace pacer::ops::attention_simd {
 namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
 
+// Asks for the first `bytes` of n rows from `row` (row_bytes apart) into L2 (L1 holds the tile
+// being computed). A KV head's slice of
+// a cache row is a few cache lines every n_kv_heads * that: strided reads that the hardware
+// prefetchers follow poorly across 4 KiB pages, so a tile asks for the next tile's rows while it
+// computes (at depth 16384 the cache is far larger than the LLC).
+inline void prefetch_rows(const std::byte* row, int64_t row_bytes, int n, int64_t bytes) {
+  for (int j = 0; j < n; ++j, row += row_bytes) {
+    for (int64_t b = 0; b < bytes; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+    }
+  }
+}
+
 // acc[ks * G + g] = qs[g] . k_ks over head_dim, for KS consecutive key rows from `krow`. qs rows
 // are zero-padded to a multiple of kLanes, so the tail chunk's extra lanes add nothing.
 template <class V, class Row, int G, int KS>
@@ -49,12 +62,15 @@ void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, in
 // the result on the worker count).
 template <class V, class Row, int G>
 void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
-                int nt, float (*s)[kKeyTile]) {
+                int nt, float (*s)[kKeyTile], int pf_rows, int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   constexpr int KS = L / G > 0 ? L / G : 1;
   int j = 0;
   if constexpr (KS > 1) {
     for (; j + KS <= nt; j += KS, krow += KS * row_bytes) {
+      if (j < pf_rows) {
+        prefetch_rows(krow + kKeyTile * row_bytes, row_bytes, std::min(KS, pf_rows - j), pf_bytes);
+      }
       typename V::Reg acc[L];
       dot_keys<V, Row, G, KS>(qs, dim, krow, row_bytes, acc);
       for (int i = G * KS; i < L; ++i) acc[i] = V::zero();
@@ -66,6 +82,7 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
     }
   }
   for (; j < nt; ++j, krow += row_bytes) {
+    if (j < pf_rows) prefetch_rows(krow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
     typename V::Reg acc[G];
     dot_keys<V, Row, G, 1>(qs, dim, krow, row_bytes, acc);
     for (int g = 0; g < G; ++g) s[g][j] = V::tree_sum(acc[g]);
@@ -78,13 +95,14 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
 // latency, not the loads, set the pace. Every (g, dim) sums its rows in order, whatever DC is.
 template <class V, class Row, int G, int DC>
 void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_t row_bytes, int nt,
-                       int d0, float (*acc)[kMaxHeadDim]) {
+                       int d0, float (*acc)[kMaxHeadDim], int pf_rows, int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   typename V::Reg a[DC][G];
   for (int c = 0; c < DC; ++c) {
     for (int g = 0; g < G; ++g) a[c][g] = V::load(acc[g] + d0 + c * L);
   }
   for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+    if (j < pf_rows) prefetch_rows(vrow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
     typename V::Reg pj[G];
     for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
     for (int c = 0; c < DC; ++c) {
@@ -99,12 +117,16 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
 
 template <class V, class Row, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
-                     int dim, float (*acc)[kMaxHeadDim]) {
+                     int dim, float (*acc)[kMaxHeadDim], int pf_rows, int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   constexpr int DC = std::clamp(V::kRegisters / 2 / G, 1, 4);
   int d = 0;
-  for (; d + DC * L <= dim; d += DC * L) {
-    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, nt, d, acc);
+  for (; d + DC * L <= dim; d += DC * L) {  // the next tile's rows asked for in the first pass
+    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, nt, d, acc, d == 0 ? pf_rows : 0,
+                                     pf_bytes);
+  }
+  if (d == 0 && pf_rows > 0) {
+    prefetch_rows(vrow0 + kKeyTile * row_bytes, row_bytes, pf_rows, pf_bytes);
   }
   for (; d < dim; d += L) {
     typename V::Reg a[G];
@@ -122,19 +144,6 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
       }
     }
     for (int g = 0; g < G; ++g) V::store(acc[g] + d, a[g]);
-  }
-}
-
-// Asks for the first `bytes` of n rows from `row` (row_bytes apart) into L2 (L1 holds the tile
-// being computed). A KV head's slice of
-// a cache row is a few cache lines every n_kv_heads * that: strided reads that the hardware
-// prefetchers follow poorly across 4 KiB pages, so a tile asks for the next tile's rows while it
-// computes (at depth 16384 the cache is far larger than the LLC).
-inline void prefetch_rows(const std::byte* row, int64_t row_bytes, int n, int64_t bytes) {
-  for (int j = 0; j < n; ++j, row += row_bytes) {
-    for (int64_t b = 0; b < bytes; b += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
-    }
   }
 }
 
@@ -159,13 +168,12 @@ void attend(const AttentionTask& t) {
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     const int nt_padded = (nt + L - 1) / L * L;
-    if (j0 + kKeyTile < t.key_end) {
-      const int next = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0 - kKeyTile));
-      const int64_t off = (j0 + kKeyTile) * t.row_bytes;
-      prefetch_rows(t.k + off, t.row_bytes, next, Row::bytes(dim));
-      prefetch_rows(t.v + off, t.row_bytes, next, Row::bytes(dim));
-    }
-    score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s);
+    // The next tile's rows: asked for one or a few at a time as this tile's rows are read (a
+    // burst of them at the tile's start stalled on the core's miss buffers).
+    const int next = static_cast<int>(
+        std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
+    const int64_t pf_bytes = Row::bytes(dim);
+    score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s, next, pf_bytes);
     // Online softmax step: new running max, rescale what was accumulated under the old one.
     // Scores past nt are -inf: they leave the max alone and their e^(s - m) is exactly 0, so
     // every loop runs over whole vectors.
@@ -194,7 +202,8 @@ void attend(const AttentionTask& t) {
       }
       m[g] = m_new;
     }
-    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc);
+    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc, next,
+                               pf_bytes);
   }
   if (t.m_out != nullptr) {
     for (int g = 0; g < G; ++g) t.m_out[g] = m[g], t.l_out[g] = l[g];
