@@ -224,7 +224,8 @@ void rows_in_lanes_block(int64_t n, const std::byte* group, int64_t group_bytes,
                                     out_stride);
     }
   };
-  tiles(std::integral_constant < int, S == 1 ? 16 : 12 > {});
+  constexpr int kTileTokens = S == 1 ? 16 : 12;
+  tiles(std::integral_constant<int, kTileTokens>{});
   tiles(std::integral_constant<int, 4>{});
   tiles(std::integral_constant<int, 1>{});
 }
