@@ -1,6 +1,6 @@
 // Attention microbenchmarks: one decode query token against a KV cache of `depth` positions, per
-// Isa and cache type, at Llama-3.2-1B's shape (32 query heads over 8 KV heads of 64 dims, so each
-// K/V row is read once for a group of 4 heads). Decode at long context is bound by reading the
+// Isa and cache type, at Llama-3.2-1B's and TinyLlama's shapes (each K/V row is read once for a
+// group of 4 or 8 query heads). Decode at long context is bound by reading the
 // cache: bytes_per_second counts the K and V bytes visited, to set against the read bandwidth.
 // One thread (SerialParallel), so the figure is the kernel's, not the partition's. `huge`: the
 // cache on transparent huge pages (as the runtime's KvCache asks for) or on 4 KiB pages.
@@ -37,6 +37,16 @@ std::unique_ptr<std::byte, FreeBytes> cache_bytes(int64_t bytes, bool huge) {
   return std::unique_ptr<std::byte, FreeBytes>(p);
 }
 
+// The `shape` argument: 0 is Llama-3.2-1B (32 query heads over 8 KV heads: groups of 4), 1 is
+// TinyLlama-1.1B (32 over 4: groups of 8), both of 64 dims.
+struct Shape {
+  int n_heads, n_kv_heads, head_dim;
+};
+constexpr Shape kShapes[] = {{32, 8, 64}, {32, 4, 64}};
+
+// `layers` caches of `depth` positions each, attended in turn as a decode step does layer after
+// layer: with many of them the step's cache bytes outgrow the LLC and come from DRAM, as in the
+// runtime at depth; with one they stay in cache and the figure is the arithmetic's.
 void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   if (!ops::isa_supported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
@@ -44,40 +54,53 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   const int64_t depth = state.range(0);
+  const bool huge = state.range(1) != 0;
+  const Shape shape = kShapes[state.range(2)];
+  const int64_t layers = state.range(3);
   ops::AttentionParams p;
-  p.n_heads = 32;
-  p.n_kv_heads = 8;
-  p.head_dim = 64;
+  p.n_heads = shape.n_heads;
+  p.n_kv_heads = shape.n_kv_heads;
+  p.head_dim = shape.head_dim;
   p.scale = 0.125f;
   p.kv_type = kv_type;
   const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
   const int64_t row_bytes = ops::kv_row_bytes(kv_type, row);
-  const bool huge = state.range(1) != 0;
-  auto k_cache = cache_bytes(depth * row_bytes, huge),
-       v_cache = cache_bytes(depth * row_bytes, huge);
+  std::vector<std::unique_ptr<std::byte, FreeBytes>> k_caches, v_caches;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> k(static_cast<size_t>(row)), v(k.size());
-  for (int64_t pos = 0; pos < depth; ++pos) {  // one position at a time: no depth x row buffer
-    for (float& e : k) e = normal(rng);
-    for (float& e : v) e = normal(rng);
-    ops::kv_store(p, k, v, pos, 1, k_cache.get(), v_cache.get(), kernels);
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    k_caches.push_back(cache_bytes(depth * row_bytes, huge));
+    v_caches.push_back(cache_bytes(depth * row_bytes, huge));
+    for (int64_t pos = 0; pos < depth; ++pos) {  // one position at a time: no depth x row buffer
+      for (float& e : k) e = normal(rng);
+      for (float& e : v) e = normal(rng);
+      ops::kv_store(p, k, v, pos, 1, k_caches.back().get(), v_caches.back().get(), kernels);
+    }
   }
   std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
   for (float& e : q) e = normal(rng);
+  // The runtime's decode path: keys split into segments merged by their log-sum-exp.
+  std::vector<float> scratch(static_cast<size_t>(ops::attention_scratch_floats(p, 1, depth)));
   const ops::SerialParallel serial;
   for (auto _ : state) {
-    ops::attention(p, q, depth - 1, 1, k_cache.get(), v_cache.get(), out, serial, kernels);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      ops::attention(p, q, depth - 1, 1, k_caches[layer].get(), v_caches[layer].get(), out, serial,
+                     kernels, scratch);
+      benchmark::DoNotOptimize(out.data());
+      benchmark::ClobberMemory();
+    }
   }
-  state.SetBytesProcessed(state.iterations() * 2 * depth * row_bytes);
+  state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
 }
 
 void depths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"depth", "huge"});
-  for (int64_t depth : {512, 4096, 16384}) b->Args({depth, 1});
-  b->Args({16384, 0});
+  b->ArgNames({"depth", "huge", "shape", "layers"});
+  for (int64_t shape : {0, 1}) {
+    for (int64_t depth : {512, 4096, 16384}) b->Args({depth, 1, shape, 1});
+    b->Args({16384, 0, shape, 1});
+    b->Args({2048, 1, shape, 32});  // 32 x 2048 positions: 64 MiB (Llama-3.2-1B, F16) from DRAM
+  }
 }
 
 #define PACER_ATTENTION(name, TYPE)                                                         \

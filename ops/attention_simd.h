@@ -150,7 +150,7 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
 template <class V, class Row, int G>
 void attend(const AttentionTask& t) {
   constexpr int L = V::kLanes;
-  static_assert(kKeyTile % L == 0 && kMaxHeadDim % L == 0);
+  static_assert(kKeyTile % L == 0 && kMaxHeadDim % L == 0 && kMaxGroup <= L);
   const int dim = t.head_dim;
   const int padded = (dim + L - 1) / L * L;
   alignas(64) float qs[G][kMaxHeadDim];
@@ -165,6 +165,13 @@ void attend(const AttentionTask& t) {
     l[g] = 0.0f;
   }
   const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
+  // The first tile's rows, asked for together up front: each tile asks for the next one's as it
+  // goes, but nothing asked for the first, whose rows then came in one demand miss at a time (a
+  // decode segment is 8 tiles). One Zen 5 core, 32 caches of 2048 positions from DRAM, 4 rounds:
+  // 1.08-1.11x at 4 heads per KV head, 0.99-1.22x at 8.
+  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - t.key_begin));
+  prefetch_rows(t.k + t.key_begin * t.row_bytes, t.row_bytes, first, Row::bytes(dim));
+  prefetch_rows(t.v + t.key_begin * t.row_bytes, t.row_bytes, first, Row::bytes(dim));
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     const int nt_padded = (nt + L - 1) / L * L;
@@ -177,6 +184,8 @@ void attend(const AttentionTask& t) {
     // Online softmax step: new running max, rescale what was accumulated under the old one.
     // Scores past nt are -inf: they leave the max alone and their e^(s - m) is exactly 0, so
     // every loop runs over whole vectors.
+    alignas(64) float m_step[L] = {};  // m - m_new per head, then e^ of it
+    float m_new[G];
     for (int g = 0; g < G; ++g) {
       if (t.softcap > 0.0f) {
         for (int j = 0; j < nt_padded; j += L) {  // the pads are overwritten below
@@ -186,9 +195,16 @@ void attend(const AttentionTask& t) {
       std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
       auto vmax = neg_inf;
       for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
-      const float m_new = std::max(m[g], V::hmax(vmax));
-      const float corr = std::isinf(m[g]) ? 0.0f : std::exp(m[g] - m_new);
-      const auto mv = V::set1(m_new);
+      m_new[g] = std::max(m[g], V::hmax(vmax));
+      m_step[g] = m[g] - m_new[g];  // -inf before the first tile: e^ of it is 0
+    }
+    // The G rescale factors in one vector exp: std::exp per head was a call, across which the
+    // compiler spilled the vector registers (BM_attention from cache, one Zen 5 core:
+    // 1.00-1.07x).
+    V::store(m_step, V::exp(V::load(m_step)));
+    for (int g = 0; g < G; ++g) {
+      const float corr = m[g] == m_new[g] ? 1.0f : m_step[g];
+      const auto mv = V::set1(m_new[g]);
       auto sum = V::zero();
       for (int j = 0; j < nt_padded; j += L) {
         const auto e = V::exp(V::sub(V::load(s[g] + j), mv));
@@ -200,7 +216,7 @@ void attend(const AttentionTask& t) {
         const auto cv = V::set1(corr);
         for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
       }
-      m[g] = m_new;
+      m[g] = m_new[g];
     }
     accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc, next,
                                pf_bytes);
