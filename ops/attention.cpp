@@ -368,8 +368,11 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
                          .o = scratch.data(),
                          .m = scratch.data() + slots * p.head_dim,
                          .l = scratch.data() + slots * p.head_dim + slots};
-    par.run_chunks(slots, std::min(job.group, kMaxGroup),
-                   [&sd](int, int64_t begin, int64_t end) { run_segment_items(sd, begin, end); });
+    // Balanced: the last segment holds what is left of the keys (1 to 512), so equal shares of
+    // items are unequal shares of work, and an owner must leave room to steal from.
+    par.run_chunks_balanced(
+        slots, std::min(job.group, kMaxGroup),
+        [&sd](int, int64_t begin, int64_t end) { run_segment_items(sd, begin, end); });
     float* o = out.data();
     par.run_chunks(p.n_heads, 1, [&sd, o](int, int64_t begin, int64_t end) {
       merge_segments(sd, begin, end, o);
