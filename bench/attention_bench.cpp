@@ -94,6 +94,56 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
 }
 
+// A prefill batch: `tokens` query tokens at positions depth .. depth + tokens - 1 (causal: each
+// sees the keys up to its own), against one cache from cache memory; bytes_per_second counts the
+// K and V bytes each query token visits, as if each read them alone.
+void BM_attention_prefill(benchmark::State& state, WeightType kv_type, Isa isa) {
+  if (!ops::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
+  const int64_t depth = state.range(0), tokens = state.range(1);
+  const Shape shape = kShapes[state.range(2)];
+  ops::AttentionParams p;
+  p.n_heads = shape.n_heads;
+  p.n_kv_heads = shape.n_kv_heads;
+  p.head_dim = shape.head_dim;
+  p.scale = 0.125f;
+  p.kv_type = kv_type;
+  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const int64_t row_bytes = ops::kv_row_bytes(kv_type, row);
+  const int64_t positions = depth + tokens;
+  auto k_cache = cache_bytes(positions * row_bytes, true);
+  auto v_cache = cache_bytes(positions * row_bytes, true);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(row)), v(k.size());
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    for (float& e : k) e = normal(rng);
+    for (float& e : v) e = normal(rng);
+    ops::kv_store(p, k, v, pos, 1, k_cache.get(), v_cache.get(), kernels);
+  }
+  std::vector<float> q(static_cast<size_t>(tokens * p.n_heads * p.head_dim)), out(q.size());
+  for (float& e : q) e = normal(rng);
+  const ops::SerialParallel serial;
+  for (auto _ : state) {
+    ops::attention(p, q, depth, tokens, k_cache.get(), v_cache.get(), out, serial, kernels);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const int64_t keys_seen = tokens * depth + tokens * (tokens + 1) / 2;
+  state.SetBytesProcessed(state.iterations() * 2 * keys_seen * row_bytes);
+}
+
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"depth", "tokens", "shape"});
+  for (int64_t shape : {0, 1}) {
+    b->Args({0, 512, shape});
+    b->Args({2048, 64, shape});
+  }
+}
+
 void depths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"depth", "huge", "shape", "layers"});
   for (int64_t shape : {0, 1}) {
@@ -107,6 +157,10 @@ void depths(benchmark::internal::Benchmark* b) {
   BENCHMARK_CAPTURE(BM_attention, name##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(depths); \
   BENCHMARK_CAPTURE(BM_attention, name##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(depths)
 PACER_ATTENTION(f16, F16);
+BENCHMARK_CAPTURE(BM_attention_prefill, f16_avx2, WeightType::F16, Isa::Avx2)
+    ->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(BM_attention_prefill, f16_avx512, WeightType::F16, Isa::Avx512)
+    ->Apply(prefill_shapes);
 PACER_ATTENTION(q8_0, Q8_0);
 PACER_ATTENTION(f32, F32);
 #undef PACER_ATTENTION

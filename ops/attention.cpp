@@ -102,7 +102,7 @@ void load_row(const std::byte* src, int dim, float* dst) {
 }
 
 template <typename Elem>
-void attend_scalar(const AttentionTask& t) {
+void attend_scalar_one(const AttentionTask& t) {
   const int dim = t.head_dim, n_q = t.n_q;
   float qs[kMaxGroup][kMaxHeadDim], acc[kMaxGroup][kMaxHeadDim], s[kMaxGroup][kKeyTile];
   float row[kMaxHeadDim];
@@ -152,6 +152,19 @@ void attend_scalar(const AttentionTask& t) {
   for (int g = 0; g < n_q; ++g) {
     const float inv = 1.0f / l[g];
     for (int d = 0; d < dim; ++d) t.out[g * dim + d] = acc[g][d] * inv;
+  }
+}
+
+// A prefill task's tokens one at a time (AttentionTask::n_tokens).
+template <typename Elem>
+void attend_scalar(const AttentionTask& t) {
+  for (int i = 0; i < t.n_tokens; ++i) {
+    AttentionTask one = t;
+    one.n_tokens = 1;
+    one.q = t.q + i * t.token_stride;
+    one.out = t.out + i * t.token_stride;
+    one.key_end = t.key_end + i;
+    attend_scalar_one<Elem>(one);
   }
 }
 
@@ -255,16 +268,27 @@ AttentionTask head_task(const AttentionJob& job, int h, int64_t items_left, int6
   return task;
 }
 
+// Query tokens per work item: a causal prefill's blocks of kPrefillTokens consecutive tokens
+// (their keys share a start), else one (decode, or a sliding window, where each token's keys
+// start elsewhere).
+int64_t tokens_per_item(const AttentionParams& p, int64_t n_tokens) {
+  return n_tokens > 1 && p.sliding_window == 0 ? kPrefillTokens : 1;
+}
+
 void run_items(const AttentionJob& job, int64_t begin, int64_t end) {
   const int n_heads = job.p->n_heads, dim = job.p->head_dim;
+  const int64_t per_item = tokens_per_item(*job.p, job.n_tokens);
+  const int64_t n_blocks = (job.n_tokens + per_item - 1) / per_item;
   for (int64_t item = begin; item < end;) {
-    const int64_t t = token_of_slot(item / n_heads, job.n_tokens);
+    const int64_t t = token_of_slot(item / n_heads, n_blocks) * per_item;
     const int h = static_cast<int>(item % n_heads);
     const int64_t pos = job.pos0 + t;
     AttentionTask task =
         head_task(job, h, end - item, first_visible_key(pos, job.p->sliding_window), pos + 1);
     task.q = job.q + (t * n_heads + h) * dim;
     task.out = job.out + (t * n_heads + h) * dim;
+    task.n_tokens = static_cast<int>(std::min(per_item, job.n_tokens - t));
+    task.token_stride = static_cast<int64_t>(n_heads) * dim;
     job.attend(task);
     item += task.n_q;
   }
@@ -379,7 +403,11 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
     });
     return;
   }
-  par.run_chunks(n_tokens * p.n_heads, 1,
+  // Chunks of whole head groups: a task's scores depend on how many heads it holds (the
+  // prefill kernel's accumulator sets), so a group cut by a chunk boundary would round
+  // differently at another worker count.
+  const int64_t per_item = tokens_per_item(p, n_tokens);
+  par.run_chunks((n_tokens + per_item - 1) / per_item * p.n_heads, std::min(job.group, kMaxGroup),
                  [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
 }
 

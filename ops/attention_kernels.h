@@ -43,7 +43,8 @@ void with_group_size(int n_q, F&& f) {
       return f(std::integral_constant<int, kMaxGroup>{});
   }
 }
-constexpr int kKeyTile = 64;  // keys scored per online-softmax step
+constexpr int kKeyTile = 64;       // keys scored per online-softmax step
+constexpr int kPrefillTokens = 4;  // query tokens of a prefill task (AttentionTask::n_tokens)
 
 struct AttentionTask {
   const float* q = nullptr;      // (n_q, head_dim): consecutive query heads of one token
@@ -62,6 +63,11 @@ struct AttentionTask {
   // (ops/attention.h).
   float* m_out = nullptr;
   float* l_out = nullptr;
+  // Prefill: n_tokens consecutive query tokens (1..kPrefillTokens), token i's query rows at
+  // q + i * token_stride (its output likewise) and its keys [key_begin, key_end + i): causal, one
+  // position apart. The tokens go through each key tile together. No m_out / l_out then.
+  int n_tokens = 1;
+  int64_t token_stride = 0;
 };
 
 using AttendFn = void (*)(const AttentionTask& task);

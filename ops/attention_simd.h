@@ -89,6 +89,52 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
   }
 }
 
+// L key rows from krow (L = kLanes) transposed into kt: kt[d * L + i] = dimension d of key i,
+// for d < padded (the dims past dim are 0). Keys past nk (a tile's last, partial group) are 0.
+template <class V, class Row>
+void transpose_keys(const std::byte* krow, int64_t row_bytes, int nk, int dim, float* kt) {
+  constexpr int L = V::kLanes;
+  for (int d = 0; d < dim; d += L) {
+    typename V::Reg r[L];
+    for (int i = 0; i < L; ++i) {
+      const std::byte* row = krow + i * row_bytes;
+      r[i] = i >= nk        ? V::zero()
+             : d + L <= dim ? Row::load(row, d)
+                            : Row::load_first(row, d, dim - d);
+    }
+    V::transpose(r);
+    for (int e = 0; e < L; ++e) V::store(kt + (d + e) * L, r[e]);
+  }
+}
+
+// s[g][0..L) = qs[g] . k_i for the L keys of a transposed group kt (transpose_keys), keys in the
+// lanes: one FMA per dimension and head, no reduction. NA accumulator sets per head (dimension d
+// in set d % NA, added (0+1)+(2+3)) keep 8 or more FMA chains in flight when G is small.
+template <class V, int G>
+void score_keys_in_lanes(const float* qs, int64_t q_row, int padded, const float* kt,
+                         float (*s)[kKeyTile], int j) {
+  constexpr int L = V::kLanes;
+  constexpr int NA = G >= 8 ? 1 : G >= 4 ? 2 : 4;
+  typename V::Reg acc[NA][G];
+  for (int a = 0; a < NA; ++a) {
+    for (int g = 0; g < G; ++g) acc[a][g] = V::zero();
+  }
+  for (int d = 0; d < padded; d += NA) {
+    for (int a = 0; a < NA; ++a) {
+      const auto k = V::load(kt + (d + a) * L);
+      for (int g = 0; g < G; ++g) {
+        acc[a][g] = V::fmadd(V::set1(qs[g * q_row + d + a]), k, acc[a][g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    typename V::Reg sum = acc[0][g];
+    if constexpr (NA == 2) sum = V::add(acc[0][g], acc[1][g]);
+    if constexpr (NA == 4) sum = V::add(V::add(acc[0][g], acc[1][g]), V::add(acc[2][g], acc[3][g]));
+    V::store(s[g] + j, sum);
+  }
+}
+
 // acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`. DC chunks of kLanes dims at
 // a time (DC * G accumulators, half the registers), so each value row's DC chunks feed DC * G
 // independent FMAs: one chunk at a time left G chains of one FMA per row each, and the FMA
@@ -147,6 +193,52 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
   }
 }
 
+// One online-softmax step over a tile of nt scores per head (s[g][0..nt)), in place: s becomes
+// e^(s - m_new), l and acc are rescaled from the old running max m to the new. Scores past nt
+// are set to -inf: they leave the max alone and their e^(s - m) is exactly 0, so every loop runs
+// over whole vectors.
+template <class V, int G>
+void softmax_step(float (*s)[kKeyTile], int nt, int padded, float softcap, float* m, float* l,
+                  float (*acc)[kMaxHeadDim]) {
+  constexpr int L = V::kLanes;
+  const int nt_padded = (nt + L - 1) / L * L;
+  const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
+  alignas(64) float m_step[L] = {};  // m - m_new per head, then e^ of it
+  float m_new[G];
+  for (int g = 0; g < G; ++g) {
+    if (softcap > 0.0f) {
+      for (int j = 0; j < nt_padded; j += L) {  // the pads are overwritten below
+        V::store(s[g] + j, V::softcap(V::load_first(s[g] + j, nt - j), softcap));
+      }
+    }
+    std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
+    auto vmax = neg_inf;
+    for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
+    m_new[g] = std::max(m[g], V::hmax(vmax));
+    m_step[g] = m[g] - m_new[g];  // -inf before the first tile: e^ of it is 0
+  }
+  // The G rescale factors in one vector exp: std::exp per head was a call, across which the
+  // compiler spilled the vector registers (BM_attention from cache, one Zen 5 core:
+  // 1.00-1.07x).
+  V::store(m_step, V::exp(V::load(m_step)));
+  for (int g = 0; g < G; ++g) {
+    const float corr = m[g] == m_new[g] ? 1.0f : m_step[g];
+    const auto mv = V::set1(m_new[g]);
+    auto sum = V::zero();
+    for (int j = 0; j < nt_padded; j += L) {
+      const auto e = V::exp(V::sub(V::load(s[g] + j), mv));
+      sum = V::add(sum, e);
+      V::store(s[g] + j, e);
+    }
+    l[g] = l[g] * corr + V::hsum(sum);
+    if (corr != 1.0f) {
+      const auto cv = V::set1(corr);
+      for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
+    }
+    m[g] = m_new[g];
+  }
+}
+
 template <class V, class Row, int G>
 void attend(const AttentionTask& t) {
   constexpr int L = V::kLanes;
@@ -164,7 +256,6 @@ void attend(const AttentionTask& t) {
     m[g] = -std::numeric_limits<float>::infinity();
     l[g] = 0.0f;
   }
-  const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
   // The first tile's rows, asked for together up front: each tile asks for the next one's as it
   // goes, but nothing asked for the first, whose rows then came in one demand miss at a time (a
   // decode segment is 8 tiles). One Zen 5 core, 32 caches of 2048 positions from DRAM, 4 rounds:
@@ -174,50 +265,13 @@ void attend(const AttentionTask& t) {
   prefetch_rows(t.v + t.key_begin * t.row_bytes, t.row_bytes, first, Row::bytes(dim));
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
-    const int nt_padded = (nt + L - 1) / L * L;
     // The next tile's rows: asked for one or a few at a time as this tile's rows are read (a
     // burst of them at the tile's start stalled on the core's miss buffers).
     const int next = static_cast<int>(
         std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
     const int64_t pf_bytes = Row::bytes(dim);
     score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s, next, pf_bytes);
-    // Online softmax step: new running max, rescale what was accumulated under the old one.
-    // Scores past nt are -inf: they leave the max alone and their e^(s - m) is exactly 0, so
-    // every loop runs over whole vectors.
-    alignas(64) float m_step[L] = {};  // m - m_new per head, then e^ of it
-    float m_new[G];
-    for (int g = 0; g < G; ++g) {
-      if (t.softcap > 0.0f) {
-        for (int j = 0; j < nt_padded; j += L) {  // the pads are overwritten below
-          V::store(s[g] + j, V::softcap(V::load_first(s[g] + j, nt - j), t.softcap));
-        }
-      }
-      std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
-      auto vmax = neg_inf;
-      for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
-      m_new[g] = std::max(m[g], V::hmax(vmax));
-      m_step[g] = m[g] - m_new[g];  // -inf before the first tile: e^ of it is 0
-    }
-    // The G rescale factors in one vector exp: std::exp per head was a call, across which the
-    // compiler spilled the vector registers (BM_attention from cache, one Zen 5 core:
-    // 1.00-1.07x).
-    V::store(m_step, V::exp(V::load(m_step)));
-    for (int g = 0; g < G; ++g) {
-      const float corr = m[g] == m_new[g] ? 1.0f : m_step[g];
-      const auto mv = V::set1(m_new[g]);
-      auto sum = V::zero();
-      for (int j = 0; j < nt_padded; j += L) {
-        const auto e = V::exp(V::sub(V::load(s[g] + j), mv));
-        sum = V::add(sum, e);
-        V::store(s[g] + j, e);
-      }
-      l[g] = l[g] * corr + V::hsum(sum);
-      if (corr != 1.0f) {
-        const auto cv = V::set1(corr);
-        for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
-      }
-      m[g] = m_new[g];
-    }
+    softmax_step<V, G>(s, nt, padded, t.softcap, m, l, acc);
     accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc, next,
                                pf_bytes);
   }
@@ -233,9 +287,82 @@ void attend(const AttentionTask& t) {
   }
 }
 
+// Prefill: the task's n_tokens query tokens (G heads each) go through each key tile together.
+// The tile's keys are transposed once (transpose_keys) and scored for every token in the lanes,
+// so the transpose is shared by n_tokens * G query rows; per token, the softmax step and the
+// value accumulation are the decode kernel's. Token i sees keys up to key_end + i: in the tiles
+// past its last key it takes no part.
+template <class V, class Row, int G>
+void attend_tokens(const AttentionTask& t) {
+  constexpr int L = V::kLanes;
+  constexpr int TB = kPrefillTokens;
+  const int dim = t.head_dim, n_tok = t.n_tokens;
+  const int padded = (dim + L - 1) / L * L;
+  alignas(64) float qs[TB][G * kMaxHeadDim];  // token i's head g at qs[i] + g * padded
+  alignas(64) float acc[TB][G][kMaxHeadDim];
+  alignas(64) float s[TB][G][kKeyTile];
+  alignas(64) float kt[kMaxHeadDim * L];
+  float m[TB][G], l[TB][G];
+  for (int i = 0; i < n_tok; ++i) {
+    for (int g = 0; g < G; ++g) {
+      const float* q = t.q + i * t.token_stride + g * dim;
+      float* qg = qs[i] + g * padded;
+      for (int d = 0; d < dim; ++d) qg[d] = q[d] * t.scale;
+      std::fill(qg + dim, qg + padded, 0.0f);
+      std::fill(acc[i][g], acc[i][g] + padded, 0.0f);
+      m[i][g] = -std::numeric_limits<float>::infinity();
+      l[i][g] = 0.0f;
+    }
+  }
+  const int64_t key_end = t.key_end + n_tok - 1;  // the last token's
+  const int64_t pf_bytes = Row::bytes(dim);
+  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - t.key_begin));
+  prefetch_rows(t.k + t.key_begin * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_rows(t.v + t.key_begin * t.row_bytes, t.row_bytes, first, pf_bytes);
+  for (int64_t j0 = t.key_begin; j0 < key_end; j0 += kKeyTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - j0));
+    const int next = static_cast<int>(
+        std::clamp<int64_t>(key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
+    // Tokens [i0, n_tok) see some of this tile's keys (the earlier ones' keys may end before it).
+    int i0 = 0;
+    while (t.key_end + i0 <= j0) ++i0;
+    const std::byte* krow = t.k + j0 * t.row_bytes;
+    for (int j = 0; j < nt; j += L, krow += L * t.row_bytes) {
+      const int nk = std::min(L, nt - j);
+      if (j < next) {
+        prefetch_rows(krow + kKeyTile * t.row_bytes, t.row_bytes, std::min(nk, next - j), pf_bytes);
+      }
+      transpose_keys<V, Row>(krow, t.row_bytes, nk, dim, kt);
+      for (int i = i0; i < n_tok; ++i)
+        score_keys_in_lanes<V, G>(qs[i], padded, padded, kt, s[i], j);
+    }
+    for (int i = i0; i < n_tok; ++i) {
+      const int nt_i = static_cast<int>(std::min<int64_t>(nt, t.key_end + i - j0));
+      softmax_step<V, G>(s[i], nt_i, padded, t.softcap, m[i], l[i], acc[i]);
+      accumulate_tile<V, Row, G>(s[i], t.v + j0 * t.row_bytes, t.row_bytes, nt_i, dim, acc[i],
+                                 i == n_tok - 1 ? next : 0, pf_bytes);
+    }
+  }
+  for (int i = 0; i < n_tok; ++i) {
+    for (int g = 0; g < G; ++g) {
+      const auto inv = V::set1(1.0f / l[i][g]);
+      float* out = t.out + i * t.token_stride + g * dim;
+      int d = 0;
+      for (; d + L <= dim; d += L) V::store(out + d, V::mul(V::load(acc[i][g] + d), inv));
+      if (d < dim) V::store(out + d, V::first(dim - d), V::mul(V::load(acc[i][g] + d), inv));
+    }
+  }
+}
+
 template <class V, class Row>
 void attend_any(const AttentionTask& t) {
-  with_group_size(t.n_q, [&](auto g) { attend<V, Row, decltype(g)::value>(t); });
+  with_group_size(t.n_q, [&](auto g) {
+    if (t.n_tokens > 1) {
+      attend_tokens<V, Row, decltype(g)::value>(t);
+    } else {
+      attend<V, Row, decltype(g)::value>(t);
+    }
+  });
 }
 
 // Whole vectors through the tier's conversion, the tail through the scalar one (same rounding).
