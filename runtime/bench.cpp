@@ -451,10 +451,19 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             std::vector<int32_t> prompt(static_cast<size_t>(test.n));
             for (auto& t : prompt) t = toks.next();
             session->reset();
+            // The recorded rep of a pp row at depth: header, the depth's prefill, the timed one,
+            // footer (as a -pg row's log; without them the file stayed empty).
+            if (recorded)
+              session->write_log_header({{eventlog::header_key::kCommand, "bench"},
+                                         {eventlog::header_key::kBenchTest, row.test}},
+                                        test.depth + test.n, 0);
             fill_depth(toks);
             const auto t0 = Clock::now();
             session->prefill(prompt);
             rate = static_cast<double>(test.n) / seconds_since(t0);
+            if (recorded)
+              session->write_log_footer(
+                  {{"n_prompt", test.depth + test.n}, {"n_generated", 0}, {"stop", "n_predict"}});
           } else if (recorded) {
             // The recorded rep goes through generate() so the log has every phase (tokenize,
             // prefill, decode, sample) and a footer; tok/s is its decode rate.

@@ -171,9 +171,15 @@ std::span<const float> Session::run(std::span<const int32_t> tokens) {
   }
   for (int64_t off = 0; off < n; off += state_.max_batch) {
     const int64_t len = std::min(state_.max_batch, n - off);
+    // A step per batch, as generate() writes them: the recorded runs of bench's pp-at-depth and
+    // -pg rows come through here, and a log without steps puts its ops in no phase.
+    const Phase phase = n == 1 ? Phase::Decode : Phase::Prefill;
+    rec_->begin_step(phase, step_);
     forward(model_, kv_, state_, tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len)),
             n_past_, off + len == n, *executor_, *rec_);
     n_past_ += len;
+    rec_->end_step({.phase = phase, .step = step_, .n_past = n_past_, .n_tokens = len});
+    ++step_;
   }
   return last_logits();
 }

@@ -363,6 +363,22 @@ TEST(BenchRun, DepthRunsEachTestAfterThatManyTokens) {
     }
   }
   EXPECT_EQ(max_past, 100 + 4);
+  // The recorded pp rep at depth 100 is a whole log too: header, the depth's prefill and the
+  // timed one (108 tokens in all), footer.
+  std::ifstream pp_log(r.rows[2].events_path);
+  std::vector<nlohmann::json> records;
+  while (std::getline(pp_log, line)) records.push_back(nlohmann::json::parse(line));
+  ASSERT_FALSE(records.empty()) << r.rows[2].events_path << " is empty";
+  EXPECT_EQ(records.front()["type"], "header");
+  EXPECT_EQ(records.front()["bench_test"], "pp8 @ d100");
+  EXPECT_EQ(records.back()["type"], "footer");
+  int64_t prefill_tokens = 0;
+  for (const auto& j : records) {
+    if (j.value("type", "") == "step" && j.value("phase", "") == "prefill") {
+      prefill_tokens += j.value("n_tokens", int64_t{0});
+    }
+  }
+  EXPECT_EQ(prefill_tokens, 100 + 8);
   std::filesystem::remove_all(dir);
   o.n_depth = {-1};
   EXPECT_THROW(run_bench(model, o), std::invalid_argument);
