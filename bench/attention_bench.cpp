@@ -44,6 +44,39 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{32, 8, 64}, {32, 4, 64}};
 
+ops::AttentionParams shape_params(int64_t shape, WeightType kv_type) {
+  ops::AttentionParams p;
+  p.n_heads = kShapes[shape].n_heads;
+  p.n_kv_heads = kShapes[shape].n_kv_heads;
+  p.head_dim = kShapes[shape].head_dim;
+  p.scale = 0.125f;
+  p.kv_type = kv_type;
+  return p;
+}
+
+int64_t cache_row_bytes(const ops::AttentionParams& p) {
+  return ops::kv_row_bytes(p.kv_type, static_cast<int64_t>(p.n_kv_heads) * p.head_dim);
+}
+
+// A K and a V cache of `positions` random rows, written one position at a time (no positions x
+// row buffer).
+struct Caches {
+  std::unique_ptr<std::byte, FreeBytes> k, v;
+};
+Caches random_caches(const ops::AttentionParams& p, int64_t positions, bool huge,
+                     const ops::KernelSet& kernels, std::mt19937& rng) {
+  const int64_t bytes = positions * cache_row_bytes(p);
+  Caches c{cache_bytes(bytes, huge), cache_bytes(bytes, huge)};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(p.n_kv_heads) * p.head_dim), v(k.size());
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    for (float& e : k) e = normal(rng);
+    for (float& e : v) e = normal(rng);
+    ops::kv_store(p, k, v, pos, 1, c.k.get(), c.v.get(), kernels);
+  }
+  return c;
+}
+
 // `layers` caches of `depth` positions each, attended in turn as a decode step does layer after
 // layer: with many of them the step's cache bytes outgrow the LLC and come from DRAM, as in the
 // runtime at depth; with one they stay in cache and the figure is the arithmetic's.
@@ -55,28 +88,14 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   const int64_t depth = state.range(0);
   const bool huge = state.range(1) != 0;
-  const Shape shape = kShapes[state.range(2)];
   const int64_t layers = state.range(3);
-  ops::AttentionParams p;
-  p.n_heads = shape.n_heads;
-  p.n_kv_heads = shape.n_kv_heads;
-  p.head_dim = shape.head_dim;
-  p.scale = 0.125f;
-  p.kv_type = kv_type;
-  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
-  const int64_t row_bytes = ops::kv_row_bytes(kv_type, row);
-  std::vector<std::unique_ptr<std::byte, FreeBytes>> k_caches, v_caches;
+  const ops::AttentionParams p = shape_params(state.range(2), kv_type);
+  const int64_t row_bytes = cache_row_bytes(p);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(row)), v(k.size());
+  std::vector<Caches> caches;
   for (int64_t layer = 0; layer < layers; ++layer) {
-    k_caches.push_back(cache_bytes(depth * row_bytes, huge));
-    v_caches.push_back(cache_bytes(depth * row_bytes, huge));
-    for (int64_t pos = 0; pos < depth; ++pos) {  // one position at a time: no depth x row buffer
-      for (float& e : k) e = normal(rng);
-      for (float& e : v) e = normal(rng);
-      ops::kv_store(p, k, v, pos, 1, k_caches.back().get(), v_caches.back().get(), kernels);
-    }
+    caches.push_back(random_caches(p, depth, huge, kernels, rng));
   }
   std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
   for (float& e : q) e = normal(rng);
@@ -85,7 +104,7 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   const ops::SerialParallel serial;
   for (auto _ : state) {
     for (int64_t layer = 0; layer < layers; ++layer) {
-      ops::attention(p, q, depth - 1, 1, k_caches[layer].get(), v_caches[layer].get(), out, serial,
+      ops::attention(p, q, depth - 1, 1, caches[layer].k.get(), caches[layer].v.get(), out, serial,
                      kernels, scratch);
       benchmark::DoNotOptimize(out.data());
       benchmark::ClobberMemory();
@@ -104,31 +123,16 @@ void BM_attention_prefill(benchmark::State& state, WeightType kv_type, Isa isa) 
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   const int64_t depth = state.range(0), tokens = state.range(1);
-  const Shape shape = kShapes[state.range(2)];
-  ops::AttentionParams p;
-  p.n_heads = shape.n_heads;
-  p.n_kv_heads = shape.n_kv_heads;
-  p.head_dim = shape.head_dim;
-  p.scale = 0.125f;
-  p.kv_type = kv_type;
-  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
-  const int64_t row_bytes = ops::kv_row_bytes(kv_type, row);
-  const int64_t positions = depth + tokens;
-  auto k_cache = cache_bytes(positions * row_bytes, true);
-  auto v_cache = cache_bytes(positions * row_bytes, true);
+  const ops::AttentionParams p = shape_params(state.range(2), kv_type);
+  const int64_t row_bytes = cache_row_bytes(p);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(row)), v(k.size());
-  for (int64_t pos = 0; pos < positions; ++pos) {
-    for (float& e : k) e = normal(rng);
-    for (float& e : v) e = normal(rng);
-    ops::kv_store(p, k, v, pos, 1, k_cache.get(), v_cache.get(), kernels);
-  }
+  const Caches cache = random_caches(p, depth + tokens, true, kernels, rng);
   std::vector<float> q(static_cast<size_t>(tokens * p.n_heads * p.head_dim)), out(q.size());
   for (float& e : q) e = normal(rng);
   const ops::SerialParallel serial;
   for (auto _ : state) {
-    ops::attention(p, q, depth, tokens, k_cache.get(), v_cache.get(), out, serial, kernels);
+    ops::attention(p, q, depth, tokens, cache.k.get(), cache.v.get(), out, serial, kernels);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -95,15 +95,15 @@ template <class V, class Row>
 void transpose_keys(const std::byte* krow, int64_t row_bytes, int nk, int dim, float* kt) {
   constexpr int L = V::kLanes;
   for (int d = 0; d < dim; d += L) {
-    typename V::Reg r[L];
+    typename V::Reg r[L], col[L];
     for (int i = 0; i < L; ++i) {
       const std::byte* row = krow + i * row_bytes;
       r[i] = i >= nk        ? V::zero()
              : d + L <= dim ? Row::load(row, d)
                             : Row::load_first(row, d, dim - d);
     }
-    V::transpose(r);
-    for (int e = 0; e < L; ++e) V::store(kt + (d + e) * L, r[e]);
+    V::transpose(r, col);
+    for (int e = 0; e < L; ++e) V::store(kt + (d + e) * L, col[e]);
   }
 }
 

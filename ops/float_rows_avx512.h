@@ -82,34 +82,6 @@ void lanes_gemm_block(int64_t n, const std::byte* w, int64_t stride, int64_t nr,
   }
 }
 
-// 16 rows of 16 floats (r[i]: row i) into columns: col[c] lane i = r[i][c]. Three steps of
-// in-lane and lane-crossing shuffles (64 in all) instead of 256 single-float stores.
-inline void transpose16x16(const __m512* r, __m512* col) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {  // lane L of t[2i]: r[2i][4L], r[2i+1][4L], r[2i][4L+1], ...
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int q = 0; q < 4; ++q) {  // lane L of u[4q + j]: rows 4q..4q+3 at column 4L + j
-    const __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 2]);
-    const __m512d c = _mm512_castps_pd(t[4 * q + 1]), d = _mm512_castps_pd(t[4 * q + 3]);
-    u[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of each
-    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);  // lanes 1, 3 of each
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
-    col[j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    col[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    col[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    col[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
-
 // The activations transposed for the lanes GEMM (GemmPrepareFn): blocks of up to 64 tokens, block
 // b at float offset 64 * b * n (a block of `tokens` holds n rows of tv = ceil(tokens / 16)
 // vectors of 16 tokens, zero-padded). act_stride is in bytes (a multiple of 64). Below
@@ -140,7 +112,7 @@ inline int64_t gemm_prepare(int64_t n, const std::byte* act, int64_t act_stride,
         for (int64_t i = 0; i < 16; ++i) {
           r[i] = i < rows ? _mm512_maskz_loadu_ps(m, xv + i * x_stride + k0) : _mm512_setzero_ps();
         }
-        transpose16x16(r, col);
+        VecF32::transpose(r, col);
         float* o = xt + k0 * tv * 16 + v * 16;
         for (int64_t c = 0; c < cols; ++c) _mm512_store_ps(o + c * tv * 16, col[c]);
       }

@@ -66,24 +66,23 @@ struct VecF32 {
     return _mm256_add_ps(_mm256_permute2f128_ps(e[0], e[1], 0x20),
                          _mm256_permute2f128_ps(e[0], e[1], 0x31));
   }
-  // In place: lane j of r[i] becomes lane i of r[j] (an 8 x 8 transpose, 24 shuffles).
-  static void transpose(Reg* r) {
-    Reg t[8];
-    for (int i = 0; i < 4; ++i) {  // t[2i] lanes (a0 b0 a1 b1), t[2i+1] (a2 b2 a3 b3) per half
+  // 8 rows of 8 floats (r[i]: row i) into columns: col[c] lane i = r[i][c] (24 shuffles).
+  static void transpose(const Reg* r, Reg* col) {
+    Reg t[8], u[8];
+    for (int i = 0; i < 4; ++i) {  // half H of t[2i]: r[2i][4H], r[2i+1][4H], r[2i][4H+1], ...
       t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-    for (int i = 0; i < 2; ++i) {  // r[4i + k]: element 4 * half + k of rows 4i .. 4i+3
-      r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-      r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-      r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-      r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    for (int q = 0; q < 2; ++q) {  // half H of u[4q + j]: rows 4q..4q+3 at column 4H + j
+      u[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+      u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xee);
+      u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+      u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xee);
     }
-    for (int k = 0; k < 4; ++k) {
-      t[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
-      t[4 + k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
+    for (int j = 0; j < 4; ++j) {  // column 4H + j: half H of u[j] (rows 0-3), u[4 + j] (4-7)
+      col[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+      col[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
     }
-    for (int i = 0; i < 8; ++i) r[i] = t[i];
   }
   static float tree_sum(Reg v) {
     v = _mm256_add_ps(v, _mm256_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));

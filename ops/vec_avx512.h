@@ -63,31 +63,32 @@ struct VecF32 {
     return _mm512_add_ps(_mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  // In place: lane j of r[i] becomes lane i of r[j] (a 16 x 16 transpose, 64 shuffles: pairs of
-  // rows interleaved, then 4-row groups, then 128-bit blocks across the groups).
-  static void transpose(Reg* r) {
-    Reg t[16];
-    for (int i = 0; i < 8; ++i) {  // t[2i] lanes (a0 b0 a1 b1), t[2i+1] (a2 b2 a3 b3) per block
+  // 16 rows of 16 floats (r[i]: row i) into columns: col[c] lane i = r[i][c]. Three steps of
+  // in-lane and lane-crossing shuffles (64 in all) instead of 256 single-float stores.
+  static void transpose(const Reg* r, Reg* col) {
+    Reg t[16], u[16];
+    for (int i = 0; i < 8; ++i) {  // lane L of t[2i]: r[2i][4L], r[2i+1][4L], r[2i][4L+1], ...
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-    for (int i = 0; i < 4; ++i) {  // r[4i + k]: element 4 * block + k of rows 4i .. 4i+3
-      r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-      r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-      r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-      r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    for (int q = 0; q < 4; ++q) {  // lane L of u[4q + j]: rows 4q..4q+3 at column 4L + j
+      const __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 2]);
+      const __m512d c = _mm512_castps_pd(t[4 * q + 1]), d = _mm512_castps_pd(t[4 * q + 3]);
+      u[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      u[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+      u[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
     }
-    for (int k = 0; k < 4; ++k) {  // block b of the four groups' r[4i + k] -> row 4b + k
-      const Reg u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
-      const Reg u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
-      const Reg u2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
-      const Reg u3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
-      t[k] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-      t[8 + k] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
-      t[4 + k] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-      t[12 + k] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+    for (int j = 0; j < 4; ++j) {  // column 4L + j: lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
+      const Reg v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of each
+      const Reg v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);  // lanes 1, 3 of each
+      const Reg w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+      const Reg w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+      col[j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+      col[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+      col[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+      col[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
     }
-    for (int i = 0; i < 16; ++i) r[i] = t[i];
   }
   static float tree_sum(Reg v) {
     v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
