@@ -64,9 +64,9 @@ int64_t first_visible_key(int64_t pos, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
 }
 
-// Work items are (slot, head) with slot-major order; slot s maps to token 0, n-1, 1, n-2, ... so
-// any contiguous run of slots mixes cheap early tokens with expensive late ones and the static
-// partition of a causal prefill stays balanced.
+// Work items are (slot, head) with slot-major order; slot s maps to token (or prefill block of
+// tokens) 0, n-1, 1, n-2, ... so any contiguous run of slots mixes cheap early tokens with
+// expensive late ones and the static partition of a causal prefill stays balanced.
 int64_t token_of_slot(int64_t s, int64_t n) {
   return (s % 2 == 0) ? s / 2 : n - 1 - s / 2;
 }
@@ -403,11 +403,13 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
     });
     return;
   }
-  // Chunks of whole head groups: a task's scores depend on how many heads it holds (the
-  // prefill kernel's accumulator sets), so a group cut by a chunk boundary would round
-  // differently at another worker count.
+  // A prefill's chunks are whole head groups: its tasks' scores depend on how many heads they
+  // hold (the accumulator sets of score_keys_in_lanes), so a group cut by a chunk boundary would
+  // round differently at another worker count. Decode's do not (its dot products add in the same
+  // order for any group), and there a short context on many workers shares the heads finely.
   const int64_t per_item = tokens_per_item(p, n_tokens);
-  par.run_chunks((n_tokens + per_item - 1) / per_item * p.n_heads, std::min(job.group, kMaxGroup),
+  par.run_chunks((n_tokens + per_item - 1) / per_item * p.n_heads,
+                 per_item > 1 ? std::min(job.group, kMaxGroup) : 1,
                  [&job](int, int64_t begin, int64_t end) { run_items(job, begin, end); });
 }
 

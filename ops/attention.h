@@ -48,7 +48,8 @@ constexpr int64_t kAttentionKeySegment = 512;
 int64_t attention_scratch_floats(const AttentionParams& p, int64_t n_tokens, int64_t max_keys);
 
 // q: (n_tokens, n_heads*head_dim); query t is at position pos0 + t and sees keys [lo, pos0 + t]
-// (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head),
+// (lo from the sliding window). out: (n_tokens, n_heads*head_dim). Parallel over (token, head)
+// (a causal prefill: blocks of kPrefillTokens tokens, attention_kernels.h),
 // or for a long decode over (key segment, head) using `scratch` (empty: never split; too small
 // for this call: std::invalid_argument), on `kernels`' attention table.
 void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0, int64_t n_tokens,
