@@ -81,9 +81,9 @@ class CycleBuilder : public LogVisitor {
     }
     Cell& host = acc.cells[{op.name, kHostDevice}];
     host.time_ns += static_cast<double>(op.duration_ns());
-    if (op.weight_bytes > 0) {
+    if (op.streamed_bytes() > 0) {
       run_.streaming_ops.insert(op.name);
-      acc.stream_bytes += static_cast<double>(op.weight_bytes);
+      acc.stream_bytes += static_cast<double>(op.streamed_bytes());
       acc.stream_ns += static_cast<double>(op.duration_ns());
     } else {
       acc.other_ops_ns += static_cast<double>(op.duration_ns());

@@ -102,11 +102,12 @@ struct RunCycles {
   // waits before a worker's chunk started (a late wake-up) or between ops. NaN when the step or
   // its slices have no runq_ns.
   std::vector<double> runq_outside_ns;
-  // per cycle: ops that stream weights (weight_bytes > 0: the matmuls, embed) and the rest.
-  std::vector<double> stream_bytes;     // weight bytes the step's ops read
+  // per cycle: ops that stream memory (weight_bytes > 0: the matmuls, embed; kv_bytes > 0:
+  // attention) and the rest.
+  std::vector<double> stream_bytes;     // weight and KV-cache bytes the step's ops read
   std::vector<double> stream_ns;        // wall time of those ops
   std::vector<double> other_ops_ns;     // wall time of every other op
-  std::set<std::string> streaming_ops;  // names of the ops with weight_bytes
+  std::set<std::string> streaming_ops;  // names of the ops with weight_bytes or kv_bytes
   std::map<std::pair<std::string, int>, std::vector<Cell>> cells;  // (op, device) -> per cycle
   std::map<std::string, std::vector<OpTiming>> timing;             // op -> per cycle
   std::vector<std::string> op_order;                               // real ops in first-seen order

@@ -207,7 +207,7 @@ struct LogReader::Impl {
     e.layer = -1;
     e.kind = OpKind::Other;
     e.wtype.clear();
-    e.rows = e.cols = e.tokens = e.weight_bytes = 0;
+    e.rows = e.cols = e.tokens = e.weight_bytes = e.kv_bytes = 0;
     e.optional_keys = 0;
     e.t0_ns = e.t1_ns = 0;
     size_t n_workers = 0;
@@ -246,6 +246,13 @@ struct LogReader::Impl {
           case 'k':
             if (key == op_key::kKind) {
               e.kind = parse_op_kind(sc.string());
+              return;
+            }
+            if (key == op_key::kKvBytes) {
+              const size_t at = sc.pos();
+              e.kv_bytes = sc.integer();
+              if (e.kv_bytes < 0) sc.fail(at, "negative kv_bytes");
+              e.optional_keys |= OpEvent::kKvBytes;
               return;
             }
             break;

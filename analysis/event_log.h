@@ -95,15 +95,25 @@ struct OpEvent {
   // Matmuls only (empty / 0 otherwise).
   std::string wtype;
   int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0;
+  int64_t kv_bytes = 0;  // attention: the KV-cache bytes it read (0 in logs before the key)
   int64_t t0_ns = 0, t1_ns = 0;
   std::vector<WorkerSample> workers;
   // Which of the optional keys above the line had (consumers that pass a line's keys on as they
   // are, such as pacer trace, need absent told apart from 0).
-  enum OptionalKey : uint8_t { kWtype = 1, kRows = 2, kCols = 4, kTokens = 8, kWeightBytes = 16 };
+  enum OptionalKey : uint8_t {
+    kWtype = 1,
+    kRows = 2,
+    kCols = 4,
+    kTokens = 8,
+    kWeightBytes = 16,
+    kKvBytes = 32
+  };
   uint8_t optional_keys = 0;
 
   bool has(OptionalKey k) const noexcept { return (optional_keys & k) != 0; }
   int64_t duration_ns() const noexcept { return t1_ns - t0_ns; }
+  // Bytes the op streamed from memory: weights and KV cache.
+  int64_t streamed_bytes() const noexcept { return weight_bytes + kv_bytes; }
 };
 
 struct StepFreq {

@@ -35,10 +35,11 @@ struct CpuMetrics {
   std::optional<double> freq_mean_mhz;  // worker-time-weighted effective frequency
   std::optional<double> freq_min_mhz;   // lowest worker sample
   std::optional<double> ipc;            // sum(instructions) / sum(cycles)
-  int64_t weight_bytes = 0;             // weights streamed (matmuls)
-  std::optional<double> gbs;            // weight_bytes / time of the ops that streamed them
-  std::optional<double> roofline_pct;   // gbs / header bandwidth_gbs
-  std::optional<double> offcpu_share;   // sum(runq) / sum(worker wall time)
+  int64_t weight_bytes = 0;             // weights streamed (matmuls, embed)
+  int64_t kv_bytes = 0;                 // KV cache read (attention)
+  std::optional<double> gbs;  // (weight_bytes + kv_bytes) / time of the ops that streamed them
+  std::optional<double> roofline_pct;  // gbs / header bandwidth_gbs
+  std::optional<double> offcpu_share;  // sum(runq) / sum(worker wall time)
   // Share of op time not covered by the op's longest worker slice: dispatch, join and workers
   // that started late (a worker thread waiting for a CPU shows here, not in runq).
   std::optional<double> wait_share;
@@ -147,7 +148,11 @@ struct Throughput {
   std::optional<int64_t> peak_rss_kb;
   int64_t prefill_tokens = 0, decode_tokens = 0;
   std::string ttft_source;  // "footer" or "steps"
-  // The memory-bandwidth bound of decode: bandwidth_gbs / matmul_bytes_per_token.
+  // The KV-cache bytes the decode steps' attention read, per step (0: none recorded, e.g. logs
+  // written before ops carried kv_bytes).
+  double decode_kv_bytes_per_token = 0;
+  // The memory-bandwidth bound of decode: bandwidth_gbs / (matmul_bytes_per_token +
+  // decode_kv_bytes_per_token), the bytes `pacer bench` counts for a tg row.
   std::optional<double> decode_roofline_tok_s;
   // Footer values the computed ones are checked against (shown when they differ by > 1%).
   std::optional<double> footer_prefill_tok_s, footer_decode_tok_s;

@@ -41,7 +41,8 @@ struct CpuAccum {
   double freq_weighted = 0, freq_weight = 0;
   double freq_min = std::numeric_limits<double>::infinity();
   double instructions = 0, cycles = 0;
-  int64_t weight_bytes = 0, weight_ns = 0;
+  // Bytes streamed (weights, KV cache) and the time of the ops that streamed them.
+  int64_t weight_bytes = 0, kv_bytes = 0, weight_ns = 0;
   int64_t runq_ns = 0, runq_wall_ns = 0;
   bool has_runq = false;
   int64_t migrations = 0;
@@ -93,8 +94,9 @@ struct CpuAccum {
       }
       imbalance_wall_ns += longest * static_cast<int64_t>(e.workers.size());
     }
-    if (e.weight_bytes > 0) {
+    if (e.streamed_bytes() > 0) {
       weight_bytes += e.weight_bytes;
+      kv_bytes += e.kv_bytes;
       weight_ns += e.duration_ns();
     }
   }
@@ -105,6 +107,7 @@ struct CpuAccum {
     instructions += o.instructions;
     cycles += o.cycles;
     weight_bytes += o.weight_bytes;
+    kv_bytes += o.kv_bytes;
     weight_ns += o.weight_ns;
     runq_ns += o.runq_ns;
     runq_wall_ns += o.runq_wall_ns;
@@ -126,8 +129,10 @@ struct CpuAccum {
     }
     if (cycles > 0) m.ipc = instructions / cycles;
     m.weight_bytes = weight_bytes;
-    if (weight_bytes > 0 && weight_ns > 0) {
-      m.gbs = static_cast<double>(weight_bytes) / static_cast<double>(weight_ns);  // B/ns = GB/s
+    m.kv_bytes = kv_bytes;
+    if (weight_bytes + kv_bytes > 0 && weight_ns > 0) {
+      m.gbs =
+          static_cast<double>(weight_bytes + kv_bytes) / static_cast<double>(weight_ns);  // B/ns
       if (bandwidth_gbs && *bandwidth_gbs > 0) m.roofline_pct = 100.0 * *m.gbs / *bandwidth_gbs;
     }
     if (has_runq && runq_wall_ns > 0)

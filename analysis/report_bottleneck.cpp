@@ -67,9 +67,11 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
   Finding f;
   f.subject = subject;
   if (cpu.roofline_pct && cpu.gbs && h.bandwidth_gbs) {
-    const std::string stream = fmt::format(
-        "matmuls stream weights at {:.1f} GB/s = {:.0f}% of the measured {:.1f} GB/s roofline",
-        *cpu.gbs, *cpu.roofline_pct, *h.bandwidth_gbs);
+    const std::string stream =
+        fmt::format("{} at {:.1f} GB/s = {:.0f}% of the measured {:.1f} GB/s roofline",
+                    cpu.kv_bytes > 0 ? "matmuls and attention stream weights and KV cache"
+                                     : "matmuls stream weights",
+                    *cpu.gbs, *cpu.roofline_pct, *h.bandwidth_gbs);
     if (*cpu.roofline_pct >= t.memory_bound_roofline_pct) {
       f.kind = BottleneckKind::MemoryBound;
       f.evidence = stream;

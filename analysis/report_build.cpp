@@ -137,6 +137,7 @@ class Builder : public LogVisitor {
       accums_.push_back(KeyAccum{Key{e.phase, e.layer, e.name}, {}, {}});
     }
     KeyAccum& k = accums_[it->second];
+    if (e.phase == Phase::Decode) decode_kv_bytes_ += e.kv_bytes;
     k.dist.add(dur);
     k.cpu.add_op(e);
     all_ops_.add(dur);
@@ -274,6 +275,7 @@ class Builder : public LogVisitor {
   int64_t pending_step_ = 0;
   int64_t prefill_last_step_ = std::numeric_limits<int64_t>::min();
   int64_t ttft_end_ns_ = 0;
+  int64_t decode_kv_bytes_ = 0;  // kv_bytes of the decode ops
   std::optional<int64_t> origin_;
 };
 
@@ -495,10 +497,16 @@ void Builder::finish_steps_and_phases() {
     t.footer_prefill_tok_s = f->prefill_tok_s;
     t.footer_decode_tok_s = f->decode_tok_s;
   }
+  const int64_t decode_count = n_decode > 0 ? n_decode : decode.count;
+  if (decode_count > 0) {
+    t.decode_kv_bytes_per_token =
+        static_cast<double>(decode_kv_bytes_) / static_cast<double>(decode_count);
+  }
   if (bw && *bw > 0 && r_.header.model.matmul_bytes_per_token &&
       *r_.header.model.matmul_bytes_per_token > 0)
-    t.decode_roofline_tok_s =
-        *bw * 1e9 / static_cast<double>(*r_.header.model.matmul_bytes_per_token);
+    t.decode_roofline_tok_s = *bw * 1e9 /
+                              (static_cast<double>(*r_.header.model.matmul_bytes_per_token) +
+                               t.decode_kv_bytes_per_token);
 }
 
 void Builder::finish_workers() {

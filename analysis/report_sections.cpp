@@ -183,23 +183,36 @@ Section throughput_section(const Report& r) {
       out += fmt::format(" (footer says {:.2f})", *footer);
     return out;
   };
-  f.push_back({"prefill", fmt::format("{} tok/s over {} tokens",
-                                      with_footer(tp.prefill_tok_s, tp.footer_prefill_tok_s),
-                                      tp.prefill_tokens)});
+  // A phase without steps (a pp bench log has no decode, a `pacer run` cut before its first
+  // token no prefill) says so instead of "- tok/s over 0 tokens".
+  const std::string no_steps = "none: the log has no steps of this phase";
+  f.push_back({"prefill", tp.prefill_tokens > 0 || tp.prefill_tok_s
+                              ? fmt::format("{} tok/s over {} tokens",
+                                            with_footer(tp.prefill_tok_s, tp.footer_prefill_tok_s),
+                                            tp.prefill_tokens)
+                              : no_steps});
   f.push_back(
-      {"decode", fmt::format("{} tok/s over {} tokens; step latency p50 {} / p95 {} / "
-                             "p99 {} ms",
-                             with_footer(tp.decode_tok_s, tp.footer_decode_tok_s), tp.decode_tokens,
-                             fmt_ms(r.decode_steps.p50_ns), fmt_ms(r.decode_steps.p95_ns),
-                             fmt_ms(r.decode_steps.p99_ns))});
+      {"decode", tp.decode_tokens > 0 || tp.decode_tok_s
+                     ? fmt::format("{} tok/s over {} tokens; step latency p50 {} / p95 "
+                                   "{} / p99 {} ms",
+                                   with_footer(tp.decode_tok_s, tp.footer_decode_tok_s),
+                                   tp.decode_tokens, fmt_ms(r.decode_steps.p50_ns),
+                                   fmt_ms(r.decode_steps.p95_ns), fmt_ms(r.decode_steps.p99_ns))
+                     : no_steps});
   if (tp.decode_roofline_tok_s)
-    f.push_back({"decode roofline",
-                 fmt::format("{:.1f} tok/s (bandwidth / matmul bytes per token){}",
-                             *tp.decode_roofline_tok_s,
-                             tp.decode_tok_s
-                                 ? fmt::format(": this run reaches {:.0f}%",
-                                               100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
-                                 : "")});
+    f.push_back(
+        {"decode roofline",
+         fmt::format(
+             "{:.1f} tok/s (bandwidth / {} bytes per token){}", *tp.decode_roofline_tok_s,
+             tp.decode_kv_bytes_per_token > 0
+                 ? fmt::format("(matmul + {} of KV cache)",
+                               tp.decode_kv_bytes_per_token >= 1e6
+                                   ? fmt::format("{:.1f} MB", tp.decode_kv_bytes_per_token / 1e6)
+                                   : fmt::format("{:.1f} kB", tp.decode_kv_bytes_per_token / 1e3))
+                 : std::string("matmul"),
+             tp.decode_tok_s ? fmt::format(": this run reaches {:.0f}%",
+                                           100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
+                             : "")});
   f.push_back({"load", fmt_opt(tp.load_ms, "{:.1f} ms")});
   f.push_back({"wall", fmt_opt(tp.wall_ms, "{:.1f} ms")});
   f.push_back(
@@ -342,7 +355,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "of all op time)",
       "MHz mean: effective frequency weighted by worker time; MHz min: lowest worker sample",
       "IPC: instructions / cycles (only where both counters were live)",
-      "GB/s: weight bytes streamed / op time; % roof: of the header's measured bandwidth_gbs",
+      "GB/s: bytes streamed (weights; attention: the KV cache) / op time; % roof: of the "
+      "header's measured bandwidth_gbs",
       "off-CPU: run-queue time / worker wall time (runnable but not running)",
       "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
       "workers)",

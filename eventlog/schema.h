@@ -330,6 +330,7 @@ inline constexpr std::string_view kRows = "rows";
 inline constexpr std::string_view kCols = "cols";
 inline constexpr std::string_view kTokens = "tokens";
 inline constexpr std::string_view kWeightBytes = "weight_bytes";
+inline constexpr std::string_view kKvBytes = "kv_bytes";
 inline constexpr std::string_view kT0Ns = "t0_ns";
 inline constexpr std::string_view kT1Ns = "t1_ns";
 inline constexpr std::string_view kWorkers = "workers";

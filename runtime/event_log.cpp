@@ -406,6 +406,10 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
     w.key<key::kWeightBytes>();
     w.num(op.weight_bytes);
   }
+  if (op.kv_bytes > 0) {
+    w.key<key::kKvBytes>();
+    w.num(op.kv_bytes);
+  }
   w.key<key::kT0Ns>();
   w.num(op.t0_ns);
   w.key<key::kT1Ns>();

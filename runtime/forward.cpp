@@ -49,6 +49,17 @@ OpInfo matmul_info(std::string_view name, int layer, std::span<const ops::Matmul
   return info;
 }
 
+// The KV-cache bytes an attention over the tokens at [pos0, pos0 + n) reads, each cache row once:
+// the K and V rows of the positions its last token sees, back to those its first token sees.
+OpInfo attention_info(int layer, const ops::AttentionParams& ap, int64_t pos0, int64_t n) {
+  const int64_t end = pos0 + n;
+  const int64_t first =
+      ap.sliding_window > 0 ? std::max<int64_t>(0, pos0 - ap.sliding_window + 1) : 0;
+  OpInfo info{.name = "attention", .layer = layer, .kind = OpKind::Attention};
+  info.kv_bytes = (end - first) * 2 * ops::kv_row_bytes(ap.kv_type, ap.n_kv_heads * ap.head_dim);
+  return info;
+}
+
 void add_bias(std::span<float> y, std::span<const float> bias, int64_t n,
               const ops::KernelSet& ks) {
   const int64_t width = static_cast<int64_t>(bias.size());
@@ -185,7 +196,7 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     }
     // attention: att = softmax(scale * q K^T, causal [+ window]) V, per query head
     {
-      auto op = rec.op({.name = "attention", .layer = layer, .kind = OpKind::Attention});
+      auto op = rec.op(attention_info(layer, ap, pos0, n));
       ops::attention(ap, q, pos0, n, kv.k(il), kv.v(il), att, par, ks, s.attn_scratch);
     }
     // attn_out: proj = att Wo^T

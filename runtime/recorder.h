@@ -40,6 +40,7 @@ struct OpInfo {
   ops::WeightType wtype = ops::WeightType::F32;  // matmuls only
   int64_t rows = 0, cols = 0, tokens = 0;        // matmuls only
   int64_t weight_bytes = 0;                      // bytes of weights the op streams
+  int64_t kv_bytes = 0;  // bytes of the KV cache the op reads (attention), each row counted once
 };
 
 struct StepInfo {

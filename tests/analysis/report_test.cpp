@@ -33,7 +33,9 @@ class HandLog {
  public:
   std::string text;
 
-  HandLog() {
+  // attention_kv: when > 0, each decode step also runs an `attention` op of 2 us after its
+  // sample op that read attention_kv x n_past bytes of KV cache (n_past 4..7).
+  explicit HandLog(int64_t attention_kv = 0) {
     json h = {{"type", "header"},
               {"schema", 1},
               {"command", "run"},
@@ -62,6 +64,24 @@ class HandLog {
     for (int s = 1; s <= 4; ++s) {
       const int64_t t0 = 100 * s;
       step_ops(s, "decode", t0, s == 4 ? 40 : 20, 1);
+      if (attention_kv > 0) {
+        const int64_t a0 = t0 + (s == 4 ? 65 : 45);
+        line({{"type", "op"},
+              {"step", s},
+              {"phase", "decode"},
+              {"name", "attention"},
+              {"layer", 0},
+              {"kind", "attention"},
+              {"kv_bytes", attention_kv * (3 + s)},
+              {"t0_ns", a0 * 1000},
+              {"t1_ns", (a0 + 2) * 1000},
+              {"workers",
+               {{{"w", 0},
+                 {"cpu", 0},
+                 {"cpu_end", 0},
+                 {"t0_ns", a0 * 1000},
+                 {"t1_ns", (a0 + 2) * 1000}}}}});
+      }
       line({{"type", "step"},
             {"step", s},
             {"phase", "decode"},
@@ -290,6 +310,56 @@ TEST(Report, PhaseBreakdownThroughputAndTtft) {
   EXPECT_EQ(r.steps[4].op_ns, 65 * kUs);
   EXPECT_EQ(r.steps[4].gap_ns(), 25 * kUs);
   EXPECT_EQ(r.steps[4].start_ns, 400 * kUs);
+}
+
+// Attention ops carry the KV-cache bytes they read: the op's GB/s counts them, and the decode
+// roofline is the bandwidth over the matmul bytes plus the mean KV bytes of a decode step, as
+// `pacer bench` computes a tg row's. A negative kv_bytes is a bad log, named by its field.
+TEST(Report, DecodeRooflineAndAttentionGbsCountTheKvCacheBytes) {
+  HandLog log(1000);  // 4000, 5000, 6000, 7000 bytes in the 4 decode steps
+  log.footer();
+  const Report r = build_report_from_text(log.text, "kv.jsonl", {});
+  EXPECT_NEAR(r.throughput.decode_kv_bytes_per_token, 5500.0, 1e-9);
+  ASSERT_TRUE(r.throughput.decode_roofline_tok_s);
+  EXPECT_NEAR(*r.throughput.decode_roofline_tok_s, 10e9 / (250000 + 5500), 1e-6);
+  const OpRow& att = find(r.by_phase_op, Phase::Decode, "attention", -1);
+  EXPECT_EQ(att.cpu.kv_bytes, 22000);
+  EXPECT_EQ(att.cpu.weight_bytes, 0);
+  ASSERT_TRUE(att.cpu.gbs);
+  EXPECT_NEAR(*att.cpu.gbs, 22000.0 / 8000.0, 1e-12);  // 22000 B in 4 x 2 us
+  EXPECT_NEAR(*att.cpu.roofline_pct, 27.5, 1e-9);      // of 10 GB/s
+  EXPECT_THAT(render_text(r), HasSubstr("(matmul + 5.5 kB of KV cache) bytes per token"));
+  EXPECT_THAT(render_json(r), HasSubstr("\"decode_kv_bytes_per_token\": 5500.0"));
+  // Without the key (logs before it), the roofline counts the weights only.
+  EXPECT_NEAR(*hand_report().throughput.decode_roofline_tok_s, 10e9 / 250000, 1e-6);
+
+  // A negative kv_bytes makes its line malformed: skipped, and the warning names the file, the
+  // line, the byte offset and the field.
+  std::string bad = log.text;
+  const std::string key = "\"kv_bytes\":4000";
+  bad.replace(bad.find(key), key.size(), "\"kv_bytes\":-4000");
+  const Report rb = build_report_from_text(bad, "bad.jsonl", {});
+  EXPECT_EQ(find(rb.by_phase_op, Phase::Decode, "attention", -1).cpu.kv_bytes, 18000);
+  std::string warnings;
+  for (const std::string& w : rb.read.warnings()) warnings += w + "\n";
+  EXPECT_THAT(warnings, HasSubstr("bad.jsonl:"));
+  EXPECT_THAT(warnings, HasSubstr("byte offset"));
+  EXPECT_THAT(warnings, HasSubstr("negative kv_bytes"));
+}
+
+// A log with no decode steps (a pp row of `pacer bench`) says so, not "- tok/s over 0 tokens".
+TEST(Report, APhaseWithoutStepsSaysSo) {
+  HandLog log;
+  log.footer();
+  std::istringstream in(log.text);
+  std::string line, prefill_only;
+  while (std::getline(in, line)) {
+    if (line.find("\"phase\":\"decode\"") == std::string::npos) prefill_only += line + "\n";
+  }
+  const std::string shown = render_text(build_report_from_text(prefill_only, "pp.jsonl", {}));
+  EXPECT_THAT(shown, HasSubstr("decode:    none: the log has no steps of this phase"));
+  EXPECT_THAT(shown, ::testing::Not(HasSubstr("over 0 tokens")));
+  EXPECT_THAT(shown, HasSubstr("tok/s over 4 tokens"));  // the prefill step's 4 tokens
 }
 
 TEST(Report, ComponentsBlocksAndShapes) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -353,15 +354,29 @@ TEST(BenchRun, DepthRunsEachTestAfterThatManyTokens) {
   EXPECT_EQ(r.rows[3].test, "tg4 @ d100");
   EXPECT_EQ(r.rows[3].n_depth, 100);
   // The recorded tg rep at depth 100 decodes positions 100..104: its log's decode steps say so.
+  // Each decode step's attention ops say what they read of the F16 cache: the K and V rows of
+  // every position up to the new token's, in each layer.
+  const loader::ModelConfig& c = model.config();
+  const int64_t kv_row = c.n_kv_heads * c.head_dim * 2;
   std::ifstream log(r.rows[3].events_path);
   std::string line;
-  int64_t max_past = 0;
+  int64_t max_past = 0, decode_steps = 0;
+  std::map<int64_t, int64_t> kv_bytes;  // step -> sum of its attention ops' kv_bytes
   while (std::getline(log, line)) {
     const auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "op" && j.value("name", "") == "attention" &&
+        j.value("phase", "") == "decode") {
+      kv_bytes[j["step"].get<int64_t>()] += j.value("kv_bytes", int64_t{0});
+    }
     if (j.value("type", "") == "step" && j.value("phase", "") == "decode") {
-      max_past = std::max<int64_t>(max_past, j.value("n_past", 0));
+      const int64_t n_past = j.value("n_past", int64_t{0});
+      max_past = std::max(max_past, n_past);
+      ++decode_steps;
+      EXPECT_EQ(kv_bytes[j["step"].get<int64_t>()], c.n_layers * n_past * 2 * kv_row)
+          << "step " << j["step"] << " at n_past " << n_past;
     }
   }
+  EXPECT_EQ(decode_steps, 4);
   EXPECT_EQ(max_past, 100 + 4);
   // The recorded pp rep at depth 100 is a whole log too: header, the depth's prefill and the
   // timed one (108 tokens in all), footer.
