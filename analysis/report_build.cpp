@@ -137,7 +137,11 @@ class Builder : public LogVisitor {
       accums_.push_back(KeyAccum{Key{e.phase, e.layer, e.name}, {}, {}});
     }
     KeyAccum& k = accums_[it->second];
-    if (e.phase == Phase::Decode) decode_kv_bytes_ += e.kv_bytes;
+    if (e.phase == Phase::Decode) {
+      decode_kv_bytes_ += e.kv_bytes;
+      if (e.step != last_decode_op_step_) ++decode_op_steps_;
+      last_decode_op_step_ = e.step;
+    }
     k.dist.add(dur);
     k.cpu.add_op(e);
     all_ops_.add(dur);
@@ -276,6 +280,9 @@ class Builder : public LogVisitor {
   int64_t prefill_last_step_ = std::numeric_limits<int64_t>::min();
   int64_t ttft_end_ns_ = 0;
   int64_t decode_kv_bytes_ = 0;  // kv_bytes of the decode ops
+  // Decode steps seen through their ops (for logs cut before their step lines).
+  int64_t decode_op_steps_ = 0;
+  int64_t last_decode_op_step_ = std::numeric_limits<int64_t>::min();
   std::optional<int64_t> origin_;
 };
 
@@ -497,7 +504,7 @@ void Builder::finish_steps_and_phases() {
     t.footer_prefill_tok_s = f->prefill_tok_s;
     t.footer_decode_tok_s = f->decode_tok_s;
   }
-  const int64_t decode_count = n_decode > 0 ? n_decode : decode.count;
+  const int64_t decode_count = n_decode > 0 ? n_decode : decode_op_steps_;
   if (decode_count > 0) {
     t.decode_kv_bytes_per_token =
         static_cast<double>(decode_kv_bytes_) / static_cast<double>(decode_count);

@@ -199,7 +199,7 @@ Section throughput_section(const Report& r) {
                                    tp.decode_tokens, fmt_ms(r.decode_steps.p50_ns),
                                    fmt_ms(r.decode_steps.p95_ns), fmt_ms(r.decode_steps.p99_ns))
                      : no_steps});
-  if (tp.decode_roofline_tok_s)
+  if (tp.decode_roofline_tok_s && tp.decode_tokens > 0)
     f.push_back(
         {"decode roofline",
          fmt::format(
