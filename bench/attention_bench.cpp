@@ -18,6 +18,8 @@
 #include "ops/kernel_set.h"
 #include "ops/parallel.h"
 
+#include <tbb/task_arena.h>
+
 namespace pacer::bench {
 namespace {
 
@@ -113,6 +115,43 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
 }
 
+// The same decode step over `layers` caches on `threads` workers (ops::TbbParallel, the runtime's
+// split into key segments x head groups): how the cache reads scale with the cores sharing them.
+// TinyLlama's shape (groups of 8), F16; bytes_per_second as BM_attention's.
+void BM_attention_threads(benchmark::State& state, Isa isa) {
+  if (!ops::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
+  const int64_t depth = state.range(0), layers = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const ops::AttentionParams p = shape_params(1, WeightType::F16);
+  const int64_t row_bytes = cache_row_bytes(p);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<Caches> caches;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    caches.push_back(random_caches(p, depth, true, kernels, rng));
+  }
+  std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
+  for (float& e : q) e = normal(rng);
+  std::vector<float> scratch(static_cast<size_t>(ops::attention_scratch_floats(p, 1, depth)));
+  const ops::TbbParallel par(threads);
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    for (auto _ : state) {
+      for (int64_t layer = 0; layer < layers; ++layer) {
+        ops::attention(p, q, depth - 1, 1, caches[layer].k.get(), caches[layer].v.get(), out, par,
+                       kernels, scratch);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+      }
+    }
+  });
+  state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
+}
+
 // A prefill batch: `tokens` query tokens at positions depth .. depth + tokens - 1 (causal: each
 // sees the keys up to its own), against one cache from cache memory; bytes_per_second counts the
 // K and V bytes each query token visits, as if each read them alone.
@@ -157,6 +196,13 @@ void depths(benchmark::internal::Benchmark* b) {
   }
 }
 
+void thread_counts(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"depth", "layers", "threads"});
+  for (int64_t threads : {1, 2, 4, 8, 16})
+    b->Args({4096, 22, threads});  // TinyLlama at 4096: 92 MB
+  b->UseRealTime();
+}
+
 #define PACER_ATTENTION(name, TYPE)                                                         \
   BENCHMARK_CAPTURE(BM_attention, name##_avx2, WeightType::TYPE, Isa::Avx2)->Apply(depths); \
   BENCHMARK_CAPTURE(BM_attention, name##_avx512, WeightType::TYPE, Isa::Avx512)->Apply(depths)
@@ -165,6 +211,7 @@ BENCHMARK_CAPTURE(BM_attention_prefill, f16_avx2, WeightType::F16, Isa::Avx2)
     ->Apply(prefill_shapes);
 BENCHMARK_CAPTURE(BM_attention_prefill, f16_avx512, WeightType::F16, Isa::Avx512)
     ->Apply(prefill_shapes);
+BENCHMARK_CAPTURE(BM_attention_threads, f16_avx512, Isa::Avx512)->Apply(thread_counts);
 PACER_ATTENTION(q8_0, Q8_0);
 PACER_ATTENTION(f32, F32);
 #undef PACER_ATTENTION

@@ -66,10 +66,16 @@ TEST(Interference, MemoryStreamersCopyUntilDestroyed) {
   size_t copied = 0;
   {
     MemoryStreamers s({cpu}, size_t{16} << 20);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    copied = s.bytes_copied();
+    // At least one full pass over the buffer. Polled up to 10 s rather than read after a fixed
+    // 200 ms: on a loaded 2-CPU machine the streamer's thread start and its first touch of 32 MiB
+    // took longer than that (a CI run beside another one read 0 bytes at 200 ms).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((copied = s.bytes_copied()) <= (size_t{16} << 20) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
-  EXPECT_GT(copied, size_t{16} << 20);  // at least one full pass over the buffer
+  EXPECT_GT(copied, size_t{16} << 20);
 }
 
 TEST(Interference, QuotaGroupThrottlesAChildAndIsRemoved) {
