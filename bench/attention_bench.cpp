@@ -81,38 +81,50 @@ Caches random_caches(const ops::AttentionParams& p, int64_t positions, bool huge
 
 // `layers` caches of `depth` positions each, attended in turn as a decode step does layer after
 // layer: with many of them the step's cache bytes outgrow the LLC and come from DRAM, as in the
-// runtime at depth; with one they stay in cache and the figure is the arithmetic's.
+// runtime at depth; with one they stay in cache and the figure is the arithmetic's. The runtime's
+// decode path: keys split into segments merged by their log-sum-exp.
+struct DecodeStep {
+  ops::AttentionParams p;
+  int64_t depth;
+  std::vector<Caches> caches;
+  std::vector<float> q, out, scratch;
+
+  DecodeStep(const ops::AttentionParams& params, int64_t depth_, int64_t layers, bool huge,
+             const ops::KernelSet& kernels)
+      : p(params), depth(depth_) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      caches.push_back(random_caches(p, depth, huge, kernels, rng));
+    }
+    q.resize(static_cast<size_t>(p.n_heads) * p.head_dim);
+    out.resize(q.size());
+    for (float& e : q) e = normal(rng);
+    scratch.resize(static_cast<size_t>(ops::attention_scratch_floats(p, 1, depth)));
+  }
+  // Runs the step; returns the cache bytes it visited.
+  int64_t run(const ops::Parallel& par, const ops::KernelSet& kernels) {
+    for (const Caches& c : caches) {
+      ops::attention(p, q, depth - 1, 1, c.k.get(), c.v.get(), out, par, kernels, scratch);
+      benchmark::DoNotOptimize(out.data());
+      benchmark::ClobberMemory();
+    }
+    return static_cast<int64_t>(caches.size()) * 2 * depth * cache_row_bytes(p);
+  }
+};
+
 void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
   if (!ops::isa_supported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
-  const int64_t depth = state.range(0);
-  const bool huge = state.range(1) != 0;
-  const int64_t layers = state.range(3);
-  const ops::AttentionParams p = shape_params(state.range(2), kv_type);
-  const int64_t row_bytes = cache_row_bytes(p);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<Caches> caches;
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    caches.push_back(random_caches(p, depth, huge, kernels, rng));
-  }
-  std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
-  for (float& e : q) e = normal(rng);
-  // The runtime's decode path: keys split into segments merged by their log-sum-exp.
-  std::vector<float> scratch(static_cast<size_t>(ops::attention_scratch_floats(p, 1, depth)));
+  DecodeStep step(shape_params(state.range(2), kv_type), state.range(0), state.range(3),
+                  state.range(1) != 0, kernels);
   const ops::SerialParallel serial;
-  for (auto _ : state) {
-    for (int64_t layer = 0; layer < layers; ++layer) {
-      ops::attention(p, q, depth - 1, 1, caches[layer].k.get(), caches[layer].v.get(), out, serial,
-                     kernels, scratch);
-      benchmark::DoNotOptimize(out.data());
-      benchmark::ClobberMemory();
-    }
-  }
-  state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
+  int64_t bytes = 0;
+  for (auto _ : state) bytes += step.run(serial, kernels);
+  state.SetBytesProcessed(bytes);
 }
 
 // The same decode step over `layers` caches on `threads` workers (ops::TbbParallel, the runtime's
@@ -124,32 +136,15 @@ void BM_attention_threads(benchmark::State& state, Isa isa) {
     return;
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
-  const int64_t depth = state.range(0), layers = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  const ops::AttentionParams p = shape_params(1, WeightType::F16);
-  const int64_t row_bytes = cache_row_bytes(p);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<Caches> caches;
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    caches.push_back(random_caches(p, depth, true, kernels, rng));
-  }
-  std::vector<float> q(static_cast<size_t>(p.n_heads) * p.head_dim), out(q.size());
-  for (float& e : q) e = normal(rng);
-  std::vector<float> scratch(static_cast<size_t>(ops::attention_scratch_floats(p, 1, depth)));
+  DecodeStep step(shape_params(1, WeightType::F16), state.range(0), state.range(1), true, kernels);
   const ops::TbbParallel par(threads);
   tbb::task_arena arena(threads);
+  int64_t bytes = 0;
   arena.execute([&] {
-    for (auto _ : state) {
-      for (int64_t layer = 0; layer < layers; ++layer) {
-        ops::attention(p, q, depth - 1, 1, caches[layer].k.get(), caches[layer].v.get(), out, par,
-                       kernels, scratch);
-        benchmark::DoNotOptimize(out.data());
-        benchmark::ClobberMemory();
-      }
-    }
+    for (auto _ : state) bytes += step.run(par, kernels);
   });
-  state.SetBytesProcessed(state.iterations() * layers * 2 * depth * row_bytes);
+  state.SetBytesProcessed(bytes);
 }
 
 // A prefill batch: `tokens` query tokens at positions depth .. depth + tokens - 1 (causal: each
