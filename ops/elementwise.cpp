@@ -139,6 +139,46 @@ void rope_ref(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p)
   }
 }
 
+namespace {
+
+// cos_t[i - i0], sin_t[i - i0] for pairs [i0, i1).
+void rope_angles_range(int64_t pos, const RopeParams& p, int i0, int i1, float* cos_t,
+                       float* sin_t) {
+  for (int i = i0; i < i1; ++i) {
+    const double theta = rope_theta(pos, i, p);
+    cos_t[i - i0] = static_cast<float>(std::cos(theta) * p.mscale);
+    sin_t[i - i0] = static_cast<float>(std::sin(theta) * p.mscale);
+  }
+}
+
+// Pairs [i0, i1) of every head rotated by cos_t[i - i0], sin_t[i - i0].
+void rope_rotate_range(std::span<float> x, int n_heads, const RopeParams& p, int i0, int i1,
+                       const float* cos_t, const float* sin_t) {
+  const int half = p.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x.data() + static_cast<size_t>(h) * p.head_dim;
+    if (p.layout == RopeLayout::Neox) {
+      float* lo = head;
+      float* hi = head + half;
+      for (int i = i0; i < i1; ++i) {
+        const float c = cos_t[i - i0], s = sin_t[i - i0];
+        const float x0 = lo[i], x1 = hi[i];
+        lo[i] = x0 * c - x1 * s;
+        hi[i] = x0 * s + x1 * c;
+      }
+    } else {
+      for (int i = i0; i < i1; ++i) {
+        const float c = cos_t[i - i0], s = sin_t[i - i0];
+        const float x0 = head[2 * i], x1 = head[2 * i + 1];
+        head[2 * i] = x0 * c - x1 * s;
+        head[2 * i + 1] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 // Same math as rope_ref, but cos/sin are computed once per pair for all heads (the trig is the
 // cost; the rotation is a few flops). Pairs go in blocks through a stack table, so any n_rot works
 // without allocating.
@@ -149,32 +189,20 @@ void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p) {
   const int half = p.n_rot / 2;
   for (int i0 = 0; i0 < half; i0 += kBlock) {
     const int i1 = std::min(half, i0 + kBlock);
-    for (int i = i0; i < i1; ++i) {
-      const double theta = rope_theta(pos, i, p);
-      cos_t[i - i0] = static_cast<float>(std::cos(theta) * p.mscale);
-      sin_t[i - i0] = static_cast<float>(std::sin(theta) * p.mscale);
-    }
-    for (int h = 0; h < n_heads; ++h) {
-      float* head = x.data() + static_cast<size_t>(h) * p.head_dim;
-      if (p.layout == RopeLayout::Neox) {
-        float* lo = head;
-        float* hi = head + half;
-        for (int i = i0; i < i1; ++i) {
-          const float c = cos_t[i - i0], s = sin_t[i - i0];
-          const float x0 = lo[i], x1 = hi[i];
-          lo[i] = x0 * c - x1 * s;
-          hi[i] = x0 * s + x1 * c;
-        }
-      } else {
-        for (int i = i0; i < i1; ++i) {
-          const float c = cos_t[i - i0], s = sin_t[i - i0];
-          const float x0 = head[2 * i], x1 = head[2 * i + 1];
-          head[2 * i] = x0 * c - x1 * s;
-          head[2 * i + 1] = x0 * s + x1 * c;
-        }
-      }
-    }
+    rope_angles_range(pos, p, i0, i1, cos_t, sin_t);
+    rope_rotate_range(x, n_heads, p, i0, i1, cos_t, sin_t);
   }
+}
+
+void rope_angles(int64_t pos, const RopeParams& p, float* cos_t, float* sin_t) {
+  check_rope(std::span<float>(), 0, p);
+  rope_angles_range(pos, p, 0, p.n_rot / 2, cos_t, sin_t);
+}
+
+void rope_rotate(std::span<float> x, int n_heads, const RopeParams& p, const float* cos_t,
+                 const float* sin_t) {
+  check_rope(x, n_heads, p);
+  rope_rotate_range(x, n_heads, p, 0, p.n_rot / 2, cos_t, sin_t);
 }
 
 void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out,

@@ -34,6 +34,12 @@ struct RopeParams {
 
 // Rotates n_heads heads of head_dim floats each, in place, for position pos.
 void rope(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
+// rope() in two halves, for callers that rotate many heads at one position in several calls (a
+// decode step's q and k in every layer): the cos and sin of each of the n_rot / 2 pairs at pos
+// (times mscale), then the rotation by them. rope_angles + rope_rotate == rope, bit for bit.
+void rope_angles(int64_t pos, const RopeParams& p, float* cos_t, float* sin_t);
+void rope_rotate(std::span<float> x, int n_heads, const RopeParams& p, const float* cos_t,
+                 const float* sin_t);
 void rope_ref(std::span<float> x, int n_heads, int64_t pos, const RopeParams& p);
 
 // out[i] = silu(gate[i]) * up[i]           (llama, qwen2)

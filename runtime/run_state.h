@@ -34,6 +34,7 @@ struct RunState {
         hb(gate.size()),
         logits(static_cast<size_t>(this->max_logits * c.n_vocab)),
         attn_scratch(static_cast<size_t>(attention_scratch_floats(c, max_keys))),
+        rope_angles(static_cast<size_t>(2 * max_batch * c.head_dim)),
         kernels(kernels) {}
 
   // Floats of ops::attention's scratch for one decode query over max_keys keys.
@@ -70,8 +71,11 @@ struct RunState {
   std::vector<float> hb;            // (batch, n_ff) act(gate) * up, input of W_down
   std::vector<float> logits;        // (max_logits, n_vocab): the batch's last tokens' logits
   std::vector<float> attn_scratch;  // a long decode's per-key-segment attention partials
-  ops::PackedActivations packed;    // quantized matmul input, reused by every matmul
-  ops::KernelSet kernels;           // what every op of the forward pass runs
+  // (2, batch, head_dim): per token the cos then the sin of its head_dim / 2 rotated pairs, for
+  // the full-attention layers' RoPE parameters (set 0) and the sliding-window layers' (set 1).
+  std::vector<float> rope_angles;
+  ops::PackedActivations packed;  // quantized matmul input, reused by every matmul
+  ops::KernelSet kernels;         // what every op of the forward pass runs
 };
 
 }  // namespace pacer::runtime

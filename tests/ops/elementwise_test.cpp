@@ -309,6 +309,39 @@ TEST(Rope, MatchesReferenceAndPreservesPairNorms) {
   }
 }
 
+// The runtime computes a position's angles once (rope_angles) and rotates every layer's q and k by
+// them (rope_rotate): the same floats as rope() for both layouts, partial rotation, frequency
+// factors and mscale. rope_ref is the independent check of the values themselves (above).
+TEST(Rope, AnglesThenRotateIsRopeBitForBit) {
+  const std::vector<float> factors = random_floats(32, 1.0f, 50);
+  std::vector<float> divisors(factors.size());
+  for (size_t i = 0; i < factors.size(); ++i) divisors[i] = 1.0f + std::fabs(factors[i]);
+  for (RopeLayout layout : {RopeLayout::Normal, RopeLayout::Neox}) {
+    for (const float* ff :
+         {static_cast<const float*>(nullptr), static_cast<const float*>(divisors.data())}) {
+      RopeParams p{.head_dim = 64,
+                   .n_rot = ff ? 64 : 48,
+                   .base = 500000.0f,
+                   .freq_scale = 0.25f,
+                   .layout = layout,
+                   .freq_factors = ff,
+                   .mscale = ff ? 1.1f : 1.0f};
+      for (int64_t pos : {0, 5, 4097, 100000}) {
+        const auto orig = random_floats(5 * 64, 1.0f, static_cast<uint32_t>(pos + 3));
+        auto a = orig, b = orig;
+        rope(a, 5, pos, p);
+        std::vector<float> cos_t(static_cast<size_t>(p.n_rot / 2)), sin_t(cos_t.size());
+        rope_angles(pos, p, cos_t.data(), sin_t.data());
+        rope_rotate(b, 5, p, cos_t.data(), sin_t.data());
+        EXPECT_EQ(a, b) << "pos " << pos;
+      }
+    }
+  }
+  RopeParams bad{.head_dim = 64, .n_rot = 63};
+  float c[32], s[32];
+  EXPECT_THROW(rope_angles(1, bad, c, s), std::invalid_argument);
+}
+
 TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
   // The property attention relies on: <R(m) q, R(n) k> = <R(m - n) q, k>.
   for (RopeLayout layout : {RopeLayout::Normal, RopeLayout::Neox}) {
