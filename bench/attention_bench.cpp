@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -36,6 +37,7 @@ std::unique_ptr<std::byte, FreeBytes> cache_bytes(int64_t bytes, bool huge) {
   const int64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
   auto* p = static_cast<std::byte*>(std::aligned_alloc(kHuge, static_cast<size_t>(size)));
   ::madvise(p, static_cast<size_t>(size), huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  std::memset(p, 0, static_cast<size_t>(size));  // the last K block's unwritten lanes too
   return std::unique_ptr<std::byte, FreeBytes>(p);
 }
 
@@ -46,8 +48,10 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{32, 8, 64}, {32, 4, 64}};
 
-ops::AttentionParams shape_params(int64_t shape, WeightType kv_type) {
+// The shape's attention over a cache of `positions` positions.
+ops::AttentionParams shape_params(int64_t shape, WeightType kv_type, int64_t positions) {
   ops::AttentionParams p;
+  p.kv_positions = positions;
   p.n_heads = kShapes[shape].n_heads;
   p.n_kv_heads = kShapes[shape].n_kv_heads;
   p.head_dim = kShapes[shape].head_dim;
@@ -60,14 +64,14 @@ int64_t cache_row_bytes(const ops::AttentionParams& p) {
   return ops::kv_row_bytes(p.kv_type, static_cast<int64_t>(p.n_kv_heads) * p.head_dim);
 }
 
-// A K and a V cache of `positions` random rows, written one position at a time (no positions x
-// row buffer).
+// A K and a V cache of p.kv_positions random positions, written one position at a time (no
+// positions x row buffer).
 struct Caches {
   std::unique_ptr<std::byte, FreeBytes> k, v;
 };
-Caches random_caches(const ops::AttentionParams& p, int64_t positions, bool huge,
-                     const ops::KernelSet& kernels, std::mt19937& rng) {
-  const int64_t bytes = positions * cache_row_bytes(p);
+Caches random_caches(const ops::AttentionParams& p, bool huge, const ops::KernelSet& kernels,
+                     std::mt19937& rng) {
+  const int64_t bytes = ops::kv_cache_bytes(p), positions = p.kv_positions;
   Caches c{cache_bytes(bytes, huge), cache_bytes(bytes, huge)};
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> k(static_cast<size_t>(p.n_kv_heads) * p.head_dim), v(k.size());
@@ -95,7 +99,7 @@ struct DecodeStep {
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int64_t layer = 0; layer < layers; ++layer) {
-      caches.push_back(random_caches(p, depth, huge, kernels, rng));
+      caches.push_back(random_caches(p, huge, kernels, rng));
     }
     q.resize(static_cast<size_t>(p.n_heads) * p.head_dim);
     out.resize(q.size());
@@ -119,8 +123,8 @@ void BM_attention(benchmark::State& state, WeightType kv_type, Isa isa) {
     return;
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
-  DecodeStep step(shape_params(state.range(2), kv_type), state.range(0), state.range(3),
-                  state.range(1) != 0, kernels);
+  DecodeStep step(shape_params(state.range(2), kv_type, state.range(0)), state.range(0),
+                  state.range(3), state.range(1) != 0, kernels);
   const ops::SerialParallel serial;
   int64_t bytes = 0;
   for (auto _ : state) bytes += step.run(serial, kernels);
@@ -137,7 +141,8 @@ void BM_attention_threads(benchmark::State& state, Isa isa) {
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   const int threads = static_cast<int>(state.range(2));
-  DecodeStep step(shape_params(1, WeightType::F16), state.range(0), state.range(1), true, kernels);
+  DecodeStep step(shape_params(1, WeightType::F16, state.range(0)), state.range(0), state.range(1),
+                  true, kernels);
   const ops::TbbParallel par(threads);
   tbb::task_arena arena(threads);
   int64_t bytes = 0;
@@ -157,11 +162,11 @@ void BM_attention_prefill(benchmark::State& state, WeightType kv_type, Isa isa) 
   }
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
   const int64_t depth = state.range(0), tokens = state.range(1);
-  const ops::AttentionParams p = shape_params(state.range(2), kv_type);
+  const ops::AttentionParams p = shape_params(state.range(2), kv_type, depth + tokens);
   const int64_t row_bytes = cache_row_bytes(p);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const Caches cache = random_caches(p, depth + tokens, true, kernels, rng);
+  const Caches cache = random_caches(p, true, kernels, rng);
   std::vector<float> q(static_cast<size_t>(tokens * p.n_heads * p.head_dim)), out(q.size());
   for (float& e : q) e = normal(rng);
   const ops::SerialParallel serial;

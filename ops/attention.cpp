@@ -38,6 +38,7 @@ void check_params(const AttentionParams& p) {
     fail("kv_type q8_0 needs head_dim a multiple of 32, got " + std::to_string(p.head_dim));
   }
   if (p.sliding_window < 0) fail("sliding_window " + std::to_string(p.sliding_window) + " < 0");
+  if (p.kv_positions < 0) fail("kv_positions " + std::to_string(p.kv_positions) + " < 0");
   if (!(p.softcap >= 0.0f)) fail("softcap must be >= 0");
 }
 
@@ -46,6 +47,37 @@ void check_span(const char* name, size_t have, int64_t want) {
     fail(std::string(name) + " has " + std::to_string(have) + " elements, expected " +
          std::to_string(want));
   }
+}
+
+// Positions [pos0, pos0 + n_tokens) must lie in the cache.
+void check_positions(const AttentionParams& p, int64_t pos0, int64_t n_tokens) {
+  if (pos0 + n_tokens > p.kv_positions) {
+    fail("positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n_tokens) +
+         ") outside a cache of kv_positions " + std::to_string(p.kv_positions));
+  }
+}
+
+// Bytes between one KV head's slice of the cache and the next (ops/attention.h).
+int64_t head_stride(const AttentionParams& p) {
+  const int64_t blocks = (p.kv_positions + kKvBlock - 1) / kKvBlock;
+  return blocks * kKvBlock * kv_row_bytes(p.kv_type, p.head_dim);
+}
+
+// Whether K is kept transposed in blocks (F16, F32) rather than in rows (Q8_0).
+bool keys_transposed(WeightType kv_type) {
+  return kv_type != WeightType::Q8_0;
+}
+
+// Byte offset of element (pos, kv head, d) of the K (key = true) or V cache: the layout of
+// ops/attention.h (not for Q8_0, whose elements are not bytes of their own).
+int64_t elem_offset(const AttentionParams& p, bool key, int64_t pos, int kvh, int d) {
+  const int64_t elem = p.kv_type == WeightType::F16 ? 2 : 4;
+  const int64_t head = kvh * head_stride(p);
+  if (key && keys_transposed(p.kv_type)) {
+    return head + pos / kKvBlock * kKvBlock * p.head_dim * elem +
+           (d * kKvBlock + pos % kKvBlock) * elem;
+  }
+  return head + (pos * p.head_dim + d) * elem;
 }
 
 void check_call(const AttentionParams& p, size_t q_size, size_t out_size, int64_t pos0,
@@ -57,6 +89,7 @@ void check_call(const AttentionParams& p, size_t q_size, size_t out_size, int64_
   const int64_t want = n_tokens * p.n_heads * p.head_dim;
   check_span("q", q_size, want);
   check_span("out", out_size, want);
+  check_positions(p, pos0, n_tokens);
 }
 
 // The first key query position `pos` may see.
@@ -101,6 +134,19 @@ void load_row(const std::byte* src, int dim, float* dst) {
   }
 }
 
+// Key `key` of a task's KV head as fp32: a Q8_0 row, or gathered from its transposed block.
+template <typename Elem>
+void load_key(const AttentionTask& t, int64_t key, float* dst) {
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    load_row<Elem>(t.k + key * t.row_bytes, t.head_dim, dst);
+  } else {
+    const std::byte* block = t.k + key / kKvBlock * kKvBlock * t.row_bytes;
+    for (int d = 0; d < t.head_dim; ++d) {
+      dst[d] = load_elem<Elem>(block, static_cast<int>(d * kKvBlock + key % kKvBlock));
+    }
+  }
+}
+
 template <typename Elem>
 void attend_scalar_one(const AttentionTask& t) {
   const int dim = t.head_dim, n_q = t.n_q;
@@ -116,8 +162,7 @@ void attend_scalar_one(const AttentionTask& t) {
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     for (int j = 0; j < nt; ++j) {
-      const std::byte* krow = t.k + (j0 + j) * t.row_bytes;
-      load_row<Elem>(krow, dim, row);
+      load_key<Elem>(t, j0 + j, row);
       for (int g = 0; g < n_q; ++g) {
         float dot = 0.0f;
         for (int d = 0; d < dim; ++d) dot += qs[g][d] * row[d];
@@ -205,31 +250,61 @@ const AttentionKernels& attention_kernels(Isa isa) noexcept {
   return kScalarKernels;
 }
 
+int64_t kv_cache_bytes(const AttentionParams& p) {
+  check_params(p);
+  return p.n_kv_heads * head_stride(p);
+}
+
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
               int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
               const KernelSet& kernels) {
   check_params(p);
   if (pos0 < 0 || n_tokens < 0) fail("kv_store: negative pos0 or n_tokens");
-  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  const int dim = p.head_dim;
+  const int64_t row = static_cast<int64_t>(p.n_kv_heads) * dim;
   check_span("kv_store k", k.size(), n_tokens * row);
   check_span("kv_store v", v.size(), n_tokens * row);
-  const int64_t row_bytes = kv_row_bytes(p.kv_type, row);
-  std::byte* k_dst = k_cache + pos0 * row_bytes;
-  std::byte* v_dst = v_cache + pos0 * row_bytes;
-  if (p.kv_type == WeightType::F32) {
-    std::memcpy(k_dst, k.data(), k.size_bytes());
-    std::memcpy(v_dst, v.data(), v.size_bytes());
-    return;
-  }
-  if (p.kv_type == WeightType::Q8_0) {
-    // Rows are whole blocks (head_dim % 32 == 0), so the n_tokens rows quantize as one run.
-    quantize_row_q8_0_ref(k.data(), reinterpret_cast<BlockQ8_0*>(k_dst), n_tokens * row);
-    quantize_row_q8_0_ref(v.data(), reinterpret_cast<BlockQ8_0*>(v_dst), n_tokens * row);
-    return;
-  }
+  check_positions(p, pos0, n_tokens);
+  const int64_t head_bytes = kv_row_bytes(p.kv_type, dim), stride = head_stride(p);
   const ToF16Fn to_f16 = kernels.attention().to_f16;
-  to_f16(k.data(), reinterpret_cast<fp16_t*>(k_dst), n_tokens * row);
-  to_f16(v.data(), reinterpret_cast<fp16_t*>(v_dst), n_tokens * row);
+  // One head's row of `dim` values into its place in a row-layout cache.
+  auto store_row = [&](const float* src, std::byte* dst) {
+    switch (p.kv_type) {
+      case WeightType::F32:
+        std::memcpy(dst, src, static_cast<size_t>(dim) * sizeof(float));
+        break;
+      case WeightType::Q8_0:  // whole blocks: head_dim % 32 == 0
+        quantize_row_q8_0_ref(src, reinterpret_cast<BlockQ8_0*>(dst), dim);
+        break;
+      default:
+        to_f16(src, reinterpret_cast<fp16_t*>(dst), dim);
+    }
+  };
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t pos = pos0 + t;
+    for (int h = 0; h < p.n_kv_heads; ++h) {
+      const float* ks = k.data() + t * row + static_cast<int64_t>(h) * dim;
+      const float* vs = v.data() + t * row + static_cast<int64_t>(h) * dim;
+      std::byte* head_k = k_cache + h * stride;
+      store_row(vs, v_cache + h * stride + pos * head_bytes);
+      if (!keys_transposed(p.kv_type)) {
+        store_row(ks, head_k + pos * head_bytes);
+        continue;
+      }
+      // Dimension d of this key goes to lane pos % kKvBlock of the block's d-th vector.
+      std::byte* block = head_k + pos / kKvBlock * kKvBlock * head_bytes;
+      const int64_t lane = pos % kKvBlock;
+      if (p.kv_type == WeightType::F32) {
+        auto* dst = reinterpret_cast<float*>(block) + lane;
+        for (int d = 0; d < dim; ++d) dst[d * kKvBlock] = ks[d];
+      } else {
+        fp16_t half[kMaxHeadDim];
+        to_f16(ks, half, dim);
+        auto* dst = reinterpret_cast<fp16_t*>(block) + lane;
+        for (int d = 0; d < dim; ++d) dst[d * kKvBlock] = half[d];
+      }
+    }
+  }
 }
 
 namespace {
@@ -244,9 +319,9 @@ struct AttentionJob {
   int64_t pos0, n_tokens;
   const std::byte* k_cache;
   const std::byte* v_cache;
-  int group;           // query heads per KV head
-  int64_t row_bytes;   // one cache row: n_kv_heads * head_dim elements
-  int64_t head_bytes;  // one KV head's slice of a row
+  int group;            // query heads per KV head
+  int64_t head_stride;  // bytes from one KV head's slice of the cache to the next
+  int64_t head_bytes;   // one position of one KV head
 };
 
 // The task of query heads [h, h + n_q) of one query over keys [key_begin, key_end): everything
@@ -258,9 +333,9 @@ AttentionTask head_task(const AttentionJob& job, int h, int64_t items_left, int6
   AttentionTask task;
   task.n_q = static_cast<int>(std::min<int64_t>({group - h % group, kMaxGroup, items_left}));
   task.head_dim = job.p->head_dim;
-  task.k = job.k_cache + kv_head * job.head_bytes;
-  task.v = job.v_cache + kv_head * job.head_bytes;
-  task.row_bytes = job.row_bytes;
+  task.k = job.k_cache + kv_head * job.head_stride;
+  task.v = job.v_cache + kv_head * job.head_stride;
+  task.row_bytes = job.head_bytes;
   task.key_begin = key_begin;
   task.key_end = key_end;
   task.scale = job.p->scale;
@@ -374,7 +449,7 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
       .k_cache = k_cache,
       .v_cache = v_cache,
       .group = p.n_heads / p.n_kv_heads,
-      .row_bytes = kv_row_bytes(p.kv_type, static_cast<int64_t>(p.n_kv_heads) * p.head_dim),
+      .head_stride = head_stride(p),
       .head_bytes = kv_row_bytes(p.kv_type, p.head_dim),
   };
   const int64_t lo = first_visible_key(pos0, p.sliding_window), n_keys = pos0 + 1 - lo;
@@ -418,17 +493,18 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
                    std::span<float> out) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
   const int dim = p.head_dim, group = p.n_heads / p.n_kv_heads;
-  const int64_t row_elems = static_cast<int64_t>(p.n_kv_heads) * dim;
-  // Cache element (position, kv head, d) as fp32.
-  auto cache_at = [&](const std::byte* cache, int64_t pos, int kvh, int d) {
-    const int64_t i = pos * row_elems + static_cast<int64_t>(kvh) * dim + d;
+  const int64_t stride = head_stride(p), head_bytes = kv_row_bytes(p.kv_type, dim);
+  // Cache element (position, kv head, d) of K (key) or V as fp32.
+  auto cache_at = [&](const std::byte* cache, bool key, int64_t pos, int kvh, int d) {
     if (p.kv_type == WeightType::Q8_0) {
       BlockQ8_0 block;
-      std::memcpy(&block, cache + i / kQ8_0BlockElems * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
-      return fp16_to_fp32(block.d) * static_cast<float>(block.qs[i % kQ8_0BlockElems]);
+      std::memcpy(&block,
+                  cache + kvh * stride + pos * head_bytes + d / kQ8_0BlockElems * sizeof(BlockQ8_0),
+                  sizeof(BlockQ8_0));
+      return fp16_to_fp32(block.d) * static_cast<float>(block.qs[d % kQ8_0BlockElems]);
     }
-    return p.kv_type == WeightType::F16 ? load_elem<fp16_t>(cache + i * 2, 0)
-                                        : load_elem<float>(cache + i * 4, 0);
+    const std::byte* at = cache + elem_offset(p, key, pos, kvh, d);
+    return p.kv_type == WeightType::F16 ? load_elem<fp16_t>(at, 0) : load_elem<float>(at, 0);
   };
   std::vector<float> scores;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -441,7 +517,7 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
       scores.assign(pos - lo + 1, 0.0f);
       for (int64_t j = lo; j <= pos; ++j) {
         float dot = 0.0f;
-        for (int d = 0; d < dim; ++d) dot += qh[d] * cache_at(k_cache, j, kvh, d);
+        for (int d = 0; d < dim; ++d) dot += qh[d] * cache_at(k_cache, true, j, kvh, d);
         float s = p.scale * dot;
         if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
         scores[j - lo] = s;
@@ -457,7 +533,8 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
       float* oh = out.data() + (t * p.n_heads + h) * dim;
       for (int d = 0; d < dim; ++d) {
         float o = 0.0f;
-        for (int64_t j = lo; j <= pos; ++j) o += scores[j - lo] * cache_at(v_cache, j, kvh, d);
+        for (int64_t j = lo; j <= pos; ++j)
+          o += scores[j - lo] * cache_at(v_cache, false, j, kvh, d);
         oh[d] = o / sum;
       }
     }

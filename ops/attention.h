@@ -1,10 +1,17 @@
 #pragma once
 // Causal grouped-query attention over a KV cache, for decode (one query token) and prefill (many).
 //
-// Cache layout per layer: K and V each (capacity, n_kv_heads * head_dim) rows of `kv_type`
-// (F16 by default, F32 or Q8_0 optional), row p holding position p. A Q8_0 row is
-// n_kv_heads*head_dim/32 ggml block_q8_0 blocks (head_dim a multiple of 32, so a head never
-// splits a block). Query head h reads KV head
+// Cache layout per layer (kv_cache_bytes each for K and V): head-major, each KV head's slice one
+// contiguous run of kv_positions (rounded up to kKvBlock) positions, so that a KV head's keys and
+// values stream from DRAM in order. Elements are `kv_type` (F16 by default, F32 or Q8_0).
+//   V (any type) and Q8_0 K: rows, position p of head h at h * head_stride + p * head_bytes
+//     (head_bytes = kv_row_bytes(kv_type, head_dim); a Q8_0 row is head_dim / 32 ggml block_q8_0
+//     blocks, head_dim a multiple of 32).
+//   F16 and F32 K: transposed in blocks of kKvBlock positions: element (p, d) of head h at
+//     h * head_stride + (p / kKvBlock) * kKvBlock * head_bytes + (d * kKvBlock + p % kKvBlock)
+//     elements. One dimension of 16 consecutive keys is then one vector, and a query scores 16
+//     keys per FMA with no transpose or horizontal sum.
+// head_stride = round_up(kv_positions, kKvBlock) * head_bytes. Query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include <cstdint>
 #include <span>
@@ -24,15 +31,22 @@ struct AttentionParams {
   int64_t sliding_window = 0;  // 0 = full causal; else key p visible to query q iff q - p < window
   float softcap = 0.0f;        // 0 = none; else s = softcap * tanh(s / softcap)
   WeightType kv_type = WeightType::F16;  // F16, F32 or Q8_0
+  int64_t kv_positions = 0;              // positions the cache holds (its capacity)
 };
+
+// Positions per transposed K block (the layout above).
+constexpr int64_t kKvBlock = 16;
+
+// Bytes of one layer's K cache (or V cache) in the layout above.
+int64_t kv_cache_bytes(const AttentionParams& p);
 
 // Bytes of one cache row of n_elems elements of kv_type (F16, F32 or Q8_0; Q8_0 needs n_elems a
 // multiple of 32). Throws std::invalid_argument for other types.
 int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems);
 
-// Appends n_tokens rows of k and v ((n_tokens, n_kv_heads*head_dim) fp32) at positions
-// [pos0, pos0 + n_tokens) of the cache, converting to kv_type (Q8_0: ggml's quantize_row_q8_0,
-// round to nearest, fp16 scale).
+// Stores n_tokens rows of k and v ((n_tokens, n_kv_heads*head_dim) fp32) at positions
+// [pos0, pos0 + n_tokens) of the cache (pos0 + n_tokens <= kv_positions), converting to kv_type
+// (Q8_0: ggml's quantize_row_q8_0, round to nearest, fp16 scale).
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
               int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
               const KernelSet& kernels);

@@ -89,6 +89,70 @@ void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, 
   }
 }
 
+// F16 and F32 caches keep K transposed in blocks of kKvBlock positions (ops/attention.h): a
+// vector of L consecutive keys' dimension d is one load. Q8_0 keeps rows (a block's scale spans 32
+// dimensions of one key).
+template <class Row>
+constexpr bool kKeysTransposed = Row::kBytes > 0;
+
+// s[g][j + b * L + i] = qs[g] . k_(j0 + j + b * L + i) for KB groups of L keys from a transposed
+// K (k: the head's first block; j0 + j a multiple of L), keys in the lanes: one FMA per dimension,
+// head and group, no reduction. Each lane adds its dimensions in order 0..dim-1 whatever G and KB
+// are, so a score does not depend on how heads are grouped into tasks (nor the result on the
+// worker count); KB groups at once keep KB * G >= 8 FMA chains in flight when G is small.
+template <class V, class Row, int G, int KB>
+void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* k,
+                      int64_t row_bytes, int64_t j0, int j, float (*s)[kKeyTile]) {
+  constexpr int L = V::kLanes;
+  constexpr int64_t dim_bytes = kKvBlock * Row::kBytes;  // one dimension of a block's keys
+  const std::byte* kp[KB];
+  for (int b = 0; b < KB; ++b) {
+    const int64_t key = j0 + j + b * L;
+    kp[b] = k + key / kKvBlock * kKvBlock * row_bytes + key % kKvBlock * Row::kBytes;
+  }
+  typename V::Reg acc[KB][G];
+  for (int b = 0; b < KB; ++b) {
+    for (int g = 0; g < G; ++g) acc[b][g] = V::zero();
+  }
+  for (int d = 0; d < dim; ++d) {
+    for (int b = 0; b < KB; ++b) {
+      const auto kd = Row::load(kp[b] + d * dim_bytes, 0);
+      for (int g = 0; g < G; ++g) acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
+    }
+  }
+  for (int b = 0; b < KB; ++b) {
+    for (int g = 0; g < G; ++g) V::store(s[g] + j + b * L, acc[b][g]);
+  }
+}
+
+// s[g][0..nt) for the keys [j0, j0 + nt) of a transposed K (j0 a multiple of kKvBlock), in whole
+// groups of L (the lanes past nt hold whatever the cache holds there; softmax_step overwrites
+// them). Asks for the next tile's first pf_keys keys' blocks into L2 as it goes.
+template <class V, class Row, int G>
+void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* k,
+                      int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile], int pf_keys) {
+  constexpr int L = V::kLanes;
+  constexpr int KB = std::min(kKeyTile / L, G >= 8 ? 1 : 8 / G);
+  const int64_t block_bytes = kKvBlock * row_bytes;
+  const std::byte* next = k + (j0 + kKeyTile) / kKvBlock * block_bytes;
+  const int groups = (nt + L - 1) / L;
+  for (int grp = 0; grp < groups;) {
+    const int n = grp + KB <= groups ? KB : 1;
+    // The next tile's block at the same place, one block at a time (see attend).
+    for (int key = grp * L; key < (grp + n) * L; key += L) {
+      if (key % kKvBlock == 0 && key < pf_keys) {
+        prefetch_rows(next + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
+      }
+    }
+    if (n == KB) {
+      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s);
+    } else {
+      score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s);
+    }
+    grp += n;
+  }
+}
+
 // L key rows from krow (L = kLanes) transposed into kt: kt[d * L + i] = dimension d of key i,
 // for d < padded (the dims past dim are 0). Keys past nk (a tile's last, partial group) are 0.
 template <class V, class Row>
@@ -140,14 +204,16 @@ void score_keys_in_lanes(const float* qs, int64_t q_row, int padded, const float
 // independent FMAs: one chunk at a time left G chains of one FMA per row each, and the FMA
 // latency, not the loads, set the pace. Every (g, dim) sums its rows in order, whatever DC is.
 template <class V, class Row, int G, int DC>
-void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_t row_bytes, int nt,
-                       int d0, float (*acc)[kMaxHeadDim], int pf_rows, int64_t pf_bytes) {
+void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_t row_bytes,
+                       int j_begin, int nt, int d0, float (*acc)[kMaxHeadDim], int pf_rows,
+                       int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   typename V::Reg a[DC][G];
   for (int c = 0; c < DC; ++c) {
     for (int g = 0; g < G; ++g) a[c][g] = V::load(acc[g] + d0 + c * L);
   }
-  for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+  vrow += j_begin * row_bytes;
+  for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
     if (j < pf_rows) prefetch_rows(vrow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
     typename V::Reg pj[G];
     for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
@@ -162,13 +228,14 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
 }
 
 template <class V, class Row, int G>
-void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes, int nt,
-                     int dim, float (*acc)[kMaxHeadDim], int pf_rows, int64_t pf_bytes) {
+void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes,
+                     int j_begin, int nt, int dim, float (*acc)[kMaxHeadDim], int pf_rows,
+                     int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   constexpr int DC = std::clamp(V::kRegisters / 2 / G, 1, 4);
   int d = 0;
   for (; d + DC * L <= dim; d += DC * L) {  // the next tile's rows asked for in the first pass
-    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, nt, d, acc, d == 0 ? pf_rows : 0,
+    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, j_begin, nt, d, acc, d == 0 ? pf_rows : 0,
                                      pf_bytes);
   }
   if (d == 0 && pf_rows > 0) {
@@ -177,14 +244,14 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
   for (; d < dim; d += L) {
     typename V::Reg a[G];
     for (int g = 0; g < G; ++g) a[g] = V::load(acc[g] + d);
-    const std::byte* vrow = vrow0;
+    const std::byte* vrow = vrow0 + j_begin * row_bytes;
     if (d + L <= dim) {
-      for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+      for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
         const auto v = Row::load(vrow, d);
         for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(p[g][j]), v, a[g]);
       }
     } else {
-      for (int j = 0; j < nt; ++j, vrow += row_bytes) {
+      for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
         const auto v = Row::load_first(vrow, d, dim - d);
         for (int g = 0; g < G; ++g) a[g] = V::fmadd(V::set1(p[g][j]), v, a[g]);
       }
@@ -194,12 +261,13 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
 }
 
 // One online-softmax step over a tile of nt scores per head (s[g][0..nt)), in place: s becomes
-// e^(s - m_new), l and acc are rescaled from the old running max m to the new. Scores past nt
-// are set to -inf: they leave the max alone and their e^(s - m) is exactly 0, so every loop runs
-// over whole vectors.
+// e^(s - m_new), l and acc are rescaled from the old running max m to the new. Scores before
+// `lead` (keys before the first visible one, read with its block) and past nt are set to -inf:
+// they leave the max alone and their e^(s - m) is exactly 0, so every loop runs over whole
+// vectors.
 template <class V, int G>
-void softmax_step(float (*s)[kKeyTile], int nt, int padded, float softcap, float* m, float* l,
-                  float (*acc)[kMaxHeadDim]) {
+void softmax_step(float (*s)[kKeyTile], int lead, int nt, int padded, float softcap, float* m,
+                  float* l, float (*acc)[kMaxHeadDim]) {
   constexpr int L = V::kLanes;
   const int nt_padded = (nt + L - 1) / L * L;
   const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
@@ -211,6 +279,7 @@ void softmax_step(float (*s)[kKeyTile], int nt, int padded, float softcap, float
         V::store(s[g] + j, V::softcap(V::load_first(s[g] + j, nt - j), softcap));
       }
     }
+    std::fill(s[g], s[g] + lead, -std::numeric_limits<float>::infinity());
     std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
     auto vmax = neg_inf;
     for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
@@ -256,23 +325,31 @@ void attend(const AttentionTask& t) {
     m[g] = -std::numeric_limits<float>::infinity();
     l[g] = 0.0f;
   }
+  // A transposed K is read in whole blocks: the tiles start at the block of key_begin, and the
+  // keys before it in that block (`lead`) score -inf.
+  const int64_t start = kKeysTransposed<Row> ? t.key_begin / kKvBlock * kKvBlock : t.key_begin;
+  const int64_t pf_bytes = Row::bytes(dim);
   // The first tile's rows, asked for together up front: each tile asks for the next one's as it
   // goes, but nothing asked for the first, whose rows then came in one demand miss at a time (a
   // decode segment is 8 tiles). One Zen 5 core, 32 caches of 2048 positions from DRAM, 4 rounds:
   // 1.08-1.11x at 4 heads per KV head, 0.99-1.22x at 8.
-  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - t.key_begin));
-  prefetch_rows(t.k + t.key_begin * t.row_bytes, t.row_bytes, first, Row::bytes(dim));
-  prefetch_rows(t.v + t.key_begin * t.row_bytes, t.row_bytes, first, Row::bytes(dim));
-  for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
+  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - start));
+  prefetch_rows(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_rows(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  for (int64_t j0 = start; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
+    const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
     // The next tile's rows: asked for one or a few at a time as this tile's rows are read (a
     // burst of them at the tile's start stalled on the core's miss buffers).
     const int next = static_cast<int>(
         std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
-    const int64_t pf_bytes = Row::bytes(dim);
-    score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s, next, pf_bytes);
-    softmax_step<V, G>(s, nt, padded, t.softcap, m, l, acc);
-    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, nt, dim, acc, next,
+    if constexpr (kKeysTransposed<Row>) {
+      score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next);
+    } else {
+      score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s, next, pf_bytes);
+    }
+    softmax_step<V, G>(s, lead, nt, padded, t.softcap, m, l, acc);
+    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, lead, nt, dim, acc, next,
                                pf_bytes);
   }
   if (t.m_out != nullptr) {
@@ -316,30 +393,42 @@ void attend_tokens(const AttentionTask& t) {
   }
   const int64_t key_end = t.key_end + n_tok - 1;  // the last token's
   const int64_t pf_bytes = Row::bytes(dim);
-  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - t.key_begin));
-  prefetch_rows(t.k + t.key_begin * t.row_bytes, t.row_bytes, first, pf_bytes);
-  prefetch_rows(t.v + t.key_begin * t.row_bytes, t.row_bytes, first, pf_bytes);
-  for (int64_t j0 = t.key_begin; j0 < key_end; j0 += kKeyTile) {
+  // As in attend: a transposed K from the block of key_begin, the keys before it masked.
+  const int64_t start = kKeysTransposed<Row> ? t.key_begin / kKvBlock * kKvBlock : t.key_begin;
+  const int first = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - start));
+  prefetch_rows(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_rows(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  for (int64_t j0 = start; j0 < key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - j0));
+    const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
     const int next = static_cast<int>(
         std::clamp<int64_t>(key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
     // Tokens [i0, n_tok) see some of this tile's keys (the earlier ones' keys may end before it).
     int i0 = 0;
     while (t.key_end + i0 <= j0) ++i0;
-    const std::byte* krow = t.k + j0 * t.row_bytes;
-    for (int j = 0; j < nt; j += L, krow += L * t.row_bytes) {
-      const int nk = std::min(L, nt - j);
-      if (j < next) {
-        prefetch_rows(krow + kKeyTile * t.row_bytes, t.row_bytes, std::min(nk, next - j), pf_bytes);
+    if constexpr (kKeysTransposed<Row>) {
+      // Each token scores the tile's blocks from L1 after the first brought them in.
+      for (int i = i0; i < n_tok; ++i) {
+        score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i],
+                                    i == i0 ? next : 0);
       }
-      transpose_keys<V, Row>(krow, t.row_bytes, nk, dim, kt);
-      for (int i = i0; i < n_tok; ++i)
-        score_keys_in_lanes<V, G>(qs[i], padded, padded, kt, s[i], j);
+    } else {
+      const std::byte* krow = t.k + j0 * t.row_bytes;
+      for (int j = 0; j < nt; j += L, krow += L * t.row_bytes) {
+        const int nk = std::min(L, nt - j);
+        if (j < next) {
+          prefetch_rows(krow + kKeyTile * t.row_bytes, t.row_bytes, std::min(nk, next - j),
+                        pf_bytes);
+        }
+        transpose_keys<V, Row>(krow, t.row_bytes, nk, dim, kt);
+        for (int i = i0; i < n_tok; ++i)
+          score_keys_in_lanes<V, G>(qs[i], padded, padded, kt, s[i], j);
+      }
     }
     for (int i = i0; i < n_tok; ++i) {
       const int nt_i = static_cast<int>(std::min<int64_t>(nt, t.key_end + i - j0));
-      softmax_step<V, G>(s[i], nt_i, padded, t.softcap, m[i], l[i], acc[i]);
-      accumulate_tile<V, Row, G>(s[i], t.v + j0 * t.row_bytes, t.row_bytes, nt_i, dim, acc[i],
+      softmax_step<V, G>(s[i], lead, nt_i, padded, t.softcap, m[i], l[i], acc[i]);
+      accumulate_tile<V, Row, G>(s[i], t.v + j0 * t.row_bytes, t.row_bytes, lead, nt_i, dim, acc[i],
                                  i == n_tok - 1 ? next : 0, pf_bytes);
     }
   }

@@ -140,13 +140,9 @@ void forward(const Model& model, KvCache& kv, RunState& s, std::span<const int32
     const loader::LayerWeights& L = w.layers[static_cast<size_t>(il)];
     const int layer = static_cast<int>(il);
     const bool swa = c.is_swa_layer(il);
-    const ops::AttentionParams ap{.n_heads = static_cast<int>(c.n_heads),
-                                  .n_kv_heads = static_cast<int>(c.n_kv_heads),
-                                  .head_dim = static_cast<int>(head_dim),
-                                  .scale = c.attn_scale,
-                                  .sliding_window = swa ? c.sliding_window : 0,
-                                  .softcap = 0.0f,
-                                  .kv_type = kv.type()};
+    ops::AttentionParams ap = kv.params();
+    ap.scale = c.attn_scale;
+    ap.sliding_window = swa ? c.sliding_window : 0;
     // Sliding-window layers (gemma3) rotate with the local base and no context scaling.
     const ops::RopeParams rp{.head_dim = static_cast<int>(head_dim),
                              .n_rot = static_cast<int>(head_dim),

@@ -71,17 +71,33 @@ int64_t KvCache::bytes_needed(const loader::ModelConfig& c, int64_t capacity,
   }
   if (capacity <= 0) throw MemoryError(fmt::format("context size {} must be positive", capacity));
   const int64_t row = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
-  // capacity is user input: refuse sizes whose product would overflow before comparing.
+  // capacity is user input: refuse sizes whose product would overflow before comparing (the
+  // layout rounds it up to whole blocks, and each layer's K and V to 64 bytes).
   const int64_t per_position = row * 2 * c.n_layers;
-  if (per_position <= 0 || capacity > std::numeric_limits<int64_t>::max() / per_position) {
+  if (per_position <= 0 ||
+      capacity > std::numeric_limits<int64_t>::max() / per_position - 2 * ops::kKvBlock) {
     throw MemoryError(fmt::format("context size {} is too large", capacity));
   }
-  return per_position * capacity;
+  return layer_bytes(c, capacity, type) * 2 * c.n_layers;
+}
+
+ops::AttentionParams KvCache::layout(const loader::ModelConfig& c, int64_t capacity,
+                                     ops::WeightType type) {
+  return {.n_heads = static_cast<int>(c.n_heads),
+          .n_kv_heads = static_cast<int>(c.n_kv_heads),
+          .head_dim = static_cast<int>(c.head_dim),
+          .scale = 1.0f,
+          .kv_type = type,
+          .kv_positions = capacity};
+}
+
+int64_t KvCache::layer_bytes(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type) {
+  return (ops::kv_cache_bytes(layout(c, capacity, type)) + 63) / 64 * 64;
 }
 
 KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type,
                  int64_t extra_bytes, int64_t available)
-    : capacity_(capacity), n_layers_(c.n_layers), type_(type) {
+    : capacity_(capacity), n_layers_(c.n_layers), type_(type), params_(layout(c, capacity, type)) {
   const int64_t total = bytes_needed(c, capacity, type);
   check_fits_in_memory(
       total + extra_bytes,
@@ -90,7 +106,7 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
                   extra_bytes > 0 ? " plus activations" : ""),
       available);
   row_bytes_ = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
-  layer_bytes_ = (row_bytes_ * capacity + 63) / 64 * 64;
+  layer_bytes_ = layer_bytes(c, capacity, type);
   // Pages are committed on first write (or by commit(), which a Session calls for caches up to
   // 1 GiB), so a large context costs only what the run touches.
   // Caches of 2 MiB or more sit on transparent huge pages where the kernel allows them: attention
@@ -105,6 +121,9 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
     if (!data_) {
       throw MemoryError(fmt::format("cannot allocate {} for the KV cache", human_bytes(bytes())));
     }
+    // Attention reads a transposed K in whole blocks, the positions not yet written included
+    // (their scores are masked): zeros, as the mapped pages of a larger cache are.
+    std::memset(data_.get(), 0, used);
     return;
   }
   const size_t size = (used + kHugePage - 1) / kHugePage * kHugePage;

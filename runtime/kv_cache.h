@@ -1,7 +1,8 @@
 #pragma once
-// The attention KV cache: per layer, K and V each (capacity, n_kv_heads*head_dim) rows of F16
-// (default), F32 or Q8_0, row p holding position p (the layout ops::attention reads). Owned memory,
-// allocated once for the requested context after checking that it fits.
+// The attention KV cache: per layer, a K and a V cache of `capacity` positions of F16 (default),
+// F32 or Q8_0 in the layout ops::attention reads (ops/attention.h: each KV head's positions
+// contiguous, F16/F32 K transposed in blocks of 16 positions). Owned memory, allocated once for
+// the requested context after checking that it fits.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "loader/model_config.h"
+#include "ops/attention.h"
 #include "ops/types.h"
 
 namespace pacer::runtime {
@@ -37,6 +39,10 @@ class KvCache {
 
   static int64_t bytes_needed(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type);
 
+  // The cache's shape and layout as ops::attention and ops::kv_store take it (scale 1; the
+  // caller sets the layer's scale, window and softcap).
+  ops::AttentionParams params() const noexcept { return params_; }
+
   int64_t capacity() const noexcept { return capacity_; }
   ops::WeightType type() const noexcept { return type_; }
   int64_t bytes() const noexcept { return layer_bytes_ * 2 * n_layers_; }
@@ -54,10 +60,14 @@ class KvCache {
     size_t mapped;  // bytes of an anonymous mapping to unmap; 0 (value-initialized): aligned_alloc
     void operator()(std::byte* p) const noexcept;
   };
+  static ops::AttentionParams layout(const loader::ModelConfig& c, int64_t capacity,
+                                     ops::WeightType type);
+  static int64_t layer_bytes(const loader::ModelConfig& c, int64_t capacity, ops::WeightType type);
   std::byte* base() noexcept { return data_.get(); }
   int64_t capacity_ = 0, n_layers_ = 0, row_bytes_ = 0, layer_bytes_ = 0;
   ops::WeightType type_ = ops::WeightType::F16;
-  std::unique_ptr<std::byte, Free> data_;  // (n_layers, {K,V}, capacity, kv_dim), 64-byte aligned
+  ops::AttentionParams params_;
+  std::unique_ptr<std::byte, Free> data_;  // (n_layers, {K,V}, layer_bytes_), 64-byte aligned
 };
 
 }  // namespace pacer::runtime

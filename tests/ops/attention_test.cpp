@@ -17,6 +17,7 @@
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
 #include "ops/parallel.h"
+#include "ops/q8_0.h"
 
 namespace pacer::ops {
 namespace {
@@ -78,7 +79,8 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
           .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
           .sliding_window = c.window,
           .softcap = c.softcap,
-          .kv_type = c.kv_type};
+          .kv_type = c.kv_type,
+          .kv_positions = c.pos0 + c.n_tokens};
   in.positions = c.pos0 + c.n_tokens;
   const int64_t row = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
   std::mt19937 rng(static_cast<uint32_t>(c.n_heads * 1000 + c.head_dim + c.pos0));
@@ -91,7 +93,7 @@ Inputs make_inputs(const Case& c, Isa store_isa = Isa::Scalar) {
   in.v.resize(in.k.size());
   for (float& x : in.k) x = kvd(rng);
   for (float& x : in.v) x = kvd(rng);
-  in.k_cache.resize(static_cast<size_t>(in.positions * kv_row_bytes(c.kv_type, row)));
+  in.k_cache.resize(static_cast<size_t>(kv_cache_bytes(in.p)));
   in.v_cache.resize(in.k_cache.size());
   // Stored in two calls (a prompt, then the rest) the way the runtime appends.
   const int64_t first = in.positions / 2;
@@ -217,16 +219,91 @@ TEST_P(AttentionIsa, KvStoreRoundsLikeScalarFp16Conversion) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-70000.0f, 70000.0f);
   while (vals.size() < 4 * 37) vals.push_back(d(rng) * (vals.size() % 3 == 0 ? 1e-7f : 1.0f));
-  AttentionParams p{.n_heads = 1, .n_kv_heads = 1, .head_dim = 37, .scale = 1.0f};
-  std::vector<std::byte> kc(vals.size() * 2), vc(vals.size() * 2);
+  AttentionParams p{
+      .n_heads = 1, .n_kv_heads = 1, .head_dim = 37, .scale = 1.0f, .kv_positions = 4};
+  // One block of 16 positions (4 written), 37 halves each.
+  std::vector<std::byte> kc(16 * 37 * 2), vc(kc.size());
+  ASSERT_EQ(kv_cache_bytes(p), static_cast<int64_t>(kc.size()));
   kv_store(p, vals, vals, 0, 4, kc.data(), vc.data(), KernelSet::for_isa(GetParam()));
-  for (size_t i = 0; i < vals.size(); ++i) {
-    fp16_t h;
-    std::memcpy(&h, kc.data() + 2 * i, 2);
-    ASSERT_EQ(h, fp32_to_fp16(vals[i])) << vals[i];
-    std::memcpy(&h, vc.data() + 2 * i, 2);
-    ASSERT_EQ(h, fp32_to_fp16(vals[i])) << vals[i];
+  for (int pos = 0; pos < 4; ++pos) {
+    for (int d = 0; d < 37; ++d) {
+      const float x = vals[static_cast<size_t>(pos * 37 + d)];
+      fp16_t h;
+      std::memcpy(&h, kc.data() + 2 * (d * 16 + pos), 2);  // K: dimension-major in the block
+      ASSERT_EQ(h, fp32_to_fp16(x)) << x;
+      std::memcpy(&h, vc.data() + 2 * (pos * 37 + d), 2);  // V: rows
+      ASSERT_EQ(h, fp32_to_fp16(x)) << x;
+    }
   }
+}
+
+TEST(Attention, KvStorePlacesEachHeadsPositionsPerTheLayout) {
+  // 2 KV heads of 32 dims, 20 positions written in two calls into a cache of 21: each head's
+  // slice is 32 positions (2 blocks) long. Element (pos, head, d) holds 1000 pos + 100 head + d.
+  const int heads = 2, dim = 32, n = 20;
+  std::vector<float> kv(static_cast<size_t>(n * heads * dim));
+  for (int pos = 0; pos < n; ++pos) {
+    for (int h = 0; h < heads; ++h) {
+      for (int d = 0; d < dim; ++d) kv[(pos * heads + h) * dim + d] = 1000.0f * pos + 100 * h + d;
+    }
+  }
+  const KernelSet ks = KernelSet::for_isa(Isa::Scalar);
+  AttentionParams p{.n_heads = 4,
+                    .n_kv_heads = heads,
+                    .head_dim = dim,
+                    .scale = 1.0f,
+                    .kv_type = WeightType::F32,
+                    .kv_positions = 21};
+  auto store = [&](std::vector<std::byte>& k, std::vector<std::byte>& v) {
+    const std::span<const float> all(kv);
+    kv_store(p, all.first(7 * heads * dim), all.first(7 * heads * dim), 0, 7, k.data(), v.data(),
+             ks);
+    kv_store(p, all.subspan(7 * heads * dim), all.subspan(7 * heads * dim), 7, n - 7, k.data(),
+             v.data(), ks);
+  };
+  {
+    ASSERT_EQ(kv_cache_bytes(p), heads * 32 * dim * 4);
+    std::vector<std::byte> k(static_cast<size_t>(kv_cache_bytes(p))), v(k.size());
+    store(k, v);
+    for (int pos = 0; pos < n; ++pos) {
+      for (int h = 0; h < heads; ++h) {
+        for (int d = 0; d < dim; ++d) {
+          const float want = 1000.0f * pos + 100 * h + d;
+          float got;
+          // K: head h's 2 blocks of 16 x 32 floats, dimension-major within a block.
+          std::memcpy(&got, k.data() + 4 * (h * 32 * dim + pos / 16 * 16 * dim + d * 16 + pos % 16),
+                      4);
+          ASSERT_EQ(got, want) << "K pos " << pos << " head " << h << " d " << d;
+          std::memcpy(&got, v.data() + 4 * (h * 32 * dim + pos * dim + d), 4);
+          ASSERT_EQ(got, want) << "V pos " << pos << " head " << h << " d " << d;
+        }
+      }
+    }
+  }
+  {
+    p.kv_type = WeightType::Q8_0;  // K and V in rows of one 34-byte block per head
+    ASSERT_EQ(kv_cache_bytes(p), heads * 32 * 34);
+    std::vector<std::byte> k(static_cast<size_t>(kv_cache_bytes(p))), v(k.size());
+    store(k, v);
+    for (int pos = 0; pos < n; ++pos) {
+      for (int h = 0; h < heads; ++h) {
+        for (const auto* cache : {&k, &v}) {
+          BlockQ8_0 block;
+          std::memcpy(&block, cache->data() + (h * 32 + pos) * 34, 34);
+          // The row's largest value (d = 31) quantizes to 127.
+          const float amax = 1000.0f * pos + 100 * h + 31;
+          ASSERT_EQ(block.qs[31], 127) << "pos " << pos << " head " << h;
+          ASSERT_NEAR(fp16_to_fp32(block.d), amax / 127, amax / 127 * 1e-3);
+        }
+      }
+    }
+  }
+  p.kv_type = WeightType::F16;
+  std::vector<std::byte> small(static_cast<size_t>(kv_cache_bytes(p)));
+  EXPECT_THROW(kv_store(p, std::span<const float>(kv).first(2 * heads * dim),
+                        std::span<const float>(kv).first(2 * heads * dim), 20, 2, small.data(),
+                        small.data(), ks),
+               std::invalid_argument);  // positions 20, 21: past the cache's 21
 }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
@@ -302,8 +379,12 @@ TEST(Attention, Q8_0StoreNeedsWholeBlocksPerHead) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   std::vector<float> kv(2 * 48);
   std::vector<std::byte> cache(4096);
-  const AttentionParams p{
-      .n_heads = 2, .n_kv_heads = 2, .head_dim = 48, .scale = 0.25f, .kv_type = WeightType::Q8_0};
+  const AttentionParams p{.n_heads = 2,
+                          .n_kv_heads = 2,
+                          .head_dim = 48,
+                          .scale = 0.25f,
+                          .kv_type = WeightType::Q8_0,
+                          .kv_positions = 1};
   EXPECT_THROW(kv_store(p, kv, kv, 0, 1, cache.data(), cache.data(), ks), std::invalid_argument);
   EXPECT_EQ(kv_row_bytes(WeightType::Q8_0, 128), 4 * 34);
   EXPECT_THROW(kv_row_bytes(WeightType::Q8_0, 48), std::invalid_argument);
@@ -331,21 +412,29 @@ TEST(Attention, SlidingWindowOfOneReturnsOwnValueRow) {
 TEST(Attention, BadParametersThrow) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   std::vector<float> q(64), out(64);
-  std::vector<std::byte> cache(64 * 4);
-  AttentionParams p{.n_heads = 3, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  std::vector<std::byte> cache(2 * 16 * 16 * 4);  // 2 KV heads x 16 positions x 16 floats
+  AttentionParams p{
+      .n_heads = 3, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f, .kv_positions = 1};
   EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);  // 3 heads over 2 KV heads
-  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f, .kv_positions = 1};
+  EXPECT_NO_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks));
+  EXPECT_THROW(attention(p, q, 1, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
+               std::invalid_argument);  // position 1 in a cache of 1
   std::vector<float> short_q(63);
   EXPECT_THROW(attention(p, short_q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
   p.kv_type = WeightType::Q8_0;
   EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
-  p = {.n_heads = 1, .n_kv_heads = 1, .head_dim = kMaxHeadDim + 1, .scale = 0.25f};
+  p = {.n_heads = 1,
+       .n_kv_heads = 1,
+       .head_dim = kMaxHeadDim + 1,
+       .scale = 0.25f,
+       .kv_positions = 1};
   EXPECT_THROW(attention(p, q, 0, 1, cache.data(), cache.data(), out, SerialParallel(1), ks),
                std::invalid_argument);
-  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f};
+  p = {.n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .scale = 0.25f, .kv_positions = 2};
   EXPECT_THROW(kv_store(p, q, short_q, 0, 2, cache.data(), cache.data(), ks),
                std::invalid_argument);
 }

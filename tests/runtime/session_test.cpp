@@ -104,8 +104,11 @@ TEST(KvCache, SizeAndLayout) {
   const test::SynthModel synth("tiny", ops::WeightType::F16);
   const loader::ModelConfig& c = synth.model().config();
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
-  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F16), c.n_layers * 2 * 100 * kv_dim * 2);
-  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F32), c.n_layers * 2 * 100 * kv_dim * 4);
+  // 100 positions take 7 whole blocks of 16 (ops/attention.h's layout).
+  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F16), c.n_layers * 2 * 112 * kv_dim * 2);
+  EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::F32), c.n_layers * 2 * 112 * kv_dim * 4);
+  EXPECT_EQ(KvCache::bytes_needed(c, 112, ops::WeightType::F16),
+            KvCache::bytes_needed(c, 100, ops::WeightType::F16));
   KvCache kv(c, 100, ops::WeightType::F16);
   EXPECT_EQ(kv.row_bytes(), kv_dim * 2);
   // Layers' K and V regions do not overlap and are 64-byte aligned.
@@ -156,7 +159,7 @@ TEST(KvCache, Q8_0RowsAreBlocksAndNeedHeadDimMultipleOf32) {
   const int64_t kv_dim = c.n_kv_heads * c.head_dim;
   // 34 bytes (fp16 scale + 32 int8) per 32 elements.
   EXPECT_EQ(KvCache::bytes_needed(c, 100, ops::WeightType::Q8_0),
-            c.n_layers * 2 * 100 * kv_dim / 32 * 34);
+            c.n_layers * 2 * 112 * kv_dim / 32 * 34);  // 100 positions: 7 blocks of 16
   EXPECT_EQ(KvCache(c, 100, ops::WeightType::Q8_0).row_bytes(), kv_dim / 32 * 34);
   c.head_dim = 48;
   try {
@@ -183,7 +186,7 @@ TEST(KvCache, MemoryCheckNamesBytesNeededAndAvailable) {
   // Against this machine's real MemAvailable: ask for four times what is available.
   const int64_t avail = mem_available_bytes();
   ASSERT_GT(avail, 0) << "MemAvailable unreadable";
-  const int64_t per_position = KvCache::bytes_needed(c, 1, ops::WeightType::F32);
+  const int64_t per_position = KvCache::bytes_needed(c, 16, ops::WeightType::F32) / 16;
   const int64_t huge = avail / per_position * 4;
   try {
     KvCache kv(c, huge, ops::WeightType::F32);
