@@ -50,13 +50,15 @@ constexpr int kKeyTile = 128;
 constexpr int kPrefillTokens = 4;  // query tokens of a prefill task (AttentionTask::n_tokens)
 
 struct AttentionTask {
-  const float* q = nullptr;      // (n_q, head_dim): consecutive query heads of one token
-  float* out = nullptr;          // (n_q, head_dim)
-  int n_q = 0;                   // 1..kMaxGroup
-  int head_dim = 0;              // 1..kMaxHeadDim
-  const std::byte* k = nullptr;  // cache row 0 of this KV head (element type per kernel)
+  const float* q = nullptr;  // (n_q, head_dim): consecutive query heads of one token
+  float* out = nullptr;      // (n_q, head_dim)
+  int n_q = 0;               // 1..kMaxGroup
+  int head_dim = 0;          // 1..kMaxHeadDim
+  // Position 0 of this KV head's K and V (element type per kernel; ops/attention.h's layout: an
+  // F16/F32 K in transposed blocks of kKvBlock positions, V and a Q8_0 K in rows).
+  const std::byte* k = nullptr;
   const std::byte* v = nullptr;
-  int64_t row_bytes = 0;  // bytes between consecutive cache rows (positions)
+  int64_t row_bytes = 0;  // bytes of one position of this head (a block is kKvBlock of them)
   int64_t key_begin = 0;  // keys [key_begin, key_end) are visible; key_end > key_begin
   int64_t key_end = 0;
   float scale = 1.0f;
