@@ -63,21 +63,35 @@ int64_t head_stride(const AttentionParams& p) {
   return blocks * kKvBlock * kv_row_bytes(p.kv_type, p.head_dim);
 }
 
-// Whether K is kept transposed in blocks (F16, F32) rather than in rows (Q8_0).
-bool keys_transposed(WeightType kv_type) {
-  return kv_type != WeightType::Q8_0;
-}
-
-// Byte offset of element (pos, kv head, d) of the K (key = true) or V cache: the layout of
-// ops/attention.h (not for Q8_0, whose elements are not bytes of their own).
-int64_t elem_offset(const AttentionParams& p, bool key, int64_t pos, int kvh, int d) {
-  const int64_t elem = p.kv_type == WeightType::F16 ? 2 : 4;
-  const int64_t head = kvh * head_stride(p);
-  if (key && keys_transposed(p.kv_type)) {
-    return head + pos / kKvBlock * kKvBlock * p.head_dim * elem +
-           (d * kKvBlock + pos % kKvBlock) * elem;
+// Element (pos, d) of one KV head's K (transposed blocks) or V (rows) as fp32, `head` the head's
+// first byte: the layout of ops/attention.h, read one element at a time.
+float cache_elem(WeightType type, bool key, const std::byte* head, int dim, int64_t pos, int d) {
+  const int64_t row_bytes = kv_row_bytes(type, dim);
+  if (type == WeightType::Q8_0) {
+    const int64_t c = d / kQ8_0BlockElems, e = d % kQ8_0BlockElems;
+    if (key) {
+      const std::byte* chunk = head + pos / kKvBlock * kKvBlock * row_bytes + c * kQ8KeyChunkBytes;
+      fp16_t scale;
+      std::memcpy(&scale, chunk + 2 * (pos % kKvBlock), 2);
+      const auto q = static_cast<int8_t>(chunk[kQ8KeyScaleBytes + e * kKvBlock + pos % kKvBlock]);
+      return fp16_to_fp32(scale) * static_cast<float>(q);
+    }
+    BlockQ8_0 block;
+    std::memcpy(&block, head + pos * row_bytes + c * sizeof(BlockQ8_0), sizeof(BlockQ8_0));
+    return fp16_to_fp32(block.d) * static_cast<float>(block.qs[e]);
   }
-  return head + (pos * p.head_dim + d) * elem;
+  const int64_t elem = type == WeightType::F16 ? 2 : 4;
+  const std::byte* at =
+      key ? head + pos / kKvBlock * kKvBlock * row_bytes + (d * kKvBlock + pos % kKvBlock) * elem
+          : head + pos * row_bytes + d * elem;
+  if (type == WeightType::F16) {
+    fp16_t h;
+    std::memcpy(&h, at, 2);
+    return fp16_to_fp32(h);
+  }
+  float f;
+  std::memcpy(&f, at, 4);
+  return f;
 }
 
 void check_call(const AttentionParams& p, size_t q_size, size_t out_size, int64_t pos0,
@@ -134,17 +148,13 @@ void load_row(const std::byte* src, int dim, float* dst) {
   }
 }
 
-// Key `key` of a task's KV head as fp32: a Q8_0 row, or gathered from its transposed block.
+// Key `key` of a task's KV head as fp32, gathered from its transposed block.
 template <typename Elem>
 void load_key(const AttentionTask& t, int64_t key, float* dst) {
-  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
-    load_row<Elem>(t.k + key * t.row_bytes, t.head_dim, dst);
-  } else {
-    const std::byte* block = t.k + key / kKvBlock * kKvBlock * t.row_bytes;
-    for (int d = 0; d < t.head_dim; ++d) {
-      dst[d] = load_elem<Elem>(block, static_cast<int>(d * kKvBlock + key % kKvBlock));
-    }
-  }
+  constexpr WeightType type = std::is_same_v<Elem, BlockQ8_0> ? WeightType::Q8_0
+                              : std::is_same_v<Elem, fp16_t>  ? WeightType::F16
+                                                              : WeightType::F32;
+  for (int d = 0; d < t.head_dim; ++d) dst[d] = cache_elem(type, true, t.k, t.head_dim, key, d);
 }
 
 template <typename Elem>
@@ -267,7 +277,7 @@ void kv_store(const AttentionParams& p, std::span<const float> k, std::span<cons
   check_positions(p, pos0, n_tokens);
   const int64_t head_bytes = kv_row_bytes(p.kv_type, dim), stride = head_stride(p);
   const ToF16Fn to_f16 = kernels.attention().to_f16;
-  // One head's row of `dim` values into its place in a row-layout cache.
+  // One head's V row of `dim` values into its place.
   auto store_row = [&](const float* src, std::byte* dst) {
     switch (p.kv_type) {
       case WeightType::F32:
@@ -285,23 +295,28 @@ void kv_store(const AttentionParams& p, std::span<const float> k, std::span<cons
     for (int h = 0; h < p.n_kv_heads; ++h) {
       const float* ks = k.data() + t * row + static_cast<int64_t>(h) * dim;
       const float* vs = v.data() + t * row + static_cast<int64_t>(h) * dim;
-      std::byte* head_k = k_cache + h * stride;
       store_row(vs, v_cache + h * stride + pos * head_bytes);
-      if (!keys_transposed(p.kv_type)) {
-        store_row(ks, head_k + pos * head_bytes);
-        continue;
-      }
-      // Dimension d of this key goes to lane pos % kKvBlock of the block's d-th vector.
-      std::byte* block = head_k + pos / kKvBlock * kKvBlock * head_bytes;
+      // K: this position is lane pos % kKvBlock of its block's vectors.
+      std::byte* block = k_cache + h * stride + pos / kKvBlock * kKvBlock * head_bytes;
       const int64_t lane = pos % kKvBlock;
       if (p.kv_type == WeightType::F32) {
         auto* dst = reinterpret_cast<float*>(block) + lane;
         for (int d = 0; d < dim; ++d) dst[d * kKvBlock] = ks[d];
-      } else {
+      } else if (p.kv_type == WeightType::F16) {
         fp16_t half[kMaxHeadDim];
         to_f16(ks, half, dim);
         auto* dst = reinterpret_cast<fp16_t*>(block) + lane;
         for (int d = 0; d < dim; ++d) dst[d * kKvBlock] = half[d];
+      } else {  // Q8_0: quantized as a row, then each 32 dimensions' scale and int8 to their lanes
+        BlockQ8_0 blocks[kMaxHeadDim / kQ8_0BlockElems];
+        quantize_row_q8_0_ref(ks, blocks, dim);
+        for (int c = 0; c < dim / kQ8_0BlockElems; ++c) {
+          std::byte* chunk = block + c * kQ8KeyChunkBytes;
+          std::memcpy(chunk + 2 * lane, &blocks[c].d, 2);
+          for (int e = 0; e < kQ8_0BlockElems; ++e) {
+            chunk[kQ8KeyScaleBytes + e * kKvBlock + lane] = static_cast<std::byte>(blocks[c].qs[e]);
+          }
+        }
       }
     }
   }
@@ -493,18 +508,10 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
                    std::span<float> out) {
   check_call(p, q.size(), out.size(), pos0, n_tokens);
   const int dim = p.head_dim, group = p.n_heads / p.n_kv_heads;
-  const int64_t stride = head_stride(p), head_bytes = kv_row_bytes(p.kv_type, dim);
+  const int64_t stride = head_stride(p);
   // Cache element (position, kv head, d) of K (key) or V as fp32.
   auto cache_at = [&](const std::byte* cache, bool key, int64_t pos, int kvh, int d) {
-    if (p.kv_type == WeightType::Q8_0) {
-      BlockQ8_0 block;
-      std::memcpy(&block,
-                  cache + kvh * stride + pos * head_bytes + d / kQ8_0BlockElems * sizeof(BlockQ8_0),
-                  sizeof(BlockQ8_0));
-      return fp16_to_fp32(block.d) * static_cast<float>(block.qs[d % kQ8_0BlockElems]);
-    }
-    const std::byte* at = cache + elem_offset(p, key, pos, kvh, d);
-    return p.kv_type == WeightType::F16 ? load_elem<fp16_t>(at, 0) : load_elem<float>(at, 0);
+    return cache_elem(p.kv_type, key, cache + kvh * stride, dim, pos, d);
   };
   std::vector<float> scores;
   for (int64_t t = 0; t < n_tokens; ++t) {

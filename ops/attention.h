@@ -4,13 +4,16 @@
 // Cache layout per layer (kv_cache_bytes each for K and V): head-major, each KV head's slice one
 // contiguous run of kv_positions (rounded up to kKvBlock) positions, so that a KV head's keys and
 // values stream from DRAM in order. Elements are `kv_type` (F16 by default, F32 or Q8_0).
-//   V (any type) and Q8_0 K: rows, position p of head h at h * head_stride + p * head_bytes
-//     (head_bytes = kv_row_bytes(kv_type, head_dim); a Q8_0 row is head_dim / 32 ggml block_q8_0
-//     blocks, head_dim a multiple of 32).
-//   F16 and F32 K: transposed in blocks of kKvBlock positions: element (p, d) of head h at
-//     h * head_stride + (p / kKvBlock) * kKvBlock * head_bytes + (d * kKvBlock + p % kKvBlock)
-//     elements. One dimension of 16 consecutive keys is then one vector, and a query scores 16
-//     keys per FMA with no transpose or horizontal sum.
+//   V: rows, position p of head h at h * head_stride + p * head_bytes (head_bytes =
+//     kv_row_bytes(kv_type, head_dim); a Q8_0 row is head_dim / 32 ggml block_q8_0 blocks,
+//     head_dim a multiple of 32).
+//   K: transposed in blocks of kKvBlock positions, block b of head h at h * head_stride +
+//     b * kKvBlock * head_bytes. F16/F32: element (p, d) at (d * kKvBlock + p % kKvBlock)
+//     elements into its block. Q8_0: per 32 dimensions c, 544 bytes at c * 544: the 16
+//     positions' fp16 scales, then dimension c * 32 + e's 16 int8 at 32 + e * 16 + p % 16 (the
+//     values and scales of ggml's quantize_row_q8_0 of each position's row).
+//     One dimension of 16 consecutive keys is then one vector, and a query scores 16 keys per
+//     FMA with no transpose or horizontal sum.
 // head_stride = round_up(kv_positions, kKvBlock) * head_bytes. Query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include <cstdint>

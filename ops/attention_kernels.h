@@ -13,11 +13,17 @@
 #include "ops/attention.h"
 #include "ops/fp16.h"
 #include "ops/isa.h"
+#include "ops/q8_0.h"
 
 namespace pacer::ops {
 
 constexpr int kMaxHeadDim = 512;  // largest head_dim the kernels' stack buffers hold
 constexpr int kMaxGroup = 8;      // query heads processed per pass over the keys
+
+// A Q8_0 K block (kKvBlock positions of one head, ops/attention.h) per 32 dimensions: the 16
+// keys' fp16 scales, then dimension e's 16 int8 at kQ8KeyScaleBytes + e * kKvBlock.
+constexpr int64_t kQ8KeyScaleBytes = kKvBlock * 2;
+constexpr int64_t kQ8KeyChunkBytes = kKvBlock * static_cast<int64_t>(sizeof(BlockQ8_0));
 
 // Calls f(std::integral_constant<int, G>{}) for G = n_q (1..kMaxGroup; larger values get
 // kMaxGroup): the ISA kernels instantiate one attention loop per group size through it.

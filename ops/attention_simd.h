@@ -1,13 +1,13 @@
 #pragma once
 // The attention kernel behind ops/attention_kernels.h, written once over a vector wrapper V
-// (ops/vec_avx2.h: 8 lanes, ops/vec_avx512.h: 16) and a row policy (ops/widen_simd.h: F16, F32
-// or Q8_0 cache rows convert to fp32 in registers). Instantiated per tier by attention_avx2.cpp
-// and attention_avx512.cpp; include ONLY from there, after V's header.
+// (ops/vec_avx2.h: 8 lanes, ops/vec_avx512.h: 16) and an element policy (ops/widen_simd.h: F16,
+// F32 or Q8_0 convert to fp32 in registers). Instantiated per tier by attention_avx2.cpp and
+// attention_avx512.cpp; include ONLY from there, after V's header.
 //
 // Tiled online softmax: per tile of kKeyTile keys, scores for the G query heads that share this
-// KV head (each K row chunk loaded once for all G), a new running max and a rescale of what was
-// accumulated, then the tile's V rows added in (each V chunk loaded once for all G, the G
-// accumulators in registers).
+// KV head (keys in the lanes from the transposed K blocks, each loaded once for all G), a new
+// running max and a rescale of what was accumulated, then the tile's V rows added in (each V
+// chunk loaded once for all G, the G accumulators in registers).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,10 +20,8 @@ namespace pacer::ops::attention_simd {
 namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
 
 // Asks for the first `bytes` of n rows from `row` (row_bytes apart) into L2 (L1 holds the tile
-// being computed). A KV head's slice of
-// a cache row is a few cache lines every n_kv_heads * that: strided reads that the hardware
-// prefetchers follow poorly across 4 KiB pages, so a tile asks for the next tile's rows while it
-// computes (at depth 16384 the cache is far larger than the LLC).
+// being computed): a tile asks for the next tile's K blocks and V rows while it computes (at depth
+// 16384 the cache is far larger than the LLC).
 inline void prefetch_rows(const std::byte* row, int64_t row_bytes, int n, int64_t bytes) {
   for (int j = 0; j < n; ++j, row += row_bytes) {
     for (int64_t b = 0; b < bytes; b += 64) {
@@ -32,92 +30,54 @@ inline void prefetch_rows(const std::byte* row, int64_t row_bytes, int n, int64_
   }
 }
 
-// acc[ks * G + g] = qs[g] . k_ks over head_dim, for KS consecutive key rows from `krow`. qs rows
-// are zero-padded to a multiple of kLanes, so the tail chunk's extra lanes add nothing.
-template <class V, class Row, int G, int KS>
-void dot_keys(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
-              typename V::Reg* acc) {
-  constexpr int L = V::kLanes;
-  for (int i = 0; i < G * KS; ++i) acc[i] = V::zero();
-  int d = 0;
-  for (; d + L <= dim; d += L) {
-    for (int ks = 0; ks < KS; ++ks) {
-      const auto k = Row::load(krow + ks * row_bytes, d);
-      for (int g = 0; g < G; ++g)
-        acc[ks * G + g] = V::fmadd(V::load(qs[g] + d), k, acc[ks * G + g]);
-    }
-  }
-  if (d < dim) {
-    for (int ks = 0; ks < KS; ++ks) {
-      const auto k = Row::load_first(krow + ks * row_bytes, d, dim - d);
-      for (int g = 0; g < G; ++g)
-        acc[ks * G + g] = V::fmadd(V::load(qs[g] + d), k, acc[ks * G + g]);
-    }
-  }
-}
-
-// s[g][j] = qs[g] . k_j for `nt` keys from row `krow`. Keys go KS at a time so that G * KS <=
-// kLanes dot products reduce together in one transpose_sum; the rest one key at a time, with
-// tree_sum adding in the same order (a score does not depend on the grouping, so neither does
-// the result on the worker count).
-template <class V, class Row, int G>
-void score_tile(const float (*qs)[kMaxHeadDim], int dim, const std::byte* krow, int64_t row_bytes,
-                int nt, float (*s)[kKeyTile], int pf_rows, int64_t pf_bytes) {
-  constexpr int L = V::kLanes;
-  constexpr int KS = L / G > 0 ? L / G : 1;
-  int j = 0;
-  if constexpr (KS > 1) {
-    for (; j + KS <= nt; j += KS, krow += KS * row_bytes) {
-      if (j < pf_rows) {
-        prefetch_rows(krow + kKeyTile * row_bytes, row_bytes, std::min(KS, pf_rows - j), pf_bytes);
-      }
-      typename V::Reg acc[L];
-      dot_keys<V, Row, G, KS>(qs, dim, krow, row_bytes, acc);
-      for (int i = G * KS; i < L; ++i) acc[i] = V::zero();
-      alignas(64) float sums[L];
-      V::store(sums, V::transpose_sum(acc));
-      for (int ks = 0; ks < KS; ++ks) {
-        for (int g = 0; g < G; ++g) s[g][j + ks] = sums[ks * G + g];
-      }
-    }
-  }
-  for (; j < nt; ++j, krow += row_bytes) {
-    if (j < pf_rows) prefetch_rows(krow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
-    typename V::Reg acc[G];
-    dot_keys<V, Row, G, 1>(qs, dim, krow, row_bytes, acc);
-    for (int g = 0; g < G; ++g) s[g][j] = V::tree_sum(acc[g]);
-  }
-}
-
-// F16 and F32 caches keep K transposed in blocks of kKvBlock positions (ops/attention.h): a
-// vector of L consecutive keys' dimension d is one load. Q8_0 keeps rows (a block's scale spans 32
-// dimensions of one key).
-template <class Row>
-constexpr bool kKeysTransposed = Row::kBytes > 0;
-
-// s[g][j + b * L + i] = qs[g] . k_(j0 + j + b * L + i) for KB groups of L keys from a transposed
-// K (k: the head's first block; j0 + j a multiple of L), keys in the lanes: one FMA per dimension,
-// head and group, no reduction. Each lane adds its dimensions in order 0..dim-1 whatever G and KB
-// are, so a score does not depend on how heads are grouped into tasks (nor the result on the
-// worker count); KB groups at once keep KB * G >= 8 FMA chains in flight when G is small.
+// s[g][j + b * L + i] = qs[g] . k_(j0 + j + b * L + i) for KB groups of L keys (j0 + j a multiple
+// of L) from a K cache transposed in blocks of kKvBlock keys (ops/attention.h; k: the head's
+// first block), keys in the lanes: one FMA per dimension, head and group, no reduction. A Q8_0
+// dimension is its int8 lanes times their blocks' scales, as a Q8_0 row widens. Each lane adds its
+// dimensions in order 0..dim-1 whatever G and KB are, so a score does not depend on how heads are
+// grouped into tasks (nor the result on the worker count); KB groups at once keep KB * G FMA
+// chains in flight when G is small and share each broadcast of q when it is not.
 template <class V, class Row, int G, int KB>
 void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* k,
                       int64_t row_bytes, int64_t j0, int j, float (*s)[kKeyTile]) {
   constexpr int L = V::kLanes;
-  constexpr int64_t dim_bytes = kKvBlock * Row::kBytes;  // one dimension of a block's keys
-  const std::byte* kp[KB];
+  const std::byte* block[KB];
+  int64_t lane[KB];
   for (int b = 0; b < KB; ++b) {
     const int64_t key = j0 + j + b * L;
-    kp[b] = k + key / kKvBlock * kKvBlock * row_bytes + key % kKvBlock * Row::kBytes;
+    block[b] = k + key / kKvBlock * kKvBlock * row_bytes;
+    lane[b] = key % kKvBlock;
   }
   typename V::Reg acc[KB][G];
   for (int b = 0; b < KB; ++b) {
     for (int g = 0; g < G; ++g) acc[b][g] = V::zero();
   }
-  for (int d = 0; d < dim; ++d) {
-    for (int b = 0; b < KB; ++b) {
-      const auto kd = Row::load(kp[b] + d * dim_bytes, 0);
-      for (int g = 0; g < G; ++g) acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
+  if constexpr (Row::kBytes > 0) {  // F16, F32: dimension d of the block's keys at d * kKvBlock
+    constexpr int64_t dim_bytes = kKvBlock * Row::kBytes;
+    for (int d = 0; d < dim; ++d) {
+      for (int b = 0; b < KB; ++b) {
+        const auto kd = Row::load(block[b] + lane[b] * Row::kBytes + d * dim_bytes, 0);
+        for (int g = 0; g < G; ++g) acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
+      }
+    }
+  } else {  // Q8_0: per 32 dimensions the block's 16 scales, then 32 x 16 int8
+    for (int c = 0; c < dim / kQ8_0BlockElems; ++c) {
+      const std::byte* chunk[KB];
+      typename V::Reg scale[KB];
+      for (int b = 0; b < KB; ++b) {
+        chunk[b] = block[b] + c * kQ8KeyChunkBytes;
+        scale[b] = V::load_f16(reinterpret_cast<const fp16_t*>(chunk[b]) + lane[b]);
+      }
+      for (int e = 0; e < kQ8_0BlockElems; ++e) {
+        const int d = c * kQ8_0BlockElems + e;
+        for (int b = 0; b < KB; ++b) {
+          const auto* q8 =
+              reinterpret_cast<const int8_t*>(chunk[b] + kQ8KeyScaleBytes + e * kKvBlock + lane[b]);
+          const auto kd = V::load_q8(q8, scale[b]);
+          for (int g = 0; g < G; ++g)
+            acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
+        }
+      }
     }
   }
   for (int b = 0; b < KB; ++b) {
@@ -125,7 +85,7 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
   }
 }
 
-// s[g][0..nt) for the keys [j0, j0 + nt) of a transposed K (j0 a multiple of kKvBlock), in whole
+// s[g][0..nt) for the keys [j0, j0 + nt) (j0 a multiple of kKvBlock), in whole
 // groups of L (the lanes past nt hold whatever the cache holds there; softmax_step overwrites
 // them). Asks for the next tile's first pf_keys keys' blocks into L2 as it goes.
 template <class V, class Row, int G>
@@ -153,52 +113,6 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
       score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s);
     }
     grp += n;
-  }
-}
-
-// L key rows from krow (L = kLanes) transposed into kt: kt[d * L + i] = dimension d of key i,
-// for d < padded (the dims past dim are 0). Keys past nk (a tile's last, partial group) are 0.
-template <class V, class Row>
-void transpose_keys(const std::byte* krow, int64_t row_bytes, int nk, int dim, float* kt) {
-  constexpr int L = V::kLanes;
-  for (int d = 0; d < dim; d += L) {
-    typename V::Reg r[L], col[L];
-    for (int i = 0; i < L; ++i) {
-      const std::byte* row = krow + i * row_bytes;
-      r[i] = i >= nk        ? V::zero()
-             : d + L <= dim ? Row::load(row, d)
-                            : Row::load_first(row, d, dim - d);
-    }
-    V::transpose(r, col);
-    for (int e = 0; e < L; ++e) V::store(kt + (d + e) * L, col[e]);
-  }
-}
-
-// s[g][0..L) = qs[g] . k_i for the L keys of a transposed group kt (transpose_keys), keys in the
-// lanes: one FMA per dimension and head, no reduction. NA accumulator sets per head (dimension d
-// in set d % NA, added (0+1)+(2+3)) keep 8 or more FMA chains in flight when G is small.
-template <class V, int G>
-void score_keys_in_lanes(const float* qs, int64_t q_row, int padded, const float* kt,
-                         float (*s)[kKeyTile], int j) {
-  constexpr int L = V::kLanes;
-  constexpr int NA = G >= 8 ? 1 : G >= 4 ? 2 : 4;
-  typename V::Reg acc[NA][G];
-  for (int a = 0; a < NA; ++a) {
-    for (int g = 0; g < G; ++g) acc[a][g] = V::zero();
-  }
-  for (int d = 0; d < padded; d += NA) {
-    for (int a = 0; a < NA; ++a) {
-      const auto k = V::load(kt + (d + a) * L);
-      for (int g = 0; g < G; ++g) {
-        acc[a][g] = V::fmadd(V::set1(qs[g * q_row + d + a]), k, acc[a][g]);
-      }
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    typename V::Reg sum = acc[0][g];
-    if constexpr (NA == 2) sum = V::add(acc[0][g], acc[1][g]);
-    if constexpr (NA == 4) sum = V::add(V::add(acc[0][g], acc[1][g]), V::add(acc[2][g], acc[3][g]));
-    V::store(s[g] + j, sum);
   }
 }
 
@@ -328,9 +242,9 @@ void attend(const AttentionTask& t) {
     m[g] = -std::numeric_limits<float>::infinity();
     l[g] = 0.0f;
   }
-  // A transposed K is read in whole blocks: the tiles start at the block of key_begin, and the
-  // keys before it in that block (`lead`) score -inf.
-  const int64_t start = kKeysTransposed<Row> ? t.key_begin / kKvBlock * kKvBlock : t.key_begin;
+  // K is read in whole blocks: the tiles start at the block of key_begin, and the keys before it
+  // in that block (`lead`) score -inf.
+  const int64_t start = t.key_begin / kKvBlock * kKvBlock;
   const int64_t pf_bytes = Row::bytes(dim);
   // The first tile's rows, asked for together up front: each tile asks for the next one's as it
   // goes, but nothing asked for the first, whose rows then came in one demand miss at a time (a
@@ -346,11 +260,7 @@ void attend(const AttentionTask& t) {
     // burst of them at the tile's start stalled on the core's miss buffers).
     const int next = static_cast<int>(
         std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
-    if constexpr (kKeysTransposed<Row>) {
-      score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next);
-    } else {
-      score_tile<V, Row, G>(qs, dim, t.k + j0 * t.row_bytes, t.row_bytes, nt, s, next, pf_bytes);
-    }
+    score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next);
     softmax_step<V, G>(s, lead, nt, padded, t.softcap, m, l, acc);
     accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, lead, nt, dim, acc, next,
                                pf_bytes);
@@ -367,11 +277,10 @@ void attend(const AttentionTask& t) {
   }
 }
 
-// Prefill: the task's n_tokens query tokens (G heads each) go through each key tile together.
-// The tile's keys are transposed once (transpose_keys) and scored for every token in the lanes,
-// so the transpose is shared by n_tokens * G query rows; per token, the softmax step and the
-// value accumulation are the decode kernel's. Token i sees keys up to key_end + i: in the tiles
-// past its last key it takes no part.
+// Prefill: the task's n_tokens query tokens (G heads each) go through each key tile together:
+// the first token's scores bring the tile's K blocks into L1 for the others; per token, the
+// scores, the softmax step and the value accumulation are the decode kernel's. Token i sees keys
+// up to key_end + i: in the tiles past its last key it takes no part.
 template <class V, class Row, int G>
 void attend_tokens(const AttentionTask& t) {
   constexpr int L = V::kLanes;
@@ -381,7 +290,6 @@ void attend_tokens(const AttentionTask& t) {
   alignas(64) float qs[TB][G * kMaxHeadDim];  // token i's head g at qs[i] + g * padded
   alignas(64) float acc[TB][G][kMaxHeadDim];
   alignas(64) float s[TB][G][kKeyTile];
-  alignas(64) float kt[kMaxHeadDim * L];
   float m[TB][G], l[TB][G];
   for (int i = 0; i < n_tok; ++i) {
     for (int g = 0; g < G; ++g) {
@@ -396,8 +304,8 @@ void attend_tokens(const AttentionTask& t) {
   }
   const int64_t key_end = t.key_end + n_tok - 1;  // the last token's
   const int64_t pf_bytes = Row::bytes(dim);
-  // As in attend: a transposed K from the block of key_begin, the keys before it masked.
-  const int64_t start = kKeysTransposed<Row> ? t.key_begin / kKvBlock * kKvBlock : t.key_begin;
+  // As in attend: K from the block of key_begin, the keys before it masked.
+  const int64_t start = t.key_begin / kKvBlock * kKvBlock;
   const int first = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - start));
   prefetch_rows(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
   prefetch_rows(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
@@ -409,24 +317,10 @@ void attend_tokens(const AttentionTask& t) {
     // Tokens [i0, n_tok) see some of this tile's keys (the earlier ones' keys may end before it).
     int i0 = 0;
     while (t.key_end + i0 <= j0) ++i0;
-    if constexpr (kKeysTransposed<Row>) {
-      // Each token scores the tile's blocks from L1 after the first brought them in.
-      for (int i = i0; i < n_tok; ++i) {
-        score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i],
-                                    i == i0 ? next : 0);
-      }
-    } else {
-      const std::byte* krow = t.k + j0 * t.row_bytes;
-      for (int j = 0; j < nt; j += L, krow += L * t.row_bytes) {
-        const int nk = std::min(L, nt - j);
-        if (j < next) {
-          prefetch_rows(krow + kKeyTile * t.row_bytes, t.row_bytes, std::min(nk, next - j),
-                        pf_bytes);
-        }
-        transpose_keys<V, Row>(krow, t.row_bytes, nk, dim, kt);
-        for (int i = i0; i < n_tok; ++i)
-          score_keys_in_lanes<V, G>(qs[i], padded, padded, kt, s[i], j);
-      }
+    // Each token scores the tile's blocks from L1 after the first brought them in.
+    for (int i = i0; i < n_tok; ++i) {
+      score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i],
+                                  i == i0 ? next : 0);
     }
     for (int i = i0; i < n_tok; ++i) {
       const int nt_i = static_cast<int>(std::min<int64_t>(nt, t.key_end + i - j0));

@@ -49,47 +49,6 @@ struct VecF32 {
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }
 
-  // Lane i of the result = the sum of a[i]'s lanes, for kLanes vectors at once (12 shuffles
-  // where 8 separate sums take 24). Within each 128-bit half (x0 + x2) + (x1 + x3), then
-  // half 0 + half 1: tree_sum adds one vector's lanes in exactly this order, so a sum does not
-  // depend on which of the two computed it.
-  static Reg transpose_sum(const Reg* a) {
-    Reg b[4], e[2];
-    for (int i = 0; i < 4; ++i) {
-      b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                           _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    }
-    for (int i = 0; i < 2; ++i) {
-      e[i] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm256_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    return _mm256_add_ps(_mm256_permute2f128_ps(e[0], e[1], 0x20),
-                         _mm256_permute2f128_ps(e[0], e[1], 0x31));
-  }
-  // 8 rows of 8 floats (r[i]: row i) into columns: col[c] lane i = r[i][c] (24 shuffles).
-  static void transpose(const Reg* r, Reg* col) {
-    Reg t[8], u[8];
-    for (int i = 0; i < 4; ++i) {  // half H of t[2i]: r[2i][4H], r[2i+1][4H], r[2i][4H+1], ...
-      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int q = 0; q < 2; ++q) {  // half H of u[4q + j]: rows 4q..4q+3 at column 4H + j
-      u[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-      u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xee);
-      u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-      u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xee);
-    }
-    for (int j = 0; j < 4; ++j) {  // column 4H + j: half H of u[j] (rows 0-3), u[4 + j] (4-7)
-      col[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-      col[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-  }
-  static float tree_sum(Reg v) {
-    v = _mm256_add_ps(v, _mm256_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm256_add_ps(v, _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 0x01));
-    return _mm256_cvtss_f32(v);
-  }
 
   // Loads that widen to fp32. `_first` variants read only the first `rem` (in [1, kLanes])
   // elements, 0 elsewhere; AVX2 has no masked 16-bit load, so those stage through a buffer.

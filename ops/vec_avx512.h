@@ -42,27 +42,6 @@ struct VecF32 {
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }
 
-  // Lane i of the result = the sum of a[i]'s lanes, for kLanes vectors at once (30 shuffles
-  // where 16 separate sums take 64, all on the one shuffle port). Within each 128-bit block
-  // (x0 + x2) + (x1 + x3), then (B0 + B1) + (B2 + B3) across blocks: tree_sum adds one vector's
-  // lanes in exactly this order, so a sum does not depend on which of the two computed it.
-  static Reg transpose_sum(const Reg* a) {
-    Reg b[8], e[4];
-    for (int i = 0; i < 8; ++i) {  // per block: (A0+A2, B0+B2, A1+A3, B1+B3), A, B = a[2i], a[2i+1]
-      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    }
-    for (int i = 0; i < 4; ++i) {  // per block: the block sums of a[4i .. 4i+3]
-      e[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    const Reg g01 = _mm512_add_ps(_mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                  _mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    const Reg g23 = _mm512_add_ps(_mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                  _mm512_shuffle_f32x4(e[2], e[3], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(g01, g23, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
   // 16 rows of 16 floats (r[i]: row i) into columns: col[c] lane i = r[i][c]. Three steps of
   // in-lane and lane-crossing shuffles (64 in all) instead of 256 single-float stores.
   static void transpose(const Reg* r, Reg* col) {
@@ -89,13 +68,6 @@ struct VecF32 {
       col[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
       col[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
     }
-  }
-  static float tree_sum(Reg v) {
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    return _mm512_cvtss_f32(v);
   }
 
   // Loads that widen to fp32. `_first` variants read only the first `rem` (in [1, kLanes])

@@ -281,19 +281,28 @@ TEST(Attention, KvStorePlacesEachHeadsPositionsPerTheLayout) {
     }
   }
   {
-    p.kv_type = WeightType::Q8_0;  // K and V in rows of one 34-byte block per head
+    // Q8_0: V in rows of one 34-byte block per head; K in blocks of 16 positions: their 16
+    // fp16 scales, then 32 dimensions x 16 positions of int8.
+    p.kv_type = WeightType::Q8_0;
     ASSERT_EQ(kv_cache_bytes(p), heads * 32 * 34);
     std::vector<std::byte> k(static_cast<size_t>(kv_cache_bytes(p))), v(k.size());
     store(k, v);
     for (int pos = 0; pos < n; ++pos) {
       for (int h = 0; h < heads; ++h) {
-        for (const auto* cache : {&k, &v}) {
-          BlockQ8_0 block;
-          std::memcpy(&block, cache->data() + (h * 32 + pos) * 34, 34);
-          // The row's largest value (d = 31) quantizes to 127.
-          const float amax = 1000.0f * pos + 100 * h + 31;
-          ASSERT_EQ(block.qs[31], 127) << "pos " << pos << " head " << h;
-          ASSERT_NEAR(fp16_to_fp32(block.d), amax / 127, amax / 127 * 1e-3);
+        // ggml's rounding: d = max|x| / 127 (stored as fp16), q = round(x * (1 / d)).
+        const float amax = 1000.0f * pos + 100 * h + 31, d = amax / 127, id = 1.0f / d;
+        const std::byte* v_row = v.data() + (h * 32 + pos) * 34;
+        const std::byte* k_block = k.data() + h * 32 * 34 + pos / 16 * 16 * 34;
+        fp16_t vd, kd;
+        std::memcpy(&vd, v_row, 2);
+        std::memcpy(&kd, k_block + 2 * (pos % 16), 2);
+        ASSERT_EQ(vd, fp32_to_fp16(d)) << "V pos " << pos << " head " << h;
+        ASSERT_EQ(kd, fp32_to_fp16(d)) << "K pos " << pos << " head " << h;
+        for (int e = 0; e < dim; ++e) {
+          const auto want = static_cast<int8_t>(std::round((1000.0f * pos + 100 * h + e) * id));
+          ASSERT_EQ(static_cast<int8_t>(v_row[2 + e]), want) << "V pos " << pos << " e " << e;
+          ASSERT_EQ(static_cast<int8_t>(k_block[32 + e * 16 + pos % 16]), want)
+              << "K pos " << pos << " head " << h << " e " << e;
         }
       }
     }
