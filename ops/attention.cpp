@@ -149,12 +149,28 @@ void load_row(const std::byte* src, int dim, float* dst) {
 }
 
 // Key `key` of a task's KV head as fp32, gathered from its transposed block.
+// The block's address, lane and (Q8_0) scales once per key, not per element: this is the
+// Scalar tier's inner loop.
 template <typename Elem>
 void load_key(const AttentionTask& t, int64_t key, float* dst) {
-  constexpr WeightType type = std::is_same_v<Elem, BlockQ8_0> ? WeightType::Q8_0
-                              : std::is_same_v<Elem, fp16_t>  ? WeightType::F16
-                                                              : WeightType::F32;
-  for (int d = 0; d < t.head_dim; ++d) dst[d] = cache_elem(type, true, t.k, t.head_dim, key, d);
+  const std::byte* block = t.k + key / kKvBlock * kKvBlock * t.row_bytes;
+  const int64_t lane = key % kKvBlock;
+  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
+    for (int c = 0; c < t.head_dim / kQ8_0BlockElems; ++c) {
+      const std::byte* chunk = block + c * kQ8KeyChunkBytes;
+      fp16_t half;
+      std::memcpy(&half, chunk + 2 * lane, 2);
+      const float scale = fp16_to_fp32(half);
+      for (int e = 0; e < kQ8_0BlockElems; ++e) {
+        const auto q = static_cast<int8_t>(chunk[kQ8KeyScaleBytes + e * kKvBlock + lane]);
+        dst[c * kQ8_0BlockElems + e] = scale * static_cast<float>(q);
+      }
+    }
+  } else {
+    for (int d = 0; d < t.head_dim; ++d) {
+      dst[d] = load_elem<Elem>(block, static_cast<int>(d * kKvBlock + lane));
+    }
+  }
 }
 
 template <typename Elem>
