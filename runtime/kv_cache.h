@@ -1,7 +1,7 @@
 #pragma once
 // The attention KV cache: per layer, a K and a V cache of `capacity` positions of F16 (default),
 // F32 or Q8_0 in the layout ops::attention reads (ops/attention.h: each KV head's positions
-// contiguous, F16/F32 K transposed in blocks of 16 positions). Owned memory, allocated once for
+// contiguous, K transposed in blocks of 16 positions). Owned memory, allocated once for
 // the requested context after checking that it fits.
 #include <cstddef>
 #include <cstdint>
