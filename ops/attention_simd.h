@@ -186,8 +186,13 @@ template <class V, int G>
 void softmax_step(float (*s)[kKeyTile], int lead, int nt, int padded, float softcap, float* m,
                   float* l, float (*acc)[kMaxHeadDim]) {
   constexpr int L = V::kLanes;
+  // Heads at a time in the max and exp loops: HC independent chains per key vector instead of
+  // one head's loop after another, whose max reduction, exp polynomial and sum each waited on the
+  // previous step (a quarter of the registers: the HC maxima, or the HC sums and maxima, plus
+  // the exps' temporaries). Each head still takes its vectors in order 0, L, 2L, ..., so the
+  // results are those of one head at a time.
+  constexpr int HC = std::min(G, V::kRegisters / 4);
   const int nt_padded = (nt + L - 1) / L * L;
-  const auto neg_inf = V::set1(-std::numeric_limits<float>::infinity());
   alignas(64) float m_step[L] = {};  // m - m_new per head, then e^ of it
   float m_new[G];
   for (int g = 0; g < G; ++g) {
@@ -198,30 +203,46 @@ void softmax_step(float (*s)[kKeyTile], int lead, int nt, int padded, float soft
     }
     std::fill(s[g], s[g] + lead, -std::numeric_limits<float>::infinity());
     std::fill(s[g] + nt, s[g] + nt_padded, -std::numeric_limits<float>::infinity());
-    auto vmax = neg_inf;
-    for (int j = 0; j < nt_padded; j += L) vmax = V::max(vmax, V::load(s[g] + j));
-    m_new[g] = std::max(m[g], V::hmax(vmax));
-    m_step[g] = m[g] - m_new[g];  // -inf before the first tile: e^ of it is 0
+  }
+  for (int g0 = 0; g0 < G; g0 += HC) {
+    typename V::Reg vmax[HC];
+    for (int h = 0; h < HC; ++h) vmax[h] = V::set1(-std::numeric_limits<float>::infinity());
+    for (int j = 0; j < nt_padded; j += L) {
+      for (int h = 0; h < HC && g0 + h < G; ++h) vmax[h] = V::max(vmax[h], V::load(s[g0 + h] + j));
+    }
+    for (int h = 0; h < HC && g0 + h < G; ++h) {
+      const int g = g0 + h;
+      m_new[g] = std::max(m[g], V::hmax(vmax[h]));
+      m_step[g] = m[g] - m_new[g];  // -inf before the first tile: e^ of it is 0
+    }
   }
   // The G rescale factors in one vector exp: std::exp per head was a call, across which the
   // compiler spilled the vector registers (BM_attention from cache, one Zen 5 core:
   // 1.00-1.07x).
   V::store(m_step, V::exp(V::load(m_step)));
-  for (int g = 0; g < G; ++g) {
-    const float corr = m[g] == m_new[g] ? 1.0f : m_step[g];
-    const auto mv = V::set1(m_new[g]);
-    auto sum = V::zero();
+  for (int g0 = 0; g0 < G; g0 += HC) {
+    typename V::Reg mv[HC], sum[HC];
+    for (int h = 0; h < HC; ++h) {
+      mv[h] = V::set1(g0 + h < G ? m_new[g0 + h] : 0.0f);
+      sum[h] = V::zero();
+    }
     for (int j = 0; j < nt_padded; j += L) {
-      const auto e = V::exp(V::sub(V::load(s[g] + j), mv));
-      sum = V::add(sum, e);
-      V::store(s[g] + j, e);
+      for (int h = 0; h < HC && g0 + h < G; ++h) {
+        const auto e = V::exp(V::sub(V::load(s[g0 + h] + j), mv[h]));
+        sum[h] = V::add(sum[h], e);
+        V::store(s[g0 + h] + j, e);
+      }
     }
-    l[g] = l[g] * corr + V::hsum(sum);
-    if (corr != 1.0f) {
-      const auto cv = V::set1(corr);
-      for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
+    for (int h = 0; h < HC && g0 + h < G; ++h) {
+      const int g = g0 + h;
+      const float corr = m[g] == m_new[g] ? 1.0f : m_step[g];
+      l[g] = l[g] * corr + V::hsum(sum[h]);
+      if (corr != 1.0f) {
+        const auto cv = V::set1(corr);
+        for (int d = 0; d < padded; d += L) V::store(acc[g] + d, V::mul(V::load(acc[g] + d), cv));
+      }
+      m[g] = m_new[g];
     }
-    m[g] = m_new[g];
   }
 }
 
