@@ -160,6 +160,39 @@ TEST_P(ElementwiseIsa, SoftmaxIsStableForHugeLogitsAndKeepsMinusInf) {
   EXPECT_EQ(x[4], 0.0f);
 }
 
+// The SIMD exp is 0 where e^x would be a subnormal float (x < -87.3; ops/softmax_math_avx512.h
+// says why: a subnormal result can cost a microcode assist per instruction), and keeps its accuracy
+// just above. The Scalar tier's std::exp keeps the subnormals.
+TEST_P(ElementwiseIsa, SoftmaxWeightsBelowTheNormalRangeAreZeroOnSimdTiers) {
+  // Offsets from the max: e^-87.2 = 1.35e-38 is normal; e^-87.4 = 1.10e-38, e^-95 = 5.5e-42 and
+  // e^-103 = 1.5e-45 are subnormal; e^-110 underflows to 0 anyway.
+  const std::vector<float> offsets = {0.0f, -87.2f, -87.4f, -95.0f, -103.0f, -110.0f, -1.0f};
+  std::vector<float> x(33);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f + offsets[i % offsets.size()];
+  const auto orig = x;
+  k().softmax(x.data(), static_cast<int64_t>(x.size()));
+  double sum = 0;
+  for (float v : orig) sum += std::exp(static_cast<double>(v) - 3.0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double off = orig[i] - 3.0, want = std::exp(off) / sum;
+    if (off >= -87.3 || GetParam() == Isa::Scalar) {
+      // Scalar: float std::exp, whose subnormals hold fewer significant bits.
+      ASSERT_NEAR(x[i], want, kSumRelTol * want + 1e-44) << i << " offset " << off;
+    } else {
+      ASSERT_EQ(x[i], 0.0f) << i << " offset " << off;
+    }
+  }
+  EXPECT_GT(x[1], 0.0f);  // -87.2: kept (then divided by the sum, ~6.8)
+}
+
+// silu and gelu (both through the SIMD exp) stay exact where e^-x vanishes: x for large x.
+TEST_P(ElementwiseIsa, SiluIsTheIdentityWhereExpVanishes) {
+  const std::vector<float> g = {88.0f, 95.0f, 100.0f, 1000.0f}, u(4, 1.0f);
+  std::vector<float> out(4);
+  k().swiglu(g.data(), u.data(), out.data(), 4);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(out[i], g[i]) << g[i];
+}
+
 TEST_P(ElementwiseIsa, AddAndScaleAreExact) {
   for (int64_t n : kLengths) {
     const auto a = random_floats(n, 1.0f, 10 + n), b = random_floats(n, 1.0f, 11 + n);
