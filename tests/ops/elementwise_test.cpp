@@ -185,14 +185,6 @@ TEST_P(ElementwiseIsa, SoftmaxWeightsBelowTheNormalRangeAreZeroOnSimdTiers) {
   EXPECT_GT(x[1], 0.0f);  // -87.2: kept (then divided by the sum, ~6.8)
 }
 
-// silu and gelu (both through the SIMD exp) stay exact where e^-x vanishes: x for large x.
-TEST_P(ElementwiseIsa, SiluIsTheIdentityWhereExpVanishes) {
-  const std::vector<float> g = {88.0f, 95.0f, 100.0f, 1000.0f}, u(4, 1.0f);
-  std::vector<float> out(4);
-  k().swiglu(g.data(), u.data(), out.data(), 4);
-  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(out[i], g[i]) << g[i];
-}
-
 TEST_P(ElementwiseIsa, AddAndScaleAreExact) {
   for (int64_t n : kLengths) {
     const auto a = random_floats(n, 1.0f, 10 + n), b = random_floats(n, 1.0f, 11 + n);
