@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/attention_kernels.h"
+#include "ops/exp_range.h"
 #include "ops/fp16.h"
 #include "ops/kernel_set.h"
 #include "ops/q8_0.h"
@@ -443,7 +444,10 @@ void merge_segments(const SplitDecode& sd, int64_t h_begin, int64_t h_end, float
     std::fill_n(o, dim, 0.0f);
     float w_sum = 0.0f;
     for (int64_t s = 0; s < sd.segments; ++s) {
-      const float w = sd.l[s * n_heads + h] * std::exp(sd.m[s * n_heads + h] - m_max);
+      // A segment more than 87.3 below the max weighs 0, as the SIMD exp has it (ops/exp_range.h):
+      // a subnormal w would take an assist on each of the dim products below.
+      const float gap = sd.m[s * n_heads + h] - m_max;
+      const float w = gap < kExpFlushBelow ? 0.0f : sd.l[s * n_heads + h] * std::exp(gap);
       const float* os = sd.o + (s * n_heads + h) * dim;
       for (int64_t d = 0; d < dim; ++d) o[d] += w * os[d];
       w_sum += w;

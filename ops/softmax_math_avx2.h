@@ -9,9 +9,9 @@
 // to +inf exactly as a single scaling would. About 1 ulp on [-87.3, 88]; NaN propagates.
 #include <immintrin.h>
 
-namespace pacer::ops::avx2 {
+#include "ops/exp_range.h"
 
-inline constexpr float kExpFlushBelow = -87.3f;  // exp_ps is 0 below this
+namespace pacer::ops::avx2 {
 
 inline __m256 exp_ps(__m256 x) {
   const __m256 flush_below = _mm256_set1_ps(kExpFlushBelow);

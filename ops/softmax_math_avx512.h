@@ -19,9 +19,9 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
-namespace pacer::ops::avx512 {
+#include "ops/exp_range.h"
 
-inline constexpr float kExpFlushBelow = -87.3f;  // exp_ps is 0 below this
+namespace pacer::ops::avx512 {
 
 inline __m512 exp_ps(__m512 x) {
   // e^-87.3 = 1.22e-38 is a normal float (the smallest is 1.18e-38), and every step below stays
