@@ -198,10 +198,10 @@ void attend_scalar_one(const AttentionTask& t) {
     }
     for (int g = 0; g < n_q; ++g) {
       const float m_new = std::max(m[g], *std::max_element(s[g], s[g] + nt));
-      const float corr = std::isinf(m[g]) ? 0.0f : std::exp(m[g] - m_new);
+      const float corr = std::isinf(m[g]) ? 0.0f : exp_flushed(m[g] - m_new);
       float sum = 0.0f;
       for (int j = 0; j < nt; ++j) {
-        s[g][j] = std::exp(s[g][j] - m_new);
+        s[g][j] = exp_flushed(s[g][j] - m_new);
         sum += s[g][j];
       }
       l[g] = l[g] * corr + sum;

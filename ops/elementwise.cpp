@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/elementwise_kernels.h"
+#include "ops/exp_range.h"
 #include "ops/kernel_set.h"
 
 namespace pacer::ops {
@@ -44,7 +45,7 @@ void softmax_scalar(float* x, int64_t n) {
   const float max = *std::max_element(x, x + n);
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
+    x[i] = exp_flushed(x[i] - max);
     sum += x[i];
   }
   const float inv = static_cast<float>(1.0 / sum);
