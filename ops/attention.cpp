@@ -446,8 +446,7 @@ void merge_segments(const SplitDecode& sd, int64_t h_begin, int64_t h_end, float
     for (int64_t s = 0; s < sd.segments; ++s) {
       // A segment more than 87.3 below the max weighs 0, as the SIMD exp has it (ops/exp_range.h):
       // a subnormal w would take an assist on each of the dim products below.
-      const float gap = sd.m[s * n_heads + h] - m_max;
-      const float w = gap < kExpFlushBelow ? 0.0f : sd.l[s * n_heads + h] * std::exp(gap);
+      const float w = sd.l[s * n_heads + h] * exp_flushed(sd.m[s * n_heads + h] - m_max);
       const float* os = sd.o + (s * n_heads + h) * dim;
       for (int64_t d = 0; d < dim; ++d) o[d] += w * os[d];
       w_sum += w;
