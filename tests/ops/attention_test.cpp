@@ -210,6 +210,38 @@ TEST_P(AttentionIsa, SameResultForAnyWorkerCount) {
   }
 }
 
+// Cuts a balanced job into pieces of one `align` unit, last piece first, as work stealing may
+// (runtime's executor); plain run_chunks jobs run in one piece.
+class PiecewiseParallel final : public Parallel {
+ public:
+  int workers() const noexcept override { return 4; }
+  void run_chunks(int64_t n, int64_t /*align*/, const ChunkFn& body) const override {
+    if (n > 0) body(0, 0, n);
+  }
+  void run_chunks_balanced(int64_t n, int64_t align, const ChunkFn& body) const override {
+    ++balanced_jobs;
+    for (int64_t b = (n - 1) / align * align; b >= 0; b -= align)
+      body(0, b, std::min(n, b + align));
+  }
+  mutable int balanced_jobs = 0;
+};
+
+TEST_P(AttentionIsa, PrefillSameResultInBalancedPieces) {
+  // A causal prefill is arithmetic on cached keys: it runs as a balanced job (pieces as small as
+  // one head group), and any cut on those boundaries gives the same bits.
+  for (const Case& c : {kCases[13], kCases[14], kCases[15], kCases[24]}) {
+    const Inputs in = make_inputs(c);
+    std::vector<float> base(in.q.size()), out(in.q.size());
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), base,
+              SerialParallel(1), KernelSet::for_isa(GetParam()));
+    const PiecewiseParallel pieces;
+    attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out, pieces,
+              KernelSet::for_isa(GetParam()));
+    EXPECT_EQ(pieces.balanced_jobs, 1) << c.name;
+    EXPECT_EQ(out, base) << c.name;
+  }
+}
+
 TEST_P(AttentionIsa, KvStoreRoundsLikeScalarFp16Conversion) {
   // Values around every fp16 regime: normal, subnormal, underflow to 0, overflow to inf, ties.
   std::vector<float> vals = {0.0f,           -0.0f,    1.0f,     -2.5f,         65504.0f,
