@@ -130,9 +130,9 @@ void summarize_rates(BenchRow& row) {
 // tokens (the reps timed token by token, not a recorded one, which the recorder slows).
 void flag_slow_tokens(BenchRow& row) {
   constexpr double kFlagBelow = 0.05;  // mean this far below the median token's rate
-  if (row.tok_s_p50 <= 0 || row.token_s.empty()) return;
-  const double seconds = std::accumulate(row.token_s.begin(), row.token_s.end(), 0.0);
-  const double mean = static_cast<double>(row.token_s.size()) / seconds;
+  // The row's own mean (the t/s printed beside the flag): every timed rep is an unrecorded one.
+  if (row.tok_s_p50 <= 0 || row.token_s.empty() || row.mean <= 0) return;
+  const double mean = row.mean;
   if (mean >= (1.0 - kFlagBelow) * row.tok_s_p50) return;
   row.flags.push_back(fmt::format(
       "mean {:.0f}% below the median token's {:.2f} t/s{}: a few tokens ran far slower than the "
@@ -190,6 +190,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.arch = std::string(loader::arch_name(cfg.arch));
   res.type = std::string(ops::type_name(model.weights().main_type));
   res.model_bytes = static_cast<int64_t>(model.file().file_size());
+  for (const auto& t : model.file().tensors()) res.tensor_bytes += static_cast<int64_t>(t.bytes);
   res.params = cfg.n_params;
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
   res.repacked_matrices = model.repacked_matrices();
@@ -359,7 +360,12 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
         row.n_batch = so.max_batch;
 
         std::unique_ptr<Recorder> rec;
-        const int reps_total = opts.reps + (opts.warmup ? 1 : 0);
+        // With --events-out (or a results database) one more rep runs after the timed ones with
+        // the recorder attached: recording costs time and the recorded rep runs generate()
+        // (sampling, a prompt for tg), so its rate is not one of the row's samples.
+        const bool recording = !opts.events_dir.empty();
+        const int first_timed = opts.warmup ? 1 : 0;
+        const int reps_total = first_timed + opts.reps + (recording ? 1 : 0);
         for (int rep = 0; rep < reps_total; ++rep) {
           if (opts.stop && opts.stop()) {  // keep the finished rows, drop this one
             res.interrupted = true;
@@ -369,9 +375,11 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           if (opts.progress && reps_total > 1)
             opts.progress(done, total,
                           fmt::format("{} rep {}/{}{}", row.test, rep + 1, reps_total,
-                                      opts.warmup && rep == 0 ? " (warm-up)" : ""));
-          const bool timed = rep >= (opts.warmup ? 1 : 0);
-          const bool recorded = !opts.events_dir.empty() && rep == reps_total - 1;
+                                      opts.warmup && rep == 0              ? " (warm-up)"
+                                      : recording && rep == reps_total - 1 ? " (recorded)"
+                                                                           : ""));
+          const bool recorded = recording && rep == reps_total - 1;
+          const bool timed = rep >= first_timed && !recorded;
           if (recorded) {
             row.events_path = (std::filesystem::path(opts.events_dir) /
                                file_safe(fmt::format("{}-{}-t{}-{}.jsonl", res.arch, row.test,
@@ -579,9 +587,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
 
 namespace {
 
+// llama-bench's size column: the tensors' bytes, two decimals.
 std::string size_text(int64_t bytes) {
   const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
-  return mib >= 1024 ? fmt::format("{:.2f} GiB", mib / 1024) : fmt::format("{:.1f} MiB", mib);
+  return mib >= 1024 ? fmt::format("{:.2f} GiB", mib / 1024) : fmt::format("{:.2f} MiB", mib);
 }
 
 std::string params_text(int64_t p) {
@@ -598,7 +607,7 @@ std::string freq_text(const BenchRow& r) {
 std::string render_bench_markdown_header(const BenchResult& r) {
   std::string out = fmt::format(
       "model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n", r.model_path, r.arch,
-      r.type, size_text(r.model_bytes), params_text(r.params), r.cpu_model, r.frequency_source);
+      r.type, size_text(r.tensor_bytes), params_text(r.params), r.cpu_model, r.frequency_source);
   out +=
       "| model | size | params | type | threads | pin | test | t/s | cv | freq MHz (min-max) | "
       "roofline | flags |\n"
@@ -616,7 +625,7 @@ std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row)
   for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
   const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n",
-                     r.arch, size_text(r.model_bytes), params_text(r.params), r.type, row.threads,
+                     r.arch, size_text(r.tensor_bytes), params_text(r.params), r.type, row.threads,
                      row.pin, row.test, row.mean, row.sd, cv, freq_text(row), roof,
                      flags.empty() ? "ok" : flags);
 }
@@ -707,6 +716,10 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
   for (int64_t v : samples_ns) sd_ns += (v - avg_ns) * (v - avg_ns);
   if (samples_ns.size() > 1) sd_ns = std::sqrt(sd_ns / static_cast<double>(samples_ns.size() - 1));
   const std::string kv(ops::type_name(r.kv_type));
+  // What was not measured (a pp row's roofline, --no-roofline, no frequency source) is null,
+  // never 0, as in the event log.
+  const bool roofline = row.ceiling_tok_s > 0;
+  const auto measured = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
   nlohmann::json j = {
       {"build_commit", kGitSha},
       {"build_number", 0},
@@ -715,7 +728,7 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"backends", "CPU"},
       {"model_filename", r.model_path},
       {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), r.type)},
-      {"model_size", r.model_bytes},
+      {"model_size", r.tensor_bytes},  // llama-bench's: the tensors' bytes, not the file's
       {"model_n_params", r.params},
       {"n_batch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
       {"n_ubatch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
@@ -753,18 +766,19 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_pin", row.pin},
       {"pacer_cpus", row.cpus},
       {"pacer_cv", row.tok_s.size() > 1 ? nlohmann::json(row.cv) : nlohmann::json()},
-      {"pacer_freq_mhz_mean", row.freq_mean_mhz},
-      {"pacer_freq_mhz_min", row.freq_min_mhz},
-      {"pacer_freq_mhz_max", row.freq_max_mhz},
-      {"pacer_bandwidth_gbs", row.bandwidth_gbs},
-      {"pacer_bandwidth_before_gbs", row.bandwidth_before_gbs},
-      {"pacer_bandwidth_after_gbs", row.bandwidth_after_gbs},
+      {"pacer_freq_mhz_mean", measured(row.freq_mean_mhz)},
+      {"pacer_freq_mhz_min", measured(row.freq_min_mhz)},
+      {"pacer_freq_mhz_max", measured(row.freq_max_mhz)},
+      {"pacer_bandwidth_gbs", roofline ? nlohmann::json(row.bandwidth_gbs) : nlohmann::json()},
+      {"pacer_bandwidth_before_gbs", measured(row.bandwidth_before_gbs)},
+      {"pacer_bandwidth_after_gbs", measured(row.bandwidth_after_gbs)},
       {"pacer_bandwidth_method", row.bandwidth_method},
-      {"pacer_llc_bytes", row.llc_bytes},
+      {"pacer_llc_bytes", row.llc_bytes > 0 ? nlohmann::json(row.llc_bytes) : nlohmann::json()},
       {"pacer_llc_method", row.llc_method},
-      {"pacer_kv_bytes_per_token", row.kv_bytes_per_token},
-      {"pacer_roofline_pct", row.roofline_pct},
-      {"pacer_roofline_applies", row.roofline_applies},
+      {"pacer_kv_bytes_per_token",
+       roofline ? nlohmann::json(row.kv_bytes_per_token) : nlohmann::json()},
+      {"pacer_roofline_pct", roofline ? nlohmann::json(row.roofline_pct) : nlohmann::json()},
+      {"pacer_roofline_applies", roofline && row.roofline_applies},
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},
       {"pacer_roofline_p50_pct",
        row.roofline_p50_pct > 0 ? nlohmann::json(row.roofline_p50_pct) : nlohmann::json()},
@@ -792,6 +806,8 @@ std::string llama_bench_csv_row(const BenchResult& r, const BenchRow& row) {
         if (!cell.empty()) cell.push_back(';');
         cell += e.is_string() ? e.get<std::string>() : e.dump();
       }
+    } else if (v.is_boolean()) {
+      cell = v.get<bool>() ? "1" : "0";  // as llama-bench's CSV writes them
     } else if (!v.is_null()) {
       cell = v.dump();
     }

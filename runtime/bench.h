@@ -108,7 +108,9 @@ int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType 
 
 struct BenchResult {
   std::string model_path, model_name, arch, type;
-  int64_t model_bytes = 0, params = 0, matmul_bytes_per_token = 0;
+  int64_t model_bytes = 0;   // the file's size
+  int64_t tensor_bytes = 0;  // its tensors' bytes (llama-bench's model_size)
+  int64_t params = 0, matmul_bytes_per_token = 0;
   int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   bool bf16_dot = false;          // BF16 prefill on vdpbf16ps (Model::bf16_dot_prefill)
   int gemv_streams = 1;           // of the quantized x16 GEMVs (ops::X16Kernels::gemv_streams)

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -83,7 +85,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 // "16,32", "16-64+16" (16,32,48,64), "1-8*2" (1,2,4,8), "1-4" (step 1). A bad list is a usage
 // error (exit 2) naming the flag.
 std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int64_t min = 0,
-                                    bool allow_auto = false) {
+                                    bool allow_auto = false,
+                                    int64_t max = std::numeric_limits<int64_t>::max()) {
   auto bad = [&](const std::string& why) {
     return CLI::ValidationError(flag, fmt::format("'{}': {}", s, why));
   };
@@ -123,8 +126,11 @@ std::vector<int64_t> parse_int_list(const std::string& s, const char* flag, int6
     }
   }
   for (int64_t v : out)
-    if (v < min && !(allow_auto && v == -1))
-      throw bad(fmt::format("{} out of range: each value must be >= {}{}", v, min,
+    if ((v < min || v > max) && !(allow_auto && v == -1))
+      throw bad(fmt::format("{} out of range: each value must be {}{}", v,
+                            max == std::numeric_limits<int64_t>::max()
+                                ? fmt::format(">= {}", min)
+                                : fmt::format("in {}..{}", min, max),
                             allow_auto ? " (or -1: auto)" : ""));
   return out;
 }
@@ -205,8 +211,9 @@ class BenchPrinter {
       if (first) {
         std::string cols;
         for (const auto& [k, v] : j.items()) {
+          // A null (not measured in the first row) is one of pacer's numeric fields.
           const char* type = v.is_number_integer() || v.is_boolean() ? "INTEGER"
-                             : v.is_number()                         ? "REAL"
+                             : v.is_number() || v.is_null()          ? "REAL"
                                                                      : "TEXT";
           cols += fmt::format("{}  {} {}", cols.empty() ? "" : ",\n", k, type);
         }
@@ -269,13 +276,18 @@ std::filesystem::path cache_dir() {
 std::filesystem::path synthetic_model(const std::string& spec_text) {
   const auto colon = spec_text.find(':');
   if (colon == std::string::npos) {
-    throw std::invalid_argument(
-        fmt::format("--synthetic '{}': expected ARCH:TYPE, e.g. qwen2.5-0.5b:q8_0", spec_text));
+    throw CLI::ValidationError(
+        "--synthetic", fmt::format("'{}': expected ARCH:TYPE, e.g. qwen2.5-0.5b:q8_0", spec_text));
   }
   const std::string arch = spec_text.substr(0, colon), type = spec_text.substr(colon + 1);
+  const std::vector<std::string_view> presets = loader::synth_preset_names();
+  if (std::find(presets.begin(), presets.end(), arch) == presets.end()) {
+    throw CLI::ValidationError(
+        "--synthetic", fmt::format("unknown ARCH '{}' ({})", arch, fmt::join(presets, ", ")));
+  }
   loader::SynthSpec spec = loader::synth_preset(arch);
   auto wt = ops::weight_type_from_name(type);
-  if (!wt) throw std::invalid_argument(fmt::format("--synthetic: unknown type '{}'", type));
+  if (!wt) throw CLI::ValidationError("--synthetic", fmt::format("unknown type '{}'", type));
   spec.type = *wt;
   spec.seed = 1;
   const std::filesystem::path dir = cache_dir() / "models";
@@ -386,7 +398,7 @@ runtime::BenchOptions bench_options(const BenchArgs& a) {
   o.n_gen = parse_int_list(a.gens, "-n");
   o.n_depth = parse_int_list(a.depths, "-d");
   o.threads.clear();
-  for (int64_t t : parse_int_list(a.threads, "-t", 1, true))
+  for (int64_t t : parse_int_list(a.threads, "-t", 1, true, runtime::kMaxWorkerThreads))
     o.threads.push_back(static_cast<int>(t));
   for (const std::string& pg : a.pg) {
     const std::vector<int64_t> v = parse_int_list(pg, "-pg");
@@ -580,7 +592,7 @@ void add_bench_command(CLI::App& app) {
                   "flag tg rows whose read bandwidth before and after the row differ by more than "
                   "this % of their mean")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(number_in(0, 1000));
   cmd->add_option("--bandwidth-mb", args->bandwidth_mb, "bandwidth probe buffer (MiB)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -600,7 +612,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prio", args->prio, "0 normal, 1 medium, 2 high, 3 highest (nice -20)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("--delay", args->delay, "seconds to wait before each test after the first")
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(number_in(0, 3600));
   cmd->add_flag("-v,--verbose", args->verbose, "print every repetition's tok/s to stderr");
   cmd->add_flag("--progress", args->progress, "progress on stderr even when it is not a terminal");
   cmd->add_option("--recording-overhead", args->overhead_pairs,

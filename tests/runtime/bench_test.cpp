@@ -64,12 +64,14 @@ TEST(BenchStats, SummarizeRatesMatchesHandComputedValues) {
 }
 
 TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
-  // Four tokens of 10 ms and one of 22.5 ms: 5 tokens in 62.5 ms = 80 t/s against the median
-  // token's 100 t/s, 20 % below. The reps' own mean (a recorded rep may be among them) is not used.
+  // Two reps of 5 tokens: 5 in 50 ms (100 t/s) and 5 in 83.3 ms (60 t/s, one token of 43.3 ms).
+  // The row's mean, (100 + 60) / 2 = 80 t/s, is 20 % below the median token's 100 t/s; the flag
+  // says so with the same mean the row prints (not the 75 t/s of all tokens over all time).
   BenchRow row;
-  row.mean = 30.0;
-  row.token_s = {0.01, 0.01, 0.0225, 0.01, 0.01};
+  row.tok_s = {100.0, 60.0};
+  row.token_s = {0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01 + 1.0 / 30, 0.01, 0.01};
   summarize_rates(row);
+  ASSERT_DOUBLE_EQ(row.mean, 80.0);
   ASSERT_DOUBLE_EQ(row.tok_s_p50, 100.0);
   row.roofline_p50_pct = 91.0;
   flag_slow_tokens(row);
@@ -81,7 +83,9 @@ TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
   // One 14 ms token among 10 ms ones: 5 in 54 ms = 92.6 t/s, 7.4 % below -- flagged; one of
   // 11.5 ms: 97.1 t/s, 2.9 % below -- within the noise, not flagged.
   BenchRow slower, close;
+  slower.tok_s = {5 / 0.054};
   slower.token_s = {0.01, 0.01, 0.014, 0.01, 0.01};
+  close.tok_s = {5 / 0.0515};
   close.token_s = {0.01, 0.01, 0.0115, 0.01, 0.01};
   for (BenchRow* r : {&slower, &close}) {
     summarize_rates(*r);
@@ -399,7 +403,7 @@ TEST(BenchRun, DepthRunsEachTestAfterThatManyTokens) {
   EXPECT_THROW(run_bench(model, o), std::invalid_argument);
 }
 
-TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
+TEST(BenchRun, RecordsOneMoreRepOfEachRowAsACompleteLog) {
   const Model model = Model::load(tiny_model());
   const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events";
   std::filesystem::remove_all(dir);
@@ -435,6 +439,12 @@ TEST(BenchRun, RecordsTheLastRepOfEachRowAsACompleteLog) {
       EXPECT_EQ(decode_steps, 0);
     } else {
       EXPECT_EQ(decode_steps, 6);
+    }
+    // The recorded rep comes on top of the 2 timed ones and is not a sample: both samples ran
+    // the unrecorded path, which times each of its 6 decode tokens.
+    EXPECT_EQ(row.tok_s.size(), 2u) << row.test;
+    if (row.test == "tg6") {
+      EXPECT_EQ(row.token_s.size(), 12u);
     }
   }
 }
