@@ -24,6 +24,7 @@ class CounterSummer : public LogVisitor {
     ++s_.ops;
     first_ns_ = std::min(first_ns_, op.t0_ns);
     last_ns_ = std::max(last_ns_, op.t1_ns);
+    s_.op_wall_ns += static_cast<double>(op.t1_ns - op.t0_ns);
     for (const WorkerSample& w : op.workers) {
       ++s_.slices;
       if (w.oncpu_ns) {
@@ -51,22 +52,25 @@ class CounterSummer : public LogVisitor {
   }
 
   void on_step(const StepEvent& st) override {
-    if (st.phase == Phase::Decode) ++decode_steps_;
-  }
-
-  void on_footer(const Footer& f) override {
-    if (f.n_prompt || f.n_generated) tokens_ = f.n_prompt.value_or(0) + f.n_generated.value_or(0);
+    StepTotals& t = s_.steps;
+    if (st.phase == Phase::Decode) ++t.decode_steps;
+    if (st.phase == Phase::Prefill) ++t.prefill_steps;
+    t.wall_ns += static_cast<double>(st.duration_ns());
+    if (st.oncpu_ns) {
+      t.has_sched = true;
+      t.oncpu_ns += static_cast<double>(*st.oncpu_ns);
+      t.runq_ns += static_cast<double>(st.runq_ns.value_or(0));
+      t.context_switches += st.nvcsw.value_or(0) + st.nivcsw.value_or(0);
+    }
   }
 
   void finish() {
     s_.wall_ns = last_ns_ > first_ns_ ? static_cast<double>(last_ns_ - first_ns_) : 0.0;
-    s_.tokens = tokens_ > 0 ? tokens_ : decode_steps_;
   }
 
  private:
   CounterSummary& s_;
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = 0;
-  int64_t decode_steps_ = 0, tokens_ = 0;
 };
 
 // 1234567.8 -> "1,234,568" (perf's grouping); `decimals` digits after the point.
@@ -115,12 +119,32 @@ CounterSummary summarize_counters_text(std::string_view text, const std::string&
 
 std::string render_counter_summary(const CounterSummary& s) {
   const Header& h = s.header;
-  std::string o =
-      fmt::format("\n Counter summary of '{}' ({} counters{}; {} op slices in {} ops):\n\n", s.path,
-                  h.counters.mode.empty() ? "no" : h.counters.mode,
-                  h.counters.scope.empty() ? "" : ", scope " + h.counters.scope,
-                  grouped(s.slices, 0), grouped(s.ops, 0));
-  const double wall_s = s.wall_ns * 1e-9;
+  std::string o = fmt::format("\n Counter summary of '{}' ({} counters{}):\n", s.path,
+                              h.counters.mode.empty() ? "no" : h.counters.mode,
+                              h.counters.scope.empty() ? "" : ", scope " + h.counters.scope);
+  const StepTotals& st = s.steps;
+  if (st.has_sched && st.wall_ns > 0) {
+    // The window perf stat would see: each step from start to end, every worker, the sleeps and
+    // wake-ups between ops included.
+    const double step_s = st.wall_ns * 1e-9;
+    o += fmt::format(
+        "\n whole steps ({} prefill + {} decode, {:.3f} s; every worker, between ops included):\n",
+        st.prefill_steps, st.decode_steps, step_s);
+    o += line(grouped(st.oncpu_ns * 1e-6, 2) + " msec", "on-CPU time (task-clock)",
+              fmt::format("{:.2f} CPUs utilized", st.oncpu_ns * 1e-9 / step_s));
+    o +=
+        line(grouped(st.runq_ns * 1e-6, 2) + " msec", "run-queue wait",
+             st.oncpu_ns > 0 ? fmt::format("{:.1f}% of on-CPU time", st.runq_ns / st.oncpu_ns * 100)
+                             : "");
+    o +=
+        line(grouped(static_cast<double>(st.context_switches), 0), "context_switches",
+             fmt::format("{} /sec", grouped(static_cast<double>(st.context_switches) / step_s, 1)));
+  }
+  // Inside ops: each op from its start to its end (the op brackets' counter reads), so the
+  // rates are per second of op time.
+  const double wall_s = s.op_wall_ns * 1e-9;
+  o += fmt::format("\n inside recorded ops ({} op slices in {} ops, {:.3f} s of op time):\n",
+                   grouped(s.slices, 0), grouped(s.ops, 0), wall_s);
   auto per_sec = [&](double v) {
     return wall_s > 0 ? fmt::format("{} /sec", grouped(v / wall_s, 1)) : std::string();
   };
@@ -170,10 +194,8 @@ std::string render_counter_summary(const CounterSummary& s) {
   for (const UnavailableCounter& u : h.counters.unavailable)
     o += line("<not counted>", u.event, u.reason);
   o += "\n";
-  o += fmt::format("  {:>20}  seconds in recorded ops", fmt::format("{:.3f}", wall_s));
-  if (s.tokens > 0 && wall_s > 0)
-    o += fmt::format(" ({} tokens, {:.2f} tok/s)", s.tokens, s.tokens / wall_s);
-  o += "\n";
+  o += fmt::format("  {:>20}  seconds from the first recorded op's start to the last one's end\n",
+                   fmt::format("{:.3f}", s.wall_ns * 1e-9));
   if (!h.frequency.source.empty())
     o += fmt::format("  clock: {}{}\n", h.frequency.source,
                      h.frequency.nominal_mhz

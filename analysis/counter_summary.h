@@ -1,7 +1,8 @@
 #pragma once
-// A perf-stat-like summary of an event log's counters: every counted event summed over all op
-// slices, with its rate and the derived figures perf prints (CPUs utilized, IPC, GHz), and every
-// event that was not counted with the reason the recorder gave. `pacer run --events-out` prints
+// A perf-stat-like summary of an event log's counters: the scheduler's view of whole steps (as
+// perf stat counts them), then every counted event summed over all op slices, with its rate and
+// the derived figures perf prints (CPUs utilized, IPC, GHz), and every event that was not counted
+// with the reason the recorder gave. `pacer run --events-out` prints
 // it at the end of the run, as `perf stat` does.
 #include <cstdint>
 #include <optional>
@@ -18,12 +19,24 @@ struct CounterTotal {
   int64_t slices = 0;
 };
 
+// Whole steps: what the scheduler saw of every worker from each step's start to its end (the
+// steps' `sched` records), which is what `perf stat` counts over the same window: the sleeps and
+// wake-ups between ops included. Absent (has_sched false) in a log without them.
+struct StepTotals {
+  int64_t prefill_steps = 0, decode_steps = 0;
+  double wall_ns = 0;  // summed step durations
+  double oncpu_ns = 0, runq_ns = 0;
+  int64_t context_switches = 0;  // voluntary + involuntary
+  bool has_sched = false;
+};
+
 struct CounterSummary {
   std::string path;
   Header header;
+  StepTotals steps;
   int64_t ops = 0, slices = 0;
-  int64_t tokens = 0;                // prompt + generated (footer), else decode steps
   double wall_ns = 0;                // first op start to last op end
+  double op_wall_ns = 0;             // summed op durations
   double oncpu_ns = 0, runq_ns = 0;  // summed over slices (oncpu_ns, else task_clock_ns)
   bool has_oncpu = false, has_runq = false;
   std::vector<CounterTotal> counters;  // first-seen order

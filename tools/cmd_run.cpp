@@ -1,6 +1,7 @@
 // `pacer run`: load a model, generate text (streamed to stdout as it comes), then print one timing
 // line to stderr: load, TTFT, prefill and decode throughput, peak RSS. --events-out records every
 // op of every step to an event log.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -84,7 +85,7 @@ void run_generate(const RunOptions& o) {
   const auto kv_type = ops::weight_type_from_name(o.kv_type);
   if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32 &&
                    *kv_type != ops::WeightType::Q8_0)) {
-    throw std::runtime_error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
+    throw CLI::ValidationError("--kv-type", "must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   }
 
   runtime::SessionOptions so;
@@ -115,7 +116,13 @@ void run_generate(const RunOptions& o) {
     so.recorder = recorder.get();
   }
 
+  // Between the load and the first token: the KV cache mapped in, the workers started and pinned
+  // (load and TTFT do not cover it, so it is printed on its own).
+  const auto setup_t0 = std::chrono::steady_clock::now();
   auto session_holder = std::make_unique<runtime::Session>(model, so);
+  const double setup_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup_t0)
+          .count();
   runtime::Session& session = *session_holder;
   warn_configuration(session.executor(), session.ctx(), model.config().n_ctx_train);
   runtime::GenerateOptions go;
@@ -139,14 +146,15 @@ void run_generate(const RunOptions& o) {
 
   const runtime::Timings& t = g.timings;
   const runtime::Executor& ex = session.executor();
-  std::fprintf(stderr, "%s\n",
-               fmt::format("load {:.1f} ms | TTFT {:.1f} ms | prefill {} tok {:.1f} tok/s | "
-                           "decode {} tok {:.2f} tok/s | peak RSS {:.1f} MiB | {} threads, "
-                           "pin {} | stop: {}",
-                           t.load_ms, t.ttft_ms, t.n_prompt, t.prefill_tok_s(), t.n_decode_steps,
-                           t.decode_tok_s(), static_cast<double>(t.peak_rss_kb) / 1024.0,
-                           ex.workers(), ex.pin().to_string(), g.stop_reason)
-                   .c_str());
+  std::fprintf(
+      stderr, "%s\n",
+      fmt::format("load {:.1f} ms | session setup {:.1f} ms | TTFT {:.1f} ms | prefill {} "
+                  "tok {:.1f} tok/s | decode {} tok {:.2f} tok/s | peak RSS {:.1f} MiB | "
+                  "{} threads, pin {} | stop: {}",
+                  t.load_ms, setup_ms, t.ttft_ms, t.n_prompt, t.prefill_tok_s(), t.n_decode_steps,
+                  t.decode_tok_s(), static_cast<double>(t.peak_rss_kb) / 1024.0, ex.workers(),
+                  ex.pin().to_string(), g.stop_reason)
+          .c_str());
   if (recorder) {
     // As `perf stat` does at exit: what was counted, and what was not and why. The log is
     // complete once the session and the recorder are gone.
@@ -174,34 +182,33 @@ void add_run_command(CLI::App& app) {
       ->check(at_least_or_auto(0, "until EOS"));
   cmd->add_option("--temp", o->temp, "Temperature (0: greedy)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, 1e6));
+  cmd->add_option("--top-k", o->top_k, "Top-k (0: off)")->capture_default_str()->check(at_least(0));
   cmd->add_option("--top-p", o->top_p, "Top-p (1: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0, 1));
   cmd->add_option("--min-p", o->min_p, "Min-p (0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0, 1));
   cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, 1e6, true));
   cmd->add_option("--repeat-last-n", o->repeat_last_n, "History the penalty looks at")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--seed", o->seed, "Sampler seed")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: one per allowed physical core)")
-      ->check(at_least_or_auto(1));
+      ->check(thread_count());
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pin_policy());
   add_numa_option(cmd, &o->numa, false)->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx,
                   "Context size (KV cache positions; default min(4096, the model's))")
       ->check(at_least_or_auto(1));
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per prefill step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32 | q8_0")
       ->capture_default_str();
   cmd->add_option("--stop", o->stop, "Stop string (repeatable; not printed)");
@@ -212,8 +219,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--events", o->events, "Extra libpfm4 events to count, comma separated");
   cmd->callback([o] {
     if (o->prompt.empty() && o->prompt_file.empty()) {
-      throw std::runtime_error("pacer run needs a prompt: -p TEXT or -f FILE");
+      throw CLI::ValidationError("--prompt", "pacer run needs a prompt: -p TEXT or -f FILE");
     }
+    check_output_path("--events-out", o->events_out,
+                      {{"model (-m)", o->model}, {"prompt file (-f)", o->prompt_file}});
     run_generate(*o);
   });
 }

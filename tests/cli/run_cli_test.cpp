@@ -73,7 +73,7 @@ TEST_F(RunCli, PrintsTheGreedyTextThenOneTimingLine) {
   const runtime::Generation want = library_generation("Hello world", 8);
   EXPECT_EQ(r.out, want.text + "\n");
   const std::regex timing(
-      R"(load [0-9.]+ ms \| TTFT [0-9.]+ ms \| prefill [0-9]+ tok [0-9.]+ tok/s \| decode 7 tok )"
+      R"(load [0-9.]+ ms \| session setup [0-9.]+ ms \| TTFT [0-9.]+ ms \| prefill [0-9]+ tok [0-9.]+ tok/s \| decode 7 tok )"
       R"([0-9.]+ tok/s \| peak RSS [0-9.]+ MiB \| 2 threads, pin none \| stop: n_predict\n)");
   EXPECT_TRUE(std::regex_search(r.err, timing)) << r.err;
 }
@@ -151,7 +151,6 @@ TEST_F(RunCli, ErrorsAreOneLineWithExitCode1) {
   };
   const std::vector<Case> cases = {
       {"-p x -t 64 --pin cores", "cannot place 64 threads"},
-      {"-p x --kv-type q4_0", "--kv-type must be f16, f32 or q8_0"},
       {"-p x -c 100000000000", "MemAvailable"},
       {"-p x --pin list:4000 -t 1", "CPU 4000"},
   };
