@@ -65,6 +65,7 @@ std::vector<std::string> ReadSummary::warnings() const {
 namespace {
 
 constexpr size_t kMaxCounterNames = 1024;
+constexpr size_t kMaxOpNameBytes = 128;  // longest op name a log may carry
 
 // Rewraps a scanner error with the field it happened in, so messages read
 // `field "workers": field "freq_mhz": expected a number`.
@@ -327,6 +328,9 @@ struct LogReader::Impl {
                                        : nullptr;
     if (missing) sc.fail(0, fmt::format("op line has no \"{}\"", missing));
     if (e.t1_ns < e.t0_ns) sc.fail(0, "op line has t1_ns < t0_ns");
+    // pacer's op names are short identifiers; a huge one would widen every report table to it.
+    if (e.name.size() > kMaxOpNameBytes)
+      sc.fail(0, fmt::format("op name of {} bytes (at most {})", e.name.size(), kMaxOpNameBytes));
     visitor->on_op(e);
     return true;
   }
@@ -644,6 +648,18 @@ struct LogReader::Impl {
   }
 
   void parse_header_line(std::string_view line, int64_t lineno, int64_t offset, bool unterminated);
+
+  // A log whose every record after the header was malformed is not a run to report on (an empty
+  // profile with exit 0 would pass for one): an error naming the first bad line.
+  void require_valid_records() const {
+    const ReadSummary& s = summary;
+    if (s.malformed_count == 0 || s.n_op + s.n_step + s.n_footer + s.n_bench > 0) return;
+    const LineIssue& first = s.malformed.front();
+    throw LogError(path, first.line, first.offset,
+                   fmt::format("no valid record: all {} lines after the header are malformed "
+                               "(the first: {})",
+                               s.malformed_count, first.message));
+  }
 };
 
 // Header parsing lives in event_log_header.cpp.
@@ -763,13 +779,15 @@ ReadSummary LogReader::read(LogVisitor& visitor) {
   im.summary.bytes = read_chunked(
       [&](char* dst, size_t n, int64_t offset) {
         const size_t got = std::fread(dst, 1, n, f);
-        if (got < n && std::ferror(f)) throw LogError(path_, 0, offset, "read error");
+        if (got < n && std::ferror(f))
+          throw LogError(path_, 0, offset, fmt::format("read error: {}", std::strerror(errno)));
         return got;
       },
       [&](std::string_view line, int64_t lineno, int64_t offset, bool unterminated) {
         im.process_line(line, lineno, offset, unterminated);
       });
   if (!im.header_seen) throw LogError(im.path, 0, -1, "empty event log (no header)");
+  im.require_valid_records();
   return std::move(im.summary);
 }
 
@@ -789,6 +807,7 @@ ReadSummary LogReader::read_stream(std::istream& in, LogVisitor& visitor, std::s
         im.process_line(line, lineno, offset, unterminated);
       });
   if (!im.header_seen) throw LogError(im.path, 0, -1, "empty event log (no header)");
+  im.require_valid_records();
   return std::move(im.summary);
 }
 
@@ -803,6 +822,7 @@ ReadSummary LogReader::read_text(std::string_view text, LogVisitor& visitor, std
   });
   im.summary.bytes = static_cast<int64_t>(text.size());
   if (!im.header_seen) throw LogError(name, 0, -1, "empty event log (no header)");
+  im.require_valid_records();
   return std::move(im.summary);
 }
 

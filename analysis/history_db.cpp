@@ -144,18 +144,30 @@ nlohmann::json to_json_array(const std::vector<int>& v) {
   return nlohmann::json(v);
 }
 
+// A runs column holding a JSON array (cpus, tok_s, flags). Anything else is a damaged row: an
+// error naming the database, the run and the column, never an empty list (a regression gate
+// would then skip the run and pass).
 template <typename T>
-std::vector<T> parse_json_array(const std::string& text) {
+std::vector<T> parse_json_array(const std::string& text, const fs::path& db, int64_t run_id,
+                                const char* column) {
   std::vector<T> out;
   if (text.empty()) return out;
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return out;
-  for (const auto& e : j) {
+  bool ok = j.is_array();
+  for (const auto& e : ok ? j : nlohmann::json::array()) {
     if constexpr (std::is_same_v<T, std::string>) {
-      if (e.is_string()) out.push_back(e.get<std::string>());
+      ok = ok && e.is_string();
+      if (ok) out.push_back(e.get<std::string>());
     } else {
-      if (e.is_number()) out.push_back(e.get<T>());
+      ok = ok && e.is_number();
+      if (ok) out.push_back(e.get<T>());
     }
+  }
+  if (!ok) {
+    throw HistoryError(fmt::format("{}: runs row id {}: column {} is not a JSON array of {}: '{}'",
+                                   db.string(), run_id, column,
+                                   std::is_same_v<T, std::string> ? "strings" : "numbers",
+                                   text.size() > 80 ? text.substr(0, 80) + "..." : text));
   }
   return out;
 }
@@ -196,7 +208,7 @@ std::vector<OpSummary> summarize_ops(const Report& report) {
   return out;
 }
 
-StoredRun read_run_row(const sql::Statement& s) {
+StoredRun read_run_row(const sql::Statement& s, const fs::path& db) {
   // Column 0 is the id, then kRunColumns in order, then has_log.
   StoredRun run;
   run.id = s.int64(0);
@@ -226,8 +238,8 @@ StoredRun read_run_row(const sql::Statement& s) {
   r.n_depth = s.int64(c++);
   r.threads = static_cast<int>(s.int64(c++));
   r.pin = s.text(c++);
-  r.cpus = parse_json_array<int>(s.text(c++));
-  r.tok_s = parse_json_array<double>(s.text(c++));
+  r.cpus = parse_json_array<int>(s.text(c++), db, run.id, "cpus");
+  r.tok_s = parse_json_array<double>(s.text(c++), db, run.id, "tok_s");
   r.tok_s_mean = s.real(c++);
   r.tok_s_sd = s.real(c++);
   r.cv = s.real(c++);
@@ -236,7 +248,7 @@ StoredRun read_run_row(const sql::Statement& s) {
   r.freq_max_mhz = s.real(c++);
   r.bandwidth_gbs = s.real(c++);
   r.roofline_pct = s.real(c++);
-  r.flags = parse_json_array<std::string>(s.text(c++));
+  r.flags = parse_json_array<std::string>(s.text(c++), db, run.id, "flags");
   run.has_log = s.int64(c++) != 0;
   return run;
 }
@@ -563,7 +575,7 @@ std::vector<StoredRun> HistoryDb::runs(const RunFilter& f) const {
   if (!f.since.empty()) s.bind(5, f.since);
   if (!f.until.empty()) s.bind(6, f.until);
   std::vector<StoredRun> out;
-  while (s.step()) out.push_back(read_run_row(s));
+  while (s.step()) out.push_back(read_run_row(s, impl_->path));
   return out;
 }
 
@@ -574,7 +586,7 @@ std::optional<StoredRun> HistoryDb::find_run(const std::string& run_uuid) const 
       kRunColumns));
   s.bind(1, run_uuid);
   if (!s.step()) return std::nullopt;
-  return read_run_row(s);
+  return read_run_row(s, impl_->path);
 }
 
 std::vector<OpSummary> HistoryDb::op_summary(int64_t run_id) const {
@@ -637,6 +649,45 @@ MergeResult HistoryDb::merge_from(const fs::path& other) {
     throw HistoryError(fmt::format("merging {}: {}", other.string(), e.what()));
   }
   return res;
+}
+
+std::string history_date_error(std::string_view date) {
+  const auto digits = [&](size_t at, size_t n, int lo, int hi) {
+    if (date.size() < at + n) return false;
+    int v = 0;
+    for (size_t i = at; i < at + n; ++i) {
+      if (date[i] < '0' || date[i] > '9') return false;
+      v = v * 10 + (date[i] - '0');
+    }
+    return v >= lo && v <= hi;
+  };
+  const std::string want = "a date YYYY-MM-DD, optionally followed by THH:MM[:SS] and Z";
+  if (date.size() < 10 || !digits(0, 4, 1970, 9999) || date[4] != '-' || !digits(5, 2, 1, 12) ||
+      date[7] != '-' || !digits(8, 2, 1, 31)) {
+    return fmt::format("'{}' is not {}", date, want);
+  }
+  const int year =
+      (date[0] - '0') * 1000 + (date[1] - '0') * 100 + (date[2] - '0') * 10 + (date[3] - '0');
+  const int month = (date[5] - '0') * 10 + (date[6] - '0');
+  const int day = (date[8] - '0') * 10 + (date[9] - '0');
+  constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (day > kDays[month - 1] + (month == 2 && leap ? 1 : 0)) {
+    return fmt::format("'{}': {}-{:02} has no day {}", date, year, month, day);
+  }
+  std::string_view rest = date.substr(10);
+  if (rest.empty() || rest == "Z") return {};
+  if (rest[0] != 'T' || rest.size() < 6 || !digits(11, 2, 0, 23) || date[13] != ':' ||
+      !digits(14, 2, 0, 59)) {
+    return fmt::format("'{}' is not {}", date, want);
+  }
+  rest = date.substr(16);
+  if (!rest.empty() && rest[0] == ':') {
+    if (!digits(17, 2, 0, 60)) return fmt::format("'{}' is not {}", date, want);
+    rest = date.substr(19);
+  }
+  if (!rest.empty() && rest != "Z") return fmt::format("'{}' is not {}", date, want);
+  return {};
 }
 
 std::string local_host_id() {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pacer::analysis {
@@ -71,6 +72,11 @@ struct StoredRun {
 
 // Which runs to read; empty fields match everything. Dates compare as ISO 8601 text, so
 // "2026-11-24" means from that day's start.
+// Why `date` is not a DATE the filters take (YYYY-MM-DD, optionally THH:MM or THH:MM:SS, and a
+// trailing Z: a prefix of the stored ISO 8601 UTC times, compared as text), or "" when it is one.
+// A date that is not one would compare as text anyway and match nothing, or everything.
+std::string history_date_error(std::string_view date);
+
 struct RunFilter {
   std::string host;   // host name or host id
   std::string model;  // model name, model path, or the path's file name

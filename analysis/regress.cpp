@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/history_db.h"
+
 #include "analysis/compare.h"
 #include "analysis/compare_input.h"
 #include "analysis/stats.h"
@@ -48,10 +50,10 @@ Selector parse_selector(const std::string& text, const char* what) {
       s.rest = true;
     } else if (term == "fleet") {
       s.fleet = true;
-    } else if (key == "since") {
-      need_value(s.since);
-    } else if (key == "until") {
-      need_value(s.until);
+    } else if (key == "since" || key == "until") {
+      need_value(key == "since" ? s.since : s.until);
+      if (const std::string why = history_date_error(value); !why.empty())
+        throw std::invalid_argument(fmt::format("--{} '{}': {}: {}", what, text, key, why));
     } else if (key == "commit") {
       need_value(s.commit);
     } else if (key == "host") {

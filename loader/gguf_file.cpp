@@ -519,8 +519,10 @@ void parse_into(Image& f) {
            fmt::format("starts at {} (aligned to {}), past the end of the {}-byte file",
                        data_offset, f.alignment, f.bytes.size()));
   }
-  for (GgufTensor& t : f.tensors) {
-    const uint64_t off_at = t.file_offset;
+  std::vector<uint64_t> offset_field_at(f.tensors.size());
+  for (size_t i = 0; i < f.tensors.size(); ++i) {
+    GgufTensor& t = f.tensors[i];
+    const uint64_t off_at = offset_field_at[i] = t.file_offset;
     const std::string field = fmt::format("tensor '{}' offset", t.name);
     if (t.offset % f.alignment != 0) {
       f.fail(field, off_at,
@@ -536,6 +538,21 @@ void parse_into(Image& f) {
     }
     t.file_offset = begin;
     t.data = f.bytes.subspan(begin, t.bytes);
+  }
+  // Two tensors sharing bytes: ggml's reader takes each tensor's data to start where the
+  // previous one's (padded) ends, and refuses other offsets; a file whose tensors overlap would
+  // otherwise load with one weight read as another.
+  std::vector<size_t> order(f.tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const GgufTensor& prev = f.tensors[order[k - 1]];
+    const GgufTensor& t = f.tensors[order[k]];
+    if (prev.bytes == 0 || t.bytes == 0 || prev.offset + prev.bytes <= t.offset) continue;
+    f.fail(fmt::format("tensor '{}' offset", t.name), offset_field_at[order[k]],
+           fmt::format("data [{}, +{} bytes) overlaps tensor '{}' [{}, +{} bytes)", t.offset,
+                       t.bytes, prev.name, prev.offset, prev.bytes));
   }
 }
 

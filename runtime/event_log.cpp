@@ -1,5 +1,9 @@
 #include "runtime/event_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -477,17 +481,29 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
 }
 
 EventLogWriter::EventLogWriter(std::string path) : path_(std::move(path)) {
-  file_ = std::fopen(path_.c_str(), "w");
-  if (!file_) {
-    throw std::runtime_error(
-        fmt::format("events file '{}': cannot open for writing: {}", path_, std::strerror(errno)));
+  // Opened (so a bad path fails before the run) but not truncated: an existing log is replaced
+  // only when the first line is written, so a run that fails before recording keeps it.
+  struct stat st {};
+  const bool existed = ::stat(path_.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) {
+    throw std::runtime_error(fmt::format("events file '{}': is a directory", path_));
   }
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || !(file_ = ::fdopen(fd, "w"))) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(
+        fmt::format("events file '{}': cannot open for writing: {}", path_, std::strerror(err)));
+  }
+  created_ = !existed;
+  regular_ = !existed || S_ISREG(st.st_mode);
   // A step's lines are written in one go; a large buffer keeps that to one write(2).
   std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
 }
 
 EventLogWriter::~EventLogWriter() {
   if (file_) std::fclose(file_);
+  if (bytes_ == 0 && created_) ::unlink(path_.c_str());  // nothing recorded: leave no empty file
 }
 
 void EventLogWriter::write_json(const nlohmann::json& line) {
@@ -498,6 +514,10 @@ void EventLogWriter::write_json(const nlohmann::json& line) {
 
 void EventLogWriter::write_raw(std::string_view lines) {
   if (lines.empty()) return;
+  if (bytes_ == 0 && regular_ && !created_ && ::ftruncate(::fileno(file_), 0) != 0) {
+    throw std::runtime_error(
+        fmt::format("events file '{}': cannot truncate: {}", path_, std::strerror(errno)));
+  }
   if (std::fwrite(lines.data(), 1, lines.size(), file_) != lines.size()) {
     throw std::runtime_error(
         fmt::format("events file '{}': write failed: {}", path_, std::strerror(errno)));

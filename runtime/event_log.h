@@ -194,7 +194,9 @@ void append_json_string(std::string& out, std::string_view s);
 // kernel (enough for a kill; a machine crash may still lose the page cache).
 class EventLogWriter {
  public:
-  // Throws std::runtime_error naming the path and the OS error.
+  // Throws std::runtime_error naming the path and the OS error. An existing file is replaced
+  // when the first line is written (until then it is left as it was); a file this writer created
+  // and never wrote to is removed again.
   explicit EventLogWriter(std::string path);
   ~EventLogWriter();
   EventLogWriter(const EventLogWriter&) = delete;
@@ -210,6 +212,8 @@ class EventLogWriter {
   std::string path_;
   std::FILE* file_ = nullptr;
   int64_t bytes_ = 0;
+  bool created_ = false;  // the file did not exist before
+  bool regular_ = true;   // a regular file (truncated on the first write; a FIFO or device not)
 };
 
 }  // namespace pacer::runtime

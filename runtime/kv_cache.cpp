@@ -40,13 +40,13 @@ int64_t mem_available_bytes() {
   return -1;
 }
 
-void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t available) {
+void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t available,
+                          const std::string& advice) {
   if (available < 0) available = mem_available_bytes();
   if (available < 0 || bytes <= available) return;
-  throw MemoryError(fmt::format(
-      "{} needs {} but only {} is available (MemAvailable in /proc/meminfo); use a smaller "
-      "context (-c) or an f16 KV cache",
-      what, human_bytes(bytes), human_bytes(available)));
+  throw MemoryError(
+      fmt::format("{} needs {} but only {} is available (MemAvailable in /proc/meminfo); {}", what,
+                  human_bytes(bytes), human_bytes(available), advice));
 }
 
 void KvCache::Free::operator()(std::byte* p) const noexcept {
@@ -104,7 +104,11 @@ KvCache::KvCache(const loader::ModelConfig& c, int64_t capacity, ops::WeightType
       fmt::format("the KV cache for a context of {} ({} layers x K,V x {} x {} {}){}", capacity,
                   c.n_layers, capacity, c.n_kv_heads * c.head_dim, ops::type_name(type),
                   extra_bytes > 0 ? " plus activations" : ""),
-      available);
+      available,
+      type == ops::WeightType::F32 ? "use a smaller context (-c) or an f16 KV cache (--kv-type f16)"
+      : type == ops::WeightType::F16
+          ? "use a smaller context (-c) or a q8_0 KV cache (--kv-type q8_0)"
+          : "use a smaller context (-c)");
   row_bytes_ = ops::kv_row_bytes(type, c.n_kv_heads * c.head_dim);
   layer_bytes_ = layer_bytes(c, capacity, type);
   // Pages are committed on first write (or by commit(), which a Session calls for caches up to

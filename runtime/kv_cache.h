@@ -27,7 +27,8 @@ int64_t mem_available_bytes();
 // Throws MemoryError "<what> needs X GiB but only Y GiB is available (MemAvailable in
 // /proc/meminfo)..." when bytes > available. available < 0: read mem_available_bytes() (and skip
 // the check when that is unknown).
-void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t available = -1);
+void check_fits_in_memory(int64_t bytes, const std::string& what, int64_t available = -1,
+                          const std::string& advice = "use a smaller context (-c)");
 
 class KvCache {
  public:

@@ -220,14 +220,16 @@ LogprobReader::LogprobReader(const std::filesystem::path& path) : path_(path) {
 
   char magic[8] = {};
   int32_t head[3] = {};
-  if (size < kHeaderBytes || std::fread(magic, 1, 8, f_) != 8 ||
-      std::memcmp(magic, kLogprobMagic, 8) != 0) {
+  if (size < 8 || std::fread(magic, 1, 8, f_) != 8 || std::memcmp(magic, kLogprobMagic, 8) != 0) {
     throw loader::LoadError(file, "magic", 0,
                             "not a KL-divergence base file (no \"_logits_\" magic; make one with "
                             "--kl-divergence-base)");
   }
-  if (std::fread(head, 4, 3, f_) != 3) {
-    throw loader::LoadError(file, "header", 8, "truncated header");
+  if (size < kHeaderBytes || std::fread(head, 4, 3, f_) != 3) {
+    throw loader::LoadError(file, "header", 8,
+                            fmt::format("truncated header: {} bytes, the header (magic, n_ctx, "
+                                        "n_vocab, n_chunk) needs {}",
+                                        size, kHeaderBytes));
   }
   const char* names[3] = {"n_ctx", "n_vocab", "n_chunk"};
   for (int i = 0; i < 3; ++i) {
@@ -284,6 +286,22 @@ void LogprobReader::read_chunk(std::vector<uint16_t>& records) {
     throw loader::LoadError(path_.string(), fmt::format("chunk {} log-probs", next_chunk_ + 1),
                             offset_, "read failed (file changed while reading?)");
   }
+  // Each scored token's record starts with its float scale and min log-prob: a NaN, an infinity
+  // or a negative scale there is a damaged file, not a figure to average.
+  const int64_t record_u16 = logprob_record_u16(n_vocab_);
+  for (int64_t r = 0; r < scored_per_chunk(n_ctx_); ++r) {
+    float head[2];
+    std::memcpy(head, records.data() + r * record_u16, sizeof head);
+    for (int k = 0; k < 2; ++k) {
+      if (std::isfinite(head[k]) && (k == 1 || head[k] >= 0)) continue;
+      throw loader::LoadError(
+          path_.string(),
+          fmt::format("chunk {} token {} {}", next_chunk_ + 1, r,
+                      k == 0 ? "scale" : "min log-prob"),
+          offset_ + (r * record_u16 + 2 * k) * 2,
+          fmt::format("{} is not a {} float", head[k], k == 0 ? "finite non-negative" : "finite"));
+    }
+  }
   offset_ += static_cast<int64_t>(records.size()) * 2;
   ++next_chunk_;
 }
@@ -311,7 +329,8 @@ LogprobWriter::LogprobWriter(const std::filesystem::path& path, int64_t n_ctx, i
   if (!in_place) tmp_ = path.string() + fmt::format(".partial-{}", ::getpid());
   const std::string open_path = in_place ? path.string() : tmp_.string();
   f_ = std::fopen(open_path.c_str(), "wb");
-  if (!f_) throw std::runtime_error(fmt::format("{}: cannot create: {}", open_path, errno_text()));
+  if (!f_)
+    throw std::runtime_error(fmt::format("{}: cannot create: {}", path.string(), errno_text()));
   const int32_t head[3] = {static_cast<int32_t>(n_ctx), static_cast<int32_t>(n_vocab),
                            static_cast<int32_t>(tokens.size() / static_cast<size_t>(n_ctx))};
   write(kLogprobMagic, 8);

@@ -36,8 +36,12 @@
 #include "runtime/event_log.h"
 #include "runtime/step_probes.h"
 #include "runtime/thread_registry.h"
+#include "runtime/topology.h"
 
 namespace pacer::runtime {
+
+static_assert(kMaxThreads >= kMaxWorkerThreads,
+              "the recorder brackets every worker a session runs");
 
 namespace {
 

@@ -53,7 +53,11 @@ Topology read_topology(hwloc_topology_t t, std::string source) {
   topo.source = std::move(source);
   topo.packages = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE));
   if (hwloc_obj_t pkg = hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, 0)) {
-    if (const char* model = hwloc_obj_get_info_by_name(pkg, "CPUModel")) topo.cpu_model = model;
+    if (const char* model = hwloc_obj_get_info_by_name(pkg, "CPUModel")) {
+      topo.cpu_model = model;  // CPUID's brand string, padded with blanks by some CPUs
+      const size_t end = topo.cpu_model.find_last_not_of(' ');
+      topo.cpu_model.erase(end == std::string::npos ? 0 : end + 1);
+    }
   }
 
   std::vector<hwloc_obj_t> numa_objs;
@@ -353,9 +357,19 @@ std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threa
 }
 
 int resolve_threads(const Topology& topo, const PinSpec& pin, int threads) {
+  if (threads > kMaxWorkerThreads) {
+    throw TopologyError(
+        fmt::format("{} threads: pacer runs at most {}", threads, kMaxWorkerThreads));
+  }
   if (threads > 0) return threads;
-  if (pin.policy == PinPolicy::List && !pin.cpus.empty()) return static_cast<int>(pin.cpus.size());
-  return std::max(1, topo.allowed_core_count());
+  if (pin.policy == PinPolicy::List && !pin.cpus.empty()) {
+    if (pin.cpus.size() > static_cast<size_t>(kMaxWorkerThreads)) {
+      throw TopologyError(fmt::format("--pin lists {} CPUs: pacer runs at most {} threads",
+                                      pin.cpus.size(), kMaxWorkerThreads));
+    }
+    return static_cast<int>(pin.cpus.size());
+  }
+  return std::clamp(topo.allowed_core_count(), 1, kMaxWorkerThreads);
 }
 
 std::string format_cpu_list(std::vector<int> cpus) {

@@ -88,8 +88,12 @@ struct PinSpec {
 // among the allowed ones, or a listed CPU outside the process's affinity mask.
 std::vector<int> assign_cpus(const Topology& topo, const PinSpec& pin, int threads);
 
+// The most worker threads a session runs (the recorder brackets as many: thread_registry.h).
+inline constexpr int kMaxWorkerThreads = 256;
+
 // threads <= 0 means "auto": the list's length for PinPolicy::List, else one per allowed
-// physical core. Positive values are returned unchanged.
+// physical core (at most kMaxWorkerThreads). Positive values are returned unchanged; above
+// kMaxWorkerThreads they throw TopologyError.
 int resolve_threads(const Topology& topo, const PinSpec& pin, int threads);
 
 // "0-3,8,10-11" (sorted, ranges collapsed) and its inverse (throws TopologyError).

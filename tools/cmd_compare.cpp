@@ -84,10 +84,14 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "write the report here instead of stdout");
   cmd->add_flag("--force", args->force, "compare logs of different models, types or shapes");
   cmd->add_option("--skip-steps", args->skip_steps, "drop this many leading decode steps (warm-up)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--rows", args->rows, "rows of the detailed table (0 = all)")
       ->capture_default_str();
-  cmd->callback([args] { run_compare(*args); });
+  cmd->callback([args] {
+    check_output_path("--output", args->output,
+                      {{"normal log", args->normal}, {"abnormal log", args->abnormal}});
+    run_compare(*args);
+  });
 }
 
 }  // namespace pacer::tools

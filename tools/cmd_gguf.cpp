@@ -50,7 +50,7 @@ ops::WeightType parse_type(const std::string& name,
   std::vector<std::string_view> names;
   for (ops::WeightType a : allowed) names.push_back(ops::type_name(a));
   const std::string list = fmt::format("{}", fmt::join(names, "|"));
-  throw std::invalid_argument(fmt::format("--type {}: expected one of {}", name, list));
+  throw CLI::ValidationError("--type", fmt::format("'{}': expected one of {}", name, list));
 }
 
 // Strings from a file may hold anything: control bytes are escaped, long ones shortened.
@@ -288,7 +288,11 @@ void add_gguf_command(CLI::App& app) {
   auto so = std::make_shared<SynthOptions>();
   const std::string presets = fmt::format("{}", fmt::join(loader::synth_preset_names(), "|"));
   auto* synth = gguf->add_subcommand("synth", "Write a synthetic model with real shapes");
-  synth->add_option("--arch", so->arch, presets)->required();
+  synth->add_option("--arch", so->arch, presets)->required()->check(CLI::IsMember([] {
+    std::vector<std::string> names;
+    for (std::string_view n : loader::synth_preset_names()) names.emplace_back(n);
+    return names;
+  }()));
   synth->add_option("--type", so->type,
                     "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs "
                     "(matmuls and embedding; rows must fit the type's block)");
@@ -296,6 +300,7 @@ void add_gguf_command(CLI::App& app) {
   synth->add_option("--seed", so->seed, "weight seed (same seed, same bytes)");
   synth->add_option("--vocab-from", so->vocab_from, "copy the tokenizer.* keys of this GGUF");
   synth->callback([so] {
+    check_output_path("--output", so->output, {{"--vocab-from", so->vocab_from}});
     loader::SynthSpec spec = loader::synth_preset(so->arch);
     spec.type = parse_type(so->type,
                            {ops::WeightType::F32, ops::WeightType::F16, ops::WeightType::BF16,
@@ -330,12 +335,15 @@ void add_gguf_command(CLI::App& app) {
           "or the mixes q4_k_m|q5_k_m|q6_k")
       ->required();
   quant->callback([qo] {
+    check_output_path("out", qo->out, {{"model (in)", qo->in}});
     const auto target = loader::QuantTarget::parse(qo->type);
     if (!target) {
-      throw std::runtime_error(fmt::format(
-          "--type '{}': not a quantized type or mix (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
-          "q3_k, q4_k, q5_k, q6_k, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)",
-          qo->type));
+      throw CLI::ValidationError(
+          "--type",
+          fmt::format(
+              "'{}': not a quantized type or mix (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
+              "q3_k, q4_k, q5_k, q6_k, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)",
+              qo->type));
     }
     const GgufFile in = GgufFile::open(qo->in);
     const auto t0 = std::chrono::steady_clock::now();

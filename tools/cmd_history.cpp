@@ -107,6 +107,11 @@ void run_history(HistoryArgs a) {
 
 }  // namespace
 
+CLI::Validator history_date() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string { return analysis::history_date_error(in); }, "DATE");
+}
+
 void add_history_command(CLI::App& app) {
   auto args = std::make_shared<HistoryArgs>();
   auto* cmd = app.add_subcommand(
@@ -117,9 +122,10 @@ void add_history_command(CLI::App& app) {
   cmd->add_option("--host", args->filter.host, "only this host (name or id)");
   cmd->add_option("--model", args->filter.model, "only this model (name, path, file name or hash)");
   cmd->add_option("--test", args->filter.test, "only this test (pp512, tg64, ...)");
-  cmd->add_option("--threads", args->threads, "only this thread count")->check(CLI::PositiveNumber);
-  cmd->add_option("--since", args->filter.since, "only runs at or after DATE (2026-11-24[THH:MM])");
-  cmd->add_option("--until", args->filter.until, "only runs before DATE");
+  cmd->add_option("--threads", args->threads, "only this thread count")->check(at_least(1));
+  cmd->add_option("--since", args->filter.since, "only runs at or after DATE (2026-11-24[THH:MM])")
+      ->check(history_date());
+  cmd->add_option("--until", args->filter.until, "only runs before DATE")->check(history_date());
   cmd->add_option("--format", args->format,
                   "text | md | csv | json | html | openmetrics (default: from -o's extension, "
                   "else text)")
@@ -134,7 +140,13 @@ void add_history_command(CLI::App& app) {
                   "write the stored event log of run UUID (or a unique prefix) to -o or stdout");
   cmd->add_option("--ops", args->ops_run,
                   "the per-op summary of run UUID (or a unique prefix): text, md, csv or json");
-  cmd->callback([args] { run_history(*args); });
+  cmd->callback([args] {
+    // With --merge, -o is the database merged into (HistoryDb::merge_from refuses a database
+    // merged into itself); otherwise a report or a stored log written over the database it reads
+    // would destroy it.
+    if (args->merge.empty()) check_output_path("--output", args->output, {{"--db", args->db}});
+    run_history(*args);
+  });
 }
 
 }  // namespace pacer::tools

@@ -160,7 +160,7 @@ void run_perplexity(const PerplexityCliOptions& o) {
   const auto kv_type = ops::weight_type_from_name(o.kv_type);
   if (!kv_type || (*kv_type != ops::WeightType::F16 && *kv_type != ops::WeightType::F32 &&
                    *kv_type != ops::WeightType::Q8_0)) {
-    throw std::runtime_error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
+    throw CLI::ValidationError("--kv-type", "must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   }
 
   // KL-divergence mode takes the text and the chunk size from the base file.
@@ -313,14 +313,15 @@ void add_perplexity_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{4}, int64_t{1} << 24));
   cmd->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--chunks", o->chunks, "Score at most this many chunks (-1: all)")
       ->capture_default_str()
       ->check(at_least_or_auto(1, "all"));
   cmd->add_option("-t,--threads", o->threads, "Threads (default: one per allowed physical core)")
-      ->check(at_least_or_auto(1));
+      ->check(thread_count());
   cmd->add_option("--pin", o->pin, "Pin policy: none | compact | scatter | cores | list:0,2,4")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pin_policy());
   add_numa_option(cmd, &o->numa, false)->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16 | f32 | q8_0")
       ->capture_default_str();
@@ -356,6 +357,13 @@ void add_perplexity_command(CLI::App& app) {
       o->kld_base_in = o->kld_base_out;
       o->kld_base_out.clear();
     }
+    const std::initializer_list<std::pair<const char*, std::string>> inputs = {
+        {"model (-m)", o->model},
+        {"text file (-f)", o->text_file},
+        {"base file (--kl-divergence)", o->kld_base_in}};
+    check_output_path("--output", o->output, inputs);
+    check_output_path("--kl-divergence-base", o->kld_base_out, inputs);
+    check_output_path("--events-out", o->events_out, inputs);
     run_perplexity(*o);
   });
 }

@@ -85,12 +85,13 @@ void add_regress_command(CLI::App& app) {
           "PCT"));
   cmd->add_option("--alpha", args->opts.alpha, "one-sided significance level")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 0.5));
+      ->check(number_in(1e-9, 0.5));
   cmd->add_option("--host", args->opts.filter.host, "only this host (name or id)");
   cmd->add_option("--model", args->opts.filter.model, "only this model (name, path or file name)");
   cmd->add_option("--test", args->opts.filter.test, "only this test (tg64, pp512, ...)");
-  cmd->add_option("--threads", args->threads, "only this thread count")->check(CLI::PositiveNumber);
-  cmd->add_option("--since", args->opts.filter.since, "only runs at or after DATE");
+  cmd->add_option("--threads", args->threads, "only this thread count")->check(at_least(1));
+  cmd->add_option("--since", args->opts.filter.since, "only runs at or after DATE")
+      ->check(history_date());
   cmd->add_flag("--no-explain", args->no_explain, "skip the compare of the stored logs");
   cmd->add_option("--format", args->format, "text | json")
       ->capture_default_str()

@@ -52,8 +52,11 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "write the report to FILE instead of stdout");
   cmd->add_option("--top", args->top,
                   "rows per long table in text/md (0: all; json and html have all rows)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->callback([args] { run_report(*args); });
+      ->check(at_least(0));
+  cmd->callback([args] {
+    check_output_path("--output", args->output, {{"event log", args->events}});
+    run_report(*args);
+  });
 }
 
 }  // namespace pacer::tools

@@ -172,7 +172,7 @@ void add_scenario_command(CLI::App& app) {
   cmd->add_option("-o,--out", args->out, "folder for the logs and reports")->required();
   cmd->add_option("-t,--threads", args->threads,
                   "worker threads (default: one per allowed core; membw leaves one CPU free)")
-      ->check(at_least_or_auto(1));
+      ->check(thread_count());
   cmd->add_option("-n,--n-predict", args->n_predict, "decode steps per run")
       ->check(CLI::Range(8, 100000))
       ->capture_default_str();
@@ -182,7 +182,7 @@ void add_scenario_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--pass-share", args->pass_share, "share of trials that must name the cause")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0, 1))
       ->capture_default_str();
   cmd->callback([args] {
     if (args->synthetic.empty() && args->name.empty())

@@ -30,6 +30,9 @@ struct TokenizeOptions {
 
 std::string read_file(const std::string& path) {
   std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw std::runtime_error("cannot read text file " + path + ": no such file");
+  }
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw std::runtime_error("cannot read text file " + path + ": not a regular file");
   }
@@ -80,7 +83,8 @@ std::string printable(std::string_view s) {
 
 void run_tokenize(const TokenizeOptions& o) {
   if (!o.file.empty() && !o.text.empty()) {
-    throw std::runtime_error("give the text either as an argument or with -f, not both");
+    throw CLI::ValidationError("--file",
+                               "give the text either as an argument or with -f, not both");
   }
   const std::string text = o.file.empty() ? o.text : read_file(o.file);
   const loader::GgufFile gguf = loader::GgufFile::open(o.model);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hwcounters/host_facts.h"
 #include "runtime/topology.h"
 #include "tools/commands.h"
 
@@ -57,9 +58,17 @@ runtime::Topology load_topology(const TopoOptions& o) {
   return runtime::Topology::detect();
 }
 
-void print_text(const runtime::Topology& t) {
+void print_text(const runtime::Topology& t, bool this_machine) {
   std::cout << fmt::format("topology    {}\n", t.source);
-  if (!t.cpu_model.empty()) std::cout << fmt::format("CPU model   {}\n", t.cpu_model);
+  // The logs and bench name the CPU as the kernel does (/proc/cpuinfo); hwloc reads CPUID's brand
+  // string, which a hypervisor may set to something else: both, when they differ.
+  const std::string kernel_name =
+      this_machine ? hwcounters::collect_host_facts().cpu_model : std::string();
+  if (!kernel_name.empty() && !t.cpu_model.empty() && kernel_name != t.cpu_model) {
+    std::cout << fmt::format("CPU model   {} (CPUID brand string: {})\n", kernel_name, t.cpu_model);
+  } else if (!t.cpu_model.empty() || !kernel_name.empty()) {
+    std::cout << fmt::format("CPU model   {}\n", kernel_name.empty() ? t.cpu_model : kernel_name);
+  }
   std::cout << fmt::format("packages    {}\n", t.packages);
   std::cout << fmt::format("NUMA nodes  {}\n", t.numa_nodes.size());
   for (const auto& n : t.numa_nodes) {
@@ -109,7 +118,7 @@ void run_topo(const TopoOptions& o) {
       std::cout << j.dump(2) << "\n";
       return;
     }
-    print_text(t);
+    print_text(t, o.synthetic.empty() && o.xml_path.empty());
     std::cout << fmt::format(
         "\npin {} with {} threads: {}\n", spec.to_string(), threads,
         cpus.empty() ? "unpinned (the OS places the threads)" : worker_map(cpus));
@@ -134,7 +143,7 @@ void run_topo(const TopoOptions& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  print_text(t);
+  print_text(t, o.synthetic.empty() && o.xml_path.empty());
   std::cout << fmt::format(
       "\npin policies for {} threads (worker -> CPU; worker 0 is the calling "
       "thread):\n",
@@ -152,7 +161,8 @@ void add_topo_command(CLI::App& app) {
       "pin policy gives N threads");
   cmd->add_flag("--json", opts->json, "Print JSON instead of text");
   cmd->add_option("-t,--threads", opts->threads,
-                  "Threads to place (default: one per allowed physical core)");
+                  "Threads to place (default: one per allowed physical core)")
+      ->check(thread_count());
   cmd->add_option("--pin", opts->pin,
                   "Pin policy: none | compact | scatter | cores | list:0,2,4 (default: show all)");
   cmd->add_option("--synthetic", opts->synthetic,

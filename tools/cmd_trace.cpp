@@ -41,6 +41,7 @@ void add_trace_command(CLI::App& app) {
                 "only slices: no frequency / run-queue / tok/s counter tracks");
   cmd->callback([opts] {
     const std::string out = opts->output.empty() ? default_output(opts->events) : opts->output;
+    check_output_path("--output", out, {{"event log", opts->events}});
     analysis::ChromeTraceOptions o;
     o.counters = !opts->no_counters;
     const analysis::ChromeTraceSummary s =

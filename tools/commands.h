@@ -1,11 +1,14 @@
 #pragma once
 // Each subcommand lives in its own tools/cmd_<name>.cpp: it declares its options on the CLI11 app
 // and calls into the libraries. Errors are exceptions; main() catches them once.
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "runtime/executor.h"
@@ -21,16 +24,66 @@ struct ExitRequest {
 
 // Option checks shared by the commands: a bad value is a usage error naming the flag and the
 // allowed range (CLI11 prefixes the flag).
-// An integer >= lo, or -1 meaning "automatic" (threads, context).
-inline CLI::Validator at_least_or_auto(long long lo, std::string minus_one = "automatic") {
+// An integer >= lo (and <= hi when hi >= lo), or -1 meaning "automatic" (threads, context).
+inline CLI::Validator at_least_or_auto(long long lo, std::string minus_one = "automatic",
+                                       long long hi = -1) {
+  const std::string range =
+      hi >= lo ? std::to_string(lo) + ".." + std::to_string(hi) : ">= " + std::to_string(lo);
   return CLI::Validator(
-      [lo, minus_one](std::string& in) -> std::string {
+      [lo, hi, minus_one, range](std::string& in) -> std::string {
         long long v = 0;
         if (!CLI::detail::lexical_cast(in, v)) return "'" + in + "' is not an integer";
-        if (v == -1 || v >= lo) return {};
-        return "value " + in + " out of range: -1 (" + minus_one + ") or >= " + std::to_string(lo);
+        if (v == -1 || (v >= lo && (hi < lo || v <= hi))) return {};
+        return "value " + in + " out of range: -1 (" + minus_one + ") or " + range;
       },
-      "-1|>=" + std::to_string(lo));
+      "-1|" + range);
+}
+// An integer >= lo ("value X out of range: >= lo"; CLI11's PositiveNumber printed DBL_MAX whole).
+inline CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& in) -> std::string {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return "'" + in + "' is not an integer";
+        return v >= lo ? std::string() : "value " + in + " out of range: >= " + std::to_string(lo);
+      },
+      ">=" + std::to_string(lo));
+}
+// A finite number in [lo, hi] (CLI::Range lets NaN through: every comparison with it is false).
+// `above_lo`: lo itself is out (a positive penalty).
+inline CLI::Validator number_in(double lo, double hi, bool above_lo = false) {
+  const std::string range = fmt::format("{}{}..{}", above_lo ? ">" : "", lo, hi);
+  return CLI::Validator(
+      [lo, hi, above_lo, range](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return "'" + in + "' is not a number";
+        if (!std::isfinite(v)) return "value " + in + " is not a finite number (" + range + ")";
+        if (v < lo || v > hi || (above_lo && v == lo))
+          return "value " + in + " out of range: " + range;
+        return {};
+      },
+      range);
+}
+
+// A pin policy (runtime::PinSpec::parse's words and its message for a bad one).
+inline CLI::Validator pin_policy() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        try {
+          (void)runtime::PinSpec::parse(in);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "POLICY");
+}
+
+// A DATE of pacer history / regress (analysis::history_date_error).
+CLI::Validator history_date();
+
+// A thread count: 1..runtime::kMaxWorkerThreads, or -1 (one per allowed physical core).
+inline CLI::Validator thread_count() {
+  return at_least_or_auto(1, "one per allowed physical core", runtime::kMaxWorkerThreads);
 }
 
 // The output format: `format` when the user gave --format, else the one the output path's
@@ -47,6 +100,27 @@ inline std::string format_for_output(
       return name;
   }
   return fallback;
+}
+
+// Checks an output path (given with `out_flag`) before any work: a usage error when it is the same
+// file as one of the inputs (flag, path), since writing would destroy that input (a mapped model
+// even faults mid-run), or when its folder does not exist (found only at the end of a long run
+// otherwise). An empty path (none given) passes.
+inline void check_output_path(const std::string& out_flag, const std::string& out,
+                              std::initializer_list<std::pair<const char*, std::string>> inputs) {
+  if (out.empty() || out == "-") return;
+  std::error_code ec;
+  for (const auto& [flag, in] : inputs) {
+    if (in.empty() || !std::filesystem::equivalent(out, in, ec) || ec) continue;
+    throw CLI::ValidationError(out_flag,
+                               "'" + out + "' is the input " + flag +
+                                   "; writing there would destroy it (give another path)");
+  }
+  const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    throw CLI::ValidationError(out_flag,
+                               "'" + out + "': the folder '" + dir.string() + "' does not exist");
+  }
 }
 
 // Warns (one line each, stderr) about more threads than allowed CPUs and a context above the

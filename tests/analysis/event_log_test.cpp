@@ -154,6 +154,39 @@ TEST(EventLogReader, DecodesStringEscapesAndIgnoresUnknownKeysAndTypes) {
   EXPECT_EQ(s.malformed_count, 0);
 }
 
+TEST(EventLogReader, ALogOfNothingButMalformedRecordsIsAnError) {
+  // Every op line has t1_ns < t0_ns: an empty profile would pass for a run.
+  const std::string backwards =
+      R"J({"type":"op","step":0,"phase":"decode","name":"x","t0_ns":5,"t1_ns":2})J"
+      "\n";
+  Collect c;
+  try {
+    (void)LogReader::read_text(kDocHeader + backwards + backwards, c, "all-bad.jsonl");
+    ADD_FAILURE() << "read as a run";
+  } catch (const LogError& e) {
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.offset(), static_cast<int64_t>(kDocHeader.size()));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("all 2 lines after the header are malformed"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("t1_ns < t0_ns"));
+  }
+  // One good op among them keeps the log readable, the others skipped.
+  Collect ok;
+  const ReadSummary s = LogReader::read_text(kDocHeader + backwards + kDocOp, ok);
+  EXPECT_EQ(ok.ops.size(), 1u);
+  EXPECT_EQ(s.malformed_count, 1);
+}
+
+TEST(EventLogReader, AnOpNameLongerThanAnyPacerWritesIsMalformed) {
+  // A 10-million-byte name made the report pad every table row to it.
+  const std::string huge = R"J({"type":"op","step":0,"phase":"decode","name":")J" +
+                           std::string(129, 'n') + R"J(","t0_ns":1,"t1_ns":2})J" + "\n";
+  Collect c;
+  const ReadSummary s = LogReader::read_text(kDocHeader + huge + kDocOp + kDocFooter, c);
+  EXPECT_EQ(c.ops.size(), 1u);
+  ASSERT_EQ(s.malformed_count, 1);
+  EXPECT_THAT(s.malformed[0].message, HasSubstr("op name of 129 bytes (at most 128)"));
+}
+
 TEST(EventLogReader, SkipsMalformedLinesAndCountsThemWithLineNumbers) {
   const std::string bad_json = R"J({"type":"op","step":3,"phase":"decode",)J"
                                "\n";  // line 3: cut object

@@ -127,6 +127,49 @@ TEST(HistoryDb, RoundTripKeepsEveryFieldTheOpSummaryAndTheLog) {
   EXPECT_NEAR(*decode->mean_mhz, 2900.0, 1.0);
 }
 
+TEST(HistoryDb, DatesAreCheckedAsTheFiltersCompareThem) {
+  for (const char* good : {"2026-11-24", "2026-11-24Z", "2026-11-24T08:00", "2026-11-24T08:00:59Z",
+                           "2024-02-29", "2026-12-31T23:59:60"}) {
+    EXPECT_EQ(history_date_error(good), "") << good;
+  }
+  for (const char* bad : {"", "garbage", "yesterday", "2026-13-01", "2026-11-31", "2025-02-29",
+                          "2026-11-24T25:00", "2026-11-24 08:00", "2026-11-24T08", "26-11-24",
+                          "2026-11-24T08:00:61", "2026-11-24T08:00+01:00"}) {
+    EXPECT_NE(history_date_error(bad), "") << bad;
+  }
+  EXPECT_EQ(history_date_error("2025-02-29"), "'2025-02-29': 2025-02 has no day 29");
+}
+
+TEST(HistoryDb, ADamagedRowIsAnErrorNamingItNotAnEmptyList) {
+  TempDir dir;
+  const auto path = dir.path() / "h.sqlite";
+  {
+    HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadWrite);
+    db.append(make_record("2026-11-20T10:00:00Z", {10, 11}));
+  }
+  for (const char* column : {"tok_s", "flags", "cpus"}) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string sql = std::string("UPDATE runs SET ") + column + " = '[NaN, 1'";
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+    const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
+    try {
+      (void)db.runs();
+      ADD_FAILURE() << column << ": read as a list";
+    } catch (const HistoryError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("column ") + column), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+    }
+    raw = nullptr;  // repair it for the next column
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string fix = std::string("UPDATE runs SET ") + column + " = '[]'";
+    ASSERT_EQ(sqlite3_exec(raw, fix.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+}
+
 TEST(HistoryDb, AppendWithoutALogStoresTheRowOnly) {
   TempDir dir;
   HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);

@@ -152,6 +152,11 @@ TEST(Regress, SelectorsPickCommitsDatesAndTheFleet) {
 
   o.baseline = "bogus:1";
   EXPECT_THROW(find_regressions(db, o), std::invalid_argument);
+  // A date that is no date would compare as text and select nothing: the gate would pass.
+  for (const char* bad : {"since:garbage", "since:2026-13-45", "until:yesterday"}) {
+    o.baseline = bad;
+    EXPECT_THROW(find_regressions(db, o), std::invalid_argument) << bad;
+  }
   o.baseline = "rest";
   o.candidate = "fleet";
   EXPECT_THROW(find_regressions(db, o), std::invalid_argument);

@@ -137,10 +137,10 @@ TEST_F(GgufCli, SynthInspectQuantizeEndToEnd) {
 
   // Usage errors are one line too.
   r = pacer("gguf quantize " + shell_quote(f32) + " " + shell_quote(q4) + " --type q7_k");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   r = pacer("gguf synth --arch llama-70b -o " + shell_quote((dir_ / "x.gguf").string()));
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("tinyllama-1.1b"), std::string::npos) << r.err;
 }
 

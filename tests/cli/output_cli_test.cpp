@@ -83,6 +83,45 @@ TEST_F(OutputCli, AnyCommandWritingIntoAFullStdoutFails) {
   }
 }
 
+TEST_F(OutputCli, AnOutputNamingAnInputIsAUsageErrorAndTheInputStays) {
+  const std::string model_bytes = cli_test::slurp(model_), log_bytes = cli_test::slurp(log_);
+  const std::string text = (dir_ / "text.txt").string();
+  std::ofstream(text) << "hello world, a short text to score\n";
+  for (const std::string& cmd :
+       {" run -m " + model_ + " -p hi -n 2 --events-out " + model_,  // would truncate the map
+        " report " + log_ + " -o " + log_, " trace " + log_ + " -o " + log_,
+        " compare " + log_ + " " + log_ + " -o " + log_,
+        " perplexity -m " + model_ + " -f " + text + " -c 16 -o " + text,
+        " perplexity -m " + model_ + " -f " + text + " -c 16 --kl-divergence-base " + model_,
+        " gguf quantize " + model_ + " " + model_ + " --type q4_0"}) {
+    const auto r = run_command(pacer() + cmd);
+    EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("writing there would destroy it"), std::string::npos) << cmd << r.err;
+  }
+  EXPECT_EQ(cli_test::slurp(model_), model_bytes);
+  EXPECT_EQ(cli_test::slurp(log_), log_bytes);
+  EXPECT_EQ(cli_test::slurp(text), "hello world, a short text to score\n");
+}
+
+TEST_F(OutputCli, ARunThatFailsBeforeRecordingKeepsTheOldLog) {
+  const std::string log_bytes = cli_test::slurp(log_);
+  // The prompt does not fit a context of 1: the session fails before the first event is written.
+  auto r =
+      run_command(pacer() + " run -m " + model_ + " -p 'hello there' -c 1 --events-out " + log_);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(cli_test::slurp(log_), log_bytes);
+  const std::filesystem::path fresh = dir_ / "fresh.jsonl";  // and leaves no empty new file
+  r = run_command(pacer() + " run -m " + model_ + " -p 'hello there' -c 1 --events-out " +
+                  fresh.string());
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  // A run that records replaces the old log whole.
+  r = run_command(pacer() + " run -m " + model_ + " -p hi -n 1 --events-out " + log_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(cli_test::slurp(log_), log_bytes);
+  EXPECT_NE(cli_test::slurp(log_).find("\"type\":\"header\""), std::string::npos);
+}
+
 TEST_F(OutputCli, ReportToAFileReplacesItWhole) {
   const std::string out = (dir_ / "report.txt").string();
   std::ofstream(out) << "old contents that must be replaced entirely";

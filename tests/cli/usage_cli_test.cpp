@@ -43,7 +43,23 @@ TEST(UsageCli, NonsenseValuesAreRefusedWithTheFlagAndRange) {
   expect_usage_error("run -m x.gguf -p hi -c 0", "--ctx: value 0 out of range");
   expect_usage_error("run -m x.gguf -p hi -c -3", "--ctx: value -3 out of range");
   expect_usage_error("run -m x.gguf -p hi -b 0", "--batch");
-  expect_usage_error("run -m x.gguf -p hi --top-p 5", "--top-p: Value 5 not in range");
+  expect_usage_error("run -m x.gguf -p hi --top-p 5", "--top-p: value 5 out of range: 0..1");
+  expect_usage_error("run -m x.gguf -p hi -b 0", "--batch: value 0 out of range: >= 1");
+  for (const char* flag : {"--temp", "--top-p", "--min-p", "--repeat-penalty"}) {
+    expect_usage_error(std::string("run -m x.gguf -p hi ") + flag + " nan",
+                       std::string(flag) + ": value nan is not a finite number");
+  }
+  expect_usage_error("run -m x.gguf -p hi --repeat-penalty 0", "--repeat-penalty: value 0 out");
+  expect_usage_error("run -m x.gguf -p hi -t 100000", "--threads: value 100000 out of range");
+  expect_usage_error("bench -m x.gguf -t 1,100000", "-t: '1,100000': 100000 out of range");
+  expect_usage_error("run -m x.gguf -p hi --kv-type q4_0", "--kv-type: must be f16, f32 or q8_0");
+  expect_usage_error("run -m x.gguf -p hi --pin bogus", "--pin");
+  expect_usage_error("run -m x.gguf -p ''", "needs a prompt");
+  expect_usage_error("gguf synth --arch bogus --type f16 -o /tmp/x.gguf", "--arch");
+  expect_usage_error("gguf synth --arch tiny --type bogus -o /tmp/x.gguf", "--type: 'bogus'");
+  expect_usage_error("perplexity -m x.gguf -f t.txt -o /nonexistent-dir/x.json",
+                     "the folder '/nonexistent-dir' does not exist");
+  expect_usage_error("history --db h.db --since garbage", "'garbage' is not a date");
   expect_usage_error("run -m x.gguf -p hi -t 0", "--threads: value 0 out of range");
   expect_usage_error("perplexity -m x.gguf -f t.txt -c 2", "--ctx-size: Value 2 not in range");
   expect_usage_error("perplexity -m x.gguf -f t.txt --chunks 0", "--chunks: value 0 out of range");

@@ -127,6 +127,9 @@ inline std::vector<MalformedCase> malformed_corpus() {
       "tensor 'tensor_a'", static_cast<int64_t>(f.tensors()[1].info_offset));
   add("misaligned_data_offset", patched([&](auto& b) { poke<uint64_t>(b, tb.offset, 36); }),
       "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));
+  // tensor_b's data at tensor_a's: every byte of a would be read as b's too.
+  add("overlapping_tensor_data", patched([&](auto& b) { poke<uint64_t>(b, tb.offset, 0); }),
+      "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));
   add("tensor_offset_beyond_file",
       patched([&](auto& b) { poke<uint64_t>(b, tb.offset, uint64_t{1} << 20); }),
       "tensor 'tensor_b' offset", static_cast<int64_t>(tb.offset));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -196,6 +197,25 @@ TEST(LogprobFile, WriterAndReaderAgreeAndTheReaderRefusesDamage) {
   const int32_t zero = 0;
   std::memcpy(ctx.data() + 8, &zero, 4);
   refuses(ctx, "n_ctx");
+  // Cut inside the header, the magic intact: the header is named, not the magic.
+  refuses(std::vector<char>(bytes.begin(), bytes.begin() + 16), "header");
+  // A NaN scale in chunk 2's second record (byte 20 + 64 + 60 + 20): found when that chunk is
+  // read, with its offset, never averaged into the figures.
+  std::vector<char> nan_scale = bytes;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(nan_scale.data() + 164, &nan, 4);
+  const auto bad = dir / "nan.bin";
+  write_bytes(bad, nan_scale);
+  LogprobReader r(bad);
+  std::vector<uint16_t> rec;
+  r.read_chunk(rec);  // chunk 1 is sound
+  try {
+    r.read_chunk(rec);
+    ADD_FAILURE() << "a NaN scale was read";
+  } catch (const loader::LoadError& e) {
+    EXPECT_EQ(e.field(), "chunk 2 token 1 scale") << e.what();
+    EXPECT_EQ(e.offset(), 164) << e.what();
+  }
 }
 
 TEST(LogprobFile, AnUnfinishedWriterLeavesNothing) {

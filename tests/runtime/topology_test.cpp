@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 // servers: the first thread of every core (0-7) before the siblings (8-15). Core k holds PUs
 // k and k + 8; package 0 has cores 0-3.
 constexpr const char* kTwoSocketSmt =
-    "pack:2 [numa(memory=8589934592)] l3:1(size=33554432) l2:4(size=1048576) l1d:1(size=49152) core:1 "
+    "pack:2 [numa(memory=8589934592)] l3:1(size=33554432) l2:4(size=1048576) l1d:1(size=49152) "
+    "core:1 "
     "pu:2(indexes=0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15)";
 
 // One package, two NUMA nodes (sub-NUMA clustering), 2 cores per node, 2 PUs per core, PUs
@@ -137,6 +138,9 @@ TEST(PinPolicy, ListAndThreadResolution) {
   EXPECT_EQ(resolve_threads(t, PinSpec::parse("scatter"), -1), 8);  // one per physical core
   EXPECT_EQ(resolve_threads(t, PinSpec::parse("scatter"), 3), 3);
   EXPECT_THAT(error_of(t, "compact", 0), HasSubstr("positive"));
+  // More workers than a session runs (and the recorder brackets) is refused, not attempted.
+  EXPECT_EQ(resolve_threads(t, PinSpec{}, kMaxWorkerThreads), kMaxWorkerThreads);
+  EXPECT_THROW(resolve_threads(t, PinSpec{}, kMaxWorkerThreads + 1), TopologyError);
 }
 
 TEST(PinSpec, ParseAndFormat) {
