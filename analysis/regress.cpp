@@ -12,10 +12,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/history_db.h"
-
 #include "analysis/compare.h"
 #include "analysis/compare_input.h"
+#include "analysis/history_db.h"
 #include "analysis/stats.h"
 
 namespace pacer::analysis {
