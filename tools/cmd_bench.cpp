@@ -211,10 +211,13 @@ class BenchPrinter {
       if (first) {
         std::string cols;
         for (const auto& [k, v] : j.items()) {
-          // A null (not measured in the first row) is one of pacer's numeric fields.
-          const char* type = v.is_number_integer() || v.is_boolean() ? "INTEGER"
-                             : v.is_number() || v.is_null()          ? "REAL"
-                                                                     : "TEXT";
+          // A null (not measured in the first row) is one of pacer's numeric fields: byte counts
+          // are integers, the rest measured reals.
+          const bool bytes = k == "pacer_llc_bytes" || k == "pacer_kv_bytes_per_token";
+          const char* type = v.is_number_integer() || v.is_boolean() || (v.is_null() && bytes)
+                                 ? "INTEGER"
+                             : v.is_number() || v.is_null() ? "REAL"
+                                                            : "TEXT";
           cols += fmt::format("{}  {} {}", cols.empty() ? "" : ",\n", k, type);
         }
         put("CREATE TABLE IF NOT EXISTS llama_bench (\n" + cols + "\n);\n");

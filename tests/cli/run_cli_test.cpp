@@ -225,6 +225,12 @@ TEST_F(BenchOutputCli, CsvAndSqlUseTheSameFields) {
   }
   EXPECT_EQ(inserts, 2u);
   EXPECT_NE(r.out.find("avg_ts"), std::string::npos);
+  // The first row (pp) measured no roofline: its nulls still declare the columns' real types.
+  for (const char* column :
+       {"pacer_llc_bytes INTEGER", "pacer_kv_bytes_per_token INTEGER", "pacer_bandwidth_gbs REAL",
+        "pacer_roofline_pct REAL", "pacer_roofline_applies INTEGER", "avg_ts REAL"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + column + ","), std::string::npos) << column;
+  }
 }
 
 TEST_F(BenchOutputCli, CtrlCKeepsTheFinishedRowsAndExits130) {
