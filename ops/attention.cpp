@@ -149,28 +149,15 @@ void load_row(const std::byte* src, int dim, float* dst) {
   }
 }
 
-// Key `key` of a task's KV head as fp32, gathered from its transposed block.
-// The block's address, lane and (Q8_0) scales once per key, not per element: this is the
-// Scalar tier's inner loop.
+// Key `key` of a task's F16/F32 KV head as fp32, gathered from its transposed block (a Q8_0 K is
+// dotted in int8, attend_scalar_one). The block's address and lane once per key, not per
+// element: this is the Scalar tier's inner loop.
 template <typename Elem>
 void load_key(const AttentionTask& t, int64_t key, float* dst) {
   const std::byte* block = t.k + key / kKvBlock * kKvBlock * t.row_bytes;
   const int64_t lane = key % kKvBlock;
-  if constexpr (std::is_same_v<Elem, BlockQ8_0>) {
-    for (int c = 0; c < t.head_dim / kQ8_0BlockElems; ++c) {
-      const std::byte* chunk = block + c * kQ8KeyChunkBytes;
-      fp16_t half;
-      std::memcpy(&half, chunk + 2 * lane, 2);
-      const float scale = fp16_to_fp32(half);
-      for (int e = 0; e < kQ8_0BlockElems; ++e) {
-        const auto q = static_cast<int8_t>(chunk[kQ8KeyScaleBytes + e * kKvBlock + lane]);
-        dst[c * kQ8_0BlockElems + e] = scale * static_cast<float>(q);
-      }
-    }
-  } else {
-    for (int d = 0; d < t.head_dim; ++d) {
-      dst[d] = load_elem<Elem>(block, static_cast<int>(d * kKvBlock + lane));
-    }
+  for (int d = 0; d < t.head_dim; ++d) {
+    dst[d] = load_elem<Elem>(block, static_cast<int>(d * kKvBlock + lane));
   }
 }
 
@@ -181,19 +168,47 @@ void attend_scalar_one(const AttentionTask& t) {
   float row[kMaxHeadDim];
   float m[kMaxGroup], l[kMaxGroup];
   for (int g = 0; g < n_q; ++g) {
-    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
+    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;  // (Q8_0: replaced)
     std::fill_n(acc[g], dim, 0.0f);
     m[g] = -std::numeric_limits<float>::infinity();
     l[g] = 0.0f;
   }
+  constexpr bool kQ8 = std::is_same_v<Elem, BlockQ8_0>;
+  [[maybe_unused]] int8_t q8_i[kQ8 ? kMaxGroup * kMaxHeadDim : 1];
+  [[maybe_unused]] float q8_dq[kQ8 ? kMaxGroup * kMaxHeadDim / kQ8_0BlockElems : 1];
+  [[maybe_unused]] int32_t q8_bias[kQ8 ? kMaxGroup * kMaxHeadDim / kQ8_0BlockElems : 1];
+  if constexpr (kQ8) {  // a Q8_0 K: q as llama.cpp dots it (QueryQ8); qs holds its int8 values
+    quantize_query_q8_0(t.q, dim, n_q, dim, t.scale, kMaxHeadDim, q8_i, qs[0], q8_dq, q8_bias);
+  }
   for (int64_t j0 = t.key_begin; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     for (int j = 0; j < nt; ++j) {
-      load_key<Elem>(t, j0 + j, row);
-      for (int g = 0; g < n_q; ++g) {
-        float dot = 0.0f;
-        for (int d = 0; d < dim; ++d) dot += qs[g][d] * row[d];
-        s[g][j] = t.softcap > 0.0f ? t.softcap * std::tanh(dot / t.softcap) : dot;
+      if constexpr (kQ8) {  // per block the int8 sum, then times both scales (as the SIMD tiers)
+        const int64_t key = j0 + j, lane = key % kKvBlock;
+        const std::byte* block = t.k + key / kKvBlock * kKvBlock * t.row_bytes;
+        for (int g = 0; g < n_q; ++g) {
+          float dot = 0.0f;
+          for (int c = 0; c < dim / kQ8_0BlockElems; ++c) {
+            const std::byte* chunk = block + c * kQ8KeyChunkBytes;
+            int32_t sum = 0;
+            for (int e = 0; e < kQ8_0BlockElems; ++e) {
+              const auto k8 = static_cast<int8_t>(chunk[kQ8KeyScaleBytes + e * kKvBlock + lane]);
+              sum += q8_i[g * kMaxHeadDim + c * kQ8_0BlockElems + e] * k8;
+            }
+            fp16_t half;
+            std::memcpy(&half, chunk + 2 * lane, 2);
+            const float scale = fp16_to_fp32(half) * q8_dq[g * kMaxHeadDim / kQ8_0BlockElems + c];
+            dot = std::fma(static_cast<float>(sum), scale, dot);
+          }
+          s[g][j] = t.softcap > 0.0f ? t.softcap * std::tanh(dot / t.softcap) : dot;
+        }
+      } else {
+        load_key<Elem>(t, j0 + j, row);
+        for (int g = 0; g < n_q; ++g) {
+          float dot = 0.0f;
+          for (int d = 0; d < dim; ++d) dot += qs[g][d] * row[d];
+          s[g][j] = t.softcap > 0.0f ? t.softcap * std::tanh(dot / t.softcap) : dot;
+        }
       }
     }
     for (int g = 0; g < n_q; ++g) {
@@ -265,10 +280,10 @@ int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems) {
   }
 }
 
-const AttentionKernels& attention_kernels(Isa isa) noexcept {
+const AttentionKernels& attention_kernels(Isa isa, bool avx512_vnni) noexcept {
   switch (isa) {
     case Isa::Avx512:
-      return attention_kernels_avx512();
+      return avx512_vnni ? attention_kernels_avx512vnni() : attention_kernels_avx512();
     case Isa::Avx2:
       return attention_kernels_avx2();
     case Isa::Scalar:
@@ -541,11 +556,19 @@ void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t p
     return cache_elem(p.kv_type, key, cache + kvh * stride, dim, pos, d);
   };
   std::vector<float> scores;
+  std::vector<BlockQ8_0> q_blocks;
+  std::vector<float> q_dequant(static_cast<size_t>(dim));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t pos = pos0 + t;
     const int64_t lo = first_visible_key(pos, p.sliding_window);
     for (int h = 0; h < p.n_heads; ++h) {
       const float* qh = q.data() + (t * p.n_heads + h) * dim;
+      if (p.kv_type == WeightType::Q8_0) {  // q as llama.cpp dots it with a Q8_0 K: Q8_0 too
+        q_blocks.resize(static_cast<size_t>(dim / kQ8_0BlockElems));
+        quantize_row_q8_0_ref(qh, q_blocks.data(), dim);
+        dequantize_row_q8_0(q_blocks.data(), q_dequant.data(), dim);
+        qh = q_dequant.data();
+      }
       const int kvh = h / group;
       // scores_j = scale * q.k_j, optionally soft-capped
       scores.assign(pos - lo + 1, 0.0f);

@@ -14,6 +14,8 @@
 //     values and scales of ggml's quantize_row_q8_0 of each position's row).
 //     One dimension of 16 consecutive keys is then one vector, and a query scores 16 keys per
 //     FMA with no transpose or horizontal sum.
+// Against a Q8_0 K the query is quantized to Q8_0 too (per 32 dimensions, as llama.cpp converts
+// q to K's dot type) and each block's score is an int8 x int8 sum times both scales.
 // head_stride = round_up(kv_positions, kKvBlock) * head_bytes. Query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include <cstdint>
@@ -73,7 +75,8 @@ void attention(const AttentionParams& p, std::span<const float> q, int64_t pos0,
                const std::byte* k_cache, const std::byte* v_cache, std::span<float> out,
                const Parallel& par, const KernelSet& kernels, std::span<float> scratch = {});
 
-// Scalar reference, straight from the math (fp32 softmax over converted cache rows).
+// Scalar reference, straight from the math (fp32 softmax over converted cache rows; q as Q8_0
+// values against a Q8_0 K).
 void attention_ref(const AttentionParams& p, std::span<const float> q, int64_t pos0,
                    int64_t n_tokens, const std::byte* k_cache, const std::byte* v_cache,
                    std::span<float> out);

@@ -7,6 +7,7 @@
 // kKeyTile): no allocation, no shared state, safe to run concurrently.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
@@ -24,6 +25,67 @@ constexpr int kMaxGroup = 8;      // query heads processed per pass over the key
 // keys' fp16 scales, then dimension e's 16 int8 at kQ8KeyScaleBytes + e * kKvBlock.
 constexpr int64_t kQ8KeyScaleBytes = kKvBlock * 2;
 constexpr int64_t kQ8KeyChunkBytes = kKvBlock * static_cast<int64_t>(sizeof(BlockQ8_0));
+
+// A query head as llama.cpp dots it with a Q8_0 K: ggml converts q to K's dot type (Q8_0 blocks
+// of 32 dimensions, quantize_row_q8_0) and sums int8 x int8 per block, times both blocks' fp16
+// scales. Per head (at qi + g * row, and per block at + g * row / 32): the int8 values, the same
+// values as floats, the block scale times the attention scale, and 128 * the block's sum (the
+// VNNI kernels dot K + 128 as unsigned bytes). A block's integer sum (|sum| <= 32 * 127 * 127) is
+// exact in fp32 too, so a tier that multiplies the floats gets the VNNI tier's sums bit for bit.
+struct QueryQ8 {
+  const int8_t* qi = nullptr;
+  const float* qf = nullptr;
+  const float* dq_scaled = nullptr;
+  const int32_t* bias = nullptr;
+  int64_t row = 0;  // elements between heads (a multiple of 32)
+};
+
+// Fills a QueryQ8's arrays for n_q heads of `dim` (a multiple of 32) from q (head g at q + g *
+// q_stride), `row` elements between heads in the outputs. With qf_dequantized, qf holds the
+// values times their block's dq_scaled instead (a tier without the registers to keep block sums
+// apart scales each product, attention_simd.h). The values are those of
+// quantize_row_q8_0_ref (d = amax / 127, round half away from zero of x / d computed as x * (1 /
+// d)) without its libm calls: a task quantizes its heads once per key segment, and roundf and
+// fmaxf calls were a third of a Q8_0 decode's attention time.
+inline void quantize_query_q8_0(const float* q, int64_t q_stride, int n_q, int dim, float scale,
+                                int64_t row, int8_t* qi, float* qf, float* dq_scaled, int32_t* bias,
+                                bool qf_dequantized = false) {
+  // x + copysign(0.49999997, x) truncated is roundf(x): ties reach the next integer (the sum
+  // rounds up to it), anything below a tie stays below it.
+  constexpr float kBelowHalf = 0.49999997f;
+  const int n_blocks = dim / kQ8_0BlockElems;
+  for (int g = 0; g < n_q; ++g) {
+    for (int c = 0; c < n_blocks; ++c) {
+      const float* x = q + g * q_stride + c * kQ8_0BlockElems;
+      // max |x| as the largest magnitude bit pattern: the same order for finite floats, and an
+      // integer max the compiler vectorizes (a float max reduction it keeps scalar).
+      uint32_t amax_bits = 0;
+      for (int e = 0; e < kQ8_0BlockElems; ++e) {
+        uint32_t bits;
+        std::memcpy(&bits, x + e, sizeof bits);
+        bits &= 0x7fffffffu;
+        amax_bits = bits > amax_bits ? bits : amax_bits;
+      }
+      float amax;
+      std::memcpy(&amax, &amax_bits, sizeof amax);
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float dqs = fp16_to_fp32(fp32_to_fp16(d)) * scale;
+      const float qf_scale = qf_dequantized ? dqs : 1.0f;
+      int32_t sum = 0;
+      for (int e = 0; e < kQ8_0BlockElems; ++e) {
+        const float v = x[e] * id;
+        const auto r =
+            static_cast<int8_t>(static_cast<int>(v + (v < 0.0f ? -kBelowHalf : kBelowHalf)));
+        qi[g * row + c * kQ8_0BlockElems + e] = r;
+        qf[g * row + c * kQ8_0BlockElems + e] = static_cast<float>(r) * qf_scale;
+        sum += r;
+      }
+      dq_scaled[g * row / kQ8_0BlockElems + c] = dqs;
+      bias[g * row / kQ8_0BlockElems + c] = 128 * sum;
+    }
+  }
+}
 
 // Calls f(std::integral_constant<int, G>{}) for G = n_q (1..kMaxGroup; larger values get
 // kMaxGroup): the ISA kernels instantiate one attention loop per group size through it.
@@ -92,10 +154,13 @@ struct AttentionKernels {
   AttendFn attend_q8_0 = nullptr;  // K/V cache rows are Q8_0 blocks (head_dim % 32 == 0)
 };
 
-// The table for `isa`; callers check isa_supported(isa) first. The Scalar table runs the same
-// tiled online-softmax algorithm in plain C++ (attention_ref is the straight-from-the-math one).
-const AttentionKernels& attention_kernels(Isa isa) noexcept;
-const AttentionKernels& attention_kernels_avx2() noexcept;    // attention_avx2.cpp
-const AttentionKernels& attention_kernels_avx512() noexcept;  // attention_avx512.cpp
+// The table for `isa` (with avx512_vnni: the AVX-512 table whose Q8_0 K block sums are VNNI
+// dot products); callers check isa_supported(isa) and CpuFeatures first. The Scalar table runs
+// the same tiled online-softmax algorithm in plain C++ (attention_ref is the
+// straight-from-the-math one).
+const AttentionKernels& attention_kernels(Isa isa, bool avx512_vnni = false) noexcept;
+const AttentionKernels& attention_kernels_avx2() noexcept;        // attention_avx2.cpp
+const AttentionKernels& attention_kernels_avx512() noexcept;      // attention_avx512.cpp
+const AttentionKernels& attention_kernels_avx512vnni() noexcept;  // attention_avx512vnni.cpp
 
 }  // namespace pacer::ops

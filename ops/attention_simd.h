@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "ops/attention_kernels.h"
 #include "ops/widen_simd.h"
@@ -30,16 +31,44 @@ inline void prefetch_rows(const std::byte* row, int64_t row_bytes, int n, int64_
   }
 }
 
+// prefetch_rows of n rows of a Row type (bytes: Row::bytes of the head, the whole row). Q8_0 rows
+// are not whole lines (a head of 64: 68 bytes) and lie back to back: each line that starts among
+// them is asked for once. Asking for each row's first 64 bytes and its next 64 asked for two lines
+// a row, one of them the next row's, and a task's first tile then stalled on 256 prefetches where
+// 136 lines do (BM_attention q8_0, one Zen 5 core: ~10 % of the time). F16/F32 rows keep the loop
+// above: one version with both branches made the F16 kernel 1.5x slower from DRAM (BM_attention at
+// depth 16384, one Zen 5 core), for no reason visible without a PMU.
+template <class Row>
+void prefetch_whole_rows(const std::byte* row, int64_t row_bytes, int n, int64_t bytes) {
+  if constexpr (Row::kBytes == 0) {
+    const auto end = reinterpret_cast<uintptr_t>(row + n * row_bytes);
+    for (auto p = (reinterpret_cast<uintptr_t>(row) + 63) & ~uintptr_t{63}; p < end; p += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    }
+  } else {
+    prefetch_rows(row, row_bytes, n, bytes);
+  }
+}
+
+// Whether a Q8_0 K's block sums are kept apart (exact integers, then times both scales) or each
+// product is scaled (QueryQ8's qf dequantized): 16 registers (AVX2) cannot hold the sums next to
+// the accumulators of 8 heads, and spilling them cost 12-15 % (BM_attention, one Zen 5 core).
+template <class V>
+constexpr bool kQ8ExactSums = V::kRegisters >= 32;
+
 // s[g][j + b * L + i] = qs[g] . k_(j0 + j + b * L + i) for KB groups of L keys (j0 + j a multiple
 // of L) from a K cache transposed in blocks of kKvBlock keys (ops/attention.h; k: the head's
-// first block), keys in the lanes: one FMA per dimension, head and group, no reduction. A Q8_0
-// dimension is its int8 lanes times their blocks' scales, as a Q8_0 row widens. Each lane adds its
-// dimensions in order 0..dim-1 whatever G and KB are, so a score does not depend on how heads are
-// grouped into tasks (nor the result on the worker count); KB groups at once keep KB * G FMA
-// chains in flight when G is small and share each broadcast of q when it is not.
+// first block), keys in the lanes: one FMA per dimension, head and group, no reduction. A Q8_0 K
+// meets the Q8_0 query q8 (qs holds its values): per block of 32 dimensions an integer sum (Row's
+// VNNI block_sums, or exact fp32 FMAs), then times both scales; or, without the registers for
+// that, each product scaled. Each lane adds its dimensions in order 0..dim-1 whatever G and KB
+// are, so a score does not depend on how heads are grouped into tasks (nor the result on the
+// worker count); KB groups at once keep KB * G FMA chains in flight when G is small and share
+// each broadcast of q when it is not.
 template <class V, class Row, int G, int KB>
 void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* k,
-                      int64_t row_bytes, int64_t j0, int j, float (*s)[kKeyTile]) {
+                      int64_t row_bytes, int64_t j0, int j, float (*s)[kKeyTile],
+                      const QueryQ8& q8) {
   constexpr int L = V::kLanes;
   const std::byte* block[KB];
   int64_t lane[KB];
@@ -60,7 +89,7 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
         for (int g = 0; g < G; ++g) acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
       }
     }
-  } else {  // Q8_0: per 32 dimensions the block's 16 scales, then 32 x 16 int8
+  } else if constexpr (!kQ8ExactSums<V>) {  // Q8_0, each product scaled: qs is q8.qf, dequantized
     for (int c = 0; c < dim / kQ8_0BlockElems; ++c) {
       const std::byte* chunk[KB];
       typename V::Reg scale[KB];
@@ -71,11 +100,45 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
       for (int e = 0; e < kQ8_0BlockElems; ++e) {
         const int d = c * kQ8_0BlockElems + e;
         for (int b = 0; b < KB; ++b) {
-          const auto* q8 =
-              reinterpret_cast<const int8_t*>(chunk[b] + kQ8KeyScaleBytes + e * kKvBlock + lane[b]);
-          const auto kd = V::load_q8(q8, scale[b]);
+          const auto* i8 =
+              reinterpret_cast<const int8_t*>(chunk[b] + kQ8KeyScaleBytes + e * kKvBlock) + lane[b];
+          const auto kd = V::load_q8(i8, scale[b]);
           for (int g = 0; g < G; ++g)
             acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
+        }
+      }
+    }
+  } else {  // Q8_0: per 32 dimensions the block's 16 scales, then 32 x 16 int8
+    // Each block's int8 x int8 sum first (exact), then times both scales (QueryQ8).
+    const int64_t block_row = q8.row / kQ8_0BlockElems;
+    for (int c = 0; c < dim / kQ8_0BlockElems; ++c) {
+      const std::byte* chunk[KB];
+      for (int b = 0; b < KB; ++b) chunk[b] = block[b] + c * kQ8KeyChunkBytes;
+      typename V::Reg sum[KB][G];
+      if constexpr (requires { Row::kInt8Dot; }) {
+        Row::template block_sums<G, KB>(chunk, q8.qi + c * kQ8_0BlockElems, q8.row, q8.bias + c,
+                                        block_row, sum);
+      } else {
+        for (int b = 0; b < KB; ++b) {
+          for (int g = 0; g < G; ++g) sum[b][g] = V::zero();
+        }
+        for (int e = 0; e < kQ8_0BlockElems; ++e) {
+          const int d = c * kQ8_0BlockElems + e;
+          for (int b = 0; b < KB; ++b) {
+            const auto* i8 =
+                reinterpret_cast<const int8_t*>(chunk[b] + kQ8KeyScaleBytes + e * kKvBlock) +
+                lane[b];
+            const auto kd = V::load_i8(i8);
+            for (int g = 0; g < G; ++g)
+              sum[b][g] = V::fmadd(V::set1(q8.qf[g * q8.row + d]), kd, sum[b][g]);
+          }
+        }
+      }
+      for (int b = 0; b < KB; ++b) {
+        const auto dk = V::load_f16(reinterpret_cast<const fp16_t*>(chunk[b]) + lane[b]);
+        for (int g = 0; g < G; ++g) {
+          const auto scale = V::mul(dk, V::set1(q8.dq_scaled[g * block_row + c]));
+          acc[b][g] = V::fmadd(sum[b][g], scale, acc[b][g]);
         }
       }
     }
@@ -90,12 +153,14 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
 // them). Asks for the next tile's first pf_keys keys' blocks into L2 as it goes.
 template <class V, class Row, int G>
 void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* k,
-                      int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile], int pf_keys) {
+                      int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile], int pf_keys,
+                      const QueryQ8& q8) {
   constexpr int L = V::kLanes;
   // Half the registers as accumulators: with 8 heads on AVX-512 two groups share each broadcast
   // of q (BM_attention, TinyLlama shape, one Zen 5 core, 5 alternating rounds: 13.2 -> 14.1
-  // GB/s; one group per 8 accumulators before).
-  constexpr int KB = std::clamp(V::kRegisters / 2 / G, 1, kKeyTile / L);
+  // GB/s; one group per 8 accumulators before). A Q8_0 K needs as many again for the block sums.
+  constexpr int sums = Row::kBytes == 0 && kQ8ExactSums<V> ? 2 : 1;
+  constexpr int KB = std::clamp(V::kRegisters / 2 / sums / G, 1, kKeyTile / L);
   const int64_t block_bytes = kKvBlock * row_bytes;
   const std::byte* next = k + (j0 + kKeyTile) / kKvBlock * block_bytes;
   const int groups = (nt + L - 1) / L;
@@ -108,9 +173,9 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
       }
     }
     if (n == KB) {
-      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s);
+      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8);
     } else {
-      score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s);
+      score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8);
     }
     grp += n;
   }
@@ -131,7 +196,7 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
   }
   vrow += j_begin * row_bytes;
   for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
-    if (j < pf_rows) prefetch_rows(vrow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
+    if (j < pf_rows) prefetch_whole_rows<Row>(vrow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
     typename V::Reg pj[G];
     for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
     for (int c = 0; c < DC; ++c) {
@@ -156,7 +221,7 @@ void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t
                                      pf_bytes);
   }
   if (d == 0 && pf_rows > 0) {
-    prefetch_rows(vrow0 + kKeyTile * row_bytes, row_bytes, pf_rows, pf_bytes);
+    prefetch_whole_rows<Row>(vrow0 + kKeyTile * row_bytes, row_bytes, pf_rows, pf_bytes);
   }
   for (; d < dim; d += L) {
     typename V::Reg a[G];
@@ -246,6 +311,20 @@ void softmax_step(float (*s)[kKeyTile], int lead, int nt, int padded, float soft
   }
 }
 
+// A Q8_0 K's quantized query heads (QueryQ8): N elements of int8 and N / 32 block figures.
+template <int N>
+struct QueryQ8Store {
+  alignas(64) int8_t qi[N];
+  float dq_scaled[N / kQ8_0BlockElems];
+  int32_t bias[N / kQ8_0BlockElems];
+};
+
+// Nothing for the other rows: their stack frames stay as they were.
+struct NoQueryQ8Store {};
+
+template <class Row, int N>
+using QueryQ8StoreFor = std::conditional_t<Row::kBytes == 0, QueryQ8Store<N>, NoQueryQ8Store>;
+
 template <class V, class Row, int G>
 void attend(const AttentionTask& t) {
   constexpr int L = V::kLanes;
@@ -256,9 +335,18 @@ void attend(const AttentionTask& t) {
   alignas(64) float acc[G][kMaxHeadDim];
   alignas(64) float s[G][kKeyTile];
   float m[G], l[G];
+  [[maybe_unused]] QueryQ8StoreFor<Row, G * kMaxHeadDim> q8_store;
+  QueryQ8 q8;
+  if constexpr (Row::kBytes == 0) {  // a Q8_0 K: q as llama.cpp dots it (QueryQ8)
+    quantize_query_q8_0(t.q, dim, G, dim, t.scale, kMaxHeadDim, q8_store.qi, qs[0],
+                        q8_store.dq_scaled, q8_store.bias, !kQ8ExactSums<V>);
+    q8 = {q8_store.qi, qs[0], q8_store.dq_scaled, q8_store.bias, kMaxHeadDim};
+  }
   for (int g = 0; g < G; ++g) {
-    for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
-    std::fill(qs[g] + dim, qs[g] + padded, 0.0f);
+    if constexpr (Row::kBytes > 0) {
+      for (int d = 0; d < dim; ++d) qs[g][d] = t.q[g * dim + d] * t.scale;
+      std::fill(qs[g] + dim, qs[g] + padded, 0.0f);
+    }
     std::fill(acc[g], acc[g] + padded, 0.0f);
     m[g] = -std::numeric_limits<float>::infinity();
     l[g] = 0.0f;
@@ -272,8 +360,8 @@ void attend(const AttentionTask& t) {
   // decode segment is 8 tiles). One Zen 5 core, 32 caches of 2048 positions from DRAM, 4 rounds:
   // 1.08-1.11x at 4 heads per KV head, 0.99-1.22x at 8.
   const int first = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - start));
-  prefetch_rows(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
-  prefetch_rows(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_whole_rows<Row>(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_whole_rows<Row>(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
   for (int64_t j0 = start; j0 < t.key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
@@ -281,7 +369,7 @@ void attend(const AttentionTask& t) {
     // burst of them at the tile's start stalled on the core's miss buffers).
     const int next = static_cast<int>(
         std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
-    score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next);
+    score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next, q8);
     softmax_step<V, G>(s, lead, nt, padded, t.softcap, m, l, acc);
     accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, lead, nt, dim, acc, next,
                                pf_bytes);
@@ -312,12 +400,22 @@ void attend_tokens(const AttentionTask& t) {
   alignas(64) float acc[TB][G][kMaxHeadDim];
   alignas(64) float s[TB][G][kKeyTile];
   float m[TB][G], l[TB][G];
+  [[maybe_unused]] QueryQ8StoreFor<Row, G * kMaxHeadDim> q8_store[TB];
+  QueryQ8 q8[TB];
   for (int i = 0; i < n_tok; ++i) {
+    if constexpr (Row::kBytes == 0) {  // a Q8_0 K (padded == dim, a multiple of 32)
+      auto& st = q8_store[i];
+      quantize_query_q8_0(t.q + i * t.token_stride, dim, G, dim, t.scale, padded, st.qi, qs[i],
+                          st.dq_scaled, st.bias, !kQ8ExactSums<V>);
+      q8[i] = {st.qi, qs[i], st.dq_scaled, st.bias, padded};
+    }
     for (int g = 0; g < G; ++g) {
       const float* q = t.q + i * t.token_stride + g * dim;
       float* qg = qs[i] + g * padded;
-      for (int d = 0; d < dim; ++d) qg[d] = q[d] * t.scale;
-      std::fill(qg + dim, qg + padded, 0.0f);
+      if constexpr (Row::kBytes > 0) {
+        for (int d = 0; d < dim; ++d) qg[d] = q[d] * t.scale;
+        std::fill(qg + dim, qg + padded, 0.0f);
+      }
       std::fill(acc[i][g], acc[i][g] + padded, 0.0f);
       m[i][g] = -std::numeric_limits<float>::infinity();
       l[i][g] = 0.0f;
@@ -328,8 +426,8 @@ void attend_tokens(const AttentionTask& t) {
   // As in attend: K from the block of key_begin, the keys before it masked.
   const int64_t start = t.key_begin / kKvBlock * kKvBlock;
   const int first = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - start));
-  prefetch_rows(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
-  prefetch_rows(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_whole_rows<Row>(t.k + start * t.row_bytes, t.row_bytes, first, pf_bytes);
+  prefetch_whole_rows<Row>(t.v + start * t.row_bytes, t.row_bytes, first, pf_bytes);
   for (int64_t j0 = start; j0 < key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - j0));
     const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
@@ -341,7 +439,7 @@ void attend_tokens(const AttentionTask& t) {
     // Each token scores the tile's blocks from L1 after the first brought them in.
     for (int i = i0; i < n_tok; ++i) {
       score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i],
-                                  i == i0 ? next : 0);
+                                  i == i0 ? next : 0, q8[i]);
     }
     for (int i = i0; i < n_tok; ++i) {
       const int nt_i = static_cast<int>(std::min<int64_t>(nt, t.key_end + i - j0));

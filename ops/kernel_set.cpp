@@ -133,7 +133,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     k->gemv_streams = ks.isa_ == Isa::Avx512 ? 4 : 1;
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
-  ks.attention_ = &attention_kernels(ks.isa_);
+  ks.attention_ = &attention_kernels(ks.isa_, vnni);
   return ks;
 }
 

@@ -85,6 +85,11 @@ struct VecF32 {
   static Reg load_bf16_first(const uint16_t* p, int64_t rem) {
     return widen_bf16(_mm256_maskz_loadu_epi16(first(rem), p));
   }
+  // kLanes int8 from q as floats.
+  static Reg load_i8(const int8_t* q) {
+    const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8));
+  }
   // kLanes int8 from q, times `scale` (a Q8_0 block's half).
   static Reg load_q8(const int8_t* q, Reg scale) {
     const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));

@@ -127,16 +127,23 @@ std::vector<float> as_cached(const std::vector<float>& x, WeightType t) {
   return r;
 }
 
-// softmax(scale * q k^T (softcapped), masked) V in double, straight from the definition.
-std::vector<double> naive_attention(const Inputs& in, const Case& c, const std::vector<float>& k,
-                                    const std::vector<float>& v) {
+// The query as the kernels dot it with a cache of type t: against a Q8_0 K, Q8_0 values too
+// (llama.cpp converts q to K's dot type); otherwise q itself.
+std::vector<float> as_dotted_query(const std::vector<float>& q, WeightType t) {
+  return t == WeightType::Q8_0 ? as_cached(q, t) : q;
+}
+
+// softmax(scale * q k^T (softcapped), masked) V in double, straight from the definition, for the
+// query values `qv` ((n_tokens, n_heads * head_dim), as in.q).
+std::vector<double> naive_attention(const Inputs& in, const Case& c, const std::vector<float>& qv,
+                                    const std::vector<float>& k, const std::vector<float>& v) {
   const int dim = c.head_dim, group = c.n_heads / c.n_kv_heads;
   const int64_t row = static_cast<int64_t>(c.n_kv_heads) * dim;
   std::vector<double> out(in.q.size());
   for (int64_t t = 0; t < c.n_tokens; ++t) {
     const int64_t pos = c.pos0 + t;
     for (int h = 0; h < c.n_heads; ++h) {
-      const float* q = in.q.data() + (t * c.n_heads + h) * dim;
+      const float* q = qv.data() + (t * c.n_heads + h) * dim;
       const int64_t kv_off = static_cast<int64_t>(h / group) * dim;
       std::vector<double> s(pos + 1, -INFINITY);
       double mx = -INFINITY;
@@ -181,8 +188,8 @@ class AttentionIsa : public ::testing::TestWithParam<Isa> {};
 TEST_P(AttentionIsa, MatchesDoubleSoftmaxOnCachedValues) {
   for (const Case& c : kCases) {
     const Inputs in = make_inputs(c, GetParam());
-    const auto want =
-        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    const auto want = naive_attention(in, c, as_dotted_query(in.q, c.kv_type),
+                                      as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
     attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
               SerialParallel(1), KernelSet::for_isa(GetParam()));
@@ -356,8 +363,8 @@ INSTANTIATE_TEST_SUITE_P(Isas, AttentionIsa, ::testing::ValuesIn(supported_isas(
 TEST(Attention, ReferenceMatchesDoubleSoftmax) {
   for (const Case& c : kCases) {
     const Inputs in = make_inputs(c);
-    const auto want =
-        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    const auto want = naive_attention(in, c, as_dotted_query(in.q, c.kv_type),
+                                      as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
     attention_ref(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out);
     expect_close(out, want, kFp32AbsTol, c.name);
@@ -375,7 +382,7 @@ TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
   for (const Case& c : kCases) {
     if (c.kv_type != WeightType::F16 || c.softcap > 0) continue;
     const Inputs in = make_inputs(c);
-    const auto exact = naive_attention(in, c, in.k, in.v);
+    const auto exact = naive_attention(in, c, in.q, in.k, in.v);
     std::vector<float> out(in.q.size());
     attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
               SerialParallel(1), ks);
@@ -393,26 +400,121 @@ TEST(Attention, F16CacheStaysWithinTheFp16RoundingBound) {
 
 TEST(Attention, Q8_0CacheStaysWithinTheQuantizationBound) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
-  // Against exact math on the unquantized fp32 K/V (|k|, |v| <= 1). A Q8_0 value is off by at
-  // most d/2 = max|x|/254 from rounding q, plus 127 * |fp16(d) - d| <= 127 * d * 2^-11 =
-  // max|x| * 2^-11 from the fp16 scale: u = 1/254 + 2^-11 absolute. The same softmax argument as
-  // the F16 bound gives |dout| <= (e^(2 ds) - 1) + u with ds = scale * u * sum_d |q_d|.
+  // Against exact math on the unquantized fp32 q and K/V (|k|, |v| <= 1). A Q8_0 value is off by
+  // at most d/2 = max|x|/254 from rounding, plus 127 * |fp16(d) - d| <= 127 * d * 2^-11 =
+  // max|x| * 2^-11 from the fp16 scale: u * (its block's max|x|) with u = 1/254 + 2^-11. The
+  // query is Q8_0 too, so a score moves by at most ds = scale * sum_d (u |q_d| + (1 + u) u
+  // amax_d), amax_d the max |q| of d's block of 32. The same softmax argument as the F16 bound
+  // gives |dout| <= (e^(2 ds) - 1) + u.
   const double u = 1.0 / 254 + std::ldexp(1.0, -11);
   for (const Case& c : kCases) {
     if (c.kv_type != WeightType::Q8_0 || c.softcap > 0) continue;
     const Inputs in = make_inputs(c);
-    const auto exact = naive_attention(in, c, in.k, in.v);
+    const auto exact = naive_attention(in, c, in.q, in.k, in.v);
     std::vector<float> out(in.q.size());
     attention(in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(), in.v_cache.data(), out,
               SerialParallel(1), ks);
-    double max_q = 0;
+    double max_q = 0;  // max over query heads of sum_d (u |q_d| + (1 + u) u amax_d)
     for (size_t i = 0; i < in.q.size(); i += c.head_dim) {
       double s = 0;
-      for (int d = 0; d < c.head_dim; ++d) s += std::abs(in.q[i + d]);
+      for (int b = 0; b < c.head_dim; b += 32) {
+        double amax = 0;
+        for (int d = b; d < b + 32; ++d) amax = std::max<double>(amax, std::abs(in.q[i + d]));
+        for (int d = b; d < b + 32; ++d) s += u * std::abs(in.q[i + d]) + (1 + u) * u * amax;
+      }
       max_q = std::max(max_q, s);
     }
-    const double ds = in.p.scale * u * max_q;
+    const double ds = in.p.scale * max_q;
     expect_close(out, exact, (std::exp(2 * ds) - 1) + u + kFp32AbsTol, c.name);
+  }
+}
+
+TEST(Attention, QueryQ8IsGgmlsQuantizeRowQ8_0) {
+  // Random heads, plus a block with max|x| = 127 (d = 1) whose values are halves: roundf takes
+  // ties away from zero, as ggml's reference does, and 0.49999997 must stay 0.
+  constexpr int kDim = 96, kHeads = 3;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> q(kHeads * kDim);
+  for (float& x : q) x = nd(rng);
+  const float ties[] = {127.0f, 0.5f,    -0.5f,       1.5f,        -2.5f,
+                        126.5f, -126.5f, 0.49999997f, -0.49999997f};
+  std::copy(std::begin(ties), std::end(ties), q.begin() + kDim + 32);
+  std::fill(q.begin() + 2 * kDim, q.begin() + 2 * kDim + 32, 0.0f);  // an all-zero block: d = 0
+  constexpr int64_t kRow = 128;
+  std::vector<int8_t> qi(kHeads * kRow);
+  std::vector<float> qf(kHeads * kRow), dq(kHeads * kRow / 32);
+  std::vector<int32_t> bias(dq.size());
+  const float scale = 0.125f;
+  quantize_query_q8_0(q.data(), kDim, kHeads, kDim, scale, kRow, qi.data(), qf.data(), dq.data(),
+                      bias.data());
+  for (int g = 0; g < kHeads; ++g) {
+    BlockQ8_0 want[kDim / 32];
+    quantize_row_q8_0_ref(q.data() + g * kDim, want, kDim);
+    for (int c = 0; c < kDim / 32; ++c) {
+      int32_t sum = 0;
+      for (int e = 0; e < 32; ++e) {
+        const int8_t got = qi[g * kRow + c * 32 + e];
+        ASSERT_EQ(got, want[c].qs[e])
+            << "head " << g << " dim " << c * 32 + e << " x " << q[g * kDim + c * 32 + e];
+        ASSERT_EQ(qf[g * kRow + c * 32 + e], static_cast<float>(got));
+        sum += got;
+      }
+      EXPECT_EQ(dq[g * kRow / 32 + c], fp16_to_fp32(want[c].d) * scale) << "head " << g;
+      EXPECT_EQ(bias[g * kRow / 32 + c], 128 * sum) << "head " << g;
+    }
+  }
+  EXPECT_EQ(qi[kRow + 32 + 1], 1);   // 0.5 -> 1
+  EXPECT_EQ(qi[kRow + 32 + 4], -3);  // -2.5 -> -3
+  EXPECT_EQ(qi[kRow + 32 + 7], 0);   // 0.49999997 -> 0
+}
+
+TEST(Attention, Q8_0VnniBlockSumsAreTheWidenedSumsBitForBit) {
+  // The VNNI table dots 4 int8 dimensions at a time after regrouping the K block's bytes; the
+  // plain AVX-512 table widens each dimension to fp32. A block's sum is an exact integer either
+  // way, so the outputs must be the same bits; a wrong byte order or bias would not be.
+  const CpuFeatures cpu = detect_cpu_features();
+  if (!cpu.avx512 || !cpu.avx512_vnni) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  const AttentionKernels& widened = attention_kernels(Isa::Avx512, false);
+  const AttentionKernels& vnni = attention_kernels(Isa::Avx512, true);
+  ASSERT_NE(&widened, &vnni);
+  for (const Case& c : kCases) {
+    if (c.kv_type != WeightType::Q8_0) continue;
+    const Inputs in = make_inputs(c);
+    const int dim = c.head_dim;
+    // KV head 0 (the first slice of each cache) and its query heads: a decode task over every
+    // key of the last position, and a prefill task of up to kPrefillTokens tokens.
+    for (int n_tokens : {1, kPrefillTokens}) {
+      if (n_tokens > c.n_tokens + c.pos0) continue;
+      AttentionTask t;
+      t.q = in.q.data();
+      t.n_q = std::min(c.n_heads / c.n_kv_heads, kMaxGroup);
+      t.head_dim = dim;
+      t.k = in.k_cache.data();
+      t.v = in.v_cache.data();
+      t.row_bytes = kv_row_bytes(WeightType::Q8_0, dim);
+      t.key_begin = 0;
+      t.key_end = in.positions - n_tokens + 1;
+      t.scale = in.p.scale;
+      t.softcap = c.softcap;
+      t.n_tokens = n_tokens;
+      t.token_stride = static_cast<int64_t>(c.n_heads) * dim;
+      if (n_tokens > 1 && c.n_tokens < n_tokens) continue;  // q holds n_tokens tokens
+      const size_t n_out = static_cast<size_t>(n_tokens) * c.n_heads * dim;
+      std::vector<float> a(n_out, 0.0f), b(n_out, 0.0f);
+      t.out = a.data();
+      widened.attend_q8_0(t);
+      t.out = b.data();
+      vnni.attend_q8_0(t);
+      for (int i = 0; i < n_tokens; ++i) {
+        for (int j = 0; j < t.n_q * dim; ++j) {
+          const size_t at = static_cast<size_t>(i * t.token_stride + j);
+          ASSERT_EQ(std::memcmp(&a[at], &b[at], sizeof(float)), 0)
+              << c.name << " tokens " << n_tokens << " token " << i << " element " << j << ": "
+              << a[at] << " widened, " << b[at] << " VNNI";
+        }
+      }
+    }
   }
 }
 
@@ -504,8 +606,8 @@ std::vector<float> split_attention(const Inputs& in, const Case& c, std::span<fl
 TEST_P(AttentionIsa, LongDecodeSplitsKeysAndMatchesDoubleSoftmax) {
   for (const Case& c : kLongDecodeCases) {
     const Inputs in = make_inputs(c, GetParam());
-    const auto want =
-        naive_attention(in, c, as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    const auto want = naive_attention(in, c, as_dotted_query(in.q, c.kv_type),
+                                      as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
     std::vector<float> out(in.q.size(), NAN);
     const std::vector<float> scratch = split_attention(in, c, out, SerialParallel(1), GetParam());
     expect_close(out, want, kFp32AbsTol, c.name);

@@ -58,8 +58,8 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   const Isa isa = GetParam();
   const KernelSet ks = KernelSet::for_isa(isa);
   EXPECT_EQ(&ks.elementwise(), &elementwise_kernels(isa));
-  EXPECT_EQ(&ks.attention(), &attention_kernels(isa));
   const bool vnni = isa == Isa::Avx512 && detect_cpu_features().avx512_vnni;
+  EXPECT_EQ(&ks.attention(), vnni ? &attention_kernels_avx512vnni() : &attention_kernels(isa));
   // The quantized types below VNNI (AVX2, or AVX-512 without VNNI): the AVX2 kernels.
   const bool avx2 = !vnni && isa != Isa::Scalar;
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemv, vnni   ? gemv_q4_0x16_q8_0_avx512vnni
