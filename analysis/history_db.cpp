@@ -208,10 +208,29 @@ std::vector<OpSummary> summarize_ops(const Report& report) {
   return out;
 }
 
+// A number column holding text (a damaged or hand-edited row) is an error naming it, not a 0.
+void check_number_column(const sql::Statement& s, int col, const fs::path& db, int64_t run_id,
+                         std::string_view column) {
+  if (!s.holds_text(col)) return;
+  const std::string text = s.text(col);
+  throw HistoryError(fmt::format("{}: runs row id {}: column {} is not a number: '{}'", db.string(),
+                                 run_id, column,
+                                 text.size() > 80 ? text.substr(0, 80) + "..." : text));
+}
+
 StoredRun read_run_row(const sql::Statement& s, const fs::path& db) {
   // Column 0 is the id, then kRunColumns in order, then has_log.
   StoredRun run;
   run.id = s.int64(0);
+  // Number columns: checked, so that text in one is an error rather than a 0.
+  const auto integer = [&](int col, std::string_view name) {
+    check_number_column(s, col, db, run.id, name);
+    return s.int64(col);
+  };
+  const auto number = [&](int col, std::string_view name) {
+    check_number_column(s, col, db, run.id, name);
+    return s.real(col);
+  };
   BenchRecord& r = run.record;
   int c = 1;
   r.run_uuid = s.text(c++);
@@ -227,27 +246,27 @@ StoredRun read_run_row(const sql::Statement& s, const fs::path& db) {
   r.model_name = s.text(c++);
   r.model_path = s.text(c++);
   r.model_hash = s.text(c++);
-  r.model_bytes = s.int64(c++);
-  r.params = s.int64(c++);
+  r.model_bytes = integer(c++, "model_bytes");
+  r.params = integer(c++, "params");
   r.arch = s.text(c++);
   r.type = s.text(c++);
   r.kv_type = s.text(c++);
   r.test = s.text(c++);
-  r.n_prompt = s.int64(c++);
-  r.n_gen = s.int64(c++);
-  r.n_depth = s.int64(c++);
-  r.threads = static_cast<int>(s.int64(c++));
+  r.n_prompt = integer(c++, "n_prompt");
+  r.n_gen = integer(c++, "n_gen");
+  r.n_depth = integer(c++, "n_depth");
+  r.threads = static_cast<int>(integer(c++, "threads"));
   r.pin = s.text(c++);
   r.cpus = parse_json_array<int>(s.text(c++), db, run.id, "cpus");
   r.tok_s = parse_json_array<double>(s.text(c++), db, run.id, "tok_s");
-  r.tok_s_mean = s.real(c++);
-  r.tok_s_sd = s.real(c++);
-  r.cv = s.real(c++);
-  r.freq_min_mhz = s.real(c++);
-  r.freq_mean_mhz = s.real(c++);
-  r.freq_max_mhz = s.real(c++);
-  r.bandwidth_gbs = s.real(c++);
-  r.roofline_pct = s.real(c++);
+  r.tok_s_mean = number(c++, "tok_s_mean");
+  r.tok_s_sd = number(c++, "tok_s_sd");
+  r.cv = number(c++, "cv");
+  r.freq_min_mhz = number(c++, "freq_min_mhz");
+  r.freq_mean_mhz = number(c++, "freq_mean_mhz");
+  r.freq_max_mhz = number(c++, "freq_max_mhz");
+  r.bandwidth_gbs = number(c++, "bandwidth_gbs");
+  r.roofline_pct = number(c++, "roofline_pct");
   r.flags = parse_json_array<std::string>(s.text(c++), db, run.id, "flags");
   run.has_log = s.int64(c++) != 0;
   return run;

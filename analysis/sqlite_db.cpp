@@ -118,6 +118,11 @@ bool Statement::is_null(int col) const {
   return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
 }
 
+bool Statement::holds_text(int col) const {
+  const int type = sqlite3_column_type(stmt_, col);
+  return type == SQLITE_TEXT || type == SQLITE_BLOB;
+}
+
 std::string Statement::text(int col) const {
   const auto* p = sqlite3_column_text(stmt_, col);
   const int n = sqlite3_column_bytes(stmt_, col);

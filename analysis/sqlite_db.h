@@ -63,6 +63,9 @@ class Statement {
   void reset();
 
   bool is_null(int col) const;
+  // Whether the value is text or a blob: what a number column holds when its text was not a
+  // number (SQLite keeps it as written), which int64 and real would read as 0.
+  bool holds_text(int col) const;
   std::string text(int col) const;  // "" for NULL
   int64_t int64(int col) const;     // 0 for NULL
   double real(int col) const;       // NaN for NULL

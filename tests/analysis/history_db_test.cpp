@@ -170,6 +170,45 @@ TEST(HistoryDb, ADamagedRowIsAnErrorNamingItNotAnEmptyList) {
   }
 }
 
+TEST(HistoryDb, ANumberColumnHoldingTextIsAnErrorNotAZero) {
+  // SQLite keeps text that is not a number as text even in an INTEGER or REAL column; read as a
+  // number it was 0 (threads 0, tok/s 0), and regress compared runs on it.
+  TempDir dir;
+  const auto path = dir.path() / "h.sqlite";
+  {
+    HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadWrite);
+    db.append(make_record("2026-11-20T10:00:00Z", {10, 11}));
+  }
+  for (const char* column : {"threads", "n_depth", "tok_s_mean", "roofline_pct"}) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string sql = std::string("UPDATE runs SET ") + column + " = 'eight'";
+    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+    {
+      const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
+      try {
+        (void)db.runs();
+        ADD_FAILURE() << column << ": read as a number";
+      } catch (const HistoryError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("column ") + column + " is not a number"),
+                  std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+      }
+    }
+    raw = nullptr;  // a number again, written as text: SQLite stores it as the number
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string fix = std::string("UPDATE runs SET ") + column + " = '2'";
+    ASSERT_EQ(sqlite3_exec(raw, fix.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+    const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
+    EXPECT_NO_THROW((void)db.runs()) << column;
+  }
+  const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
+  EXPECT_EQ(db.runs().at(0).record.threads, 2);
+}
+
 TEST(HistoryDb, AppendWithoutALogStoresTheRowOnly) {
   TempDir dir;
   HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);
