@@ -140,6 +140,27 @@ TEST(HistoryDb, DatesAreCheckedAsTheFiltersCompareThem) {
   EXPECT_EQ(history_date_error("2025-02-29"), "'2025-02-29': 2025-02 has no day 29");
 }
 
+// Sets `column` of every runs row to the SQL literal `value` behind pacer's back.
+void damage_runs(const fs::path& path, const std::string& column, const std::string& value) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  const std::string sql = "UPDATE runs SET " + column + " = " + value;
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(raw);
+}
+
+// Reading the runs of `path` throws a HistoryError naming the file and containing `want`.
+void expect_runs_refused(const fs::path& path, const std::string& want) {
+  const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
+  try {
+    (void)db.runs();
+    ADD_FAILURE() << want << ": the row was read";
+  } catch (const HistoryError& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+}
+
 TEST(HistoryDb, ADamagedRowIsAnErrorNamingItNotAnEmptyList) {
   TempDir dir;
   const auto path = dir.path() / "h.sqlite";
@@ -147,26 +168,10 @@ TEST(HistoryDb, ADamagedRowIsAnErrorNamingItNotAnEmptyList) {
     HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadWrite);
     db.append(make_record("2026-11-20T10:00:00Z", {10, 11}));
   }
-  for (const char* column : {"tok_s", "flags", "cpus"}) {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    const std::string sql = std::string("UPDATE runs SET ") + column + " = '[NaN, 1'";
-    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
-    const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
-    try {
-      (void)db.runs();
-      ADD_FAILURE() << column << ": read as a list";
-    } catch (const HistoryError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("column ") + column), std::string::npos)
-          << e.what();
-      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
-    }
-    raw = nullptr;  // repair it for the next column
-    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    const std::string fix = std::string("UPDATE runs SET ") + column + " = '[]'";
-    ASSERT_EQ(sqlite3_exec(raw, fix.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
+  for (const std::string column : {"tok_s", "flags", "cpus"}) {
+    damage_runs(path, column, "'[NaN, 1'");
+    expect_runs_refused(path, "column " + column);
+    damage_runs(path, column, "'[]'");  // repaired for the next column
   }
 }
 
@@ -179,29 +184,10 @@ TEST(HistoryDb, ANumberColumnHoldingTextIsAnErrorNotAZero) {
     HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadWrite);
     db.append(make_record("2026-11-20T10:00:00Z", {10, 11}));
   }
-  for (const char* column : {"threads", "n_depth", "tok_s_mean", "roofline_pct"}) {
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    const std::string sql = std::string("UPDATE runs SET ") + column + " = 'eight'";
-    ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
-    {
-      const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
-      try {
-        (void)db.runs();
-        ADD_FAILURE() << column << ": read as a number";
-      } catch (const HistoryError& e) {
-        EXPECT_NE(std::string(e.what()).find(std::string("column ") + column + " is not a number"),
-                  std::string::npos)
-            << e.what();
-        EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
-      }
-    }
-    raw = nullptr;  // a number again, written as text: SQLite stores it as the number
-    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-    const std::string fix = std::string("UPDATE runs SET ") + column + " = '2'";
-    ASSERT_EQ(sqlite3_exec(raw, fix.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(raw);
+  for (const std::string column : {"threads", "n_depth", "tok_s_mean", "roofline_pct"}) {
+    damage_runs(path, column, "'eight'");
+    expect_runs_refused(path, "column " + column + " is not a number");
+    damage_runs(path, column, "'2'");  // a number written as text: SQLite stores the number
     const HistoryDb db = HistoryDb::open(path, HistoryDb::Mode::ReadOnly);
     EXPECT_NO_THROW((void)db.runs()) << column;
   }
