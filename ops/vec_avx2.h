@@ -70,11 +70,6 @@ struct VecF32 {
     std::memcpy(buf, p, static_cast<size_t>(rem) * sizeof(uint16_t));
     return load_bf16(buf);
   }
-  // kLanes int8 from q as floats.
-  static Reg load_i8(const int8_t* q) {
-    const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
-  }
   // kLanes int8 from q, times `scale` (a Q8_0 block's part).
   static Reg load_q8(const int8_t* q, Reg scale) {
     const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
