@@ -494,6 +494,10 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
                    a.run.idle_prefetch, b.run.idle_prefetch);
   compare_recorded(work, "GEMV streams per worker (PACER_GEMV_STREAMS)", a.run.gemv_streams,
                    b.run.gemv_streams);
+  compare_recorded(work,
+                   "16-row GEMVs' streams, prefetch and page touch (PACER_GEMV_STREAMS, "
+                   "PACER_PREFETCH, PACER_PAGE_TOUCH)",
+                   a.run.x16_gemv, b.run.x16_gemv);
   compare_recorded(work, "GEMV software prefetch (PACER_PREFETCH)", a.run.gemv_prefetch,
                    b.run.gemv_prefetch);
   compare_recorded(work, "Q4_0/K-quant GEMV software prefetch (PACER_PREFETCH)",

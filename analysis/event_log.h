@@ -204,6 +204,9 @@ struct Header {
     std::optional<bool> vnni, amx, bf16_dot, gemv_prefetch, gemv_prefetch_unpacking, work_stealing,
         idle_prefetch;
     std::optional<int64_t> gemv_streams, repacked_matrices;
+    // run.x16_gemv as one line: "bf16 1 stream, prefetch, page touch 8192 B; ...; q8_0 ..."
+    // (types in name order).
+    std::optional<std::string> x16_gemv;
   } run;
   struct Host {
     std::string hostname, cpu_model, microcode, kernel, governor;  // governor empty when null

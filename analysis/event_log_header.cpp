@@ -74,6 +74,29 @@ void take_array(const json& obj, std::string_view where, std::string_view key,
   }
 }
 
+// run.x16_gemv ({type: {streams, prefetch, page_touch}}) as one line of text, or nothing.
+std::optional<std::string> x16_gemv_text(const json& run, std::string_view where) {
+  const json* v = member(run, eventlog::run_key::kX16Gemv);
+  if (!v) return std::nullopt;
+  if (!v->is_object()) wrong_type(where, eventlog::run_key::kX16Gemv, "an object");
+  std::string out;
+  const std::string inside = fmt::format("{}{}.", where, eventlog::run_key::kX16Gemv);
+  for (const auto& [type, plan] : v->items()) {
+    if (!plan.is_object()) wrong_type(inside, type, "an object");
+    const std::string at = fmt::format("{}{}.", inside, type);
+    std::optional<int64_t> streams, page_touch;
+    std::optional<bool> prefetch;
+    take(plan, at, "streams", streams);
+    take(plan, at, "prefetch", prefetch);
+    take(plan, at, "page_touch", page_touch);
+    out += fmt::format(
+        "{}{} {} stream{}{}{}", out.empty() ? "" : "; ", type, streams.value_or(0),
+        streams.value_or(0) == 1 ? "" : "s", prefetch.value_or(false) ? ", prefetch" : "",
+        page_touch.value_or(0) > 0 ? fmt::format(", page touch {} B", *page_touch) : std::string());
+  }
+  return out;
+}
+
 const json& object_or_empty(const json& obj, std::string_view key) {
   static const json kEmpty = json::object();
   const json* v = member(obj, key);
@@ -134,6 +157,7 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kGemvPrefetch, h.run.gemv_prefetch);
   take(r, rw, rk::kGemvPrefetchUnpacking, h.run.gemv_prefetch_unpacking);
   take(r, rw, rk::kGemvStreams, h.run.gemv_streams);
+  h.run.x16_gemv = x16_gemv_text(r, rw);
   take(r, rw, rk::kWorkStealing, h.run.work_stealing);
   take(r, rw, rk::kIdlePrefetch, h.run.idle_prefetch);
   take(r, rw, rk::kRepackedMatrices, h.run.repacked_matrices);

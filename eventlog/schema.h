@@ -200,6 +200,7 @@ inline constexpr std::string_view kRepackedMatrices = "repacked_matrices";
 inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
 inline constexpr std::string_view kGemvPrefetchUnpacking = "gemv_prefetch_unpacking";
 inline constexpr std::string_view kGemvStreams = "gemv_streams";
+inline constexpr std::string_view kX16Gemv = "x16_gemv";  // {type: {streams, prefetch, page_touch}}
 inline constexpr std::string_view kWorkStealing = "work_stealing";
 inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
 inline constexpr std::string_view kKvType = "kv_type";
@@ -227,6 +228,7 @@ inline constexpr std::array kAll{kThreads,
                                  kGemvPrefetch,
                                  kGemvPrefetchUnpacking,
                                  kGemvStreams,
+                                 kX16Gemv,
                                  kWorkStealing,
                                  kIdlePrefetch,
                                  kKvType,

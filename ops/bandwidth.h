@@ -15,13 +15,14 @@ namespace pacer::ops {
 // slice first touched by its reader) is streamed by every variant of the read loop -- load width
 // (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (1-16,
 // as a GEMV reads several weight rows at once), lines read from one stream before the next (1, or
-// a burst of 16 as the interleaved GEMVs read a group's block) and software prefetch distance (0
+// a burst of 16 as the interleaved GEMVs read a group's block), software prefetch distance (0
 // or 1024 B, then 256, 512, 2048 and 4096 B at the stream count and load width of the best
-// prefetching loop) -- and the best pass of the best variant is the figure. A decode that beats it
-// means the probe failed, not that the decode is above the limit. Threads are pinned to `cpus`
-// (thread t to cpus[t % size]) when given, so the figure is for the placement a run uses. Pick
-// bytes far larger than the last-level cache (e.g. 1 GiB). On a shared machine the figure is low (a
-// pass spans many time slices).
+// prefetching loop) and the page touch 8 KiB ahead (1, 2 and 4 streams prefetching 1024 B, then
+// as the refinement's base) -- and the best pass of the best variant is the figure. A decode that
+// beats it means the probe failed, not that the decode is above the limit. Threads are pinned to
+// `cpus` (thread t to cpus[t % size]) when given, so the figure is for the placement a run uses.
+// Pick bytes far larger than the last-level cache (e.g. 1 GiB). On a shared machine the figure is
+// low (a pass spans many time slices).
 struct BandwidthOptions {
   int threads = 1;
   size_t bytes = size_t{1} << 30;
@@ -86,11 +87,13 @@ double measure_read_bandwidth_gbs(int threads, size_t bytes, int reps);
 
 // The per-ISA read loops (bandwidth_avx2.cpp, bandwidth_avx512.cpp): sum of the 64-bit words of
 // [p, p + bytes) read as `streams` (1, 2, 4, 8 or 16) concurrent sequential streams, `burst` (>= 1)
-// 64-byte lines of one stream before the next, each prefetching `prefetch` bytes ahead (0: none);
-// bytes a multiple of 64, p 64-byte aligned.
+// 64-byte lines of one stream before the next, each prefetching `prefetch` bytes ahead (0: none)
+// and, with `page_touch` > 0, the first line of each 4 KiB page as the point `page_touch` bytes
+// ahead reaches it (the 16-row GEMVs' page touch, ops/isa.h X16GemvPlan); bytes a multiple of 64,
+// p 64-byte aligned.
 uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t burst,
-                        size_t prefetch);
+                        size_t prefetch, size_t page_touch);
 uint64_t sum_words_avx512(const std::byte* p, size_t bytes, int streams, size_t burst,
-                          size_t prefetch);
+                          size_t prefetch, size_t page_touch);
 
 }  // namespace pacer::ops

@@ -9,7 +9,8 @@ namespace pacer::ops {
 namespace {
 
 template <int S>
-uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t prefetch) {
+uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t prefetch,
+                     size_t page_touch) {
   const size_t step = 64 * burst;
   const size_t part = bytes / S / step * step;
   const std::byte* s[S];
@@ -23,6 +24,10 @@ uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t pref
       for (size_t at = off; at < off + step; at += 64) {
         if (prefetch != 0)
           _mm_prefetch(reinterpret_cast<const char*>(s[k] + at + prefetch), _MM_HINT_T0);
+        if (page_touch != 0 &&
+            (reinterpret_cast<uintptr_t>(s[k] + at + page_touch) & uintptr_t{4095}) == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(s[k] + at + page_touch), _MM_HINT_T0);
+        }
         const auto* line = reinterpret_cast<const __m256i*>(s[k] + at);
         acc[k] = _mm256_add_epi64(
             acc[k], _mm256_add_epi64(_mm256_load_si256(line), _mm256_load_si256(line + 1)));
@@ -41,18 +46,18 @@ uint64_t sum_streams(const std::byte* p, size_t bytes, size_t burst, size_t pref
 }  // namespace
 
 uint64_t sum_words_avx2(const std::byte* p, size_t bytes, int streams, size_t burst,
-                        size_t prefetch) {
+                        size_t prefetch, size_t page_touch) {
   switch (streams) {
     case 1:
-      return sum_streams<1>(p, bytes, burst, prefetch);
+      return sum_streams<1>(p, bytes, burst, prefetch, page_touch);
     case 2:
-      return sum_streams<2>(p, bytes, burst, prefetch);
+      return sum_streams<2>(p, bytes, burst, prefetch, page_touch);
     case 4:
-      return sum_streams<4>(p, bytes, burst, prefetch);
+      return sum_streams<4>(p, bytes, burst, prefetch, page_touch);
     case 8:
-      return sum_streams<8>(p, bytes, burst, prefetch);
+      return sum_streams<8>(p, bytes, burst, prefetch, page_touch);
     default:
-      return sum_streams<16>(p, bytes, burst, prefetch);
+      return sum_streams<16>(p, bytes, burst, prefetch, page_touch);
   }
 }
 

@@ -44,6 +44,38 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
   for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
 }
 
+// The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type.
+constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
+  switch (t) {
+    case WeightType::Q8_0:
+      return X16Gemv::Q8_0;
+    case WeightType::Q4_K:
+      return X16Gemv::Q4_K;
+    case WeightType::Q5_K:
+      return X16Gemv::Q5_K;
+    case WeightType::Q6_K:
+      return X16Gemv::Q6_K;
+    case WeightType::F16:
+      return X16Gemv::F16;
+    case WeightType::BF16:
+      return X16Gemv::BF16;
+    default:
+      return X16Gemv::Q4_0;
+  }
+}
+
+// A stream's page touch (X16GemvPlan::page_touch, isa.h): after a step of `step` bytes that left
+// the stream at `pos`, loads the first line of each 4 KiB page that the point `distance` bytes
+// ahead entered during the step (a prefetch: it never faults, past the matrix included). The
+// first line, not the line at the crossing: on the Zen 5 VM the latter gained a third as much.
+inline void touch_pages_ahead(const std::byte* pos, int64_t step, int64_t distance) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(pos) + static_cast<uintptr_t>(distance);
+  for (uintptr_t p = (a - static_cast<uintptr_t>(step) + 4096) & ~uintptr_t{4095}; p <= a;
+       p += 4096) {
+    __builtin_prefetch(reinterpret_cast<const void*>(p), 0, 3);
+  }
+}
+
 // For GEMVs of nr rows in tiles of `rows_per_tile`: calls tile(j, per_stream) for j in
 // [0, per_stream), where the tile's rows are j, j + per_stream, j + 2 per_stream, ... (row step
 // per_stream, outputs likewise). Returns the first row it did not cover (0 when nr is too small
@@ -100,12 +132,14 @@ void x16_gemv_stream_groups(const std::byte* groups, int64_t n_groups, int64_t g
   }
 }
 
-// x16_gemv_stream_groups with S = `streams` (2 or 4, x16_gemv_streams() in isa.h) chosen at
+// x16_gemv_stream_groups with S = `streams` (1, 2 or 4: X16GemvPlan::streams in isa.h) chosen at
 // run time.
 template <class Run>
 void x16_gemv_stream_groups(int streams, const std::byte* groups, int64_t n_groups,
                             int64_t group_bytes, float* out, const Run& run) {
-  if (streams == 2) {
+  if (streams == 1) {
+    x16_gemv_stream_groups<1>(groups, n_groups, group_bytes, out, run);
+  } else if (streams == 2) {
     x16_gemv_stream_groups<2>(groups, n_groups, group_bytes, out, run);
   } else {
     x16_gemv_stream_groups<4>(groups, n_groups, group_bytes, out, run);

@@ -61,7 +61,7 @@ inline int32_t act_dword(const int8_t* q, int j) {
 // equals the GEMV per token bit for bit. out[s] + t * out_stride: group s's 16 outputs of token t.
 template <class Layout, int S, int T>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, float* const* out,
-                 int64_t out_stride, bool prefetch) {
+                 int64_t out_stride, bool prefetch, int64_t page_touch) {
   constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
   __m512 acc[S][T];
   for (int s = 0; s < S; ++s) {
@@ -69,6 +69,11 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
   }
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t pair_off = b / 2 * kPairBytes;
+    if (page_touch > 0) {
+      for (int s = 0; s < S; ++s) {
+        touch_pages_ahead(group[s] + b * (kPairBytes / 2), kPairBytes / 2, page_touch);
+      }
+    }
     if (prefetch && b % 2 == 0) {
       for (int s = 0; s < S; ++s) {
         const char* ahead =
@@ -117,13 +122,13 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 32;
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
   const ActQ8Row x = act_q8_row(act, n);
-  // Groups from 2 or 4 far-apart stretches at a time (ops/gemv_streams.h, x16_gemv_streams() in
-  // ops/isa.h): one sequential stream per core leaves DRAM bandwidth unused.
-  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out,
+  // Groups from 1, 2 or 4 far-apart stretches at a time (ops/gemv_streams.h), prefetched and
+  // touched ahead as this CPU's plan for the type says (x16_gemv_plan() in ops/isa.h).
+  const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
+  x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<Layout, decltype(streams)::value, 1>(
-                               nb, group, &x, outs, 0,
-                               gemv_software_prefetch(gemv_kernel_class(Layout::kType)));
+                               nb, group, &x, outs, 0, plan.prefetch, plan.page_touch);
                          });
 }
 
@@ -135,13 +140,13 @@ void gemm_few_x16(int64_t n, const std::byte* groups, int64_t n_groups, const st
                   int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
   const int64_t nb = n / 32;
   const int64_t group_bytes = x16_group_bytes(Layout::kType, n);
-  const bool prefetch = gemv_software_prefetch(gemv_kernel_class(Layout::kType));
+  const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
   // Meant for nt < kX16FewTokensMax; a longer call (a direct caller's) runs in such slices.
   for (int64_t t0 = 0; t0 < nt; t0 += kX16FewTokensMax - 1) {
     const int64_t slice = std::min(nt - t0, kX16FewTokensMax - 1);
     ActQ8Row x[kX16FewTokensMax];
     for (int64_t t = 0; t < slice; ++t) x[t] = act_q8_row(act + (t0 + t) * act_stride, n);
-    x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, group_bytes, out + t0 * out_stride,
+    x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out + t0 * out_stride,
                            [&](auto streams, const std::byte* const* group, float* const* outs) {
                              constexpr int kS = decltype(streams)::value;
                              int64_t t = 0;
@@ -150,7 +155,8 @@ void gemm_few_x16(int64_t n, const std::byte* groups, int64_t n_groups, const st
                                float* ot[kS];
                                for (int s = 0; s < kS; ++s) ot[s] = outs[s] + t * out_stride;
                                gemv_groups<Layout, kS, kT>(nb, group, x + t, ot, out_stride,
-                                                           prefetch && t == 0);
+                                                           plan.prefetch && t == 0,
+                                                           t == 0 ? plan.page_touch : 0);
                                t += kT;
                              };
                              while (slice - t >= 4) pass(std::integral_constant<int, 4>{});

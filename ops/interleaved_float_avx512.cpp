@@ -28,6 +28,7 @@ namespace {
 // layouts): F16 one column per 32 bytes, BF16 a column pair per 64 bytes (dword i = row i's
 // elements 2p, 2p + 1), widened by a shift (even) or a mask (odd).
 struct F16Columns {
+  static constexpr X16Gemv kKind = X16Gemv::F16;
   static int64_t group_bytes(int64_t n) { return 32 * n; }
   template <int Parity>
   static __m512 load(const std::byte* group, int64_t c) {
@@ -35,6 +36,7 @@ struct F16Columns {
   }
 };
 struct BF16PairColumns {
+  static constexpr X16Gemv kKind = X16Gemv::BF16;
   static int64_t group_bytes(int64_t n) { return 64 * ((n + 1) / 2); }
   template <int Parity>
   static __m512 load(const std::byte* group, int64_t c) {
@@ -64,7 +66,7 @@ constexpr int64_t kPrefetchBytes = 2048;
 // the same bits; tests/ops/interleaved_float_test.cpp).
 template <class Columns, int S, int T, bool Prefetch = false>
 void x16_float_tile(int64_t n, const std::byte* const* group, const float* const* x,
-                    float* const* out, int64_t out_stride) {
+                    float* const* out, int64_t out_stride, int64_t page_touch = 0) {
   __m512 acc[S][T][4];
   for (int s = 0; s < S; ++s) {
     for (int t = 0; t < T; ++t) {
@@ -81,6 +83,12 @@ void x16_float_tile(int64_t n, const std::byte* const* group, const float* const
   };
   int64_t c = 0;
   for (; c + kColumnsPerStep <= n; c += kColumnsPerStep) {  // c even: parity is k's
+    if (page_touch > 0) {
+      for (int s = 0; s < S; ++s) {
+        touch_pages_ahead(group[s] + Columns::group_bytes(c), Columns::group_bytes(kColumnsPerStep),
+                          page_touch);
+      }
+    }
     if constexpr (Prefetch) {
       // The lines of this step's columns kPrefetchBytes further on in each group (c is even, so
       // group_bytes(c) is where column c starts in both layouts).
@@ -108,23 +116,25 @@ void x16_float_tile(int64_t n, const std::byte* const* group, const float* const
   }
 }
 
-// The GEMV: 4 far-apart groups per step (gemv_streams.h), on every CPU. On Zen 4, where the
-// quantized layouts read best with 2 streams, 2 were 0-10 % slower here: a group is a single
-// stream and its 32 bytes per column are read at half a quantized group's rate per FMA. Software
-// prefetch where gemv_software_prefetch() says so (off on AMD, as for the other GEMVs).
+// The GEMV: far-apart groups per step (gemv_streams.h), software prefetch and the page touch as
+// this CPU's plan says (x16_gemv_plan in isa.h): 4 streams everywhere but on AMD Zen 5 and later
+// (one stream with the touch). On Zen 4, where the quantized layouts read best with 2 streams, 2
+// were 0-10 % slower here: a group is a single stream and its 32 bytes per column are read at
+// half a quantized group's rate per FMA.
 template <class Columns>
 void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act, float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
-  const bool prefetch = gemv_software_prefetch();
-  x16_gemv_stream_groups<4>(groups, n_groups, Columns::group_bytes(n), out,
-                            [&](auto streams, const std::byte* const* group, float* const* outs) {
-                              constexpr int kS = decltype(streams)::value;
-                              if (prefetch) {
-                                x16_float_tile<Columns, kS, 1, true>(n, group, &x, outs, 0);
-                              } else {
-                                x16_float_tile<Columns, kS, 1>(n, group, &x, outs, 0);
-                              }
-                            });
+  const X16GemvPlan plan = x16_gemv_plan(Columns::kKind);
+  x16_gemv_stream_groups(plan.streams, groups, n_groups, Columns::group_bytes(n), out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
+                           constexpr int kS = decltype(streams)::value;
+                           if (plan.prefetch) {
+                             x16_float_tile<Columns, kS, 1, true>(n, group, &x, outs, 0,
+                                                                  plan.page_touch);
+                           } else {
+                             x16_float_tile<Columns, kS, 1>(n, group, &x, outs, 0, plan.page_touch);
+                           }
+                         });
 }
 
 // Below kX16FewTokensMax tokens the GEMM is a GEMV over several tokens: it reads the weights from

@@ -243,11 +243,16 @@ inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& c
 // within the noise of that test, not taken.)
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
-                 float* const* out, int64_t prefetch_blocks) {
+                 float* const* out, int64_t prefetch_blocks, int64_t page_touch) {
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const ActBlock a = act_block(x[b]);
+    if (page_touch > 0) {
+      for (int s = 0; s < S; ++s) {
+        touch_pages_ahead(group[s] + b * kBlockBytes<Bits>, kBlockBytes<Bits>, page_touch);
+      }
+    }
     const std::byte* sb[S];
     const std::byte* ahead[S];
     Scales16 sc[S];
@@ -332,11 +337,11 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const Controls ctl = controls();
-  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, nb * kBlockBytes<Bits>, out,
+  const X16GemvPlan plan = x16_gemv_plan(Bits == 4 ? X16Gemv::Q4_K : X16Gemv::Q5_K);
+  x16_gemv_stream_groups(plan.streams, groups, n_groups, nb * kBlockBytes<Bits>, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<Bits, decltype(streams)::value>(
-                               nb, group, x, ctl, outs,
-                               gemv_software_prefetch(GemvKernelClass::Unpacking) ? 1 : 0);
+                               nb, group, x, ctl, outs, plan.prefetch ? 1 : 0, plan.page_touch);
                          });
 }
 

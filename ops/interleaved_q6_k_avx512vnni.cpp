@@ -171,11 +171,16 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
 // 32000x2048 1.11x, 2048x5632 1.08x.
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
-                 int64_t prefetch_pairs) {
+                 int64_t prefetch_pairs, int64_t page_touch) {
   constexpr int64_t kEighth = kX16Q6KPairBytes / 8;
   __m512 acc[S];
   for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (page_touch > 0) {
+      for (int s = 0; s < S; ++s) {
+        touch_pages_ahead(group[s] + b * (kX16Q6KPairBytes / 2), kX16Q6KPairBytes / 2, page_touch);
+      }
+    }
     GroupOffsets off;
     group_offsets(x[b], off);
     const GroupOffsets* offp = &off;
@@ -228,11 +233,11 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, float* out) {
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
-  x16_gemv_stream_groups(x16_gemv_streams(), groups, n_groups, x16_group_bytes(WeightType::Q6_K, n),
-                         out, [&](auto streams, const std::byte* const* group, float* const* outs) {
+  const X16GemvPlan plan = x16_gemv_plan(X16Gemv::Q6_K);
+  x16_gemv_stream_groups(plan.streams, groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
+                         [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<decltype(streams)::value>(
-                               nb, group, x, outs,
-                               gemv_software_prefetch(GemvKernelClass::Unpacking) ? 1 : 0);
+                               nb, group, x, outs, plan.prefetch ? 1 : 0, plan.page_touch);
                          });
 }
 

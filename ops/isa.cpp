@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -127,16 +128,64 @@ std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const cha
   return cpu.family >= kAmdZen5Family ? "AMD Zen 5 and later" : "AMD before Zen 5";
 }
 
-int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept {
-  if (env && std::strcmp(env, "2") == 0) return 2;
-  if (env && std::strcmp(env, "4") == 0) return 4;
-  return cpu.amd ? 2 : 4;
+std::string_view x16_gemv_name(X16Gemv k) noexcept {
+  switch (k) {
+    case X16Gemv::Q4_0:
+      return "q4_0";
+    case X16Gemv::Q8_0:
+      return "q8_0";
+    case X16Gemv::Q4_K:
+      return "q4_K";
+    case X16Gemv::Q5_K:
+      return "q5_K";
+    case X16Gemv::Q6_K:
+      return "q6_K";
+    case X16Gemv::F16:
+      return "f16";
+    case X16Gemv::BF16:
+      return "bf16";
+  }
+  return "?";
 }
 
-int x16_gemv_streams() noexcept {
-  static const int streams =
-      x16_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS"));
-  return streams;
+X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvEnv& env) noexcept {
+  const bool is_float = k == X16Gemv::F16 || k == X16Gemv::BF16;
+  const GemvKernelClass cls =
+      is_float || k == X16Gemv::Q8_0 ? GemvKernelClass::Streaming : GemvKernelClass::Unpacking;
+  X16GemvPlan plan;
+  plan.prefetch = gemv_software_prefetch_rule(cpu, nullptr, cls);
+  if (cpu.amd && cpu.family >= kAmdZen5Family) {
+    plan.streams = k == X16Gemv::Q4_K ? 2 : 1;
+    plan.page_touch = k == X16Gemv::Q4_K ? 0 : kZen5PageTouchBytes;
+  } else {
+    plan.streams = cpu.amd && !is_float ? 2 : 4;
+  }
+  if (env.streams && std::strcmp(env.streams, "1") == 0) plan.streams = 1;
+  if (env.streams && std::strcmp(env.streams, "2") == 0) plan.streams = 2;
+  if (env.streams && std::strcmp(env.streams, "4") == 0) plan.streams = 4;
+  if (env.prefetch && std::strcmp(env.prefetch, "0") == 0) plan.prefetch = false;
+  if (env.prefetch && std::strcmp(env.prefetch, "1") == 0) plan.prefetch = true;
+  if (env.page_touch) {
+    char* end = nullptr;
+    const long long bytes = std::strtoll(env.page_touch, &end, 10);
+    if (end != env.page_touch && *end == '\0' && bytes >= 0 && bytes <= (1 << 20)) {
+      plan.page_touch = bytes;
+    }
+  }
+  return plan;
+}
+
+X16GemvPlan x16_gemv_plan(X16Gemv k) noexcept {
+  static const auto plans = [] {
+    const X16GemvEnv env{std::getenv("PACER_GEMV_STREAMS"), std::getenv("PACER_PREFETCH"),
+                         std::getenv("PACER_PAGE_TOUCH")};
+    std::array<X16GemvPlan, std::size(kX16GemvKinds)> p{};
+    for (X16Gemv g : kX16GemvKinds) {
+      p[static_cast<size_t>(g)] = x16_gemv_plan_rule(detect_cpu_features(), g, env);
+    }
+    return p;
+  }();
+  return plans[static_cast<size_t>(k)];
 }
 
 bool gemv_software_prefetch(GemvKernelClass cls) noexcept {

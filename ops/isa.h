@@ -1,6 +1,7 @@
 #pragma once
 // Run-time instruction-set selection. Chosen from CPUID *and* the register state the OS enabled
 // (XGETBV), so a kernel never runs where the OS would fault on its registers.
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -64,15 +65,52 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
 // Which line of that rule decided, for reports: "PACER_PREFETCH=0", "AMD before Zen 5", "AMD Zen 5
 // and later" or "not AMD".
 std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const char* env) noexcept;
-// How many far-apart streams of 16-row groups one worker of the interleaved GEMVs (Q4_0, Q8_0,
-// Q4_K, Q5_K, Q6_K; ops/interleaved.h) reads at once: 2 on AMD, 4 elsewhere. One Zen 4 core streams
-// a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4 (Q5_K ~33 vs ~31; Q4_K and Q4_0 the
-// same), and TinyLlama Q8_0 decodes 6-10 % faster with 2, while on Sapphire Rapids the interleaved
-// Q4_0 GEMV gained from 2 to 4 (1.05x -> 1.2x the row-major kernel). Chosen once per process by
-// that table; PACER_GEMV_STREAMS=2/4 overrides. The event log header's run.gemv_streams records the
-// choice.
-int x16_gemv_streams() noexcept;
-int x16_gemv_streams_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// The 16-row interleaved GEMV kernels of the AVX-512 tier (ops/interleaved.h), for the choices
+// of x16_gemv_plan().
+enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 };
+inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gemv::Q4_K,
+                                            X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::F16,
+                                            X16Gemv::BF16};
+std::string_view x16_gemv_name(X16Gemv k) noexcept;  // "q4_0", "q4_K", ..., "f16", "bf16"
+
+// How one of those kernels reads its weights from DRAM.
+//  - streams: far-apart stretches of groups one worker reads at once (gemv_streams.h).
+//  - prefetch: software prefetch of the lines 1-4 KiB ahead of each stream.
+//  - page_touch: bytes ahead at which each stream touches the first line of every 4 KiB page
+//    (0: none).
+// The table, chosen once per process:
+//  - Not AMD (Sapphire Rapids): 4 streams, prefetch on, no touch. The interleaved Q4_0 GEMV gained
+//    from 2 to 4 streams there (1.05x -> 1.2x the row-major kernel).
+//  - AMD before Zen 5: 2 streams for the quantized kernels (one Zen 4 core streams a cold
+//    32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4, and TinyLlama Q8_0 decodes 6-10 % faster
+//    with 2), 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
+//  - AMD Zen 5 and later: one stream and a touch 8 KiB ahead, prefetch per the class rule (Q4_0
+//    and the K-quants on, Q8_0 and F16/BF16 off), except Q4_K: 2 streams, no touch. One Zen 5 core
+//    (the dev VM) keeps only ~0.75 of a plain read's lines in flight under a GEMV's arithmetic,
+//    with any stream count, prefetch distance or hint tried; a load of each page's first line two
+//    pages ahead lifts one stream to ~0.96 of the best read loop (which, touching too,
+//    reads 1.05-1.08x the best one without). The line at the point of crossing a page gained a
+//    third as much, and with 2 streams the same touch lost (TinyLlama Q4_0 decode 0.85x). Decode on
+//    one core against the table before (2 streams, no touch): Q4_0 1.17-1.21x, Q8_0 1.25-1.30x,
+//    Q5_K_M 1.09-1.12x, Q4_K_M 1.05x, F16 1.10-1.34x, BF16 1.04-1.09x. Q4_K's kernel has too little
+//    independent work for one stream (a cold 5632x2048 matrix 0.8-0.9x); its touch at 2 streams was
+//    level.
+// PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override every
+// kernel's choice. The event log header's run.x16_gemv (and run.gemv_streams, Q4_0's) records it.
+struct X16GemvPlan {
+  int streams = 4;
+  bool prefetch = true;
+  int64_t page_touch = 0;
+};
+struct X16GemvEnv {  // the environment's overrides (null: not set)
+  const char* streams = nullptr;
+  const char* prefetch = nullptr;
+  const char* page_touch = nullptr;
+};
+inline constexpr int64_t kZen5PageTouchBytes = 8192;
+X16GemvPlan x16_gemv_plan(X16Gemv k) noexcept;
+X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
+                               const X16GemvEnv& env) noexcept;  // the rule
 // Whether the prefill GEMMs of repacked BF16 weights (8 tokens or more) round the activations to
 // bf16 and multiply on vdpbf16ps, as llama.cpp does, rather than in exact fp32. Needs
 // AVX512_BF16; then a table: on for AMD (one Zen 4 core, TinyLlama BF16 pp64 47.5 -> 99 tok/s),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "ops/f32.h"
 #include "ops/matmul.h"
@@ -122,15 +123,32 @@ KernelSet KernelSet::for_isa(Isa requested) {
       ks.x16_q8_0_.gemm_prepared = gemm_prepared_q8_0x16_q8_0_avx512vnni;
     }
   }
-  // (Set last: the F16/BF16 assignments above replace whole structs.) The quant GEMVs read 2 or 4
-  // stretches (x16_gemv_streams(); AVX2: always 2, kX16Avx2GemvStreams), the float ones 4
-  // (interleaved_float_avx512.cpp), the scalar references 1.
-  for (X16Kernels* k :
-       {&ks.x16_q4_0_, &ks.x16_q8_0_, &ks.x16_q4_K_, &ks.x16_q5_K_, &ks.x16_q6_K_}) {
-    k->gemv_streams = vnni ? x16_gemv_streams() : avx2 ? kX16Avx2GemvStreams : 1;
+  // (Set last: the F16/BF16 assignments above replace whole structs.) The AVX-512 GEMVs read the
+  // stretches of this CPU's plan (x16_gemv_plan() in isa.h), the AVX2 ones always 2
+  // (kX16Avx2GemvStreams), the scalar references 1.
+  const std::pair<X16Kernels*, X16Gemv> quant[] = {{&ks.x16_q4_0_, X16Gemv::Q4_0},
+                                                   {&ks.x16_q8_0_, X16Gemv::Q8_0},
+                                                   {&ks.x16_q4_K_, X16Gemv::Q4_K},
+                                                   {&ks.x16_q5_K_, X16Gemv::Q5_K},
+                                                   {&ks.x16_q6_K_, X16Gemv::Q6_K}};
+  auto follow = [](X16Kernels* k, X16Gemv kind) {
+    const X16GemvPlan plan = x16_gemv_plan(kind);
+    k->gemv_streams = plan.streams;
+    k->gemv_prefetch = plan.prefetch;
+    k->gemv_page_touch = plan.page_touch;
+  };
+  for (const auto& [k, kind] : quant) {
+    if (vnni) {
+      follow(k, kind);
+    } else if (avx2) {
+      k->gemv_streams = kX16Avx2GemvStreams;
+      k->gemv_prefetch = gemv_software_prefetch(kind == X16Gemv::Q8_0 ? GemvKernelClass::Streaming
+                                                                      : GemvKernelClass::Unpacking);
+    }
   }
-  for (X16Kernels* k : {&ks.x16_f16_, &ks.x16_bf16_}) {
-    k->gemv_streams = ks.isa_ == Isa::Avx512 ? 4 : 1;
+  if (ks.isa_ == Isa::Avx512) {
+    follow(&ks.x16_f16_, X16Gemv::F16);
+    follow(&ks.x16_bf16_, X16Gemv::BF16);
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
   ks.attention_ = &attention_kernels(ks.isa_, vnni);
@@ -157,6 +175,16 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::F16) return x16_f16_;
   if (t == WeightType::BF16) return x16_bf16_;
   throw MatmulError("matmul: no interleaved kernels for type " + std::string(type_name(t)));
+}
+
+std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
+  std::vector<X16GemvChoice> out;
+  for (WeightType t : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K,
+                       WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
+    const X16Kernels& k = x16(t);
+    out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch});
+  }
+  return out;
 }
 
 }  // namespace pacer::ops

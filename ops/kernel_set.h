@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ops/attention_kernels.h"
 #include "ops/elementwise_kernels.h"
@@ -52,9 +53,21 @@ struct X16Kernels {
   // Far-apart stretches the GEMV reads its groups from at a time (gemv_streams.h), for the plan
   // of the workers' prefetch (matmul_prefetch_plan) to walk them in the GEMV's order.
   int gemv_streams = 1;
+  // What else the GEMV does ahead of its streams (X16GemvPlan in isa.h), for the event log
+  // header and bench: software prefetch, and the page touch's distance in bytes (0: none).
+  bool gemv_prefetch = false;
+  int64_t gemv_page_touch = 0;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;
   }
+};
+
+// How one interleaved GEMV reads its weights, as KernelSet::x16_gemv_choices() reports it.
+struct X16GemvChoice {
+  WeightType type = WeightType::Q4_0;
+  int streams = 1;
+  bool prefetch = false;
+  int64_t page_touch = 0;
 };
 
 class KernelSet {
@@ -69,6 +82,9 @@ class KernelSet {
   const MatmulKernels& matmul(WeightType t) const;
   // Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 interleaved by 16 rows; MatmulError for others.
   const X16Kernels& x16(WeightType t) const;
+  // Each interleaved GEMV's streams, prefetch and page touch (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16,
+  // BF16), for the event log header and bench.
+  std::vector<X16GemvChoice> x16_gemv_choices() const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }
 

@@ -195,8 +195,9 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.matmul_bytes_per_token = model.weights().matmul_bytes;
   res.repacked_matrices = model.repacked_matrices();
   res.bf16_dot = model.bf16_dot_prefill(ops::detect_isa());
-  res.gemv_streams =
-      ops::KernelSet::for_isa(ops::detect_isa()).x16(ops::WeightType::Q4_0).gemv_streams;
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(ops::detect_isa());
+  res.gemv_streams = kernels.x16(ops::WeightType::Q4_0).gemv_streams;
+  res.x16_gemv = kernels.x16_gemv_choices();
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   res.kv_type = opts.kv_type;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
@@ -597,6 +598,33 @@ std::string params_text(int64_t p) {
   return p >= 1'000'000'000 ? fmt::format("{:.2f} B", p / 1e9) : fmt::format("{:.1f} M", p / 1e6);
 }
 
+// "q4_0 q8_0 ...: 1 stream, prefetch, page touch 8 KiB ahead; q4_K: 2 streams, prefetch": the
+// types that share a plan, in x16_gemv_choices() order.
+std::string x16_gemv_text(const std::vector<ops::X16GemvChoice>& choices) {
+  std::vector<std::pair<std::string, std::string>> plans;  // plan -> its types
+  for (const ops::X16GemvChoice& c : choices) {
+    std::string plan = fmt::format("{} stream{}", c.streams, c.streams == 1 ? "" : "s");
+    if (c.prefetch) plan += ", prefetch";
+    if (c.page_touch > 0) {
+      plan += c.page_touch % 1024 == 0
+                  ? fmt::format(", page touch {} KiB ahead", c.page_touch / 1024)
+                  : fmt::format(", page touch {} B ahead", c.page_touch);
+    }
+    auto it =
+        std::find_if(plans.begin(), plans.end(), [&](const auto& p) { return p.first == plan; });
+    if (it == plans.end()) {
+      plans.emplace_back(plan, std::string(ops::type_name(c.type)));
+    } else {
+      it->second += fmt::format(" {}", ops::type_name(c.type));
+    }
+  }
+  std::string out;
+  for (const auto& [plan, types] : plans) {
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "; ", types, plan);
+  }
+  return out;
+}
+
 std::string freq_text(const BenchRow& r) {
   if (r.freq_mean_mhz <= 0) return "-";
   return fmt::format("{:.0f} ({:.0f}-{:.0f})", r.freq_mean_mhz, r.freq_min_mhz, r.freq_max_mhz);
@@ -655,7 +683,8 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
   const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
   out += fmt::format(
-      "GEMV software prefetch: {} ({}; the rule in ops/isa.h, PACER_PREFETCH=0/1 overrides).\n",
+      "row-major GEMV software prefetch: {} ({}; the rule in ops/isa.h, PACER_PREFETCH=0/1 "
+      "overrides).\n",
       pf_stream == pf_unpack ? std::string(pf_stream ? "on" : "off")
                              : fmt::format("Q4_0 and K-quants {}, Q8_0 and F16/BF16 {}",
                                            pf_unpack ? "on" : "off", pf_stream ? "on" : "off"),
@@ -673,6 +702,10 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
         "(PACER_REPACK=0 keeps the file layout).\n",
         r.repacked_matrices);
+    out += fmt::format(
+        "16-row GEMVs: {} (the table in ops/isa.h x16_gemv_plan; PACER_GEMV_STREAMS=1/2/4, "
+        "PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override).\n",
+        x16_gemv_text(r.x16_gemv));
   }
   return out;
 }
@@ -875,6 +908,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"gemv_prefetch", ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming)},
           {"gemv_prefetch_unpacking", ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking)},
           {"gemv_streams", r.gemv_streams},
+          {"x16_gemv", x16_gemv_json(r.x16_gemv)},
           {"bf16_dot", r.bf16_dot},
           {"rows", rows}};
 }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ops/kernel_set.h"
 #include "ops/types.h"
 #include "runtime/model.h"
 #include "runtime/numa.h"
@@ -114,6 +115,7 @@ struct BenchResult {
   int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   bool bf16_dot = false;          // BF16 prefill on vdpbf16ps (Model::bf16_dot_prefill)
   int gemv_streams = 1;           // of the quantized x16 GEMVs (ops::X16Kernels::gemv_streams)
+  std::vector<ops::X16GemvChoice> x16_gemv;  // every x16 GEMV's plan (KernelSet::x16_gemv_choices)
   std::string cpu_model, frequency_source;
   ops::WeightType kv_type = ops::WeightType::F16;
   std::vector<BenchRow> rows;

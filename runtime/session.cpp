@@ -270,6 +270,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kGemvPrefetchUnpacking,
          ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking)},
         {rkey::kGemvStreams, state_.kernels.x16(ops::WeightType::Q4_0).gemv_streams},
+        {rkey::kX16Gemv, x16_gemv_json(state_.kernels.x16_gemv_choices())},
         {rkey::kWorkStealing, executor_->work_stealing()},
         {rkey::kIdlePrefetch, executor_->idle_prefetch()},
         {rkey::kKvType, ops::type_name(kv_.type())},
@@ -283,6 +284,15 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     fields[key::kLoadMs] = round1(model_.load_ms());
     rec_->write_header(fields);
   }
+}
+
+nlohmann::json x16_gemv_json(const std::vector<ops::X16GemvChoice>& choices) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ops::X16GemvChoice& c : choices) {
+    j[std::string(ops::type_name(c.type))] = {
+        {"streams", c.streams}, {"prefetch", c.prefetch}, {"page_touch", c.page_touch}};
+  }
+  return j;
 }
 
 void Session::write_log_footer(const nlohmann::json& fields) {

@@ -136,6 +136,11 @@ class Session {
   int64_t step_ = 0;  // recorder step counter
 };
 
+// The event log header's run.x16_gemv and bench's JSON x16_gemv: each interleaved GEMV's plan
+// (ops/isa.h X16GemvPlan) by type name, {"q4_0": {"streams": 1, "prefetch": true,
+// "page_touch": 8192}, ...}.
+nlohmann::json x16_gemv_json(const std::vector<ops::X16GemvChoice>& choices);
+
 // Default context for a model: min(4096, n_ctx_train).
 int64_t default_ctx(const loader::ModelConfig& c) noexcept;
 

@@ -122,6 +122,17 @@ TEST(CompareCompat, KernelAndExecutorSettingsAreConfigurationChanges) {
   ASSERT_EQ(u.work_changes.size(), 1u);
   EXPECT_NE(u.work_changes[0].find("Q4_0/K-quant GEMV software prefetch"), std::string::npos)
       << u.work_changes[0];
+  // The 16-row GEMVs' plans (run.x16_gemv): a Zen 5 run against a Zen 4 one.
+  b = a;
+  a.run.x16_gemv = "q4_0 1 stream, prefetch, page touch 8192 B";
+  b.run.x16_gemv = "q4_0 2 streams";
+  const Compatibility x = check_compatibility(a, b);
+  ASSERT_EQ(x.work_changes.size(), 1u);
+  EXPECT_NE(x.work_changes[0].find("PACER_PAGE_TOUCH"), std::string::npos) << x.work_changes[0];
+  EXPECT_NE(
+      x.work_changes[0].find("'q4_0 1 stream, prefetch, page touch 8192 B' vs 'q4_0 2 streams'"),
+      std::string::npos)
+      << x.work_changes[0];
 }
 
 TEST(CompareDevices, DescribesCpuRanges) {

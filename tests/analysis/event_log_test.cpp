@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -68,6 +70,7 @@ TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   EXPECT_EQ(h.run.amx, true);
   EXPECT_EQ(h.run.repacked_matrices, 0);
   EXPECT_EQ(h.run.gemv_streams, 4);
+  EXPECT_EQ(h.run.x16_gemv, "q4_0 4 streams, prefetch; q6_K 1 stream, prefetch, page touch 8192 B");
   EXPECT_EQ(h.run.gemv_prefetch, true);
   EXPECT_EQ(h.run.gemv_prefetch_unpacking, true);
   EXPECT_EQ(h.run.work_stealing, true);
@@ -275,6 +278,20 @@ TEST(EventLogReader, RejectsLogsThatDoNotStartWithAHeader) {
     FAIL();
   } catch (const LogError& e) {
     EXPECT_THAT(e.what(), HasSubstr("run.threads"));
+  }
+  // A wrong type inside run.x16_gemv is named down to the type and the field.
+  for (const auto& [from, to, field] :
+       {std::tuple{"\"streams\":4", "\"streams\":\"4\"", "run.x16_gemv.q4_0.streams"},
+        std::tuple{"\"q6_K\":{", "\"q6_K\":7,\"x\":{", "run.x16_gemv.q6_K\""},
+        std::tuple{"\"page_touch\":8192", "\"page_touch\":true", "run.x16_gemv.q6_K.page_touch"}}) {
+    std::string bad = kDocHeader;
+    bad.replace(bad.find(from), std::string_view(from).size(), to);
+    try {
+      LogReader::read_text(bad, c);
+      ADD_FAILURE() << to;
+    } catch (const LogError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(field)) << e.what();
+    }
   }
 }
 

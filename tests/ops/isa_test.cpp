@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "ops/isa.h"
 
@@ -137,17 +138,52 @@ TEST(Vnni, EnvironmentCanTurnItOff) {
   }
 }
 
-TEST(GemvStreams, RuleFollowsVendorAndEnvironment) {
-  CpuFeatures amd, intel;
-  amd.amd = true;
-  EXPECT_EQ(x16_gemv_streams_rule(amd, nullptr), 2);
-  EXPECT_EQ(x16_gemv_streams_rule(amd, "4"), 4);
-  EXPECT_EQ(x16_gemv_streams_rule(intel, nullptr), 4);
-  EXPECT_EQ(x16_gemv_streams_rule(intel, "2"), 2);
-  EXPECT_EQ(x16_gemv_streams_rule(intel, "3"), 4);  // anything else: the table
-  EXPECT_EQ(x16_gemv_streams_rule(amd, ""), 2);
-  EXPECT_EQ(x16_gemv_streams(),
-            x16_gemv_streams_rule(detect_cpu_features(), std::getenv("PACER_GEMV_STREAMS")));
+// The x16 GEMV table (isa.h): not AMD 4 streams, prefetch, no touch; AMD before Zen 5 2 streams
+// for the quantized kernels and 4 for F16/BF16, no prefetch, no touch; Zen 5 and later one stream
+// and an 8 KiB page touch, but Q4_K 2 streams and no touch, prefetch for Q4_0 and the K-quants.
+TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
+  CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;
+  zen5.family = 0x1a;
+  intel.family = 6;
+  auto plan = [](const CpuFeatures& cpu, X16Gemv k, X16GemvEnv env = {}) {
+    const X16GemvPlan p = x16_gemv_plan_rule(cpu, k, env);
+    return std::tuple(p.streams, p.prefetch, p.page_touch);
+  };
+  for (X16Gemv k : kX16GemvKinds) {
+    SCOPED_TRACE(x16_gemv_name(k));
+    const bool is_float = k == X16Gemv::F16 || k == X16Gemv::BF16;
+    EXPECT_EQ(plan(intel, k), std::tuple(4, true, int64_t{0}));
+    EXPECT_EQ(plan(zen4, k), std::tuple(is_float ? 4 : 2, false, int64_t{0}));
+    const bool unpacks = !is_float && k != X16Gemv::Q8_0;
+    EXPECT_EQ(plan(zen5, k), k == X16Gemv::Q4_K ? std::tuple(2, true, int64_t{0})
+                                                : std::tuple(1, unpacks, int64_t{8192}));
+    // Each override sets its part for every kernel; anything but the listed values is ignored.
+    EXPECT_EQ(std::get<0>(plan(zen5, k, {.streams = "4"})), 4);
+    EXPECT_EQ(std::get<0>(plan(intel, k, {.streams = "1"})), 1);
+    EXPECT_EQ(std::get<0>(plan(intel, k, {.streams = "3"})), 4);
+    EXPECT_EQ(std::get<0>(plan(zen5, k, {.streams = "8"})), std::get<0>(plan(zen5, k)));
+    EXPECT_EQ(std::get<1>(plan(zen5, k, {.prefetch = "0"})), false);
+    EXPECT_EQ(std::get<1>(plan(zen4, k, {.prefetch = "1"})), true);
+    EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "0"})), 0);
+    EXPECT_EQ(std::get<2>(plan(intel, k, {.page_touch = "16384"})), 16384);
+    const int64_t zen5_touch = std::get<2>(plan(zen5, k));
+    EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "16k"})), zen5_touch);
+    EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "-4096"})), zen5_touch);
+    EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "4194304"})), zen5_touch);  // over 1 MiB
+  }
+  // The names the header and bench print, and the process's plans: the rule's for this CPU and
+  // environment.
+  EXPECT_EQ(x16_gemv_name(X16Gemv::Q6_K), "q6_K");
+  EXPECT_EQ(x16_gemv_name(X16Gemv::BF16), "bf16");
+  for (X16Gemv k : kX16GemvKinds) {
+    EXPECT_EQ(std::tuple(x16_gemv_plan(k).streams, x16_gemv_plan(k).prefetch,
+                         x16_gemv_plan(k).page_touch),
+              plan(detect_cpu_features(), k,
+                   {std::getenv("PACER_GEMV_STREAMS"), std::getenv("PACER_PREFETCH"),
+                    std::getenv("PACER_PAGE_TOUCH")}));
+  }
 }
 
 }  // namespace

@@ -15,9 +15,9 @@
 namespace pacer::ops {
 namespace {
 
-// Every variant (stream count, burst, prefetch) of every read loop this CPU runs returns the plain
-// sum of the buffer's 64-bit words, including a length that does not split evenly into the streams
-// or their bursts.
+// Every variant (stream count, burst, prefetch, page touch) of every read loop this CPU runs
+// returns the plain sum of the buffer's 64-bit words, including a length that does not split evenly
+// into the streams or their bursts.
 TEST(Bandwidth, EveryReadLoopSumsEveryWord) {
   const size_t bytes = (1 << 20) + 64 * 7;  // leaves a remainder after 16 streams
   std::unique_ptr<uint64_t, decltype(&std::free)> buf(
@@ -30,13 +30,15 @@ TEST(Bandwidth, EveryReadLoopSumsEveryWord) {
   for (int streams : {1, 2, 4, 8, 16}) {
     for (size_t burst : {size_t{1}, size_t{3}, size_t{16}}) {
       for (size_t prefetch : {size_t{0}, size_t{1024}}) {
-        if (cpu.avx2) {
-          EXPECT_EQ(sum_words_avx2(p, bytes, streams, burst, prefetch), want)
-              << streams << " streams, burst " << burst;
-        }
-        if (cpu.avx512) {
-          EXPECT_EQ(sum_words_avx512(p, bytes, streams, burst, prefetch), want)
-              << streams << " streams, burst " << burst;
+        for (size_t touch : {size_t{0}, size_t{8192}}) {
+          if (cpu.avx2) {
+            EXPECT_EQ(sum_words_avx2(p, bytes, streams, burst, prefetch, touch), want)
+                << streams << " streams, burst " << burst << ", touch " << touch;
+          }
+          if (cpu.avx512) {
+            EXPECT_EQ(sum_words_avx512(p, bytes, streams, burst, prefetch, touch), want)
+                << streams << " streams, burst " << burst << ", touch " << touch;
+          }
         }
       }
     }
@@ -61,20 +63,26 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
         << p.method;
     if (detect_isa() == Isa::Avx512) {
       // First stage: 5 stream counts x 2 prefetch distances of 512-bit loads, 3 stream counts in
-      // bursts of 16 lines, and 2 of 256-bit loads. Second stage: 4 more prefetch distances at
-      // the stream count of the first stage's best prefetching loop.
-      ASSERT_EQ(p.trials.size(), 19u);
-      size_t around = 15;
-      for (size_t i = 0; i < 15; ++i) {
+      // bursts of 16 lines, 3 stream counts prefetching 1024 B with the 8 KiB page touch, and 2
+      // of 256-bit loads. Second stage: 4 more prefetch distances at the stream count (and page
+      // touch) of the first stage's best prefetching loop.
+      constexpr size_t kFirst = 18;
+      ASSERT_EQ(p.trials.size(), kFirst + 4);
+      EXPECT_EQ(p.trials[13].variant, "avx512 x1 stream, prefetch 1024 B, page touch 8192 B");
+      size_t around = kFirst;
+      for (size_t i = 0; i < kFirst; ++i) {
         const bool prefetching = p.trials[i].variant.find("prefetch") != std::string::npos;
-        if (prefetching && (around == 15 || p.trials[i].gbs > p.trials[around].gbs)) around = i;
+        if (prefetching && (around == kFirst || p.trials[i].gbs > p.trials[around].gbs)) around = i;
       }
-      ASSERT_LT(around, 15u);
-      // "avx512 x8 streams, prefetch 1024 B" -> "avx512 x8 streams, prefetch "
+      ASSERT_LT(around, kFirst);
+      // "avx512 x8 streams, prefetch 1024 B[, page touch 8192 B]" with the other distances.
       const std::string& a = p.trials[around].variant;
-      const std::string stem = a.substr(0, a.find("prefetch ") + 9);
+      const size_t at = a.find("1024 B");
+      ASSERT_NE(at, std::string::npos) << a;
       const char* distances[] = {"256 B", "512 B", "2048 B", "4096 B"};
-      for (size_t k = 0; k < 4; ++k) EXPECT_EQ(p.trials[15 + k].variant, stem + distances[k]);
+      for (size_t k = 0; k < 4; ++k) {
+        EXPECT_EQ(p.trials[kFirst + k].variant, std::string(a).replace(at, 6, distances[k]));
+      }
     }
     // Without the search: one variant, the same figure family.
     EXPECT_EQ(

@@ -244,6 +244,29 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(r.repacked_matrices, model.repacked_matrices());
   EXPECT_EQ(md.find("matmul matrices repacked") != std::string::npos, r.repacked_matrices > 0);
   EXPECT_EQ(bench_json(r)["model"]["repacked_matrices"], r.repacked_matrices);
+  // Every 16-row GEMV's plan, in the JSON and (with repacked weights) in the footer.
+  const auto choices = ops::KernelSet::for_isa(ops::detect_isa()).x16_gemv_choices();
+  ASSERT_EQ(r.x16_gemv.size(), choices.size());
+  const nlohmann::json bj = bench_json(r);
+  for (const ops::X16GemvChoice& c : choices) {
+    const nlohmann::json& j = bj.at("x16_gemv").at(std::string(ops::type_name(c.type)));
+    EXPECT_EQ(j["streams"], c.streams);
+    EXPECT_EQ(j["prefetch"], c.prefetch);
+    EXPECT_EQ(j["page_touch"], c.page_touch);
+  }
+  EXPECT_EQ(md.find("16-row GEMVs: q4_0") != std::string::npos, r.repacked_matrices > 0);
+  // The footer groups the types that share a plan, in choice order.
+  BenchResult plans;
+  plans.repacked_matrices = 1;
+  plans.x16_gemv = {{ops::WeightType::Q4_0, 1, true, 8192},
+                    {ops::WeightType::Q4_K, 2, true, 0},
+                    {ops::WeightType::Q6_K, 1, true, 8192},
+                    {ops::WeightType::F16, 4, false, 100}};
+  EXPECT_NE(render_bench_markdown_footer(plans).find(
+                "16-row GEMVs: q4_0 q6_K: 1 stream, prefetch, page touch 8 KiB ahead; q4_K: 2 "
+                "streams, prefetch; f16: 4 streams, page touch 100 B ahead (the table"),
+            std::string::npos)
+      << render_bench_markdown_footer(plans);
   EXPECT_EQ(md.find("idle prefetch: on") != std::string::npos, idle_on);
   EXPECT_NE(md.find("cache (what the roofline's LLC rule uses): "), std::string::npos);
   EXPECT_EQ(bench_json(r)["rows"][1]["llc_method"], r.rows[1].llc_method);
