@@ -64,16 +64,22 @@ constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
   }
 }
 
+// Calls page(start) for each 4 KiB page start in (a - step, a]: the pages the point a entered in
+// its last step. Over a stream's steps every page start is passed exactly once, in order.
+template <class Page>
+inline void for_pages_entered(uintptr_t a, uintptr_t step, Page&& page) {
+  for (uintptr_t p = (a - step + 4096) & ~uintptr_t{4095}; p <= a; p += 4096) page(p);
+}
+
 // A stream's page touch (X16GemvPlan::page_touch, isa.h): after a step of `step` bytes that left
 // the stream at `pos`, loads the first line of each 4 KiB page that the point `distance` bytes
 // ahead entered during the step (a prefetch: it never faults, past the matrix included). The
 // first line, not the line at the crossing: on the Zen 5 VM the latter gained a third as much.
 inline void touch_pages_ahead(const std::byte* pos, int64_t step, int64_t distance) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(pos) + static_cast<uintptr_t>(distance);
-  for (uintptr_t p = (a - static_cast<uintptr_t>(step) + 4096) & ~uintptr_t{4095}; p <= a;
-       p += 4096) {
-    __builtin_prefetch(reinterpret_cast<const void*>(p), 0, 3);
-  }
+  for_pages_entered(reinterpret_cast<uintptr_t>(pos) + static_cast<uintptr_t>(distance),
+                    static_cast<uintptr_t>(step), [](uintptr_t p) {
+                      __builtin_prefetch(reinterpret_cast<const void*>(p), 0, 3);
+                    });
 }
 
 // For GEMVs of nr rows in tiles of `rows_per_tile`: calls tile(j, per_stream) for j in

@@ -156,5 +156,31 @@ TEST(ChunkPrefetcher, NothingForAnEmptyPlanOrAnotherWorkersSlot) {
   EXPECT_EQ(ChunkPrefetcher(plan, 4, 1, 1 << 20).next_line(), g_arena + 64);
 }
 
+// The page touch (gemv_streams.h for_pages_entered): a stream stepping from an unaligned start
+// passes each 4 KiB page start ahead of it once, in order, whatever its step: Q4_0's half pair
+// (288 B), Q4_K's super-block (2304 B), Q6_K's block (3360 B), an F16 step (256 B), a page, and a
+// step longer than a page.
+TEST(PageTouch, EveryPageStartAheadOnceAndInOrder) {
+  constexpr uintptr_t kDistance = 8192;
+  for (const uintptr_t start : {uintptr_t{0x10000}, uintptr_t{0x10000 + 1000}}) {
+    for (const uintptr_t step : {256u, 288u, 2304u, 3360u, 4096u, 9000u}) {
+      std::vector<uintptr_t> got;
+      uintptr_t last = 0;
+      for (uintptr_t pos = start; pos < start + 100 * 4096; pos += step) {
+        for_pages_entered(pos + kDistance, step, [&](uintptr_t p) { got.push_back(p); });
+        last = pos;
+      }
+      // Every multiple of 4096 in (start + kDistance - step, last + kDistance], counted one by
+      // one.
+      std::vector<uintptr_t> want;
+      for (uintptr_t p = 0; p <= last + kDistance; p += 4096) {
+        if (p > start + kDistance - step) want.push_back(p);
+      }
+      EXPECT_EQ(got, want) << "start " << start << ", step " << step;
+      EXPECT_GE(want.size(), 100u) << "start " << start << ", step " << step;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pacer::ops
