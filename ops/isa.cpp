@@ -128,26 +128,6 @@ std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const cha
   return cpu.family >= kAmdZen5Family ? "AMD Zen 5 and later" : "AMD before Zen 5";
 }
 
-std::string_view x16_gemv_name(X16Gemv k) noexcept {
-  switch (k) {
-    case X16Gemv::Q4_0:
-      return "q4_0";
-    case X16Gemv::Q8_0:
-      return "q8_0";
-    case X16Gemv::Q4_K:
-      return "q4_K";
-    case X16Gemv::Q5_K:
-      return "q5_K";
-    case X16Gemv::Q6_K:
-      return "q6_K";
-    case X16Gemv::F16:
-      return "f16";
-    case X16Gemv::BF16:
-      return "bf16";
-  }
-  return "?";
-}
-
 X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvEnv& env) noexcept {
   const bool is_float = k == X16Gemv::F16 || k == X16Gemv::BF16;
   const GemvKernelClass cls =

@@ -71,7 +71,6 @@ enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 };
 inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gemv::Q4_K,
                                             X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::F16,
                                             X16Gemv::BF16};
-std::string_view x16_gemv_name(X16Gemv k) noexcept;  // "q4_0", "q4_K", ..., "f16", "bf16"
 
 // How one of those kernels reads its weights from DRAM.
 //  - streams: far-apart stretches of groups one worker reads at once (gemv_streams.h).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ops/f32.h"
+#include "ops/gemv_streams.h"
 #include "ops/matmul.h"
 
 namespace pacer::ops {
@@ -126,29 +127,29 @@ KernelSet KernelSet::for_isa(Isa requested) {
   // (Set last: the F16/BF16 assignments above replace whole structs.) The AVX-512 GEMVs read the
   // stretches of this CPU's plan (x16_gemv_plan() in isa.h), the AVX2 ones always 2
   // (kX16Avx2GemvStreams), the scalar references 1.
-  const std::pair<X16Kernels*, X16Gemv> quant[] = {{&ks.x16_q4_0_, X16Gemv::Q4_0},
-                                                   {&ks.x16_q8_0_, X16Gemv::Q8_0},
-                                                   {&ks.x16_q4_K_, X16Gemv::Q4_K},
-                                                   {&ks.x16_q5_K_, X16Gemv::Q5_K},
-                                                   {&ks.x16_q6_K_, X16Gemv::Q6_K}};
-  auto follow = [](X16Kernels* k, X16Gemv kind) {
-    const X16GemvPlan plan = x16_gemv_plan(kind);
-    k->gemv_streams = plan.streams;
-    k->gemv_prefetch = plan.prefetch;
-    k->gemv_page_touch = plan.page_touch;
+  auto follow = [](X16Kernels& k, WeightType t) {
+    const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(t));
+    k.gemv_streams = plan.streams;
+    k.gemv_prefetch = plan.prefetch;
+    k.gemv_page_touch = plan.page_touch;
   };
-  for (const auto& [k, kind] : quant) {
+  const std::pair<X16Kernels*, WeightType> quant[] = {{&ks.x16_q4_0_, WeightType::Q4_0},
+                                                      {&ks.x16_q8_0_, WeightType::Q8_0},
+                                                      {&ks.x16_q4_K_, WeightType::Q4_K},
+                                                      {&ks.x16_q5_K_, WeightType::Q5_K},
+                                                      {&ks.x16_q6_K_, WeightType::Q6_K}};
+  for (const auto& [kp, t] : quant) {
+    X16Kernels& k = *kp;
     if (vnni) {
-      follow(k, kind);
+      follow(k, t);
     } else if (avx2) {
-      k->gemv_streams = kX16Avx2GemvStreams;
-      k->gemv_prefetch = gemv_software_prefetch(kind == X16Gemv::Q8_0 ? GemvKernelClass::Streaming
-                                                                      : GemvKernelClass::Unpacking);
+      k.gemv_streams = kX16Avx2GemvStreams;
+      k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
     }
   }
   if (ks.isa_ == Isa::Avx512) {
-    follow(&ks.x16_f16_, X16Gemv::F16);
-    follow(&ks.x16_bf16_, X16Gemv::BF16);
+    follow(ks.x16_f16_, WeightType::F16);
+    follow(ks.x16_bf16_, WeightType::BF16);
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
   ks.attention_ = &attention_kernels(ks.isa_, vnni);

@@ -152,7 +152,7 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
     return std::tuple(p.streams, p.prefetch, p.page_touch);
   };
   for (X16Gemv k : kX16GemvKinds) {
-    SCOPED_TRACE(x16_gemv_name(k));
+    SCOPED_TRACE(static_cast<int>(k));
     const bool is_float = k == X16Gemv::F16 || k == X16Gemv::BF16;
     EXPECT_EQ(plan(intel, k), std::tuple(4, true, int64_t{0}));
     EXPECT_EQ(plan(zen4, k), std::tuple(is_float ? 4 : 2, false, int64_t{0}));
@@ -173,10 +173,7 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
     EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "-4096"})), zen5_touch);
     EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "4194304"})), zen5_touch);  // over 1 MiB
   }
-  // The names the header and bench print, and the process's plans: the rule's for this CPU and
-  // environment.
-  EXPECT_EQ(x16_gemv_name(X16Gemv::Q6_K), "q6_K");
-  EXPECT_EQ(x16_gemv_name(X16Gemv::BF16), "bf16");
+  // The process's plans: the rule's for this CPU and environment.
   for (X16Gemv k : kX16GemvKinds) {
     EXPECT_EQ(std::tuple(x16_gemv_plan(k).streams, x16_gemv_plan(k).prefetch,
                          x16_gemv_plan(k).page_touch),
