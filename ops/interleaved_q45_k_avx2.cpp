@@ -23,6 +23,7 @@
 #include "ops/matmul_simd_avx2.h"  // first: wraps <immintrin.h>
 
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "ops/gemv_streams.h"
@@ -84,16 +85,29 @@ inline Controls controls() {
   return c;
 }
 
-// sum_j m_j * bsum_j for the 8 rows (int32 lanes), bsum_j the activation's sub-block j sum.
-inline __m256i mins_sum(const Scales8& s, const Controls& ctl, const BlockQ8_K& x) {
-  __m256i m = _mm256_setzero_si256();
+// The activation's sub-block sums of one super-block as (bsum_2k, bsum_2k+1) int16 pairs, one
+// dword each. The GEMV packs them once per call rather than once per group and half (as the
+// VNNI kernel, interleaved_q45_k_avx512vnni.cpp).
+struct MinPairs {
+  int32_t v[4];
+};
+
+inline MinPairs min_pairs(const BlockQ8_K& x) {
+  MinPairs p{};
   for (int k = 0; k < 4; ++k) {
     const auto lo = static_cast<uint16_t>(x.bsums[4 * k] + x.bsums[4 * k + 1]);
     const auto hi = static_cast<uint16_t>(x.bsums[4 * k + 2] + x.bsums[4 * k + 3]);
-    const __m256i pairs =
-        _mm256_set1_epi32(static_cast<int32_t>(lo | static_cast<uint32_t>(hi) << 16));
+    p.v[k] = static_cast<int32_t>(lo | static_cast<uint32_t>(hi) << 16);
+  }
+  return p;
+}
+
+// sum_j m_j * bsum_j for the 8 rows (int32 lanes), bsum_j the activation's sub-block j sum.
+inline __m256i mins_sum(const Scales8& s, const Controls& ctl, const MinPairs& p) {
+  __m256i m = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
     const __m256i mk = _mm256_shuffle_epi8(k < 2 ? s.m_lo : s.m_hi, ctl.mins[k % 2]);
-    m = _mm256_add_epi32(m, _mm256_madd_epi16(mk, pairs));
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(mk, _mm256_set1_epi32(p.v[k])));
   }
   return m;
 }
@@ -205,8 +219,8 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
 // The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each; the
 // super-block one further on in each stream is prefetched when `prefetch`.
 template <int Bits, int S>
-void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const Controls& ctl,
-                 float* const* out, bool prefetch) {
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
+                 const MinPairs* pairs, const Controls& ctl, float* const* out, bool prefetch) {
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
   const BlockQ8_K* xs[1] = {x};
@@ -218,7 +232,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
         const Scales8 sc = unpack_scales(sb, h);
         __m256i isum;
         superblock_isum<Bits, 1>(sb, h, sc, ctl, xs, b, &isum);
-        acc[s][h] = accumulate(sb, h, isum, mins_sum(sc, ctl, x[b]), x[b].d, acc[s][h]);
+        acc[s][h] = accumulate(sb, h, isum, mins_sum(sc, ctl, pairs[b]), x[b].d, acc[s][h]);
       }
     }
   }
@@ -241,7 +255,8 @@ void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, con
       __m256i isum[T];
       superblock_isum<Bits, T>(sb, h, sc, ctl, x, b, isum);
       for (int t = 0; t < T; ++t) {
-        acc[t] = accumulate(sb, h, isum[t], mins_sum(sc, ctl, x[t][b]), x[t][b].d, acc[t]);
+        acc[t] =
+            accumulate(sb, h, isum[t], mins_sum(sc, ctl, min_pairs(x[t][b])), x[t][b].d, acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) _mm256_storeu_ps(out + t * out_stride + 8 * h, acc[t]);
@@ -254,11 +269,21 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const Controls ctl = controls();
+  // Rows up to 16384 columns pack their pairs on the stack.
+  constexpr int64_t kStackBlocks = 64;
+  MinPairs stack_pairs[kStackBlocks];
+  std::unique_ptr<MinPairs[]> heap_pairs;
+  MinPairs* pairs = stack_pairs;
+  if (nb > kStackBlocks) {
+    heap_pairs = std::make_unique<MinPairs[]>(static_cast<size_t>(nb));
+    pairs = heap_pairs.get();
+  }
+  for (int64_t b = 0; b < nb; ++b) pairs[b] = min_pairs(x[b]);
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, nb * kBlockBytes<Bits>, out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
         gemv_groups<Bits, decltype(streams)::value>(
-            nb, group, x, ctl, outs, gemv_software_prefetch(GemvKernelClass::Unpacking));
+            nb, group, x, pairs, ctl, outs, gemv_software_prefetch(GemvKernelClass::Unpacking));
       });
 }
 
