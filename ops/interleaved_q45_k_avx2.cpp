@@ -287,6 +287,11 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
       });
 }
 
+// Which token an activation row of a GEMM call is (a call of one token may pass stride 0).
+inline int64_t token_index(const std::byte* row, const std::byte* first, int64_t stride) {
+  return stride == 0 ? 0 : (row - first) / stride;
+}
+
 template <int Bits>
 void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
               int64_t act_stride, int64_t nt, float* out, int64_t out_stride) {
@@ -308,7 +313,7 @@ void gemm_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
         const MinPairs* xp[T];
         for (int t = 0; t < T; ++t) {
           x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
-          xp[t] = pairs.data() + (acts[t] - act) / act_stride * nb;
+          xp[t] = pairs.data() + token_index(acts[t], act, act_stride) * nb;
         }
         gemm_group<Bits, T>(nb, grp, x, xp, ctl, o, out_stride);
       });

@@ -32,8 +32,8 @@ struct Case {
 // 4 groups or more, which the GEMVs read as 2 or 4 far-apart streams (gemv_streams.h), with
 // leftover groups after them (7, 13, 19 and 33 groups; 4-13 as short as one worker's share on
 // many threads).
-// 17 x 16640: 65 super-blocks a row, past the 64 whose activation sums the VNNI GEMVs keep on
-// the stack (the heap path).
+// 17 x 16640: 65 super-blocks a row, past the 64 whose activation sums the Q4_K / Q5_K GEMVs
+// keep on the stack (the heap path).
 const Case kCases[] = {{1, 256},   {15, 512},  {16, 256},  {17, 768},  {40, 2048}, {33, 5632},
                        {64, 1024}, {100, 512}, {200, 768}, {300, 512}, {520, 256}, {17, 16640}};
 
