@@ -272,7 +272,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
   // PACER_GEMV_STREAMS=4 (the Intel table's choice) cold 28.2-29.7 -> 34.7-41.4 GB/s and in cache
   // 66-72 -> 69-78; at 2 streams (AMD's) level.
   __m512 acc[S];
-  unroll<S>([&](auto sc_) { acc[sc_] = _mm512_setzero_ps(); });
+  unroll<S>([&](auto s) { acc[s] = _mm512_setzero_ps(); });
   for (int64_t b = 0; b < nb; ++b) {
     const ActBlock a = act_block(sums[b], x[b].qs);
     if (page_touch > 0) {
