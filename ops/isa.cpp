@@ -135,8 +135,9 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
   X16GemvPlan plan;
   plan.prefetch = gemv_software_prefetch_rule(cpu, nullptr, cls);
   if (cpu.amd && cpu.family >= kAmdZen5Family) {
-    plan.streams = k == X16Gemv::Q4_K ? 2 : 1;
-    plan.page_touch = k == X16Gemv::Q4_K ? 0 : kZen5PageTouchBytes;
+    const bool two_streams = k == X16Gemv::Q4_K || k == X16Gemv::Q5_K;
+    plan.streams = two_streams ? 2 : 1;
+    plan.page_touch = two_streams ? 0 : kZen5PageTouchBytes;
   } else {
     plan.streams = cpu.amd && !is_float ? 2 : 4;
   }

@@ -84,16 +84,18 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4, and TinyLlama Q8_0 decodes 6-10 % faster
 //    with 2), 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
 //  - AMD Zen 5 and later: one stream and a touch 8 KiB ahead, prefetch per the class rule (Q4_0
-//    and the K-quants on, Q8_0 and F16/BF16 off), except Q4_K: 2 streams, no touch. One Zen 5 core
-//    (the dev VM) keeps only ~0.75 of a plain read's lines in flight under a GEMV's arithmetic,
-//    with any stream count, prefetch distance or hint tried; a load of each page's first line two
-//    pages ahead lifts one stream to ~0.96 of the best read loop (which, touching too,
-//    reads 1.05-1.08x the best one without). The line at the point of crossing a page gained a
+//    and the K-quants on, Q8_0 and F16/BF16 off), except Q4_K and Q5_K: 2 streams, no touch. One
+//    Zen 5 core (the dev VM) keeps only ~0.75 of a plain read's lines in flight under a GEMV's
+//    arithmetic, with any stream count, prefetch distance or hint tried; a load of each page's
+//    first line two pages ahead lifts one stream to ~0.96 of the best read loop (which, touching
+//    too, reads 1.05-1.08x the best one without). The line at the point of crossing a page gained a
 //    third as much, and with 2 streams the same touch lost (TinyLlama Q4_0 decode 0.85x). Decode on
 //    one core against the table before (2 streams, no touch): Q4_0 1.17-1.21x, Q8_0 1.25-1.30x,
 //    Q5_K_M 1.09-1.12x, Q4_K_M 1.05x, F16 1.10-1.34x, BF16 1.04-1.09x. Q4_K's kernel has too little
 //    independent work for one stream (a cold 5632x2048 matrix 0.8-0.9x); its touch at 2 streams was
-//    level.
+//    level. Q5_K likewise, once its 2-stream loop kept its state in registers (ops/unroll.h):
+//    TinyLlama Q5_K_M decode 1.16-1.23x at 1 thread and 1.15-1.23x at 2 against one stream with the
+//    touch (4 and 3 alternating rounds), a cold Q5_K matrix 1.19x.
 // PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override every
 // kernel's choice. The event log header's run.x16_gemv (and run.gemv_streams, Q4_0's) records it.
 struct X16GemvPlan {

@@ -140,7 +140,8 @@ TEST(Vnni, EnvironmentCanTurnItOff) {
 
 // The x16 GEMV table (isa.h): not AMD 4 streams, prefetch, no touch; AMD before Zen 5 2 streams
 // for the quantized kernels and 4 for F16/BF16, no prefetch, no touch; Zen 5 and later one stream
-// and an 8 KiB page touch, but Q4_K 2 streams and no touch, prefetch for Q4_0 and the K-quants.
+// and an 8 KiB page touch, but Q4_K and Q5_K 2 streams and no touch, prefetch for Q4_0 and the
+// K-quants.
 TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
   CpuFeatures zen4, zen5, intel;
   zen4.amd = zen5.amd = true;
@@ -157,8 +158,9 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
     EXPECT_EQ(plan(intel, k), std::tuple(4, true, int64_t{0}));
     EXPECT_EQ(plan(zen4, k), std::tuple(is_float ? 4 : 2, false, int64_t{0}));
     const bool unpacks = !is_float && k != X16Gemv::Q8_0;
-    EXPECT_EQ(plan(zen5, k), k == X16Gemv::Q4_K ? std::tuple(2, true, int64_t{0})
-                                                : std::tuple(1, unpacks, int64_t{8192}));
+    const bool two_streams = k == X16Gemv::Q4_K || k == X16Gemv::Q5_K;
+    EXPECT_EQ(plan(zen5, k), two_streams ? std::tuple(2, true, int64_t{0})
+                                         : std::tuple(1, unpacks, int64_t{8192}));
     // Each override sets its part for every kernel; anything but the listed values is ignored.
     EXPECT_EQ(std::get<0>(plan(zen5, k, {.streams = "4"})), 4);
     EXPECT_EQ(std::get<0>(plan(intel, k, {.streams = "1"})), 1);
