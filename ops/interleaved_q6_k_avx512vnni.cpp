@@ -163,16 +163,20 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
 // S groups at once (S far-apart streams), super-block by super-block and within one quarter by
 // quarter (half h, triples 4QV..4QV+3: 768 bytes, groups 8h + QV, +2, +4, +6): quarter Q of
 // every stream, then quarter Q + 1, so the loads in flight come from all S streams at once (as
-// the Q4_K / Q5_K chunk order), and each stream's pair prefetch_pairs further on is prefetched an
-// eighth per quarter rather than in one burst per pair (0: none). One Sapphire Rapids core, cold
-// 2048x5632 and 32000x2048, 4 streams, against a super-block at a time and the whole next pair at
-// once: 1.34-1.42x (11 and 7 alternations over 700 MB); 2 or 3 pairs ahead: 0.86-0.95x of 1.
-// Prefetching on into the next group of the stretch rather than stopping at this one's end: cold
-// 32000x2048 1.11x, 2048x5632 1.08x.
+// the Q4_K / Q5_K chunk order), and with `prefetch` each stream's bytes one super-block (3.3 KiB)
+// further on are prefetched a quarter at a time, with the quarter read. One Sapphire Rapids core,
+// cold 2048x5632 and 32000x2048, 4 streams, against a super-block at a time and the whole next
+// pair at once: 1.34-1.42x (11 and 7 alternations over 700 MB); 2 or 3 pairs ahead: 0.86-0.95x of
+// 1. One Zen 5 core (1 stream, the page touch, BM_gemv q6_kx16 cold TinyLlama shapes): one
+// super-block ahead against one pair (6.6 KiB) ahead 1.22x over 5 alternating rounds, then ahead
+// in 7 of 10 rounds of builds alternating (mean 1.06x); 1.5 super-blocks no better. It is also
+// about as far ahead as the Q4_0 and Q4_K GEMVs prefetch (2.3 KiB). Not measured on Intel. Prefetching on into the next group of the stretch rather than stopping at
+// this one's end: cold 32000x2048 1.11x, 2048x5632 1.08x.
 template <int S>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
-                                  float* const* out, int64_t prefetch_pairs, int64_t page_touch) {
-  constexpr int64_t kEighth = kX16Q6KPairBytes / 8;
+                                  float* const* out, bool prefetch, int64_t page_touch) {
+  constexpr int64_t kBlockStep = kX16Q6KPairBytes / 2;  // bytes per super-block, on average
+  constexpr int64_t kQuarter = kBlockStep / 4;
   // Flattened: GCC 12 left quarter_isums<1, *> out of line, a call per quarter and stream with
   // the sums through memory. Inlined, one Zen 5 core (BM_gemv q6_kx16 threads:1, alternating
   // builds) ran 2048x2048 in cache at 76-78 instead of 49-52 GB/s and cold TinyLlama shapes ~1.07x.
@@ -181,24 +185,22 @@ template <int S>
   unroll<S>([&](auto s) { acc[s] = _mm512_setzero_ps(); });
   for (int64_t b = 0; b < nb; ++b) {
     if (page_touch > 0) {
-      unroll<S>([&](auto s) {
-        touch_pages_ahead(group[s] + b * (kX16Q6KPairBytes / 2), kX16Q6KPairBytes / 2, page_touch);
-      });
+      unroll<S>(
+          [&](auto s) { touch_pages_ahead(group[s] + b * kBlockStep, kBlockStep, page_touch); });
     }
     GroupOffsets off;
     group_offsets(x[b], off);
     const GroupOffsets* offp = &off;
     const BlockQ8_K* xb = x + b;
-    const bool prefetch = prefetch_pairs > 0;  // on past the group's end, as Q4_K's (why there)
     __m512i isum[S];
     unroll<S>([&](auto s) { isum[s] = _mm512_setzero_si512(); });
     for (int h = 0; h < 2; ++h) {
       unroll<2>([&](auto qc) {
         constexpr int QV = decltype(qc)::value;
         unroll<S>([&](auto s) {
-          if (prefetch) {
-            const std::byte* ahead = group[s] + (b / 2 + prefetch_pairs) * kX16Q6KPairBytes;
-            prefetch_lines(ahead + (4 * (b % 2) + 2 * h + QV) * kEighth, kEighth);
+          if (prefetch) {  // on past the group's end, as Q4_K's (why there)
+            const int64_t quarter = b * kBlockStep + (2 * h + QV) * kQuarter;
+            prefetch_lines(group[s] + quarter + kBlockStep, kQuarter);
           }
           quarter_isums<1, QV>(block_quants(group[s], b), h, &xb, &offp, &isum[s]);
         });
@@ -240,8 +242,8 @@ void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
   const X16GemvPlan plan = x16_gemv_plan(X16Gemv::Q6_K);
   x16_gemv_stream_groups(plan.streams, groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<decltype(streams)::value>(
-                               nb, group, x, outs, plan.prefetch ? 1 : 0, plan.page_touch);
+                           gemv_groups<decltype(streams)::value>(nb, group, x, outs, plan.prefetch,
+                                                                 plan.page_touch);
                          });
 }
 
