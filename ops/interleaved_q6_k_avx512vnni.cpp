@@ -170,8 +170,9 @@ inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
 // 1. One Zen 5 core (1 stream, the page touch, BM_gemv q6_kx16 cold TinyLlama shapes): one
 // super-block ahead against one pair (6.6 KiB) ahead 1.22x over 5 alternating rounds, then ahead
 // in 7 of 10 rounds of builds alternating (mean 1.06x); 1.5 super-blocks no better. It is also
-// about as far ahead as the Q4_0 and Q4_K GEMVs prefetch (2.3 KiB). Not measured on Intel. Prefetching on into the next group of the stretch rather than stopping at
-// this one's end: cold 32000x2048 1.11x, 2048x5632 1.08x.
+// about as far ahead as the Q4_0 and Q4_K GEMVs prefetch (2.3 KiB). Not measured on Intel (the
+// AVX2 tier still prefetches a pair ahead). Prefetching on into the next group of the stretch
+// rather than stopping at this one's end: cold 32000x2048 1.11x, 2048x5632 1.08x.
 template <int S>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                                   float* const* out, bool prefetch, int64_t page_touch) {
