@@ -141,6 +141,13 @@ struct AttentionTask {
   // position apart. The tokens go through each key tile together. No m_out / l_out then.
   int n_tokens = 1;
   int64_t token_stride = 0;
+  // Decode: where the task this worker runs next starts reading (its first K block and V row)
+  // and how many of its keys (up to kKeyTile), asked for during this task's last tile as each
+  // tile asks for the next (nullptr: nothing). A guess: work stealing may run another task there,
+  // and then only the prefetched lines are wasted.
+  const std::byte* next_k = nullptr;
+  const std::byte* next_v = nullptr;
+  int next_keys = 0;
 };
 
 using AttendFn = void (*)(const AttentionTask& task);
@@ -162,5 +169,12 @@ const AttentionKernels& attention_kernels(Isa isa, bool avx512_vnni = false) noe
 const AttentionKernels& attention_kernels_avx2() noexcept;        // attention_avx2.cpp
 const AttentionKernels& attention_kernels_avx512() noexcept;      // attention_avx512.cpp
 const AttentionKernels& attention_kernels_avx512vnni() noexcept;  // attention_avx512vnni.cpp
+
+// ops::attention() with `attend` as every task's kernel, whatever the cache type: the tasks it
+// makes (their heads, keys, order and next-task prefetch) as a test sees them.
+void attention_with_kernel(AttendFn attend, const AttentionParams& p, std::span<const float> q,
+                           int64_t pos0, int64_t n_tokens, const std::byte* k_cache,
+                           const std::byte* v_cache, std::span<float> out, const Parallel& par,
+                           std::span<float> scratch);
 
 }  // namespace pacer::ops

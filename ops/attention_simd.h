@@ -150,11 +150,12 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
 
 // s[g][0..nt) for the keys [j0, j0 + nt) (j0 a multiple of kKvBlock), in whole
 // groups of L (the lanes past nt hold whatever the cache holds there; softmax_step overwrites
-// them). Asks for the next tile's first pf_keys keys' blocks into L2 as it goes.
+// them). Asks for the blocks of pf_keys keys from the K block at pf_k (the next tile's, or the
+// next task's first) into L2 as it goes.
 template <class V, class Row, int G>
 void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* k,
-                      int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile], int pf_keys,
-                      const QueryQ8& q8) {
+                      int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile],
+                      const std::byte* pf_k, int pf_keys, const QueryQ8& q8) {
   constexpr int L = V::kLanes;
   // Half the registers as accumulators: with 8 heads on AVX-512 two groups share each broadcast
   // of q (BM_attention, TinyLlama shape, one Zen 5 core, 5 alternating rounds: 13.2 -> 14.1
@@ -162,14 +163,13 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
   constexpr int sums = Row::kBytes == 0 && kQ8ExactSums<V> ? 2 : 1;
   constexpr int KB = std::clamp(V::kRegisters / 2 / sums / G, 1, kKeyTile / L);
   const int64_t block_bytes = kKvBlock * row_bytes;
-  const std::byte* next = k + (j0 + kKeyTile) / kKvBlock * block_bytes;
   const int groups = (nt + L - 1) / L;
   for (int grp = 0; grp < groups;) {
     const int n = grp + KB <= groups ? KB : 1;
     // The next tile's block at the same place, one block at a time (see attend).
     for (int key = grp * L; key < (grp + n) * L; key += L) {
       if (key % kKvBlock == 0 && key < pf_keys) {
-        prefetch_rows(next + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
+        prefetch_rows(pf_k + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
       }
     }
     if (n == KB) {
@@ -181,14 +181,15 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
   }
 }
 
-// acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`. DC chunks of kLanes dims at
+// acc[g] += sum_j p[g][j] * v_j over `nt` value rows from `vrow0`; asks for pf_rows rows from
+// pf_v (the next tile's, or the next task's first) as it goes. DC chunks of kLanes dims at
 // a time (DC * G accumulators, half the registers), so each value row's DC chunks feed DC * G
 // independent FMAs: one chunk at a time left G chains of one FMA per row each, and the FMA
 // latency, not the loads, set the pace. Every (g, dim) sums its rows in order, whatever DC is.
 template <class V, class Row, int G, int DC>
 void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_t row_bytes,
-                       int j_begin, int nt, int d0, float (*acc)[kMaxHeadDim], int pf_rows,
-                       int64_t pf_bytes) {
+                       int j_begin, int nt, int d0, float (*acc)[kMaxHeadDim],
+                       const std::byte* pf_v, int pf_rows, int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   typename V::Reg a[DC][G];
   for (int c = 0; c < DC; ++c) {
@@ -196,7 +197,7 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
   }
   vrow += j_begin * row_bytes;
   for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
-    if (j < pf_rows) prefetch_whole_rows<Row>(vrow + kKeyTile * row_bytes, row_bytes, 1, pf_bytes);
+    if (j < pf_rows) prefetch_whole_rows<Row>(pf_v + j * row_bytes, row_bytes, 1, pf_bytes);
     typename V::Reg pj[G];
     for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
     for (int c = 0; c < DC; ++c) {
@@ -211,17 +212,17 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
 
 template <class V, class Row, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes,
-                     int j_begin, int nt, int dim, float (*acc)[kMaxHeadDim], int pf_rows,
-                     int64_t pf_bytes) {
+                     int j_begin, int nt, int dim, float (*acc)[kMaxHeadDim], const std::byte* pf_v,
+                     int pf_rows, int64_t pf_bytes) {
   constexpr int L = V::kLanes;
   constexpr int DC = std::clamp(V::kRegisters / 2 / G, 1, 4);
   int d = 0;
   for (; d + DC * L <= dim; d += DC * L) {  // the next tile's rows asked for in the first pass
-    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, j_begin, nt, d, acc, d == 0 ? pf_rows : 0,
-                                     pf_bytes);
+    accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, j_begin, nt, d, acc, pf_v,
+                                     d == 0 ? pf_rows : 0, pf_bytes);
   }
   if (d == 0 && pf_rows > 0) {
-    prefetch_whole_rows<Row>(vrow0 + kKeyTile * row_bytes, row_bytes, pf_rows, pf_bytes);
+    prefetch_whole_rows<Row>(pf_v, row_bytes, pf_rows, pf_bytes);
   }
   for (; d < dim; d += L) {
     typename V::Reg a[G];
@@ -325,6 +326,21 @@ struct NoQueryQ8Store {};
 template <class Row, int N>
 using QueryQ8StoreFor = std::conditional_t<Row::kBytes == 0, QueryQ8Store<N>, NoQueryQ8Store>;
 
+// What the tile at j0 of a task reading keys up to key_end asks for as it goes: the next tile's
+// K blocks and V rows, or after the last tile the first tile of the worker's next task.
+struct NextRows {
+  const std::byte* k = nullptr;
+  const std::byte* v = nullptr;
+  int keys = 0;
+};
+inline NextRows next_rows(const AttentionTask& t, int64_t j0, int64_t key_end) {
+  const int64_t left = key_end - j0 - kKeyTile;
+  if (left <= 0) return {t.next_k, t.next_v, t.next_k != nullptr ? t.next_keys : 0};
+  // j0 + kKeyTile is a multiple of kKvBlock: its K block starts at that many rows.
+  const int64_t at = (j0 + kKeyTile) * t.row_bytes;
+  return {t.k + at, t.v + at, static_cast<int>(std::min<int64_t>(left, kKeyTile))};
+}
+
 template <class V, class Row, int G>
 void attend(const AttentionTask& t) {
   constexpr int L = V::kLanes;
@@ -366,13 +382,14 @@ void attend(const AttentionTask& t) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, t.key_end - j0));
     const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
     // The next tile's rows: asked for one or a few at a time as this tile's rows are read (a
-    // burst of them at the tile's start stalled on the core's miss buffers).
-    const int next = static_cast<int>(
-        std::clamp<int64_t>(t.key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
-    score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next, q8);
+    // burst of them at the tile's start stalled on the core's miss buffers). The last tile asks
+    // for the first tile of the task the worker runs next (AttentionTask::next_k).
+    const NextRows next = next_rows(t, j0, t.key_end);
+    score_tile_lanes<V, Row, G>(qs[0], kMaxHeadDim, dim, t.k, t.row_bytes, j0, nt, s, next.k,
+                                next.keys, q8);
     softmax_step<V, G>(s, lead, nt, padded, t.softcap, m, l, acc);
-    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, lead, nt, dim, acc, next,
-                               pf_bytes);
+    accumulate_tile<V, Row, G>(s, t.v + j0 * t.row_bytes, t.row_bytes, lead, nt, dim, acc, next.v,
+                               next.keys, pf_bytes);
   }
   if (t.m_out != nullptr) {
     for (int g = 0; g < G; ++g) t.m_out[g] = m[g], t.l_out[g] = l[g];
@@ -431,21 +448,20 @@ void attend_tokens(const AttentionTask& t) {
   for (int64_t j0 = start; j0 < key_end; j0 += kKeyTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kKeyTile, key_end - j0));
     const int lead = static_cast<int>(std::max<int64_t>(0, t.key_begin - j0));
-    const int next = static_cast<int>(
-        std::clamp<int64_t>(key_end - j0 - kKeyTile, 0, static_cast<int64_t>(kKeyTile)));
+    const NextRows next = next_rows(t, j0, key_end);
     // Tokens [i0, n_tok) see some of this tile's keys (the earlier ones' keys may end before it).
     int i0 = 0;
     while (t.key_end + i0 <= j0) ++i0;
     // Each token scores the tile's blocks from L1 after the first brought them in.
     for (int i = i0; i < n_tok; ++i) {
-      score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i],
-                                  i == i0 ? next : 0, q8[i]);
+      score_tile_lanes<V, Row, G>(qs[i], padded, dim, t.k, t.row_bytes, j0, nt, s[i], next.k,
+                                  i == i0 ? next.keys : 0, q8[i]);
     }
     for (int i = i0; i < n_tok; ++i) {
       const int nt_i = static_cast<int>(std::min<int64_t>(nt, t.key_end + i - j0));
       softmax_step<V, G>(s[i], lead, nt_i, padded, t.softcap, m[i], l[i], acc[i]);
       accumulate_tile<V, Row, G>(s[i], t.v + j0 * t.row_bytes, t.row_bytes, lead, nt_i, dim, acc[i],
-                                 i == n_tok - 1 ? next : 0, pf_bytes);
+                                 next.v, i == n_tok - 1 ? next.keys : 0, pf_bytes);
     }
   }
   for (int i = 0; i < n_tok; ++i) {

@@ -659,5 +659,127 @@ TEST(Attention, TooSmallScratchThrows) {
                std::invalid_argument);
 }
 
+// The tasks attention() hands its kernel, in the order one worker runs them (AttendFn is a plain
+// function pointer, so the recording kernel writes to this file's list).
+std::vector<AttentionTask> seen_tasks;
+
+void record_task(const AttentionTask& t) {
+  seen_tasks.push_back(t);
+  std::fill_n(t.out, static_cast<size_t>(t.n_tokens) * t.n_q * t.head_dim, 0.0f);
+  for (int g = 0; g < t.n_q && t.m_out != nullptr; ++g) t.m_out[g] = 0.0f, t.l_out[g] = 1.0f;
+}
+
+struct SeenDecode {
+  AttentionParams p;
+  std::vector<std::byte> k, v;  // the caches (contents unused)
+  int64_t head_stride = 0, row_bytes = 0;
+};
+
+// One query at position pos0 (n_tokens 1) or a prefill of n_tokens, run through record_task.
+SeenDecode run_recorded(int n_heads, int n_kv_heads, int64_t pos0, int64_t n_tokens, int chunks) {
+  SeenDecode d;
+  d.p = {.n_heads = n_heads,
+         .n_kv_heads = n_kv_heads,
+         .head_dim = 64,
+         .scale = 0.125f,
+         .kv_type = WeightType::F16,
+         .kv_positions = pos0 + n_tokens};
+  d.k.resize(static_cast<size_t>(kv_cache_bytes(d.p)));
+  d.v.resize(d.k.size());
+  d.row_bytes = kv_row_bytes(WeightType::F16, 64);
+  d.head_stride = (d.p.kv_positions + kKvBlock - 1) / kKvBlock * kKvBlock * d.row_bytes;
+  std::vector<float> q(static_cast<size_t>(n_tokens * n_heads * 64), 0.5f), out(q.size());
+  std::vector<float> scratch(
+      static_cast<size_t>(attention_scratch_floats(d.p, n_tokens, pos0 + n_tokens)));
+  seen_tasks.clear();
+  attention_with_kernel(record_task, d.p, q, pos0, n_tokens, d.k.data(), d.v.data(), out,
+                        SerialParallel(chunks), scratch);
+  return d;
+}
+
+// Each task's next_k / next_v / next_keys is the first K block, V row and up to one tile of keys
+// of the task after it, or nothing where that task reads the same keys or none follows in the
+// same chunk; returns how many tasks ask for nothing.
+int expect_next_is_the_following_task(const SeenDecode& d, const char* what) {
+  int none = 0;
+  for (size_t i = 0; i < seen_tasks.size(); ++i) {
+    const AttentionTask& t = seen_tasks[i];
+    if (t.next_k == nullptr) {
+      EXPECT_EQ(t.next_keys, 0) << what << " task " << i;
+      ++none;
+      continue;
+    }
+    EXPECT_NE(t.n_tokens > 1, true) << what << ": a prefill task asks for a next task";
+    if (i + 1 == seen_tasks.size()) {
+      ADD_FAILURE() << what << ": the last task asks for a next task";
+      continue;
+    }
+    const AttentionTask& n = seen_tasks[i + 1];
+    const int64_t start = n.key_begin / kKvBlock * kKvBlock;
+    EXPECT_EQ(t.next_k, n.k + start * d.row_bytes) << what << " task " << i;
+    EXPECT_EQ(t.next_v, n.v + start * d.row_bytes) << what << " task " << i;
+    EXPECT_EQ(t.next_keys, std::min<int64_t>(kKeyTile, n.key_end - start)) << what << " task " << i;
+    EXPECT_NE(n.k + start * d.row_bytes, t.k + t.key_begin / kKvBlock * kKvBlock * d.row_bytes)
+        << what << " task " << i << " asks for the keys it reads itself";
+  }
+  return none;
+}
+
+TEST(Attention, SplitDecodeRunsEachKvHeadsSegmentsInOrderAndAsksForTheNextOnesFirstTile) {
+  // 2000 keys: segments [0, 512), [512, 1024), [1024, 1536), [1536, 2000); 2 KV heads of 4
+  // query heads each. One worker reads KV head 0's segments front to back, then KV head 1's.
+  const SeenDecode d = run_recorded(8, 2, 1999, 1, 1);
+  ASSERT_EQ(seen_tasks.size(), 8u);
+  for (int kv = 0; kv < 2; ++kv) {
+    for (int seg = 0; seg < 4; ++seg) {
+      const AttentionTask& t = seen_tasks[static_cast<size_t>(kv * 4 + seg)];
+      EXPECT_EQ(t.n_q, 4);
+      EXPECT_EQ(t.k, d.k.data() + kv * d.head_stride) << "kv " << kv << " seg " << seg;
+      EXPECT_EQ(t.key_begin, seg * 512);
+      EXPECT_EQ(t.key_end, std::min(seg * 512 + 512, 2000));
+    }
+  }
+  // Hand-computed for the first and the one crossing to KV head 1: the next segment's first
+  // 128 keys, then KV head 1's first 128.
+  EXPECT_EQ(seen_tasks[0].next_k, d.k.data() + 512 * d.row_bytes);
+  EXPECT_EQ(seen_tasks[0].next_v, d.v.data() + 512 * d.row_bytes);
+  EXPECT_EQ(seen_tasks[0].next_keys, kKeyTile);
+  EXPECT_EQ(seen_tasks[3].next_k, d.k.data() + d.head_stride);
+  EXPECT_EQ(seen_tasks[7].next_k, nullptr);
+  EXPECT_EQ(expect_next_is_the_following_task(d, "1 worker"), 1);
+
+  // Two chunks (one per KV head here): the last task of each asks for nothing.
+  const SeenDecode two = run_recorded(8, 2, 1999, 1, 2);
+  ASSERT_EQ(seen_tasks.size(), 8u);
+  EXPECT_EQ(seen_tasks[3].next_k, nullptr);
+  EXPECT_EQ(expect_next_is_the_following_task(two, "2 workers"), 2);
+}
+
+TEST(Attention, DecodeTasksOverTheSameKeysDoNotAskForThem) {
+  // 16 query heads on one KV head: two tasks of kMaxGroup heads per segment read the same keys;
+  // the first asks for nothing, the second for the next segment's first tile.
+  const SeenDecode d = run_recorded(16, 1, 999, 1, 1);
+  ASSERT_EQ(seen_tasks.size(), 4u);
+  EXPECT_EQ(seen_tasks[0].next_k, nullptr);
+  EXPECT_EQ(seen_tasks[1].next_k, d.k.data() + 512 * d.row_bytes);
+  EXPECT_EQ(seen_tasks[1].next_keys, kKeyTile);
+  EXPECT_EQ(expect_next_is_the_following_task(d, "16 heads per KV head"), 3);
+}
+
+TEST(Attention, ShortDecodeAsksForTheNextKvHeadsKeysAndPrefillForNone) {
+  // 100 keys: one task per KV head, each asking for the next KV head's 100.
+  const SeenDecode d = run_recorded(8, 2, 99, 1, 1);
+  ASSERT_EQ(seen_tasks.size(), 2u);
+  EXPECT_EQ(seen_tasks[0].next_k, d.k.data() + d.head_stride);
+  EXPECT_EQ(seen_tasks[0].next_v, d.v.data() + d.head_stride);
+  EXPECT_EQ(seen_tasks[0].next_keys, 100);
+  EXPECT_EQ(expect_next_is_the_following_task(d, "short decode"), 1);
+
+  const SeenDecode prefill = run_recorded(8, 2, 0, 9, 1);
+  ASSERT_FALSE(seen_tasks.empty());
+  EXPECT_EQ(expect_next_is_the_following_task(prefill, "prefill"),
+            static_cast<int>(seen_tasks.size()));
+}
+
 }  // namespace
 }  // namespace pacer::ops
