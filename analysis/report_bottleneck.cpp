@@ -334,6 +334,28 @@ std::optional<Loss> imbalance_rule(const RuleContext& c) {
   return l;
 }
 
+// An op that streams faster than the header's bandwidth: that figure was measured once, before
+// the run (`pacer bench` measures each row's again just before its reps and writes that one), so
+// a machine whose bandwidth moved during the run, or a probe that under-read it, leaves ops above
+// 100 %. Said once, with the largest, rather than left as an unexplained % roof over 100.
+void note_ops_above_roofline(const Report& r, std::vector<std::string>& notes) {
+  const OpRow* worst = nullptr;
+  int above = 0;
+  for (const OpRow& row : r.by_phase_op) {
+    if (!row.cpu.roofline_pct || *row.cpu.roofline_pct <= 100.0) continue;
+    ++above;
+    if (!worst || *row.cpu.roofline_pct > *worst->cpu.roofline_pct) worst = &row;
+  }
+  if (worst == nullptr || !r.header.bandwidth_gbs) return;
+  notes.push_back(fmt::format(
+      "{} op{} streamed faster than the header's {:.1f} GB/s ({} :: {} at {:.1f} GB/s, {:.0f}% of "
+      "it): that bandwidth was measured before the run, so the machine's bandwidth moved during "
+      "the run or the probe under-read it, and % roof overstates {}",
+      above, above == 1 ? "" : "s", *r.header.bandwidth_gbs, phase_name(worst->phase), worst->name,
+      worst->cpu.gbs.value_or(0.0), *worst->cpu.roofline_pct,
+      above == 1 ? "that op" : "those ops"));
+}
+
 // The loss rules, in the order they are evaluated (a rule may look at the earlier ones' losses).
 // The losses are then ranked by the time they cost; the first is the verdict.
 using LossRule = std::optional<Loss> (*)(const RuleContext&);
@@ -354,6 +376,7 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   b.dominant_phase = top->name;
   b.dominant_phase_share = top->share;
   b.dominant_phase_ns = top->total_ns;
+  note_ops_above_roofline(r, b.notes);
   const Phase focus = focus_phase(top->name);
   const std::string focus_name(phase_name(focus));
 

@@ -15,6 +15,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kUs = 1000.0;  // ns per us
 
@@ -354,6 +355,34 @@ TEST(Report, DecodeRooflineAndAttentionGbsCountTheKvCacheBytes) {
   EXPECT_THAT(warnings, HasSubstr("bad.jsonl:"));
   EXPECT_THAT(warnings, HasSubstr("byte offset"));
   EXPECT_THAT(warnings, HasSubstr("negative kv_bytes"));
+}
+
+// An op faster than the header's bandwidth is explained once, with the largest, not left as a
+// bare % roof over 100. The hand log's output matmul streams 100000 B in 10 us = 10 GB/s, in
+// prefill and in decode.
+TEST(Report, OpsAboveTheHeadersBandwidthAreNoted) {
+  HandLog log;
+  log.footer();
+  auto notes_of = [](const Report& r) {
+    std::string all;
+    for (const std::string& n : r.bottleneck.notes) all += n + "\n";
+    return all;
+  };
+  // At exactly the header's 10 GB/s (100 %) nothing is said.
+  EXPECT_THAT(notes_of(build_report_from_text(log.text, "at.jsonl", {})),
+              Not(HasSubstr("streamed faster")));
+  std::string low = log.text;
+  const std::string key = "\"bandwidth_gbs\":10.0";
+  ASSERT_NE(low.find(key), std::string::npos);
+  low.replace(low.find(key), key.size(), "\"bandwidth_gbs\":8.0");
+  const Report r = build_report_from_text(low, "low.jsonl", {});
+  const OpRow& out = find(r.by_phase_op, Phase::Decode, "output", -1);
+  ASSERT_TRUE(out.cpu.roofline_pct);
+  EXPECT_NEAR(*out.cpu.roofline_pct, 125.0, 1e-9);
+  const std::string notes = notes_of(r);
+  EXPECT_THAT(notes, HasSubstr("2 ops streamed faster than the header's 8.0 GB/s"));
+  EXPECT_THAT(notes, HasSubstr(":: output at 10.0 GB/s, 125% of it"));
+  EXPECT_THAT(render_text(r), HasSubstr("% roof overstates those ops"));
 }
 
 // A log with no decode steps (a pp row of `pacer bench`) says so, not "- tok/s over 0 tokens".
