@@ -13,6 +13,7 @@
 
 #include "analysis/report.h"
 #include "analysis/report_accum.h"
+#include "eventlog/schema.h"
 
 namespace pacer::analysis {
 
@@ -366,12 +367,29 @@ constexpr LossRule kLossRules[] = {offcpu_rule, frequency_mean_rule, frequency_e
 
 void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   Bottleneck& b = r.bottleneck;
-  const auto top = std::max_element(
+  auto top = std::max_element(
       r.phases.begin(), r.phases.end(),
       [](const PhaseRow& a, const PhaseRow& c) { return a.total_ns < c.total_ns; });
   if (top == r.phases.end() || top->total_ns == 0) {
     b.notes.push_back("no timed phases in the log: nothing to classify");
     return;
+  }
+  // A `pacer bench` tg row's log (header bench_test "tg32", "tg32 @ d4096"): its prefill only
+  // fills the KV cache to the row's depth (4096 tokens take far longer than 32 decode steps), and
+  // what the row measures is decode, so decode is what is classified.
+  const auto bench_test = r.header.raw.find(eventlog::header_key::kBenchTest);
+  if (bench_test != r.header.raw.end() && bench_test->is_string() &&
+      bench_test->get<std::string>().starts_with("tg")) {
+    const auto decode = std::find_if(r.phases.begin(), r.phases.end(), [](const PhaseRow& p) {
+      return p.name == phase_name(Phase::Decode);
+    });
+    if (decode != r.phases.end() && decode != top && decode->total_ns > 0) {
+      b.notes.push_back(fmt::format(
+          "a `pacer bench` {} row: its {} ({} of the run) fills the KV cache before the measured "
+          "decode, so decode is classified",
+          bench_test->get<std::string>(), top->name, pct(top->share)));
+      top = decode;
+    }
   }
   b.dominant_phase = top->name;
   b.dominant_phase_share = top->share;

@@ -497,6 +497,36 @@ TEST(Report, BottleneckRanksLossesByTheTimeTheyCost) {
   EXPECT_EQ(hand_report(true, th).bottleneck.verdict, BottleneckKind::MemoryBound);
 }
 
+// A `pacer bench` tg row at depth spends most of its log filling the KV cache: the verdict is
+// still decode's, and a note says why. Prefill ops of the synthetic log take twice a decode op,
+// so with one decode step the prefill dominates.
+TEST(Report, BenchTgRowClassifiesDecodeNotTheDepthFill) {
+  testlog::SyntheticRun run;
+  run.n_decode = 1;
+  run.bandwidth_gbs = 20;
+  std::ostringstream s;
+  testlog::write_synthetic(s, run);
+  const Report plain = build_report_from_text(s.str(), "run.jsonl");
+  EXPECT_EQ(plain.bottleneck.dominant_phase, "prefill");
+  std::string bench = s.str();
+  const std::string command = "\"command\":\"run\"";
+  ASSERT_NE(bench.find(command), std::string::npos);
+  bench.replace(bench.find(command), command.size(),
+                "\"bench_test\":\"tg1 @ d4\",\"command\":\"bench\"");
+  const Report r = build_report_from_text(bench, "bench.jsonl");
+  EXPECT_EQ(r.bottleneck.dominant_phase, "decode");
+  ASSERT_FALSE(r.bottleneck.findings.empty());
+  EXPECT_EQ(r.bottleneck.findings[0].subject.rfind("decode", 0), 0u)
+      << r.bottleneck.findings[0].subject;
+  std::string notes;
+  for (const std::string& n : r.bottleneck.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("a `pacer bench` tg1 @ d4 row: its prefill ("));
+  // A pp row keeps the largest phase.
+  std::string pp = s.str();
+  pp.replace(pp.find(command), command.size(), "\"bench_test\":\"pp4\",\"command\":\"bench\"");
+  EXPECT_EQ(build_report_from_text(pp, "pp.jsonl").bottleneck.dominant_phase, "prefill");
+}
+
 TEST(Report, BottleneckOnSyntheticRuns) {
   auto verdict = [](const testlog::SyntheticRun& run) {
     std::ostringstream s;
