@@ -378,8 +378,8 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   // fills the KV cache to the row's depth (4096 tokens take far longer than 32 decode steps), and
   // what the row measures is decode, so decode is what is classified.
   const auto bench_test = r.header.raw.find(eventlog::header_key::kBenchTest);
-  if (bench_test != r.header.raw.end() && bench_test->is_string() &&
-      bench_test->get<std::string>().starts_with("tg")) {
+  if (top->name == phase_name(Phase::Prefill) && bench_test != r.header.raw.end() &&
+      bench_test->is_string() && bench_test->get<std::string>().starts_with("tg")) {
     const auto decode = std::find_if(r.phases.begin(), r.phases.end(), [](const PhaseRow& p) {
       return p.name == phase_name(Phase::Decode);
     });
