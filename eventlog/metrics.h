@@ -70,8 +70,8 @@ constexpr const DerivedMetric* find_metric(std::string_view name) noexcept {
 }
 
 // The entry named `name`; a name missing from the table does not compile where it is constant.
-// By index, not through find_metric: GCC 12 with -fsanitize=undefined does not take a pointer
-// into the table compared with nullptr as a constant expression (the sanitizer build failed).
+// The loop returns the entry itself rather than a find_metric pointer tested against nullptr:
+// GCC 12 with -fsanitize=undefined does not take that test as a constant expression.
 consteval const DerivedMetric& metric(std::string_view name) {
   for (const DerivedMetric& m : kDerivedMetrics) {
     if (m.name == name) return m;
