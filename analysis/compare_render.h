@@ -8,16 +8,18 @@
 
 namespace pacer::analysis {
 
-struct RenderOptions {
+// Not `RenderOptions`: report.h has that name for the run report, and two class types of one name
+// in one namespace break the one-definition rule once both headers are in a program.
+struct CompareRenderOptions {
   size_t table_rows = 40;  // rows of the detailed (op, metric, device) table; 0 = all
   size_t rank_rows = 20;   // rows of the ranked cycle-duration table; 0 = all
   size_t op_rows = 15;     // ops in the per-op attribution table; 0 = all
   CompareOptions compare;  // for the legend's thresholds
 };
 
-std::string render_markdown(const Comparison& c, const RenderOptions& opts = {});
-std::string render_json(const Comparison& c, const RenderOptions& opts = {});
-std::string render_html(const Comparison& c, const RenderOptions& opts = {});
+std::string render_markdown(const Comparison& c, const CompareRenderOptions& opts = {});
+std::string render_json(const Comparison& c, const CompareRenderOptions& opts = {});
+std::string render_html(const Comparison& c, const CompareRenderOptions& opts = {});
 
 namespace detail {
 // Shared by the renderers.

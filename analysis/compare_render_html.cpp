@@ -204,7 +204,7 @@ constexpr const char* kScriptTail = R"(<script>
 
 }  // namespace
 
-std::string render_html(const Comparison& c, const RenderOptions& ro) {
+std::string render_html(const Comparison& c, const CompareRenderOptions& ro) {
   const auto& l = c.label;
   const Attribution& a = c.attribution;
   std::string o = html::page_begin("pacer compare: " + c.path[0] + " vs " + c.path[1], true);

@@ -67,7 +67,7 @@ Json cycles_json(const CycleStats& c) {
 
 }  // namespace
 
-std::string render_json(const Comparison& c, const RenderOptions& ro) {
+std::string render_json(const Comparison& c, const CompareRenderOptions& ro) {
   Json j;
   j["type"] = "pacer_compare";
   j["schema"] = 1;

@@ -101,7 +101,7 @@ void summary_section(std::string& o, const Comparison& c) {
                    fmt_num(c.step_welch.t, 2), fmt_p(c.step_welch.p), fmt_p(c.step_u.p));
 }
 
-void distribution_section(std::string& o, const Comparison& c, const RenderOptions& ro) {
+void distribution_section(std::string& o, const Comparison& c, const CompareRenderOptions& ro) {
   const auto& l = c.label;
   o += "## 2. Decode Step Duration Distribution Comparison\n\n";
   o += fmt::format("| Statistic | {} (us) | {} (us) | Δ (us) | Δ (%) |\n", l[0], l[1]);
@@ -138,7 +138,7 @@ void distribution_section(std::string& o, const Comparison& c, const RenderOptio
   o += "\n";
 }
 
-void attribution_section(std::string& o, const Comparison& c, const RenderOptions& ro) {
+void attribution_section(std::string& o, const Comparison& c, const CompareRenderOptions& ro) {
   const Attribution& a = c.attribution;
   const double t0 = a.mean_ns[0];
   o += "## 3. Where the Time Went: Additive Attribution\n\n";
@@ -224,7 +224,7 @@ void attribution_section(std::string& o, const Comparison& c, const RenderOption
   o += "\n";
 }
 
-void findings_section(std::string& o, const Comparison& c, const RenderOptions& ro) {
+void findings_section(std::string& o, const Comparison& c, const CompareRenderOptions& ro) {
   const auto& l = c.label;
   o += "## 4. In-depth Core Metric Comparison\n\n### Overview\n\n" + c.overview + "\n\n";
   o += "### Key Findings\n\n";
@@ -327,7 +327,7 @@ void runs_section(std::string& o, const Comparison& c) {
 
 }  // namespace
 
-std::string render_markdown(const Comparison& c, const RenderOptions& ro) {
+std::string render_markdown(const Comparison& c, const CompareRenderOptions& ro) {
   std::string o;
   o += fmt::format("# Performance Comparison: {} (`{}`) vs {} (`{}`)\n\n", c.label[0], c.path[0],
                    c.label[1], c.path[1]);

@@ -42,7 +42,7 @@ void run_compare(const CompareArgs& a) {
   for (int i = 0; i < 2; ++i)
     for (const std::string& n : c.notes[i]) fmt::print(stderr, "pacer compare: note: {}\n", n);
 
-  analysis::RenderOptions ro;
+  analysis::CompareRenderOptions ro;
   ro.table_rows = a.rows;
   ro.compare = opts;
   const std::string format = infer_format(a);

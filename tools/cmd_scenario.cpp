@@ -58,7 +58,7 @@ TrialOutcome compare_and_write(const fs::path& normal, const fs::path& abnormal,
                                const fs::path& dir, const std::vector<std::string>& expected) {
   const analysis::Comparison c = analysis::compare_runs(analysis::load_run(normal.string()),
                                                         analysis::load_run(abnormal.string()));
-  analysis::RenderOptions ro;
+  analysis::CompareRenderOptions ro;
   analysis::write_file_atomically(dir / "compare.md", analysis::render_markdown(c, ro));
   analysis::write_file_atomically(dir / "compare.json", analysis::render_json(c, ro));
   TrialOutcome t;

@@ -143,7 +143,7 @@ TEST(CompareDevices, DescribesCpuRanges) {
 }
 
 TEST(CompareRender, MarkdownHasTheReferenceSectionsAndMore) {
-  RenderOptions ro;
+  CompareRenderOptions ro;
   ro.table_rows = 5;
   const std::string md = render_markdown(freq_comparison(), ro);
   for (const char* s : {"**Verdict:** Decode",

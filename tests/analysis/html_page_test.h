@@ -8,7 +8,7 @@ namespace pacer::analysis {
 inline constexpr const char* kHostileHtml = "</script><img src=x onerror=alert(1)>";
 
 // The run report of a log named kHostileHtml with an op named kHostileHtml (in its own file,
-// html_page_test_report.cpp: report.h and compare_render.h each declare a RenderOptions).
+// html_page_test_report.cpp).
 std::string hostile_report();
 
 }  // namespace pacer::analysis
