@@ -946,7 +946,12 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
   const int start_cpu = current_cpu();
   for (const PinSpec& listed_pin : opts.pins) {
     for (int threads_req : opts.threads) {
-      const auto [pin, pin_name] = row_pin(opts, listed_pin, threads_req, start_cpu);
+      // Not a structured binding: the lambda below captures `pin`, which clang before 16
+      // rejects for a binding (the fuzz build compiles this file with clang).
+      const std::pair<PinSpec, std::string> row_pinned =
+          row_pin(opts, listed_pin, threads_req, start_cpu);
+      const PinSpec& pin = row_pinned.first;
+      const std::string& pin_name = row_pinned.second;
       for (int64_t n_gen : opts.n_gen) {
         if (n_gen <= 0) continue;
         OverheadRow row;
