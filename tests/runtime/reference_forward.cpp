@@ -9,6 +9,23 @@
 namespace pacer::testref {
 namespace {
 
+// x rounded to the nearest f16 (round-to-nearest-even, as every f16 store does), back as a float.
+// The compiler's _Float16 where it has one (GCC 12), else the same rounding by hand (clang 14,
+// the fuzz build's compiler, has no _Float16 on x86): 11 significant bits, or the subnormals'
+// fixed quantum of 2^-24, and past 65504 infinity.
+float round_to_f16(float x) {
+#if defined(__FLT16_MAX__)
+  return static_cast<float>(static_cast<_Float16>(x));
+#else
+  if (!std::isfinite(x) || x == 0.0f) return x;
+  int e = 0;
+  std::frexp(x, &e);                    // |x| = m * 2^e, m in [0.5, 1)
+  const int q = std::max(e - 11, -24);  // the f16 quantum at this magnitude
+  const float r = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);  // ties to even
+  return std::fabs(r) > 65504.0f ? std::copysign(INFINITY, x) : r;
+#endif
+}
+
 std::vector<float> dequantized(const loader::GgufFile& f, const std::string& name) {
   const loader::GgufTensor& t = f.require_tensor(name);
   std::vector<float> out(static_cast<size_t>(t.elements()));
@@ -204,11 +221,8 @@ std::vector<float> ReferenceModel::step(int32_t token, int64_t pos) {
     kc.resize(size_t((pos + 1) * kv_dim));
     vc.resize(size_t((pos + 1) * kv_dim));
     for (int64_t i = 0; i < kv_dim; ++i) {
-      // f16_kv: round to the nearest f16 (round-to-nearest-even, as every f16 store does).
-      kc[size_t(pos * kv_dim + i)] =
-          opts_.f16_kv ? static_cast<float>(static_cast<_Float16>(k[size_t(i)])) : k[size_t(i)];
-      vc[size_t(pos * kv_dim + i)] =
-          opts_.f16_kv ? static_cast<float>(static_cast<_Float16>(v[size_t(i)])) : v[size_t(i)];
+      kc[size_t(pos * kv_dim + i)] = opts_.f16_kv ? round_to_f16(k[size_t(i)]) : k[size_t(i)];
+      vc[size_t(pos * kv_dim + i)] = opts_.f16_kv ? round_to_f16(v[size_t(i)]) : v[size_t(i)];
     }
 
     std::vector<float> att(size_t(q_dim), 0.0f);
