@@ -18,8 +18,7 @@
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
 #include "ops/parallel.h"
-
-#include <tbb/task_arena.h>
+#include "runtime/executor.h"
 
 namespace pacer::bench {
 namespace {
@@ -151,7 +150,7 @@ void BM_attention_peaked(benchmark::State& state, Isa isa) {
   state.SetBytesProcessed(bytes);
 }
 
-// The same decode step over `layers` caches on `threads` workers (ops::TbbParallel, the runtime's
+// The same decode step over `layers` caches on `threads` workers (runtime::Executor, the runtime's
 // split into key segments x head groups): how the cache reads scale with the cores sharing them.
 // TinyLlama's shape (groups of 8), F16; bytes_per_second as BM_attention's.
 void BM_attention_threads(benchmark::State& state, Isa isa) {
@@ -163,12 +162,9 @@ void BM_attention_threads(benchmark::State& state, Isa isa) {
   const int threads = static_cast<int>(state.range(2));
   DecodeStep step(shape_params(1, WeightType::F16, state.range(0)), state.range(0), state.range(1),
                   true, kernels);
-  const ops::TbbParallel par(threads);
-  tbb::task_arena arena(threads);
+  const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
   int64_t bytes = 0;
-  arena.execute([&] {
-    for (auto _ : state) bytes += step.run(par, kernels);
-  });
+  for (auto _ : state) bytes += step.run(par, kernels);
   state.SetBytesProcessed(bytes);
 }
 

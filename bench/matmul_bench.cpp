@@ -1,5 +1,6 @@
 // GEMV (decode) microbenchmarks: one BENCHMARK_CAPTURE per (weight type, Isa), over the matmul
-// shapes of Qwen2.5-0.5B and TinyLlama-1.1B, at 1 and 2 threads.
+// shapes of Qwen2.5-0.5B and TinyLlama-1.1B, at 1 and 2 threads on the runtime's executor
+// (runtime::Executor, unpinned: the dispatch and work stealing a decode matmul runs on).
 //
 // Counters: bytes_per_second = weight bytes streamed per second (the decode roofline quantity);
 // FLOP/s = 2 * rows * cols per call; %bw = bytes_per_second as a percentage of the read bandwidth
@@ -14,7 +15,6 @@
 // so compare like with like). The timed call includes quantizing the activations, as a decode step
 // does.
 #include <benchmark/benchmark.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +32,7 @@
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/parallel.h"
+#include "runtime/executor.h"
 
 namespace pacer::bench {
 namespace {
@@ -135,28 +136,27 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (float& f : x) f = dist(rng);
   ops::PackedActivations scratch;
-  const ops::TbbParallel par(threads);
+  // The runtime's executor (unpinned, as `pacer bench` by default): its dispatch, shares and
+  // work stealing are part of what a decode matmul costs at 2+ threads.
+  const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);  // once, as a Session does
-  tbb::task_arena arena(threads);
   int64_t next = 0;
   // Per-call wall times as well: their minimum is the figure least disturbed by other work on a
   // shared machine (the loop's mean, Time above, is the headline).
   std::vector<double> call_us;
   call_us.reserve(1 << 16);
-  arena.execute([&] {
-    for (auto _ : state) {
-      const auto t0 = std::chrono::steady_clock::now();
-      ops::matmul(interleaved ? w.interleaved_copy(next) : w.copy(next), x, 1, y, scratch, par,
-                  kernels);
-      benchmark::DoNotOptimize(y.data());
-      benchmark::ClobberMemory();
-      const auto t1 = std::chrono::steady_clock::now();
-      if (call_us.size() < call_us.capacity()) {
-        call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      }
-      next = next + 1 == w.count ? 0 : next + 1;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::matmul(interleaved ? w.interleaved_copy(next) : w.copy(next), x, 1, y, scratch, par,
+                kernels);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (call_us.size() < call_us.capacity()) {
+      call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-  });
+    next = next + 1 == w.count ? 0 : next + 1;
+  }
   const double bytes = static_cast<double>(rows * ops::row_bytes(type, cols));
   const double calls = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes * calls));
@@ -280,16 +280,13 @@ void BM_gemm(benchmark::State& state, WeightType type, Isa isa, bool interleaved
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (float& f : x) f = dist(rng);
   ops::PackedActivations scratch;
-  const ops::TbbParallel par(threads);
+  const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    for (auto _ : state) {
-      ops::matmul(matrix, x, tokens, y, scratch, par, kernels);
-      benchmark::DoNotOptimize(y.data());
-      benchmark::ClobberMemory();
-    }
-  });
+  for (auto _ : state) {
+    ops::matmul(matrix, x, tokens, y, scratch, par, kernels);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
   const double calls = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(rows * ops::row_bytes(type, cols) * calls));
   state.counters["FLOP/s"] = benchmark::Counter(
