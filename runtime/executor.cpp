@@ -134,15 +134,16 @@ constexpr int64_t claim_back(uint64_t w) {
 // first, so its kernels keep their streams long (each GEMV call starts its streams afresh),
 // shorter ones towards the end, so a worker done early finds something left to take. A thief
 // takes half of what is left, from the back. Owner pieces of a quarter (at least 4 grains) ran
-// decode 0.93-0.96x of these (TinyLlama Q4_K_M, 2 threads, dev VM) while an x16 GEMV call of
-// under 16 groups was one stream; since calls of 4 groups read 4 streams (gemv_streams.h), pieces
-// of 4 grains that continue the share's streams across pieces measured 1.01x (300 alternations,
-// quartiles 0.91-1.13): not worth the mapping.
-constexpr int64_t kOwnerMinGrains = 16;
-// The caller's pieces of a job whose bytes the other workers prefetched while it ran the serial
-// ops (Executor::prefetch_next): they start warm and finish first, so the cold share is left
-// open to them sooner.
-constexpr int64_t kPrefetchedCallerMinGrains = 4;
+// decode 0.93-0.96x of halves of at least 16 (TinyLlama Q4_K_M, 2 threads, dev VM) while an x16
+// GEMV call of under 16 groups was one stream. Halves down to 4 grains instead of 16 only add
+// one or two short pieces at a share's end, and let a worker done early take the last of a 64-
+// grain share (2048 rows on 2 workers) instead of waiting for its owner. Zen 5 dev VM, 2 workers
+// (session 34): a replay of a TinyLlama Q4_0 step's GEMVs with the prefetch hints, the two
+// minimums alternating step by step, ran 0.4-1.0 % faster with 4 in 5 of 6 runs of 200 steps
+// (the sixth level); ffn_down, whose second worker was the late one, read 2-11 % faster in 4 of
+// 4 alternating bench rows. The caller's share of a job the others prefetched (prefetch_next)
+// took its pieces down to 4 grains already; that is now every owner's rule.
+constexpr int64_t kOwnerMinGrains = 4;
 // Owner pieces of a compute-bound job (run_chunks_balanced: the prefill GEMMs), whose kernels
 // start no streams: two grains, so a piece still fills the GEMMs' multi-group register tiles.
 constexpr int64_t kBalancedOwnerMinGrains = 2;
@@ -483,13 +484,7 @@ struct Executor::Impl {
     }
     generation.store(g, std::memory_order_seq_cst);  // publishes job and remaining
     if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation);
-    // The job the last plan was for: the others start with their share's head in L2.
-    const bool prefetched = plan_pending && n == plan_rows && align == plan_align;
-    if (prefetched) plan_pending = false;
-    run_claimable(0, g,
-                  balanced              ? kBalancedOwnerMinGrains
-                  : prefetched && steal ? kPrefetchedCallerMinGrains
-                                        : kOwnerMinGrains);
+    run_claimable(0, g, balanced ? kBalancedOwnerMinGrains : kOwnerMinGrains);
     // Wait for chunks others claimed and are running. Yield after a while so a worker that
     // shares our CPU (oversubscription) can finish.
     for (int i = 0; remaining.load(std::memory_order_acquire) != 0; ++i) {
@@ -514,9 +509,6 @@ struct Executor::Impl {
   std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
-  // The caller's side of prefetch_next (only the caller reads or writes these).
-  bool plan_pending = false;
-  int64_t plan_rows = 0, plan_align = 0;
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
   // The current job's least owner piece, in grains: atomic, since a worker that lost the race
@@ -563,9 +555,6 @@ void Executor::prefetch_next(const ops::PrefetchPlan& plan) const {
   Impl& im = *impl_;
   if (im.prefetch_budget == 0 || plan.total_rows <= 0) return;
   im.publish_plan(plan);
-  im.plan_pending = true;
-  im.plan_rows = plan.total_rows;
-  im.plan_align = plan.align < 1 ? 1 : plan.align;
 }
 
 bool Executor::idle_prefetch() const noexcept {

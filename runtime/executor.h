@@ -78,7 +78,7 @@ class Executor final : public ops::Parallel {
   // Cuts [0, n) into workers() static shares (ops::static_chunk), share c belonging to slot c.
   // Without work stealing each share runs whole, body(c, begin, end) once, on whichever worker
   // claims it (its owner unless that one is late). With it, the owner runs its share in pieces
-  // from the front (half of what is left each time, at least 16 x align elements) and a worker
+  // from the front (half of what is left each time, at least 4 x align elements) and a worker
   // done with its own takes half of what is left of another share from the back, so a slow
   // worker (a noisy host, an SMT sibling, a slower core) is helped instead of waited for. Pieces
   // are multiples of align from the share's start; body(c, b, e) may then run several times per
@@ -89,16 +89,15 @@ class Executor final : public ops::Parallel {
   // thread runs in one call once.
   void run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
   // The same for compute-bound bodies (ops::Parallel::run_chunks_balanced): with work stealing,
-  // owner pieces of half of what is left down to 2 grains instead of 16, so shares of a few
+  // owner pieces of half of what is left down to 2 grains instead of 4, so shares of a few
   // grains (a 2048-row GEMM on 16 workers: 8 each) leave something for a worker done early.
   void run_chunks_balanced(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
   // Publishes the bytes the next run_chunks(plan.total_rows, plan.align) will read: every worker
   // slot but the caller's, while it waits, prefetches its share of them into its L2 (up to a
   // quarter of the L2, a few lines at a time between looks at the job word, so a job still starts
-  // at once). That job then lets others take the back of the caller's share (its owner pieces
-  // are at least 4 grains instead of 16): the caller, busy with the serial ops in between,
-  // prefetched nothing. Call from the thread that calls run_chunks. No-op without workers or
-  // with idle_prefetch off.
+  // at once); they start that job with their share's head in L2 and, done first, take the back
+  // of the caller's share, which it could not prefetch while it ran the serial ops in between.
+  // Call from the thread that calls run_chunks. No-op without workers or with idle_prefetch off.
   void prefetch_next(const ops::PrefetchPlan& plan) const override;
   bool idle_prefetch() const noexcept;
   bool work_stealing() const noexcept;

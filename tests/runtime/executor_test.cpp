@@ -215,48 +215,45 @@ std::vector<std::pair<int64_t, int64_t>> callers_pieces(const Executor& ex, bool
   return pieces;
 }
 
-TEST(Executor, APrefetchedJobOpensTheCallersShareToOthers) {
-  // After prefetch_next() names a job (same n and align), the caller, which prefetched nothing,
-  // takes its share in pieces of half what is left, at least 4 grains: 6, 4, 2 of 12 here.
-  // Without a hint, or for a job of another size, it takes the 12 at once (owner pieces are at
-  // least 16 grains).
+TEST(Executor, AnOwnerTakesItsShareInHalvesDownToFourGrains) {
+  // run_chunks(24, 1) on 2 workers, 12 grains a share: the caller takes half of what is left, at
+  // least 4 grains: 6, 4, 2. A prefetch hint for the job, or for another one, changes nothing.
   using Pieces = std::vector<std::pair<int64_t, int64_t>>;
+  const Pieces want{{0, 6}, {6, 10}, {10, 12}};
   Executor ex(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(true));
   if (ex.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
   ASSERT_TRUE(ex.idle_prefetch());
-  alignas(64) static std::byte weights[24 * 64];
+  alignas(64) static std::byte weights[25 * 64];
   ops::PrefetchPlan plan;
   plan.total_rows = 24;
   plan.align = 1;
   plan.n_segments = 1;
   plan.segments[0] = {weights, 24, 1, 64, 1};
-  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));
+  EXPECT_EQ(callers_pieces(ex), want);
   ex.prefetch_next(plan);
-  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 6}, {6, 10}, {10, 12}}));
-  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));  // the hint was for one job
-  plan.total_rows = 25;  // a hint for another job leaves this one as it was
+  EXPECT_EQ(callers_pieces(ex), want);
+  plan.total_rows = 25;
+  plan.segments[0].rows = 25;
   ex.prefetch_next(plan);
-  EXPECT_EQ(callers_pieces(ex), (Pieces{{0, 12}}));
+  EXPECT_EQ(callers_pieces(ex), want);
 
-  // Off: hints are ignored.
-  Executor off(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(false));
-  if (off.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
-  EXPECT_FALSE(off.idle_prefetch());
-  plan.total_rows = 24;
-  off.prefetch_next(plan);
-  EXPECT_EQ(callers_pieces(off), (Pieces{{0, 12}}));
+  // Without stealing an owner takes its whole share at once.
+  Executor whole(ExecutorSettings{}.set_threads(2).set_work_stealing(false));
+  if (whole.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+  EXPECT_EQ(callers_pieces(whole), (Pieces{{0, 12}}));
 }
 
 TEST(Executor, ABalancedJobCutsEveryOwnersShareFinely) {
   // run_chunks_balanced(24, 1) on 2 workers, 12 grains a share: each owner takes half of what is
   // left, at least 2 grains: 6, 3, 2, 1. The caller's share through its own minimum, worker 1's
   // through the job's. Share 0 sleeps so the caller cannot reach share 1 while worker 1 runs it;
-  // plain run_chunks still gives each owner its 12 at once (owner pieces of at least 16).
+  // plain run_chunks cuts each owner's 12 coarser: 6, 4, 2 (owner pieces of at least 4).
   using Pieces = std::vector<std::pair<int64_t, int64_t>>;
   Executor ex(ExecutorSettings{}.set_threads(2).set_work_stealing(true).set_idle_prefetch(false));
   if (ex.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
   for (bool balanced : {true, false}) {
-    const Pieces want = balanced ? Pieces{{0, 6}, {6, 9}, {9, 11}, {11, 12}} : Pieces{{0, 12}};
+    const Pieces want =
+        balanced ? Pieces{{0, 6}, {6, 9}, {9, 11}, {11, 12}} : Pieces{{0, 6}, {6, 10}, {10, 12}};
     EXPECT_EQ(callers_pieces(ex, balanced), want) << (balanced ? "balanced" : "plain");
     std::mutex mu;
     Pieces share1;
