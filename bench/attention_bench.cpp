@@ -219,6 +219,9 @@ void thread_counts(benchmark::internal::Benchmark* b) {
   // 22 x 16384 positions: 369 MB, past a 300 MB L3, as a decode step's caches are once the
   // weights (GBs) have streamed through it since the previous token.
   for (int64_t threads : {1, 4, 16}) b->Args({16384, 22, threads});
+  // A short context (a decode right after a short prompt): 22 x 64 positions, all in cache, so
+  // what is left is the split's and the dispatch's own cost per layer.
+  for (int64_t threads : {1, 2}) b->Args({64, 22, threads});
   b->UseRealTime();
 }
 
