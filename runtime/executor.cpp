@@ -161,6 +161,7 @@ struct alignas(64) SlotStats {
   std::atomic<int64_t> chunks{0};
   std::atomic<int64_t> off_target{0};
   std::atomic<int> pin_errno{0};  // nonzero: pinning this slot's thread failed
+  std::atomic<int64_t> sleeps{0};  // waits that outlasted the spin and went to the futex
 };
 
 }  // namespace
@@ -421,6 +422,8 @@ struct Executor::Impl {
       if ((i & 63) == 63 && Clock::now() >= spin_until) break;
       _mm_pause();
     }
+    SlotStats& st = stats[slot];
+    st.sleeps.store(st.sleeps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     for (;;) {
       // Dekker with the publisher: either it sees sleepers > 0 and wakes us, or we see its
       // new generation here (and the futex re-checks the word atomically).
@@ -561,6 +564,10 @@ bool Executor::idle_prefetch() const noexcept {
   return impl_->prefetch_budget > 0;
 }
 
+int Executor::spin_us() const noexcept {
+  return static_cast<int>(impl_->spin_ns / 1000);
+}
+
 bool Executor::work_stealing() const noexcept {
   return impl_->steal;
 }
@@ -628,7 +635,8 @@ std::vector<WorkerPlacement> Executor::placements() const {
     out.push_back(
         {s, impl_->cpus.empty() ? -1 : impl_->cpus[static_cast<size_t>(s)],
          st.first_cpu.load(std::memory_order_relaxed), st.last_cpu.load(std::memory_order_relaxed),
-         st.chunks.load(std::memory_order_relaxed), st.off_target.load(std::memory_order_relaxed)});
+         st.chunks.load(std::memory_order_relaxed), st.off_target.load(std::memory_order_relaxed),
+         st.sleeps.load(std::memory_order_relaxed)});
   }
   return out;
 }

@@ -63,6 +63,7 @@ struct WorkerPlacement {
   int last_cpu = -1;       // CPU at the start of its latest chunk
   int64_t chunks = 0;      // chunks it ran
   int64_t off_target = 0;  // chunks that started on a CPU other than pinned_cpu
+  int64_t sleeps = 0;      // waits for a job that outlasted spin_us and slept on the futex
 };
 
 class Executor final : public ops::Parallel {
@@ -101,6 +102,8 @@ class Executor final : public ops::Parallel {
   void prefetch_next(const ops::PrefetchPlan& plan) const override;
   bool idle_prefetch() const noexcept;
   bool work_stealing() const noexcept;
+  // How long an idle worker spins before it sleeps (ExecutorSettings::spin_us, resolved).
+  int spin_us() const noexcept;
 
   // Called around every chunk on the thread that runs it (nullptr: none). Set between runs.
   void set_observer(ChunkObserver* observer) noexcept;

@@ -124,7 +124,10 @@ Session::Session(const Model& model, SessionOptions opts)
     : model_(model),
       opts_(with_numa_pin(std::move(opts))),
       executor_(std::make_unique<Executor>(
-          ExecutorSettings{}.set_threads(opts_.threads).set_pin(opts_.pin))),
+          ExecutorSettings{}
+              .set_threads(opts_.threads)
+              .set_pin(opts_.pin)
+              .set_spin_us(opts_.recorder && opts_.recorder->enabled() ? kRecordingSpinUs : -1))),
       kv_(model.config(), opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config()), opts_.kv_type,
           RunState::bytes(
               model.config(),

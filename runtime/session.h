@@ -22,6 +22,16 @@
 
 namespace pacer::runtime {
 
+// How long the executor's idle workers spin before they sleep in a session that records: longer
+// than the recorder's work between two steps (serializing the step's ops, the per-step probes:
+// ~0.4 ms on the 2-vCPU dev VM), so that recording does not change how the workers wait. With
+// the executor's default 100 us they slept through every step boundary, and the step's first
+// matmul then ran on a worker woken from the futex: TinyLlama Q4_0's layer-0 attn_qkv read
+// ~20 GB/s at 2 threads in recorded decode steps instead of ~60 (~0.1 ms, 1 % of a step, all of
+// it in one op the report then shows as slow); with this spin, 45-53. An unrecorded decode's
+// steps are ~25 us apart, under either spin.
+inline constexpr int kRecordingSpinUs = 2000;
+
 struct SessionOptions {
   int64_t ctx = -1;  // KV cache positions; -1: min(4096, the model's training context)
   int threads = -1;  // -1: one per allowed physical core (or the pin list's length)

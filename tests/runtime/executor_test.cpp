@@ -243,6 +243,27 @@ TEST(Executor, AnOwnerTakesItsShareInHalvesDownToFourGrains) {
   EXPECT_EQ(callers_pieces(whole), (Pieces{{0, 12}}));
 }
 
+TEST(Executor, AWorkerSleepsOnlyOnceItsSpinIsOver) {
+  // Idle for 20 ms between two jobs: a worker that spins 100 us goes to the futex; one that spins
+  // 10 s does not (placements().sleeps counts the waits that did).
+  const auto idle_sleeps = [](int spin_us) {
+    Executor ex(ExecutorSettings{}.set_threads(2).set_spin_us(spin_us));
+    EXPECT_EQ(ex.spin_us(), spin_us);
+    if (ex.joined_workers() < 1) return int64_t{-1};
+    const ops::ChunkFn body = [](int, int64_t, int64_t) {};
+    ex.run_chunks(64, 1, body);
+    const int64_t before = ex.placements().at(1).sleeps;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ex.run_chunks(64, 1, body);
+    return ex.placements().at(1).sleeps - before;
+  };
+  const int64_t short_spin = idle_sleeps(100);
+  if (short_spin < 0) GTEST_SKIP() << "TBB supplied no worker thread";
+  EXPECT_GE(short_spin, 1);
+  EXPECT_EQ(idle_sleeps(10'000'000), 0);
+  EXPECT_EQ(Executor(ExecutorSettings{}.set_threads(1)).spin_us(), 100);  // the default
+}
+
 TEST(Executor, ABalancedJobCutsEveryOwnersShareFinely) {
   // run_chunks_balanced(24, 1) on 2 workers, 12 grains a share: each owner takes half of what is
   // left, at least 2 grains: 6, 3, 2, 1. The caller's share through its own minimum, worker 1's

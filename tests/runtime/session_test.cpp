@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "loader/synth.h"
 #include "runtime/kv_cache.h"
+#include "runtime/recorder.h"
 #include "runtime/session.h"
 #include "runtime_test_util.h"
 
@@ -235,6 +237,45 @@ TEST(Session, GeneratesNTokensAndStreamsTheirText) {
   EXPECT_GT(t.decode_tok_s(), 0);
   EXPECT_GE(t.ttft_ms, t.prefill_ms);
   EXPECT_GT(t.peak_rss_kb, 0);
+}
+
+// A session that records keeps its workers spinning through the recorder's work between two
+// steps (kRecordingSpinUs): with the executor's default spin they went to the futex at every step
+// boundary, and each step's first matmul ran on a worker being woken. Without recording the
+// default stays.
+TEST(Session, RecordedWorkersSpinThroughStepBoundaries) {
+  const test::SynthModel synth("tiny", ops::WeightType::Q4_0);
+  {
+    Session plain(synth.model(), greedy(2));
+    EXPECT_EQ(plain.executor().spin_us(), 100);
+  }
+  const std::filesystem::path log = std::filesystem::temp_directory_path() /
+                                    ("pacer_session_spin_" + std::to_string(::getpid()) + ".jsonl");
+  RecorderOptions ro;
+  ro.events_path = log.string();
+  ro.workers = 2;
+  ro.probe_energy = false;
+  ro.measure_freq_before_after = false;
+  {
+    Recorder rec(ro);
+    SessionOptions so = greedy(2);
+    so.recorder = &rec;
+    Session s(synth.model(), so);
+    EXPECT_EQ(s.executor().spin_us(), kRecordingSpinUs);
+    if (s.executor().joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+    GenerateOptions go;
+    go.n_predict = 16;
+    go.ignore_eos = true;
+    const auto sleeps = [&] { return s.executor().placements().at(1).sleeps; };
+    const int64_t before = sleeps();
+    const Generation g = s.generate("hello world", go, [](std::string_view) {});
+    ASSERT_EQ(g.timings.n_decode_steps, 15);
+    // At most a few waits outlast the spin (a host that stops this VM for 2 ms); with the
+    // default spin every one of the 15 step boundaries did.
+    EXPECT_LT(sleeps() - before, 5) << "the recorded decode's worker slept between steps";
+  }
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
 }
 
 // Decode past kAttentionKeySegment keys splits each KV head's keys into segments on the session's
