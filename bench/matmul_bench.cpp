@@ -262,6 +262,60 @@ BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx2, WeightType::Q6_K, Isa::Avx2, true)
     ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
 
+// A decode GEMV (TinyLlama's 2048 x 2048, Q4_0 repacked, cold copies) right after its caller spent
+// `idle_us` on work that reads nothing from DRAM (a spin on the clock), on `threads` workers: what
+// a serial phase between two matmuls (the norms, rope, attention at a short context, the
+// recorder's bookkeeping) costs the next one beyond its own length. Only the call is timed.
+// Zen 5 dev VM (session 34): a core that has read nothing from DRAM for ~25 us or more streams its
+// next 2.4 MB ~10-27 us slower, under 20 us nothing. Here: call p50 1 worker 62-64 us after
+// 0-40 us idle, 75 after 100; 2 workers 33-35 after 0-20 us, 44 after 40, 56 after 100 (a
+// throwaway loop of 1000 calls per gap: 1 worker 58 -> 82-86 us from 25 us on). A trickle of one line every 0.2-10 us during the gap does not keep a
+// core's reads fast, streaming does (1 worker), and a core keeps only its own reads fast (2
+// workers: the caller streaming through the gap left the other worker's penalty as it was).
+void BM_gemv_after_idle(benchmark::State& state) {
+  const Isa isa = ops::detect_isa();
+  const int64_t rows = 2048, cols = 2048;
+  const int64_t idle_us = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  WeightCopies& w = weight_copies(WeightType::Q4_0, rows, cols, true);
+  w.interleaved_copy(0);  // built before timing
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& f : x) f = dist(rng);
+  ops::PackedActivations scratch;
+  const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
+  const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
+  int64_t next = 0;
+  std::vector<double> call_us;
+  call_us.reserve(1 << 16);
+  for (auto _ : state) {
+    const auto idle_end = std::chrono::steady_clock::now() + std::chrono::microseconds(idle_us);
+    while (std::chrono::steady_clock::now() < idle_end) {
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::matmul(w.interleaved_copy(next), x, 1, y, scratch, par, kernels);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(us * 1e-6);
+    if (call_us.size() < call_us.capacity()) call_us.push_back(us);
+    next = next + 1 == w.count ? 0 : next + 1;
+  }
+  const double bytes = static_cast<double>(rows * ops::row_bytes(WeightType::Q4_0, cols));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
+  if (!call_us.empty()) {
+    std::sort(call_us.begin(), call_us.end());
+    state.counters["call_p50_us"] = call_us[call_us.size() / 2];
+  }
+}
+BENCHMARK(BM_gemv_after_idle)
+    ->ArgNames({"idle_us", "threads"})
+    ->ArgsProduct({{0, 10, 20, 40, 100}, {1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // GEMM (prefill): `tokens` activations against one weight copy (cache-resident when it fits:
 // prefill reuses each weight tile across the tokens, so it is compute-bound). FLOP/s is the
 // headline; bytes_per_second still counts weight bytes once per call. `interleaved`: the
