@@ -108,6 +108,15 @@ WeightCopies& weight_copies(WeightType type, int64_t rows, int64_t cols, bool co
   return cache;
 }
 
+// n activations ~ N(0, 1), the same for a given seed.
+std::vector<float> normal_floats(int64_t n, uint32_t seed) {
+  std::vector<float> x(static_cast<size_t>(n));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& f : x) f = dist(rng);
+  return x;
+}
+
 // Best-of-3 read bandwidth at `threads` threads, measured once per thread count.
 double read_bandwidth_gbs(int threads) {
   static std::map<int, double> measured;
@@ -131,10 +140,8 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved
   const bool cold = state.range(3) != 0;
   WeightCopies& w = weight_copies(type, rows, cols, cold);
   if (interleaved) w.interleaved_copy(0);  // built before timing
-  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& f : x) f = dist(rng);
+  const std::vector<float> x = normal_floats(cols, 2);
+  std::vector<float> y(static_cast<size_t>(rows));
   ops::PackedActivations scratch;
   // The runtime's executor (unpinned, as `pacer bench` by default): its dispatch, shares and
   // work stealing are part of what a decode matmul costs at 2+ threads.
@@ -269,9 +276,10 @@ BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(ge
 // Zen 5 dev VM (session 34): a core that has read nothing from DRAM for ~25 us or more streams its
 // next 2.4 MB ~10-27 us slower, under 20 us nothing. Here: call p50 1 worker 62-64 us after
 // 0-40 us idle, 75 after 100; 2 workers 33-35 after 0-20 us, 44 after 40, 56 after 100 (a
-// throwaway loop of 1000 calls per gap: 1 worker 58 -> 82-86 us from 25 us on). A trickle of one line every 0.2-10 us during the gap does not keep a
-// core's reads fast, streaming does (1 worker), and a core keeps only its own reads fast (2
-// workers: the caller streaming through the gap left the other worker's penalty as it was).
+// throwaway loop of 1000 calls per gap: 1 worker 58 -> 82-86 us from 25 us on). A trickle of one
+// line every 0.2-10 us during the gap does not keep a core's reads fast, streaming does (1 worker),
+// and a core keeps only its own reads fast (2 workers: the caller streaming through the gap left
+// the other worker's penalty as it was).
 void BM_gemv_after_idle(benchmark::State& state) {
   const Isa isa = ops::detect_isa();
   const int64_t rows = 2048, cols = 2048;
@@ -279,10 +287,8 @@ void BM_gemv_after_idle(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(1));
   WeightCopies& w = weight_copies(WeightType::Q4_0, rows, cols, true);
   w.interleaved_copy(0);  // built before timing
-  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
-  std::mt19937 rng(4);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& f : x) f = dist(rng);
+  const std::vector<float> x = normal_floats(cols, 4);
+  std::vector<float> y(static_cast<size_t>(rows));
   ops::PackedActivations scratch;
   const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
@@ -329,10 +335,8 @@ void BM_gemm(benchmark::State& state, WeightType type, Isa isa, bool interleaved
   const int threads = static_cast<int>(state.range(3));
   WeightCopies& w = weight_copies(type, rows, cols, false);
   const ops::WeightMatrix matrix = interleaved ? w.interleaved_copy(0) : w.copy(0);
-  std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
-  std::mt19937 rng(3);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& f : x) f = dist(rng);
+  const std::vector<float> x = normal_floats(cols * tokens, 3);
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
   ops::PackedActivations scratch;
   const runtime::Executor par(runtime::ExecutorSettings{}.set_threads(threads));
   const ops::KernelSet kernels = ops::KernelSet::for_isa(isa);
