@@ -144,6 +144,10 @@ constexpr int64_t claim_back(uint64_t w) {
 // 4 alternating bench rows. The caller's share of a job the others prefetched (prefetch_next)
 // took its pieces down to 4 grains already; that is now every owner's rule.
 constexpr int64_t kOwnerMinGrains = 4;
+// How long an idle worker spins before it sleeps, unless ExecutorSettings says otherwise; a
+// longer spin (a recording session's) yields its CPU between looks after this long, so that a
+// thread sharing that CPU (pin none on a busy machine) is not held up by it.
+constexpr int kDefaultSpinUs = 100;
 // Owner pieces of a compute-bound job (run_chunks_balanced: the prefill GEMMs), whose kernels
 // start no streams: two grains, so a piece still fills the GEMMs' multi-group register tiles.
 constexpr int64_t kBalancedOwnerMinGrains = 2;
@@ -209,7 +213,7 @@ struct Executor::Impl {
         pin(std::move(s.pin)),
         workers(resolve_threads(topo, pin, s.threads)),
         cpus(assign_cpus(topo, pin, workers)),
-        spin_ns(int64_t{s.spin_us < 0 ? 100 : s.spin_us} * 1000),
+        spin_ns(int64_t{s.spin_us < 0 ? kDefaultSpinUs : s.spin_us} * 1000),
         steal(s.work_stealing < 0 ? work_stealing_from_env() : s.work_stealing != 0),
         prefetch_budget(
             workers > 1 && (s.idle_prefetch < 0 ? idle_prefetch_from_env() : s.idle_prefetch != 0)
@@ -400,7 +404,9 @@ struct Executor::Impl {
   // Spins for spin_ns, then sleeps on the generation futex, until the generation moves on.
   // While spinning, prefetches this slot's share of the latest plan, 8 lines between looks.
   uint32_t wait_for_job(uint32_t seen, int slot, IdlePrefetch& pf) noexcept {
-    const auto spin_until = Clock::now() + std::chrono::nanoseconds(spin_ns);
+    const auto spin_from = Clock::now();
+    const auto spin_until = spin_from + std::chrono::nanoseconds(spin_ns);
+    const auto polite_from = spin_from + std::chrono::microseconds(kDefaultSpinUs);
     for (int i = 0;; ++i) {
       const uint32_t g = generation.load(std::memory_order_acquire);
       if (g != seen) return g;
@@ -419,7 +425,15 @@ struct Executor::Impl {
           continue;
         }
       }
-      if ((i & 63) == 63 && Clock::now() >= spin_until) break;
+      if ((i & 63) == 63) {
+        const auto now = Clock::now();
+        if (now >= spin_until) break;
+        if (now >= polite_from) sched_yield();
+        // Counted in flight before the pointer is read: set_observer waits these out.
+        idle_calls.fetch_add(1, std::memory_order_seq_cst);
+        if (ChunkObserver* o = idle_observer.load(std::memory_order_seq_cst)) o->on_idle(slot);
+        idle_calls.fetch_sub(1, std::memory_order_release);
+      }
       _mm_pause();
     }
     SlotStats& st = stats[slot];
@@ -512,6 +526,10 @@ struct Executor::Impl {
   std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
+  // The same observer for the idle workers' on_idle calls, which read it between jobs, and how
+  // many of those calls are under way.
+  std::atomic<ChunkObserver*> idle_observer{nullptr};
+  std::atomic<int> idle_calls{0};
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
   // The current job's least owner piece, in grains: atomic, since a worker that lost the race
@@ -609,7 +627,12 @@ void Executor::run(int64_t n, int64_t align, const ops::ChunkFn& body, bool bala
 }
 
 void Executor::set_observer(ChunkObserver* observer) noexcept {
-  impl_->observer = observer;
+  Impl& im = *impl_;
+  im.observer = observer;
+  // A worker that counted itself in after this store reads the new pointer; wait for those that
+  // may still hold the old one, so the old observer may be destroyed once this returns.
+  im.idle_observer.store(observer, std::memory_order_seq_cst);
+  while (im.idle_calls.load(std::memory_order_acquire) != 0) _mm_pause();
 }
 
 const PinSpec& Executor::pin() const noexcept {

@@ -25,7 +25,9 @@ namespace pacer::runtime {
 struct ExecutorSettings {
   int threads = -1;  // -1: PinPolicy::List -> its length, else one per allowed physical core
   PinSpec pin;       // default: none
-  int spin_us = -1;  // -1: 100 us of spinning before an idle worker sleeps; 0: sleep at once
+  // -1: 100 us of spinning before an idle worker sleeps; 0: sleep at once. Past 100 us a spinning
+  // worker yields its CPU between looks at the job word.
+  int spin_us = -1;
   // 1: a worker done with its share takes pieces of the others' (see run_chunks); 0: every
   // share runs whole on one worker; -1: on unless the environment has PACER_WORK_STEALING=0.
   int work_stealing = -1;
@@ -105,7 +107,9 @@ class Executor final : public ops::Parallel {
   // How long an idle worker spins before it sleeps (ExecutorSettings::spin_us, resolved).
   int spin_us() const noexcept;
 
-  // Called around every chunk on the thread that runs it (nullptr: none). Set between runs.
+  // Called around every chunk on the thread that runs it, and now and then on idle workers
+  // (ChunkObserver::on_idle; nullptr: none). Set between runs; returns once no worker is still in
+  // a call to the previous observer.
   void set_observer(ChunkObserver* observer) noexcept;
 
   const PinSpec& pin() const noexcept;

@@ -158,13 +158,17 @@ struct Recorder::Impl {
   std::string line_buf;
 
   // The per-step frequency estimate, taken at the thread's first bracket of each step.
+  // The thread's once-per-step frequency sample (per-step sources). freq_step is released after
+  // the sample: an idle worker may take it (on_idle) while the caller reads it at end_step.
   void maybe_sample_frequency(ThreadState& ts, int cpu) noexcept {
     const int64_t serial = step_serial.load(std::memory_order_relaxed);
-    if (ts.freq_from_counters || !freq || ts.freq_step == serial) return;
+    if (ts.freq_from_counters || !freq || ts.freq_step.load(std::memory_order_relaxed) == serial) {
+      return;
+    }
     const int64_t t0 = now_ns();
     ts.step_mhz = static_cast<float>(freq->sample_mhz(cpu));
     ts.calibrate_ns = now_ns() - t0;
-    ts.freq_step = serial;
+    ts.freq_step.store(serial, std::memory_order_release);
   }
 
   WorkerSlice* slice(int op, int worker) noexcept {
@@ -283,7 +287,7 @@ StepRecord Recorder::Impl::step_record(const StepInfo& info, const StepEnd& end,
         }
       }
       if (any) mhz = slice_frequency_mhz(sum, fkeys);
-    } else if (ts->freq_step == serial) {
+    } else if (ts->freq_step.load(std::memory_order_acquire) == serial) {
       mhz = ts->step_mhz;
       r.calibrate_ns = std::max(r.calibrate_ns, ts->calibrate_ns);
     }
@@ -552,6 +556,14 @@ void Recorder::on_chunk_begin(int worker) noexcept {
   ts->chunk_t0 = now_ns();
   ts->chunk_ok = begin_reading(*ts, ts->chunk_begin, ts->chunk_t0, im.opts.reuse_reading_ns);
   ts->chunk_runq = runq_now(*ts, ts->chunk_begin, ts->chunk_ok);
+}
+
+void Recorder::on_idle(int /*worker*/) noexcept {
+  if (!enabled_) return;
+  // Only a thread already attached (at its first chunk): attaching opens counters, and lookup()
+  // would write the slot the caller reads at end_step.
+  ThreadState* ts = impl_->registry->find_current();
+  if (ts) impl_->maybe_sample_frequency(*ts, sched_getcpu());
 }
 
 void Recorder::on_chunk_end(int worker) noexcept {

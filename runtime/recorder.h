@@ -120,6 +120,9 @@ class Recorder final : public ChunkObserver {
   // ChunkObserver: called by the executor on each worker thread.
   void on_chunk_begin(int worker) noexcept override;
   void on_chunk_end(int worker) noexcept override;
+  // An idle worker takes the step's frequency sample here, before the step's first job, instead
+  // of at the start of its first chunk (inside that op's window).
+  void on_idle(int worker) noexcept override;
 
  private:
   friend class OpScope;

@@ -69,7 +69,7 @@ struct ThreadState {
   std::array<int, kMaxDepth> serial_cpu{};
   std::array<int64_t, kMaxDepth> serial_runq{};
   // Per step.
-  int64_t freq_step = -1;
+  std::atomic<int64_t> freq_step{-1};  // step_serial of step_mhz (written by this thread)
   float step_mhz = NAN;
   int64_t calibrate_ns = 0;
   std::unique_ptr<hwcounters::ThreadSchedReader> sched_reader;

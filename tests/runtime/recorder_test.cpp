@@ -2,11 +2,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
+#include "runtime/executor.h"
 #include "runtime/recorder.h"
 #include "tests/runtime/recorder_fakes.h"
 
@@ -389,6 +396,87 @@ TEST(Recorder, FrequencyFromCyclesAndRefCyclesIsPerOp) {
   EXPECT_NEAR(w["freq_mhz"].get<double>(), 1.5 * tsc, 0.051);  // 3000/2000 x TSC, 1 decimal
   const json step = of_type(log, "step").at(0);
   EXPECT_NEAR(step["freq"][0]["mhz"].get<double>(), 1.5 * tsc, 0.051);
+}
+
+// A per-step frequency source that notes which thread sampled, and when.
+class TimedFrequency final : public hwcounters::FrequencySource {
+ public:
+  using Sample = std::pair<std::thread::id, std::chrono::steady_clock::time_point>;
+  std::string_view name() const noexcept override { return "timed_fake"; }
+  std::string detail() const override { return "fixed"; }
+  double sample_mhz(int) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    samples_.emplace_back(std::this_thread::get_id(), std::chrono::steady_clock::now());
+    return 2345.0;
+  }
+  std::vector<Sample> samples() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return samples_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Sample> samples_;
+};
+
+TEST(Recorder, AnIdleWorkerTakesTheStepsFrequencySampleBeforeTheStepsFirstJob) {
+  // With a once-per-step frequency source, a worker that waits for the step's first job takes its
+  // sample while it waits (Executor -> ChunkObserver::on_idle), not at the start of its first
+  // chunk, where the calibration (~10 us) would hold up its part of that op.
+  using Clock = std::chrono::steady_clock;
+  const std::string path = temp_log_path("idle_freq");
+  auto freq = std::make_shared<TimedFrequency>();
+  RecorderOptions o = fake_options(path, 2, per_worker_fakes());
+  o.frequency_source = freq;
+  const auto caller = std::this_thread::get_id();
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> windows;  // step begin .. its job
+  {
+    Recorder rec(o);
+    rec.write_header({{"command", "test"}});
+    Executor ex(ExecutorSettings{}.set_threads(2).set_spin_us(10'000'000));
+    if (ex.joined_workers() < 1) GTEST_SKIP() << "TBB supplied no worker thread";
+    ex.set_observer(&rec);
+    for (int step = 0; step < 3; ++step) {
+      const Clock::time_point begin = Clock::now();
+      rec.begin_step(Phase::Decode, step);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker waits, spinning
+      const Clock::time_point job = Clock::now();
+      {
+        auto op = rec.op({.name = "ffn_down", .layer = 0, .kind = OpKind::Matmul});
+        // Share 0 (the caller's) waits until another thread has run share 1, so worker 1 runs a
+        // chunk in every step (the first one attaches it to the recorder).
+        std::atomic<bool> other_ran{false};
+        ex.run_chunks(2, 1, [&](int c, int64_t, int64_t) {
+          if (std::this_thread::get_id() != caller) {
+            other_ran = true;
+          } else if (c == 0) {
+            const auto limit = Clock::now() + std::chrono::seconds(2);
+            while (!other_ran && Clock::now() < limit) std::this_thread::yield();
+          }
+        });
+      }
+      rec.end_step({.phase = Phase::Decode, .step = step, .token = 7});
+      windows.emplace_back(begin, job);
+    }
+    ex.set_observer(nullptr);
+    rec.write_footer(json::object());
+  }
+  std::vector<TimedFrequency::Sample> worker_samples;
+  for (const auto& s : freq->samples()) {
+    if (s.first != caller) worker_samples.push_back(s);
+  }
+  // Step 0: the worker attaches at its first chunk and samples there. Then one sample a step,
+  // each between the step's begin_step and its job.
+  ASSERT_EQ(worker_samples.size(), 3u);
+  for (size_t step = 1; step < 3; ++step) {
+    EXPECT_GT(worker_samples[step].second, windows[step].first) << "step " << step;
+    EXPECT_LT(worker_samples[step].second, windows[step].second)
+        << "step " << step << ": the worker sampled inside the step's first op";
+  }
+  for (const json& st : of_type(read_log(path), "step")) {
+    ASSERT_EQ(st["freq"].size(), 2u) << st.dump();
+    for (const json& f : st["freq"]) EXPECT_DOUBLE_EQ(f["mhz"].get<double>(), 2345.0);
+  }
 }
 
 TEST(Recorder, MultiplexedCountsAreScaledAndMarked) {
