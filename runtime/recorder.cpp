@@ -157,11 +157,13 @@ struct Recorder::Impl {
   std::vector<int> freq_cpus;
   std::string line_buf;
 
-  // The per-step frequency estimate, taken at the thread's first bracket of each step.
-  // The thread's once-per-step frequency sample (per-step sources). freq_step is released after
-  // the sample: an idle worker may take it (on_idle) while the caller reads it at end_step.
+  // The thread's once-per-step frequency sample (per-step sources), at its first bracket of the
+  // step or earlier while it waits (on_idle). freq_step is released after the sample: the caller
+  // reads it at end_step.
   void maybe_sample_frequency(ThreadState& ts, int cpu) noexcept {
-    const int64_t serial = step_serial.load(std::memory_order_relaxed);
+    // Acquire: pairs with begin_step's release, so the caller's reads of the previous step's
+    // sample (end_step) happen before this thread overwrites it.
+    const int64_t serial = step_serial.load(std::memory_order_acquire);
     if (ts.freq_from_counters || !freq || ts.freq_step.load(std::memory_order_relaxed) == serial) {
       return;
     }
@@ -385,7 +387,7 @@ void Recorder::begin_step(Phase phase, int64_t step) {
   Impl& im = *impl_;
   im.phase = phase;
   im.step = step;
-  im.step_serial.fetch_add(1, std::memory_order_relaxed);
+  im.step_serial.fetch_add(1, std::memory_order_release);
   // Thermal throttle counts on the CPUs the workers last ran on (else the run's CPUs).
   std::vector<int> throttle_cpus;
   if (im.probes->has_throttle_counters()) {
