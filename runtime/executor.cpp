@@ -166,6 +166,7 @@ struct alignas(64) SlotStats {
   std::atomic<int64_t> off_target{0};
   std::atomic<int> pin_errno{0};  // nonzero: pinning this slot's thread failed
   std::atomic<int64_t> sleeps{0};  // waits that outlasted the spin and went to the futex
+  std::atomic<bool> in_idle_call{false};  // inside ChunkObserver::on_idle (set_observer waits)
 };
 
 }  // namespace
@@ -429,10 +430,14 @@ struct Executor::Impl {
         const auto now = Clock::now();
         if (now >= spin_until) break;
         if (now >= polite_from) sched_yield();
-        // Counted in flight before the pointer is read: set_observer waits these out.
-        idle_calls.fetch_add(1, std::memory_order_seq_cst);
-        if (ChunkObserver* o = idle_observer.load(std::memory_order_seq_cst)) o->on_idle(slot);
-        idle_calls.fetch_sub(1, std::memory_order_release);
+        // Nothing shared is written unless an observer is set. The slot's flag is raised before
+        // the pointer is read again: set_observer waits out a call that may hold the old one.
+        if (idle_observer.load(std::memory_order_relaxed) != nullptr) {
+          std::atomic<bool>& in_call = stats[slot].in_idle_call;
+          in_call.store(true, std::memory_order_seq_cst);
+          if (ChunkObserver* o = idle_observer.load(std::memory_order_seq_cst)) o->on_idle(slot);
+          in_call.store(false, std::memory_order_release);
+        }
       }
       _mm_pause();
     }
@@ -526,10 +531,8 @@ struct Executor::Impl {
   std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
   std::unique_ptr<SlotStats[]> stats;
   ChunkObserver* observer = nullptr;
-  // The same observer for the idle workers' on_idle calls, which read it between jobs, and how
-  // many of those calls are under way.
+  // The same observer for the idle workers' on_idle calls, which read it between jobs.
   std::atomic<ChunkObserver*> idle_observer{nullptr};
-  std::atomic<int> idle_calls{0};
 
   Job job;  // written by the caller only while no chunk of the previous job can be claimed
   // The current job's least owner piece, in grains: atomic, since a worker that lost the race
@@ -629,10 +632,12 @@ void Executor::run(int64_t n, int64_t align, const ops::ChunkFn& body, bool bala
 void Executor::set_observer(ChunkObserver* observer) noexcept {
   Impl& im = *impl_;
   im.observer = observer;
-  // A worker that counted itself in after this store reads the new pointer; wait for those that
+  // A worker that raised its flag after this store reads the new pointer; wait for those that
   // may still hold the old one, so the old observer may be destroyed once this returns.
   im.idle_observer.store(observer, std::memory_order_seq_cst);
-  while (im.idle_calls.load(std::memory_order_acquire) != 0) _mm_pause();
+  for (int slot = 1; slot < im.workers; ++slot) {
+    while (im.stats[slot].in_idle_call.load(std::memory_order_seq_cst)) _mm_pause();
+  }
 }
 
 const PinSpec& Executor::pin() const noexcept {
