@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -296,6 +298,37 @@ const AttentionKernels& attention_kernels(Isa isa, bool avx512_vnni) noexcept {
 int64_t kv_cache_bytes(const AttentionParams& p) {
   check_params(p);
   return p.n_kv_heads * head_stride(p);
+}
+
+void for_each_kv_store_range(const AttentionParams& p, int64_t pos0, int64_t n_tokens,
+                             const std::byte* k_cache, const std::byte* v_cache,
+                             const std::function<void(const std::byte*, int64_t)>& visit) {
+  check_params(p);
+  if (pos0 < 0 || n_tokens < 0) fail("kv_store ranges: negative pos0 or n_tokens");
+  check_positions(p, pos0, n_tokens);
+  if (n_tokens == 0) return;
+  const int64_t head_bytes = kv_row_bytes(p.kv_type, p.head_dim), stride = head_stride(p);
+  const int64_t first_block = pos0 / kKvBlock, end_block = (pos0 + n_tokens - 1) / kKvBlock + 1;
+  for (int h = 0; h < p.n_kv_heads; ++h) {
+    // V: the rows, one after another.
+    visit(v_cache + h * stride + pos0 * head_bytes, n_tokens * head_bytes);
+    // K: all of each transposed block the positions fall in (a position writes one lane of
+    // every line of its block).
+    visit(k_cache + h * stride + first_block * kKvBlock * head_bytes,
+          (end_block - first_block) * kKvBlock * head_bytes);
+  }
+}
+
+void kv_store_prefetch(const AttentionParams& p, int64_t pos0, int64_t n_tokens,
+                       const std::byte* k_cache, const std::byte* v_cache) {
+  for_each_kv_store_range(
+      p, pos0, n_tokens, k_cache, v_cache, [](const std::byte* b, int64_t bytes) {
+        // Line by line from the line b is in: a range need not start on one.
+        const auto end = reinterpret_cast<uintptr_t>(b) + bytes;
+        for (auto a = reinterpret_cast<uintptr_t>(b) & ~uintptr_t{63}; a < end; a += 64) {
+          __builtin_prefetch(reinterpret_cast<const void*>(a), 1, 3);
+        }
+      });
 }
 
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,

@@ -19,6 +19,7 @@
 // head_stride = round_up(kv_positions, kKvBlock) * head_bytes. Query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "ops/parallel.h"
@@ -55,6 +56,17 @@ int64_t kv_row_bytes(WeightType kv_type, int64_t n_elems);
 void kv_store(const AttentionParams& p, std::span<const float> k, std::span<const float> v,
               int64_t pos0, int64_t n_tokens, std::byte* k_cache, std::byte* v_cache,
               const KernelSet& kernels);
+
+// The byte ranges kv_store(p, ..., pos0, n_tokens, k_cache, v_cache, ...) writes to: each KV
+// head's V rows, and every line of the transposed K blocks the positions fall in (a position
+// writes one lane of each). Throws as kv_store does for bad positions.
+void for_each_kv_store_range(const AttentionParams& p, int64_t pos0, int64_t n_tokens,
+                             const std::byte* k_cache, const std::byte* v_cache,
+                             const std::function<void(const std::byte*, int64_t)>& visit);
+// A software prefetch (for writing) of every line of those ranges, so that a store issued a few
+// microseconds later finds them in cache (runtime/forward.cpp says where and what it saves).
+void kv_store_prefetch(const AttentionParams& p, int64_t pos0, int64_t n_tokens,
+                       const std::byte* k_cache, const std::byte* v_cache);
 
 // Decode (one query token) over more than kAttentionKeySegment visible keys splits each KV
 // head's keys into segments of that many, computed as separate work items and merged by their

@@ -354,6 +354,67 @@ TEST(Attention, KvStorePlacesEachHeadsPositionsPerTheLayout) {
                std::invalid_argument);  // positions 20, 21: past the cache's 21
 }
 
+TEST(Attention, KvStoreRangesCoverEveryByteTheStoreWritesAndLittleMore) {
+  // kv_store_prefetch warms these ranges for the store a decode step makes after its qkv matmul:
+  // what the store writes must lie inside them, and they must not reach past the lines it writes.
+  // Every cache byte starts as 0xA5 and "written" means changed: a byte the store happened to
+  // write as 0xA5 would go unseen, which can only weaken the checks, never fail them.
+  const KernelSet ks = KernelSet::for_isa(Isa::Scalar);
+  for (const WeightType type : {WeightType::F32, WeightType::F16, WeightType::Q8_0}) {
+    for (const auto& [pos0, n_tokens] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 1}, {5, 1}, {15, 1}, {16, 1}, {14, 3}, {3, 17}}) {
+      const int heads = 3, dim = 32;
+      const AttentionParams p{.n_heads = 6,
+                              .n_kv_heads = heads,
+                              .head_dim = dim,
+                              .scale = 1.0f,
+                              .kv_type = type,
+                              .kv_positions = 40};
+      std::vector<float> kv(static_cast<size_t>(n_tokens * heads * dim));
+      for (size_t i = 0; i < kv.size(); ++i) kv[i] = 1.0f + 0.37f * static_cast<float>(i % 29);
+      // One buffer for K and V, 64-byte aligned, so that lines are the buffer's 64-byte runs.
+      const int64_t layer = kv_cache_bytes(p);
+      std::vector<std::byte> storage(static_cast<size_t>(2 * layer + 64), std::byte{0xA5});
+      std::byte* k = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+      std::byte* v = k + layer;
+      std::vector<char> in_range(static_cast<size_t>(2 * layer), 0);
+      int64_t ranges = 0;
+      for_each_kv_store_range(p, pos0, n_tokens, k, v, [&](const std::byte* b, int64_t bytes) {
+        ++ranges;
+        ASSERT_GT(bytes, 0);
+        ASSERT_GE(b, k);
+        ASSERT_LE(b + bytes, k + 2 * layer);
+        for (int64_t i = 0; i < bytes; ++i) in_range[static_cast<size_t>(b - k + i)] = 1;
+      });
+      kv_store(p, kv, kv, pos0, n_tokens, k, v, ks);
+      std::vector<char> line_written(static_cast<size_t>(2 * layer / 64 + 1), 0);
+      int64_t changed = 0;
+      for (int64_t i = 0; i < 2 * layer; ++i) {
+        if (k[i] == std::byte{0xA5}) continue;
+        ++changed;
+        line_written[static_cast<size_t>(i / 64)] = 1;
+        ASSERT_TRUE(in_range[static_cast<size_t>(i)])
+            << type_name(type) << " pos0 " << pos0 << " n " << n_tokens << ": byte " << i << " ("
+            << (i < layer ? "K" : "V") << ") written outside every range";
+      }
+      ASSERT_GT(changed, 0);
+      EXPECT_EQ(ranges, 2 * heads);  // one V run and one K block run per head
+      for (int64_t i = 0; i < 2 * layer; ++i) {
+        if (!in_range[static_cast<size_t>(i)]) continue;
+        ASSERT_TRUE(line_written[static_cast<size_t>(i / 64)])
+            << type_name(type) << " pos0 " << pos0 << " n " << n_tokens << ": byte " << i
+            << " is in a range, but the store wrote nothing in its line";
+      }
+      int64_t none = 0;
+      for_each_kv_store_range(p, pos0, 0, k, v, [&](const std::byte*, int64_t) { ++none; });
+      EXPECT_EQ(none, 0) << "no tokens, no ranges";
+      EXPECT_THROW(for_each_kv_store_range(p, 39, 2, k, v, [](const std::byte*, int64_t) {}),
+                   std::invalid_argument)
+          << "positions 39, 40: past the cache's 40, as kv_store";
+    }
+  }
+}
+
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
   return std::string(isa_name(info.param));
 }
