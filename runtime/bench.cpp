@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "eventlog/schema.h"
@@ -123,6 +124,25 @@ void summarize_rates(BenchRow& row) {
     }
     row.tok_s_p50 = median > 0 ? 1.0 / median : 0.0;
   }
+}
+
+void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token) {
+  row.rep_roofline_pct.clear();
+  row.roofline_rep_p50_pct = 0;
+  std::vector<double> probes{row.bandwidth_before_gbs};
+  probes.insert(probes.end(), row.bandwidth_between_gbs.begin(), row.bandwidth_between_gbs.end());
+  probes.push_back(row.bandwidth_after_gbs);
+  if (bytes_per_token <= 0 || row.tok_s.empty() || probes.size() != row.tok_s.size() + 1) return;
+  if (std::any_of(probes.begin(), probes.end(), [](double g) { return g <= 0; })) return;
+  for (size_t i = 0; i < row.tok_s.size(); ++i) {
+    const double ceiling =
+        (probes[i] + probes[i + 1]) / 2 * 1e9 / static_cast<double>(bytes_per_token);
+    row.rep_roofline_pct.push_back(100.0 * row.tok_s[i] / ceiling);
+  }
+  std::vector<double> sorted = row.rep_roofline_pct;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  row.roofline_rep_p50_pct = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 // The median token against the mean: a rep's rate hides whether every token was slow or a few
@@ -516,6 +536,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           }
           if (timed) {
             row.tok_s.push_back(rate);
+            // A probe between two timed reps: each rep then has one just before and just after.
+            if (test.tg && opts.roofline && static_cast<int>(row.tok_s.size()) < opts.reps) {
+              row.bandwidth_between_gbs.push_back(bandwidth_now(row.threads, row.cpus));
+            }
             row.token_s.insert(row.token_s.end(), token_s.begin(), token_s.end());
             session->executor().set_observer(nullptr);  // the probe is not part of the run
             for (double mhz : sample_worker_mhz(session->executor(), *freq.source)) {
@@ -539,13 +563,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           row.bandwidth_method =
               bw.method +
               "; the row's roofline: that loop measured again just before and just after the "
-              "row's timed reps (best of 3 passes each), their mean";
-          if (std::abs(before - after) > opts.bandwidth_drift_flag * row.bandwidth_gbs) {
-            row.flags.push_back(fmt::format(
-                "read bandwidth {:.1f} -> {:.1f} GB/s across the row ({:+.0f}%): the host's "
-                "memory bandwidth moved, the roofline % is uncertain",
-                before, after, 100.0 * (after - before) / before));
-          }
+              "row's timed reps (best of 3 passes each), their mean; and between each two reps, "
+              "for each rep's own % (pacer_roofline_rep_pct)";
           // The timed tokens: after the depth, or after the BOS decode at position 0.
           row.kv_bytes_per_token =
               kv_read_bytes_per_token(cfg, opts.kv_type, test.depth > 0 ? test.depth : 1, test.n);
@@ -555,6 +574,20 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                 static_cast<double>(res.matmul_bytes_per_token + row.kv_bytes_per_token);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
+            pair_reps_with_probes(row, res.matmul_bytes_per_token + row.kv_bytes_per_token);
+          }
+          if (std::abs(before - after) > opts.bandwidth_drift_flag * row.bandwidth_gbs) {
+            std::string per_rep;
+            if (row.rep_roofline_pct.size() > 1) {
+              per_rep = fmt::format(
+                  "; each rep against the probes just before and after it: {:.0f}% (median of "
+                  "{:.0f}%)",
+                  row.roofline_rep_p50_pct, fmt::join(row.rep_roofline_pct, "%, "));
+            }
+            row.flags.push_back(fmt::format(
+                "read bandwidth {:.1f} -> {:.1f} GB/s across the row ({:+.0f}%): the host's "
+                "memory bandwidth moved, the roofline % is uncertain{}",
+                before, after, 100.0 * (after - before) / before, per_rep));
           }
           const Reach& reach = cache_reach_for(row.threads, row.cpus);
           row.llc_bytes = reach.llc;
@@ -649,12 +682,18 @@ std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row)
       : !row.roofline_applies ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
                               : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
                                             row.ceiling_tok_s, row.bandwidth_gbs);
+  std::string rep_roof;
+  if (row.roofline_applies && row.rep_roofline_pct.size() > 1) {
+    const auto [lo, hi] =
+        std::minmax_element(row.rep_roofline_pct.begin(), row.rep_roofline_pct.end());
+    rep_roof = fmt::format("; reps {:.0f}-{:.0f}%", *lo, *hi);
+  }
   std::string flags;
   for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
   const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n",
                      r.arch, size_text(r.tensor_bytes), params_text(r.params), r.type, row.threads,
-                     row.pin, row.test, row.mean, row.sd, cv, freq_text(row), roof,
+                     row.pin, row.test, row.mean, row.sd, cv, freq_text(row), roof + rep_roof,
                      flags.empty() ? "ok" : flags);
 }
 
@@ -667,7 +706,9 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   out +=
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
       "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
-      "(matmul weight bytes + the KV-cache bytes attention reads) per token.\n";
+      "(matmul weight bytes + the KV-cache bytes attention reads) per token; reps: each rep's "
+      "rate against the bandwidth measured just before and just after it (a host whose memory "
+      "bandwidth moves within a row moves these less than the row's %).\n";
   // One line per distinct non-empty text of `field` over the rows, in row order.
   auto distinct_lines = [&](std::string BenchRow::*field, std::string_view label) {
     std::vector<std::string> seen;
@@ -731,8 +772,9 @@ const std::vector<std::string>& llama_bench_fields() {
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
       "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_bandwidth_method",
       "pacer_llc_bytes", "pacer_llc_method", "pacer_kv_bytes_per_token", "pacer_roofline_pct",
-      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct", "pacer_idle_prefetch",
-      "pacer_flags"};
+      "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct",
+      "pacer_bandwidth_between_gbs", "pacer_roofline_rep_pct", "pacer_roofline_rep_p50_pct",
+      "pacer_idle_prefetch", "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -815,6 +857,10 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},
       {"pacer_roofline_p50_pct",
        row.roofline_p50_pct > 0 ? nlohmann::json(row.roofline_p50_pct) : nlohmann::json()},
+      {"pacer_bandwidth_between_gbs", row.bandwidth_between_gbs},
+      {"pacer_roofline_rep_pct", row.rep_roofline_pct},
+      {"pacer_roofline_rep_p50_pct",
+       row.roofline_rep_p50_pct > 0 ? nlohmann::json(row.roofline_rep_p50_pct) : nlohmann::json()},
       {"pacer_idle_prefetch", row.idle_prefetch},
       {"pacer_flags", row.flags}};
   return j;

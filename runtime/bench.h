@@ -73,6 +73,14 @@ struct BenchRow {
   // tg rows: the best read loop of the placement measured again just before the row's timed reps
   // and just after them; bandwidth_gbs is their mean (0: not measured)
   double bandwidth_before_gbs = 0, bandwidth_after_gbs = 0;
+  // tg rows of 2+ timed reps: the same loop measured again between each two of them, so that
+  // every rep has a probe just before and just after it (before, these, after).
+  std::vector<double> bandwidth_between_gbs;
+  // tg rows with a ceiling: each timed rep's rate against the ceiling of the mean of the probes
+  // on either side of it (pair_reps_with_probes), and their median (0: not measured). On a host
+  // whose bandwidth moves within a row, closer to the truth than one ceiling for the whole row.
+  std::vector<double> rep_roofline_pct;
+  double roofline_rep_p50_pct = 0;
   // tg: the KV-cache bytes attention reads per timed token (kv_read_bytes_per_token); the
   // ceiling is bandwidth / (matmul weight bytes + these) per token
   int64_t kv_bytes_per_token = 0;
@@ -144,6 +152,11 @@ std::vector<OverheadRow> measure_recording_overhead(const Model& model, const Be
                                                     int pairs, const std::string& events_path);
 std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
 
+// Fills rep_roofline_pct and roofline_rep_p50_pct from tok_s and the probes around each rep
+// (bandwidth_before_gbs, bandwidth_between_gbs, bandwidth_after_gbs): rep i against
+// (probe i + probe i+1) / 2 * 1e9 / bytes_per_token. Leaves them empty unless there is one probe
+// more than reps, all of them positive, and bytes_per_token > 0.
+void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token);
 // mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
 void summarize_rates(BenchRow& row);  // mean, sd, cv of tok_s; tok_s_p50 of token_s
 // Adds a flag when the mean rate of the tokens in token_s is over 5 % below the median token's

@@ -138,6 +138,38 @@ TEST(BenchStats, TheRooflineFollowsWhereTheWeightsLive) {
   EXPECT_TRUE(judged(100 * kMiB, 0, 90.0).roofline_applies);
 }
 
+TEST(BenchStats, EachRepIsHeldAgainstTheProbesEitherSideOfIt) {
+  // 1e9 bytes a token: a ceiling of (a + b) / 2 GB/s is (a + b) / 2 tokens a second.
+  BenchRow row;
+  row.tok_s = {15, 20, 10};
+  row.bandwidth_before_gbs = 10;
+  row.bandwidth_between_gbs = {20, 20};
+  row.bandwidth_after_gbs = 10;
+  pair_reps_with_probes(row, 1'000'000'000);
+  ASSERT_EQ(row.rep_roofline_pct.size(), 3u);
+  EXPECT_NEAR(row.rep_roofline_pct[0], 100.0, 1e-9);        // 15 of (10 + 20) / 2
+  EXPECT_NEAR(row.rep_roofline_pct[1], 100.0, 1e-9);        // 20 of 20
+  EXPECT_NEAR(row.rep_roofline_pct[2], 100.0 / 1.5, 1e-9);  // 10 of 15
+  EXPECT_NEAR(row.roofline_rep_p50_pct, 100.0, 1e-9);
+  // Two reps: the median is the mean of the two.
+  row.tok_s = {12, 20};
+  row.bandwidth_between_gbs = {20};
+  row.bandwidth_after_gbs = 30;
+  pair_reps_with_probes(row, 1'000'000'000);
+  ASSERT_EQ(row.rep_roofline_pct.size(), 2u);
+  EXPECT_NEAR(row.rep_roofline_pct[0], 80.0, 1e-9);  // 12 of 15
+  EXPECT_NEAR(row.rep_roofline_pct[1], 80.0, 1e-9);  // 20 of 25
+  EXPECT_NEAR(row.roofline_rep_p50_pct, 80.0, 1e-9);
+  // A probe missing or not measured: nothing, rather than a rep against the wrong probe.
+  row.bandwidth_between_gbs.clear();
+  pair_reps_with_probes(row, 1'000'000'000);
+  EXPECT_TRUE(row.rep_roofline_pct.empty());
+  EXPECT_EQ(row.roofline_rep_p50_pct, 0.0);
+  row.bandwidth_between_gbs = {0};
+  pair_reps_with_probes(row, 1'000'000'000);
+  EXPECT_TRUE(row.rep_roofline_pct.empty());
+}
+
 TEST(BenchRoofline, KvBytesPerTokenAreTheKeysEachLayerSees) {
   // Hand-computed: 2 layers, 2 KV heads of 4 dims, F16: a K or V row is 16 bytes. Tokens at
   // positions 3 and 4 see 4 and 5 keys in each layer: (4 + 5) x 2 layers x (K + V) x 16 bytes
@@ -220,6 +252,23 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
       EXPECT_LE(row.tok_s_p50, 1.0 / *fastest);
       EXPECT_GE(row.tok_s_p50, 1.0 / *slowest);
       EXPECT_NEAR(row.roofline_p50_pct, 100 * row.tok_s_p50 / row.ceiling_tok_s, 1e-9);
+      // A probe between the two timed reps, so each rep has its own ceiling: the mean of the
+      // probes on either side of it.
+      ASSERT_EQ(row.bandwidth_between_gbs.size(), 1u);
+      EXPECT_GT(row.bandwidth_between_gbs[0], 0.0);
+      ASSERT_EQ(row.rep_roofline_pct.size(), 2u);
+      const double bytes = static_cast<double>(r.matmul_bytes_per_token + row.kv_bytes_per_token);
+      EXPECT_NEAR(row.rep_roofline_pct[0],
+                  100 * row.tok_s[0] /
+                      ((row.bandwidth_before_gbs + row.bandwidth_between_gbs[0]) / 2 * 1e9 / bytes),
+                  1e-9);
+      EXPECT_NEAR(row.rep_roofline_pct[1],
+                  100 * row.tok_s[1] /
+                      ((row.bandwidth_between_gbs[0] + row.bandwidth_after_gbs) / 2 * 1e9 / bytes),
+                  1e-9);
+      const nlohmann::json j = llama_bench_row(r, row);
+      EXPECT_EQ(j["pacer_roofline_rep_pct"].size(), 2u);
+      EXPECT_EQ(j["pacer_bandwidth_between_gbs"].size(), 1u);
     } else {
       EXPECT_EQ(row.ceiling_tok_s, 0.0);
       EXPECT_EQ(row.bandwidth_before_gbs, 0.0);  // prefill rows have no roofline
@@ -337,6 +386,14 @@ TEST(BenchRun, ABandwidthThatMovedAcrossARowIsFlagged) {
   const std::string flag = drift_flags(moved);
   EXPECT_NE(flag.find(fmt::format("{:.1f} -> {:.1f} GB/s", moved.bandwidth_before_gbs,
                                   moved.bandwidth_after_gbs)),
+            std::string::npos)
+      << flag;
+  // With two reps, the flag also gives each rep's % against the probes either side of it.
+  ASSERT_EQ(moved.rep_roofline_pct.size(), 2u);
+  EXPECT_NE(flag.find(fmt::format("each rep against the probes just before and after it: {:.0f}% "
+                                  "(median of {:.0f}%, {:.0f}%)",
+                                  moved.roofline_rep_p50_pct, moved.rep_roofline_pct[0],
+                                  moved.rep_roofline_pct[1])),
             std::string::npos)
       << flag;
   o.bandwidth_drift_flag = 1e9;  // nothing counts as moved
