@@ -536,10 +536,6 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
           }
           if (timed) {
             row.tok_s.push_back(rate);
-            // A probe between two timed reps: each rep then has one just before and just after.
-            if (test.tg && opts.roofline && static_cast<int>(row.tok_s.size()) < opts.reps) {
-              row.bandwidth_between_gbs.push_back(bandwidth_now(row.threads, row.cpus));
-            }
             row.token_s.insert(row.token_s.end(), token_s.begin(), token_s.end());
             session->executor().set_observer(nullptr);  // the probe is not part of the run
             for (double mhz : sample_worker_mhz(session->executor(), *freq.source)) {
@@ -548,11 +544,20 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
               row.freq_max_mhz = std::max(row.freq_max_mhz, mhz);
               row.freq_mean_mhz += mhz;
             }
+            // The bandwidth again after each timed rep: between two of them, so that each rep
+            // has a reading just before and just after it, and after the last one, before the
+            // recorded rep (--events-out), which is not one of the row's samples.
+            if (test.tg && opts.roofline) {
+              const double gbs = bandwidth_now(row.threads, row.cpus);
+              if (static_cast<int>(row.tok_s.size()) < opts.reps) {
+                row.bandwidth_between_gbs.push_back(gbs);
+              } else {
+                row.bandwidth_after_gbs = gbs;
+              }
+            }
           }
           so.recorder = nullptr;
         }
-        if (test.tg && opts.roofline)
-          row.bandwidth_after_gbs = bandwidth_now(row.threads, row.cpus);
         summarize_rates(row);
         const double n_freq = static_cast<double>(row.tok_s.size()) * row.threads;
         if (row.freq_max_mhz > 0 && n_freq > 0) row.freq_mean_mhz /= n_freq;
