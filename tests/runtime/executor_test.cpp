@@ -244,17 +244,20 @@ TEST(Executor, AnOwnerTakesItsShareInHalvesDownToFourGrains) {
 }
 
 TEST(Executor, AWorkerSleepsOnlyOnceItsSpinIsOver) {
-  // Idle for 20 ms between two jobs: a worker that spins 100 us goes to the futex; one that spins
-  // 10 s does not (placements().sleeps counts the waits that did).
+  // Idle for 20 ms after a job: a worker that spins 100 us goes to the futex; one that spins 10 s
+  // does not (placements().sleeps counts the waits that did). The count is read while the worker
+  // is idle for long, before the job that wakes it: read right after a job, it could already
+  // include the sleep that followed (the caller descheduled for over 100 us after that job).
   const auto idle_sleeps = [](int spin_us) {
     Executor ex(ExecutorSettings{}.set_threads(2).set_spin_us(spin_us));
     EXPECT_EQ(ex.spin_us(), spin_us);
     if (ex.joined_workers() < 1) return int64_t{-1};
     const ops::ChunkFn body = [](int, int64_t, int64_t) {};
     ex.run_chunks(64, 1, body);
-    const int64_t before = ex.placements().at(1).sleeps;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ex.run_chunks(64, 1, body);
+    const int64_t before = ex.placements().at(1).sleeps;
+    ex.run_chunks(64, 1, body);  // wakes a sleeping worker
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return ex.placements().at(1).sleeps - before;
   };
   const int64_t short_spin = idle_sleeps(100);
