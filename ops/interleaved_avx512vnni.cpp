@@ -22,8 +22,15 @@
 namespace pacer::ops {
 namespace {
 
-// Block pairs each stream prefetches ahead (Q4_0: 2.3 KiB; 8 pairs was no better).
+// Block pairs each stream prefetches ahead (Q4_0: 2.3 KiB). Twice as far for a matmul on one
+// worker (gemv_q4_0x16_q8_0_avx512vnni_lone): Zen 5 dev VM, TinyLlama Q4_0 decode, the two
+// alternating step by step (ABBA, 300-400 pairs): 1 thread 0.936-0.979x the step time with 8 (5
+// of 5 runs; 12 gave 0.96-1.01x), 2 threads 0.986x in a fast hour and 1.064x in a slow one;
+// 2 pairs were slower at both (1.06x and 1.04x). One core's lines in flight are what bounds it
+// alone, and a further prefetch adds to them; two cores share DRAM, where reaching further only
+// queues more.
 constexpr int64_t kPrefetchPairs = 4;
+constexpr int64_t kLonePrefetchPairs = 8;
 
 struct Q4_0x16 {
   static constexpr WeightType kType = WeightType::Q4_0;
@@ -59,7 +66,7 @@ inline int32_t act_dword(const int8_t* q, int j) {
 // sequential streams, each block's weight vectors are loaded (and for Q4_0 unpacked) once for all
 // T tokens. Every (row, token) takes the same steps whatever S and T are, so the few-token GEMM
 // equals the GEMV per token bit for bit. out[s] + t * out_stride: group s's 16 outputs of token t.
-template <class Layout, int S, int T>
+template <class Layout, int S, int T, int64_t kAheadPairs = kPrefetchPairs>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, float* const* out,
                  int64_t out_stride, bool prefetch, int64_t page_touch) {
   constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
@@ -77,7 +84,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
     if (prefetch && b % 2 == 0) {
       for (int s = 0; s < S; ++s) {
         const char* ahead =
-            reinterpret_cast<const char*>(group[s]) + pair_off + kPrefetchPairs * kPairBytes;
+            reinterpret_cast<const char*>(group[s]) + pair_off + kAheadPairs * kPairBytes;
         for (int64_t line = 0; line < kPairBytes; line += 64) {
           _mm_prefetch(ahead + line, _MM_HINT_T0);
         }
@@ -116,7 +123,7 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
   }
 }
 
-template <class Layout>
+template <class Layout, int64_t kAheadPairs = kPrefetchPairs>
 void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
               float* out) {
   const int64_t nb = n / 32;
@@ -127,7 +134,7 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
   x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<Layout, decltype(streams)::value, 1>(
+                           gemv_groups<Layout, decltype(streams)::value, 1, kAheadPairs>(
                                nb, group, &x, outs, 0, plan.prefetch, plan.page_touch);
                          });
 }
@@ -188,6 +195,11 @@ void gemm_x16_prepared(int64_t n, const std::byte* groups, int64_t n_groups,
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
   gemv_x16<Q4_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_q4_0x16_q8_0_avx512vnni_lone(int64_t n, const std::byte* groups, int64_t n_groups,
+                                       const std::byte* act, float* out) {
+  gemv_x16<Q4_0x16, kLonePrefetchPairs>(n, groups, n_groups, act, out);
 }
 
 void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

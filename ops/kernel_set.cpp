@@ -156,6 +156,17 @@ KernelSet KernelSet::for_isa(Isa requested) {
   return ks;
 }
 
+KernelSet KernelSet::for_workers(int workers) const {
+  KernelSet ks = *this;
+  X16Kernels& q4 = ks.x16_q4_0_;
+  if (workers == 1 && q4.gemv == gemv_q4_0x16_q8_0_avx512vnni && q4.gemv_streams == 1 &&
+      q4.gemv_prefetch) {
+    q4.gemv = gemv_q4_0x16_q8_0_avx512vnni_lone;
+    q4.gemv_prefetch_far = true;
+  }
+  return ks;
+}
+
 const MatmulKernels& KernelSet::matmul(WeightType t) const {
   const auto slot = static_cast<size_t>(t);
   if (t == WeightType::Q8_K) {
@@ -183,7 +194,7 @@ std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
   for (WeightType t : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K,
                        WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
     const X16Kernels& k = x16(t);
-    out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch});
+    out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
   }
   return out;
 }

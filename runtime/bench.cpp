@@ -218,6 +218,9 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   const ops::KernelSet kernels = ops::KernelSet::for_isa(ops::detect_isa());
   res.gemv_streams = kernels.x16(ops::WeightType::Q4_0).gemv_streams;
   res.x16_gemv = kernels.x16_gemv_choices();
+  for (const ops::X16GemvChoice& c : kernels.for_workers(1).x16_gemv_choices()) {
+    if (c.prefetch_far) res.x16_prefetch_far_one_worker.push_back(c.type);
+  }
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   res.kv_type = opts.kv_type;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
@@ -748,10 +751,15 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
         "(PACER_REPACK=0 keeps the file layout).\n",
         r.repacked_matrices);
+    std::string far;
+    for (ops::WeightType t : r.x16_prefetch_far_one_worker) {
+      far += fmt::format("{}{}", far.empty() ? "" : " ", ops::type_name(t));
+    }
     out += fmt::format(
-        "16-row GEMVs: {} (the table in ops/isa.h x16_gemv_plan; PACER_GEMV_STREAMS=1/2/4, "
+        "16-row GEMVs: {}{} (the table in ops/isa.h x16_gemv_plan; PACER_GEMV_STREAMS=1/2/4, "
         "PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override).\n",
-        x16_gemv_text(r.x16_gemv));
+        x16_gemv_text(r.x16_gemv),
+        far.empty() ? "" : fmt::format("; in 1-thread rows {} prefetch twice as far", far));
   }
   return out;
 }

@@ -124,6 +124,8 @@ struct BenchResult {
   bool bf16_dot = false;          // BF16 prefill on vdpbf16ps (Model::bf16_dot_prefill)
   int gemv_streams = 1;           // of the quantized x16 GEMVs (ops::X16Kernels::gemv_streams)
   std::vector<ops::X16GemvChoice> x16_gemv;  // every x16 GEMV's plan (KernelSet::x16_gemv_choices)
+  // The types whose GEMV prefetches twice as far in rows of one thread (KernelSet::for_workers).
+  std::vector<ops::WeightType> x16_prefetch_far_one_worker;
   std::string cpu_model, frequency_source;
   ops::WeightType kv_type = ops::WeightType::F16;
   std::vector<BenchRow> rows;

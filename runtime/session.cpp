@@ -135,8 +135,10 @@ Session::Session(const Model& model, SessionOptions opts)
                                   opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
               opts_.max_logits, opts_.ctx > 0 ? opts_.ctx : default_ctx(model.config())),
           opts_.mem_available),
-      // detect_isa(): the best this machine runs, or the one PACER_ISA pins.
-      state_(model.config(), ops::KernelSet::for_isa(ops::detect_isa()),
+      // detect_isa(): the best this machine runs, or the one PACER_ISA pins; kernels for the
+      // executor's worker count (a lone worker's GEMV prefetches further).
+      state_(model.config(),
+             ops::KernelSet::for_isa(ops::detect_isa()).for_workers(executor_->workers()),
              std::clamp<int64_t>(opts_.max_batch, 1, kv_.capacity()), opts_.max_logits,
              kv_.capacity()),
       sampler_(opts_.sampler),
@@ -292,8 +294,10 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
 nlohmann::json x16_gemv_json(const std::vector<ops::X16GemvChoice>& choices) {
   nlohmann::json j = nlohmann::json::object();
   for (const ops::X16GemvChoice& c : choices) {
-    j[std::string(ops::type_name(c.type))] = {
-        {"streams", c.streams}, {"prefetch", c.prefetch}, {"page_touch", c.page_touch}};
+    j[std::string(ops::type_name(c.type))] = {{"streams", c.streams},
+                                              {"prefetch", c.prefetch},
+                                              {"page_touch", c.page_touch},
+                                              {"prefetch_far", c.prefetch_far}};
   }
   return j;
 }

@@ -279,11 +279,38 @@ TEST(EventLogReader, RejectsLogsThatDoNotStartWithAHeader) {
   } catch (const LogError& e) {
     EXPECT_THAT(e.what(), HasSubstr("run.threads"));
   }
+  // A GEMV that prefetches twice as far (a run on one worker) says so; logs from before the
+  // field existed read as before.
+  {
+    std::string far = kDocHeader;
+    const std::string q4 =
+        R"("q4_0":{"streams":4,"prefetch":true,"page_touch":0,"prefetch_far":false})";
+    ASSERT_NE(far.find(q4), std::string::npos);
+    far.replace(far.find(q4), q4.size(),
+                R"("q4_0":{"streams":1,"prefetch":true,"page_touch":8192,"prefetch_far":true})");
+    Collect f;
+    LogReader::read_text(far, f);
+    ASSERT_EQ(f.headers.size(), 1u);
+    EXPECT_EQ(f.headers[0].run.x16_gemv,
+              "q4_0 1 stream, prefetch twice as far, page touch 8192 B; q6_K 1 stream, prefetch, "
+              "page touch 8192 B");
+    std::string old_log = kDocHeader;
+    for (size_t at; (at = old_log.find(",\"prefetch_far\":false")) != std::string::npos;) {
+      old_log.erase(at, std::string_view(",\"prefetch_far\":false").size());
+    }
+    Collect o;
+    LogReader::read_text(old_log, o);
+    ASSERT_EQ(o.headers.size(), 1u);
+    EXPECT_EQ(o.headers[0].run.x16_gemv,
+              "q4_0 4 streams, prefetch; q6_K 1 stream, prefetch, page touch 8192 B");
+  }
   // A wrong type inside run.x16_gemv is named down to the type and the field.
   for (const auto& [from, to, field] :
        {std::tuple{"\"streams\":4", "\"streams\":\"4\"", "run.x16_gemv.q4_0.streams"},
         std::tuple{"\"q6_K\":{", "\"q6_K\":7,\"x\":{", "run.x16_gemv.q6_K\""},
-        std::tuple{"\"page_touch\":8192", "\"page_touch\":true", "run.x16_gemv.q6_K.page_touch"}}) {
+        std::tuple{"\"page_touch\":8192", "\"page_touch\":true", "run.x16_gemv.q6_K.page_touch"},
+        std::tuple{"\"prefetch_far\":false", "\"prefetch_far\":1",
+                   "run.x16_gemv.q4_0.prefetch_far"}}) {
     std::string bad = kDocHeader;
     bad.replace(bad.find(from), std::string_view(from).size(), to);
     try {

@@ -172,6 +172,11 @@ TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
       const Ref ref = reference(w, r, act.token(0));
       ASSERT_NEAR(y[r], ref.value, ref.bound) << "gemv " << c.rows << "x" << c.cols << " row " << r;
     }
+    if (q4) {  // the lone worker's GEMV prefetches further and computes the same, bit for bit
+      std::vector<float> lone(static_cast<size_t>(padded), NAN);
+      gemv_q4_0x16_q8_0_avx512vnni_lone(c.cols, m.view().data, groups, act.token(0), lone.data());
+      ASSERT_EQ(lone, y) << "lone gemv " << c.rows << "x" << c.cols;
+    }
     for (const auto& [name, gemm] : gemms) {
       std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
       gemm(c.cols, m.view().data, groups, act.token(0), act_stride, tokens, yt.data(), padded);

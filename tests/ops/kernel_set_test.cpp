@@ -54,6 +54,30 @@ TEST_P(KernelSetIsa, MatmulKernelsAreTheHighestSlotAtOrBelowTheIsa) {
   }
 }
 
+TEST_P(KernelSetIsa, OneWorkersQ4_0GemvPrefetchesTwiceAsFarWhereItReadsOneStreamWithPrefetch) {
+  const KernelSet ks = KernelSet::for_isa(GetParam());
+  const X16Kernels& q4 = ks.x16(WeightType::Q4_0);
+  // The lone-worker GEMV only replaces the VNNI one, and only under a one-stream plan that
+  // prefetches (AMD Zen 5 and later, unless the environment overrides the plan).
+  const bool swaps =
+      q4.gemv == gemv_q4_0x16_q8_0_avx512vnni && q4.gemv_streams == 1 && q4.gemv_prefetch;
+  const KernelSet one = ks.for_workers(1);
+  EXPECT_EQ(one.x16(WeightType::Q4_0).gemv, swaps ? gemv_q4_0x16_q8_0_avx512vnni_lone : q4.gemv);
+  EXPECT_EQ(one.x16(WeightType::Q4_0).gemv_prefetch_far, swaps);
+  for (int workers : {2, 4, 16}) {
+    const KernelSet many = ks.for_workers(workers);
+    EXPECT_EQ(many.x16(WeightType::Q4_0).gemv, q4.gemv) << workers << " workers";
+    EXPECT_FALSE(many.x16(WeightType::Q4_0).gemv_prefetch_far);
+  }
+  // Nothing else changes, and the choices say which GEMV prefetches further.
+  for (WeightType t : {WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+    EXPECT_EQ(one.x16(t).gemv, ks.x16(t).gemv) << type_name(t);
+  }
+  for (const X16GemvChoice& c : one.x16_gemv_choices()) {
+    EXPECT_EQ(c.prefetch_far, swaps && c.type == WeightType::Q4_0) << type_name(c.type);
+  }
+}
+
 TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   const Isa isa = GetParam();
   const KernelSet ks = KernelSet::for_isa(isa);

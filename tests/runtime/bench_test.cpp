@@ -304,6 +304,15 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
     EXPECT_EQ(j["page_touch"], c.page_touch);
   }
   EXPECT_EQ(md.find("16-row GEMVs: q4_0") != std::string::npos, r.repacked_matrices > 0);
+  // The GEMVs that prefetch twice as far in 1-thread rows (KernelSet::for_workers(1)).
+  std::vector<ops::WeightType> far;
+  for (const ops::X16GemvChoice& c :
+       ops::KernelSet::for_isa(ops::detect_isa()).for_workers(1).x16_gemv_choices()) {
+    if (c.prefetch_far) far.push_back(c.type);
+  }
+  EXPECT_EQ(r.x16_prefetch_far_one_worker, far);
+  EXPECT_EQ(md.find("in 1-thread rows q4_0 prefetch twice as far") != std::string::npos,
+            r.repacked_matrices > 0 && !far.empty());
   // The footer groups the types that share a plan, in choice order.
   BenchResult plans;
   plans.repacked_matrices = 1;
