@@ -486,6 +486,9 @@ inline constexpr std::string_view kRooflineApplies = "roofline_applies";
 inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
 inline constexpr std::string_view kBandwidthBeforeGbs = "bandwidth_before_gbs";
 inline constexpr std::string_view kBandwidthAfterGbs = "bandwidth_after_gbs";
+inline constexpr std::string_view kBandwidthBetweenGbs = "bandwidth_between_gbs";
+inline constexpr std::string_view kRooflineRepPct = "roofline_rep_pct";
+inline constexpr std::string_view kRooflineRepP50Pct = "roofline_rep_p50_pct";
 inline constexpr std::string_view kLlcBytes = "llc_bytes";
 inline constexpr std::string_view kLlcMethod = "llc_method";
 inline constexpr std::string_view kEvents = "events";
@@ -515,6 +518,9 @@ inline constexpr std::array kAll{kTest,
                                  kBandwidthMethod,
                                  kBandwidthBeforeGbs,
                                  kBandwidthAfterGbs,
+                                 kBandwidthBetweenGbs,
+                                 kRooflineRepPct,
+                                 kRooflineRepP50Pct,
                                  kLlcBytes,
                                  kLlcMethod,
                                  kEvents,

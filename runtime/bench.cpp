@@ -942,6 +942,11 @@ nlohmann::json row_json(const BenchRow& row) {
     j[key::kBandwidthMethod] = row.bandwidth_method;
     j[key::kBandwidthBeforeGbs] = row.bandwidth_before_gbs;
     j[key::kBandwidthAfterGbs] = row.bandwidth_after_gbs;
+    if (!row.rep_roofline_pct.empty()) {
+      j[key::kBandwidthBetweenGbs] = row.bandwidth_between_gbs;
+      j[key::kRooflineRepPct] = row.rep_roofline_pct;
+      j[key::kRooflineRepP50Pct] = row.roofline_rep_p50_pct;
+    }
     j[key::kLlcBytes] = row.llc_bytes;
     j[key::kLlcMethod] = row.llc_method;
   }

@@ -269,6 +269,12 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
       const nlohmann::json j = llama_bench_row(r, row);
       EXPECT_EQ(j["pacer_roofline_rep_pct"].size(), 2u);
       EXPECT_EQ(j["pacer_bandwidth_between_gbs"].size(), 1u);
+      // The bench record (event log, -o json) carries them too.
+      const auto at = static_cast<size_t>(&row - r.rows.data());
+      const nlohmann::json rec = bench_json(r)["rows"][at];
+      EXPECT_EQ(rec["roofline_rep_pct"].get<std::vector<double>>(), row.rep_roofline_pct);
+      EXPECT_EQ(rec["bandwidth_between_gbs"].get<std::vector<double>>(), row.bandwidth_between_gbs);
+      EXPECT_EQ(rec["roofline_rep_p50_pct"].get<double>(), row.roofline_rep_p50_pct);
     } else {
       EXPECT_EQ(row.ceiling_tok_s, 0.0);
       EXPECT_EQ(row.bandwidth_before_gbs, 0.0);  // prefill rows have no roofline
