@@ -136,9 +136,9 @@ void gemv_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups
                             const std::byte* act, float* out);
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
-// The same, its software prefetch twice as far ahead (8 block pairs, 4.6 KiB a stream): for a
-// matmul that runs on one worker, where one core's lines in flight bound the GEMV
-// (KernelSet::for_workers; interleaved_avx512vnni.cpp has the figures).
+// The same, its software prefetch and its page touch twice as far ahead (8 block pairs, 4.6 KiB a
+// stream; the plan's touch doubled): for a matmul that runs on one worker, where one core's lines
+// in flight bound the GEMV (KernelSet::for_workers; interleaved_avx512vnni.cpp has the figures).
 void gemv_q4_0x16_q8_0_avx512vnni_lone(int64_t n, const std::byte* groups, int64_t n_groups,
                                        const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -28,7 +28,9 @@ namespace {
 // of 5 runs; 12 gave 0.96-1.01x), 2 threads 0.986x in a fast hour and 1.064x in a slow one;
 // 2 pairs were slower at both (1.06x and 1.04x). One core's lines in flight are what bounds it
 // alone, and a further prefetch adds to them; two cores share DRAM, where reaching further only
-// queues more.
+// queues more. The lone GEMV's page touch (x16_gemv_plan) reaches twice as far as well: on top of
+// the 8 pairs, a 16 KiB touch against the plan's 8 KiB ran 0.950, 0.986 and 0.990x the 1-thread
+// step time (24 and 32 KiB 0.982 and 0.986, 4 KiB 1.023; A/A 0.998).
 constexpr int64_t kPrefetchPairs = 4;
 constexpr int64_t kLonePrefetchPairs = 8;
 
@@ -132,10 +134,12 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   // Groups from 1, 2 or 4 far-apart stretches at a time (ops/gemv_streams.h), prefetched and
   // touched ahead as this CPU's plan for the type says (x16_gemv_plan() in ops/isa.h).
   const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
+  const int64_t page_touch =
+      kAheadPairs == kLonePrefetchPairs ? 2 * plan.page_touch : plan.page_touch;
   x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            gemv_groups<Layout, decltype(streams)::value, 1, kAheadPairs>(
-                               nb, group, &x, outs, 0, plan.prefetch, plan.page_touch);
+                               nb, group, &x, outs, 0, plan.prefetch, page_touch);
                          });
 }
 

@@ -57,7 +57,8 @@ struct X16Kernels {
   // header and bench: software prefetch, and the page touch's distance in bytes (0: none).
   bool gemv_prefetch = false;
   int64_t gemv_page_touch = 0;
-  // The GEMV is the one whose prefetch reaches twice as far (KernelSet::for_workers(1)).
+  // The GEMV is the one whose prefetch and page touch reach twice as far
+  // (KernelSet::for_workers(1); gemv_page_touch is then its doubled distance).
   bool gemv_prefetch_far = false;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;
@@ -79,8 +80,9 @@ class KernelSet {
   // AVX2 machine gets the AVX2 kernels instead of faulting).
   static KernelSet for_isa(Isa isa);
   // These kernels for matmuls run by `workers` workers: with one, the Q4_0 GEMV whose prefetch
-  // reaches twice as far (gemv_q4_0x16_q8_0_avx512vnni_lone), where this CPU's plan has it read
-  // one stream with software prefetch (x16_gemv_plan: AMD Zen 5 and later); else unchanged.
+  // and page touch reach twice as far (gemv_q4_0x16_q8_0_avx512vnni_lone), where this CPU's plan
+  // has it read one stream with software prefetch (x16_gemv_plan: AMD Zen 5 and later); else
+  // unchanged.
   KernelSet for_workers(int workers) const;
 
   // The Isa the kernels were resolved for (after lowering).

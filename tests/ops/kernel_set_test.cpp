@@ -64,6 +64,8 @@ TEST_P(KernelSetIsa, OneWorkersQ4_0GemvPrefetchesTwiceAsFarWhereItReadsOneStream
   const KernelSet one = ks.for_workers(1);
   EXPECT_EQ(one.x16(WeightType::Q4_0).gemv, swaps ? gemv_q4_0x16_q8_0_avx512vnni_lone : q4.gemv);
   EXPECT_EQ(one.x16(WeightType::Q4_0).gemv_prefetch_far, swaps);
+  // Its page touch reaches twice as far too (the choices report the distance it runs).
+  EXPECT_EQ(one.x16(WeightType::Q4_0).gemv_page_touch, (swaps ? 2 : 1) * q4.gemv_page_touch);
   for (int workers : {2, 4, 16}) {
     const KernelSet many = ks.for_workers(workers);
     EXPECT_EQ(many.x16(WeightType::Q4_0).gemv, q4.gemv) << workers << " workers";
