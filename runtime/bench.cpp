@@ -759,7 +759,9 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
         "16-row GEMVs: {}{} (the table in ops/isa.h x16_gemv_plan; PACER_GEMV_STREAMS=1/2/4, "
         "PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override).\n",
         x16_gemv_text(r.x16_gemv),
-        far.empty() ? "" : fmt::format("; in 1-thread rows {} prefetch twice as far", far));
+        far.empty()
+            ? ""
+            : fmt::format("; in 1-thread rows {} prefetch and touch pages twice as far", far));
   }
   return out;
 }

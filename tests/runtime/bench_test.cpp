@@ -317,8 +317,9 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
     if (c.prefetch_far) far.push_back(c.type);
   }
   EXPECT_EQ(r.x16_prefetch_far_one_worker, far);
-  EXPECT_EQ(md.find("in 1-thread rows q4_0 prefetch twice as far") != std::string::npos,
-            r.repacked_matrices > 0 && !far.empty());
+  EXPECT_EQ(
+      md.find("in 1-thread rows q4_0 prefetch and touch pages twice as far") != std::string::npos,
+      r.repacked_matrices > 0 && !far.empty());
   // The footer groups the types that share a plan, in choice order.
   BenchResult plans;
   plans.repacked_matrices = 1;
