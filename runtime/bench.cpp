@@ -126,6 +126,15 @@ void summarize_rates(BenchRow& row) {
   }
 }
 
+namespace {
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
 void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token) {
   row.rep_roofline_pct.clear();
   row.roofline_rep_p50_pct = 0;
@@ -139,10 +148,7 @@ void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token) {
         (probes[i] + probes[i + 1]) / 2 * 1e9 / static_cast<double>(bytes_per_token);
     row.rep_roofline_pct.push_back(100.0 * row.tok_s[i] / ceiling);
   }
-  std::vector<double> sorted = row.rep_roofline_pct;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t mid = sorted.size() / 2;
-  row.roofline_rep_p50_pct = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  row.roofline_rep_p50_pct = median_of(row.rep_roofline_pct);
 }
 
 // The median token against the mean: a rep's rate hides whether every token was slow or a few
@@ -991,17 +997,6 @@ std::string render_bench_jsonl(const BenchResult& r) {
   }
   return out;
 }
-
-namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 std::vector<OverheadRow> measure_recording_overhead(const Model& model, const BenchOptions& opts,
                                                     int pairs, const std::string& events_path) {
