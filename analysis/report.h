@@ -117,7 +117,14 @@ struct StepRow {
   int64_t tokens = 1;
   std::optional<double> freq_mhz;  // op-time-weighted worker frequency, else the step's `freq`
   std::optional<int64_t> runq_ns;
+  std::optional<int64_t> steal_ns;      // VM steal over all CPUs during the step (`steal_ms`)
+  std::optional<int64_t> throttled_ns;  // CPU quota throttling (`cgroup.throttled_ns`)
   std::optional<double> tok_s;
+  // The step's longest op of its own phase (empty: none recorded): a step slowed by one long
+  // pause (the host took the vCPUs) shows here, one slowed everywhere (bandwidth taken by other
+  // work) does not.
+  std::string longest_op;
+  int64_t longest_op_ns = 0;
   int64_t gap_ns() const noexcept { return dur_ns > op_ns ? dur_ns - op_ns : 0; }
 };
 
@@ -165,6 +172,7 @@ enum class BottleneckKind {
   OffCpu,
   OverheadBound,
   LoadImbalanced,
+  Disturbed,  // some steps far slower than the typical one, at a normal clock
   Undetermined
 };
 std::string_view bottleneck_name(BottleneckKind k) noexcept;
@@ -196,6 +204,8 @@ struct BottleneckThresholds {
   double overhead_share = 0.15;           // step time not covered by ops above this
   double imbalance_share = 0.10;          // worker time waiting for an op's slowest worker
   double low_ipc = 1.0;                   // below: stalls dominate (when IPC is measured)
+  double slow_step_ratio = 1.5;           // a decode step longer than this x the median step
+  double disturbed_share = 0.05;          // such steps' time above the median, of decode time
 };
 
 struct Report {

@@ -4,6 +4,8 @@
 //   off-CPU      workers runnable but not running:   lost = runq share x phase time
 //   frequency    clock below the run's reference:    lost = (1 - f / f_ref) x phase time
 //   overhead     step time not covered by any op:    lost = sum of the gaps
+//   imbalance    workers waiting at the joins:       lost = their wait / workers
+//   disturbed    decode steps far above the median:  lost = their time above the median
 // If none passes its threshold, the verdict is the nature of the work: memory-bound when the
 // matmuls stream weights near the measured bandwidth roofline, compute-bound when well below.
 #include <algorithm>
@@ -31,6 +33,8 @@ std::string_view bottleneck_name(BottleneckKind k) noexcept {
       return "overhead-bound";
     case BottleneckKind::LoadImbalanced:
       return "load-imbalanced";
+    case BottleneckKind::Disturbed:
+      return "disturbed";
     case BottleneckKind::Undetermined:
       break;
   }
@@ -87,17 +91,34 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
     } else {
       f.kind = BottleneckKind::ComputeBound;
       f.evidence = stream;
-      if (cpu.ipc)
+      if (cpu.ipc) {
         f.evidence += fmt::format("; IPC {:.2f}{}", *cpu.ipc,
                                   *cpu.ipc < t.low_ipc ? " (stalled: cache/latency-bound)" : "");
-      f.suggestions = {
-          fmt::format("check the kernel path: the run used isa={}; the AVX-512 VNNI integer "
-                      "dot products are the fastest for q8_0/q4_0",
-                      h.run.isa.empty() ? "?" : h.run.isa),
-          fmt::format("use more cores (threads={}) or scatter pinning across physical cores",
-                      h.run.threads ? std::to_string(*h.run.threads) : "?"),
-          "fuse the activation quantization and norms into the matmul passes so each weight row "
-          "is read once per token"};
+      } else {
+        // Without cycles and instructions "below the roofline" is all that is measured: memory
+        // latency, or a host that slowed the workers, reads the same.
+        f.evidence +=
+            "; judged from the roofline alone (no IPC: no hardware counters), so stalls on "
+            "memory latency read the same";
+      }
+      // Advice the run already followed is left out: the VNNI kernels are the fastest pacer has
+      // for the integer types, and a run on every core has no more cores to use.
+      if (h.run.isa != "avx512" || !h.run.vnni.value_or(false)) {
+        f.suggestions.push_back(fmt::format(
+            "check the kernel path: the run used isa={}{}; the AVX-512 VNNI integer dot products "
+            "are the fastest for q8_0/q4_0",
+            h.run.isa.empty() ? "?" : h.run.isa,
+            h.run.vnni.has_value() ? (*h.run.vnni ? " with VNNI" : " without VNNI") : ""));
+      }
+      if (!h.run.threads || !h.host.cores || *h.run.threads < *h.host.cores) {
+        f.suggestions.push_back(fmt::format(
+            "use more cores (threads={} of {} cores) or scatter pinning across physical cores",
+            h.run.threads ? std::to_string(*h.run.threads) : "?",
+            h.host.cores ? std::to_string(*h.host.cores) : "?"));
+      }
+      f.suggestions.push_back(
+          "find the ops furthest below the roofline (% roof in the op tables): a weight type whose "
+          "kernel streams slower than the others' is where the time goes");
     }
     return f;
   }
@@ -302,6 +323,120 @@ std::optional<Loss> overhead_rule(const RuleContext& c) {
   return l;
 }
 
+// Decode steps far slower than the median step at a normal clock (the frequency rules take the
+// slow-clock ones): lost = sum over them of (their time - the median step). What the guest saw
+// of it (run-queue wait, VM steal, CPU quota throttling) is set against that, and so is where the
+// extra time sat: in one op (the workers were paused as a whole: the host took their CPUs, an
+// SMI, an interrupt storm) or spread over the step's ops (everything slower at the same clock:
+// memory bandwidth or cache taken by other work).
+std::optional<Loss> disturbed_steps_rule(const RuleContext& c) {
+  if (c.focus != Phase::Decode) return std::nullopt;
+  const Report& r = c.r;
+  std::vector<int64_t> durs;
+  for (const StepRow& s : r.steps)
+    if (s.phase == Phase::Decode) durs.push_back(s.dur_ns);
+  if (durs.size() < 8) return std::nullopt;
+  std::nth_element(durs.begin(), durs.begin() + durs.size() / 2, durs.end());
+  const int64_t median = durs[durs.size() / 2];
+  const double clock_limit =
+      r.reference_freq_mhz ? c.t.frequency_ratio * *r.reference_freq_mhz : 0.0;
+  auto op_p50 = [&r](const std::string& name) {
+    for (const OpRow& row : r.by_phase_op)
+      if (row.phase == Phase::Decode && row.name == name) return row.dist.p50_ns;
+    return 0.0;
+  };
+  int n_slow = 0, n_paused = 0;
+  int64_t lost = 0, slow_ns = 0, runq = 0, steal = 0, throttled = 0;
+  bool has_runq = false, has_steal = false, has_throttled = false;
+  const StepRow* worst = nullptr;  // the paused step whose one op ran longest
+  for (const StepRow& s : r.steps) {
+    if (s.phase != Phase::Decode ||
+        static_cast<double>(s.dur_ns) <= c.t.slow_step_ratio * static_cast<double>(median))
+      continue;
+    if (s.freq_mhz && *s.freq_mhz < clock_limit) continue;
+    const int64_t excess = s.dur_ns - median;
+    ++n_slow;
+    lost += excess;
+    slow_ns += s.dur_ns;
+    runq += s.runq_ns.value_or(0);
+    steal += s.steal_ns.value_or(0);
+    throttled += s.throttled_ns.value_or(0);
+    has_runq |= s.runq_ns.has_value();
+    has_steal |= s.steal_ns.has_value();
+    has_throttled |= s.throttled_ns.has_value();
+    if (!s.longest_op.empty() &&
+        static_cast<double>(s.longest_op_ns) - op_p50(s.longest_op) >= 0.5 * excess) {
+      ++n_paused;
+      if (!worst || s.longest_op_ns > worst->longest_op_ns) worst = &s;
+    }
+  }
+  if (n_slow < 2 || static_cast<double>(lost) <= c.t.disturbed_share * c.phase_ns)
+    return std::nullopt;
+  Loss l;
+  l.lost_ns = lost;
+  std::string evidence = fmt::format(
+      "{} of {} decode steps took over {:.1f}x the median step ({}) at a normal clock: {:.2f} ms "
+      "each on average, {} lost ({} of decode)",
+      n_slow, durs.size(), c.t.slow_step_ratio, ms(median),
+      static_cast<double>(slow_ns) / n_slow / 1e6, ms(lost),
+      pct(static_cast<double>(lost) / static_cast<double>(c.phase_ns)));
+  const double median_tok_s = 1e9 / static_cast<double>(median);
+  evidence += fmt::format("; the median step alone runs {:.1f} tok/s", median_tok_s);
+  if (r.throughput.decode_roofline_tok_s)
+    evidence += fmt::format(" = {:.0f}% of the {:.1f} tok/s bandwidth bound",
+                            100 * median_tok_s / *r.throughput.decode_roofline_tok_s,
+                            *r.throughput.decode_roofline_tok_s);
+  const int64_t seen = runq + steal + throttled;
+  const auto part = [](bool recorded, std::string_view what, int64_t ns) {
+    return fmt::format("{} {}", what, recorded ? ms(ns) : std::string("not recorded"));
+  };
+  const std::string seen_parts = fmt::format("{}, {}, {}", part(has_runq, "run-queue wait", runq),
+                                             part(has_steal, "VM steal", steal),
+                                             part(has_throttled, "quota throttling", throttled));
+  const bool guest_saw_it = 2 * seen >= lost;
+  if (guest_saw_it) {
+    evidence +=
+        fmt::format(". The scheduler's figures cover most of it in those steps: {}", seen_parts);
+  } else {
+    evidence +=
+        fmt::format(". The scheduler's figures cover little of it in those steps ({})", seen_parts);
+    if (2 * n_paused >= n_slow && worst) {
+      evidence += fmt::format(
+          "; in {} of them one op held most of the extra time ({} took {} against its median "
+          "{:.3f} ms): the work stopped for a while rather than ran slower",
+          n_paused, worst->longest_op, ms(worst->longest_op_ns), op_p50(worst->longest_op) / 1e6);
+    } else {
+      evidence +=
+          "; the extra time was spread over the steps' ops: everything ran slower at the same "
+          "clock, as when other work takes memory bandwidth or cache";
+    }
+  }
+  l.finding.kind = BottleneckKind::Disturbed;
+  l.finding.subject = c.focus_name;
+  l.finding.evidence = std::move(evidence);
+  auto& sug = l.finding.suggestions;
+  const bool vm = r.header.host.virtualized.value_or(false);
+  if (guest_saw_it) {
+    sug.push_back(
+        "other threads or the hypervisor took the workers' CPUs in those steps: see the off-CPU "
+        "and steal figures, keep other load off these CPUs and pin the workers (--pin)");
+  } else if (vm) {
+    sug.push_back(
+        "on a VM this is the host: it ran something else on these vCPUs (not every hypervisor "
+        "reports steal) or another guest took the memory bandwidth. Ask for dedicated or pinned "
+        "vCPUs, or repeat the run at a quieter time");
+  } else {
+    sug.push_back(
+        "look for what interrupted the workers: interrupt counts (/proc/interrupts before and "
+        "after), SMIs (`turbostat`'s SMI column), page faults, and other processes (`perf sched "
+        "latency`)");
+  }
+  sug.push_back(
+      "the median step is what this machine gives undisturbed; `pacer compare` against a quiet "
+      "run splits the difference into its parts");
+  return l;
+}
+
 // Workers done early and waiting at the join for the op's slowest one: lost = the time the
 // ops would have saved with every worker as fast as their mean, sum(longest - own) / workers.
 std::optional<Loss> imbalance_rule(const RuleContext& c) {
@@ -360,8 +495,8 @@ void note_ops_above_roofline(const Report& r, std::vector<std::string>& notes) {
 // The loss rules, in the order they are evaluated (a rule may look at the earlier ones' losses).
 // The losses are then ranked by the time they cost; the first is the verdict.
 using LossRule = std::optional<Loss> (*)(const RuleContext&);
-constexpr LossRule kLossRules[] = {offcpu_rule, frequency_mean_rule, frequency_episode_rule,
-                                   overhead_rule, imbalance_rule};
+constexpr LossRule kLossRules[] = {offcpu_rule,   frequency_mean_rule, frequency_episode_rule,
+                                   overhead_rule, imbalance_rule,      disturbed_steps_rule};
 
 }  // namespace
 

@@ -101,6 +101,7 @@ struct PendingOp {
   int layer;
   Component component;
   double freq_weighted, freq_weight;
+  size_t key;  // into Builder::accums_ (the op's name)
 };
 
 struct WorkerAccum {
@@ -175,7 +176,7 @@ class Builder : public LogVisitor {
     CpuAccum c;
     for (const WorkerSample& w : e.workers) c.add_worker(w);
     pending_.push_back(PendingOp{e.t0_ns, e.t1_ns, e.phase, e.layer, component_of(e.name),
-                                 c.freq_weighted, c.freq_weight});
+                                 c.freq_weighted, c.freq_weight, it->second});
   }
 
   void on_step(const StepEvent& e) override {
@@ -187,7 +188,10 @@ class Builder : public LogVisitor {
     row.dur_ns = e.duration_ns();
     row.tokens = e.tokens();
     row.runq_ns = e.runq_ns;
+    if (e.steal_ms) row.steal_ns = static_cast<int64_t>(*e.steal_ms * 1e6);
+    row.throttled_ns = e.cgroup_throttled_ns;
     row.tok_s = e.tok_s;
+    const PendingOp* longest = nullptr;
     std::array<int64_t, kComponentCount> comp{};
     std::vector<int64_t>& layers = layer_scratch_;
     layers.assign(layers.size(), 0);
@@ -198,6 +202,7 @@ class Builder : public LogVisitor {
         if (p.t0 < e.t0_ns || p.t1 > e.t1_ns) continue;  // not inside this step
         const int64_t d = p.t1 - p.t0;
         row.op_ns += d;
+        if (p.phase == e.phase && (!longest || d > longest->t1 - longest->t0)) longest = &p;
         if (p.phase != e.phase) row.other_phase_ns += d;
         if (p.phase == Phase::Sample) row.sample_ns += d;
         comp[static_cast<int>(p.component)] += d;
@@ -209,6 +214,10 @@ class Builder : public LogVisitor {
         }
         fw += p.freq_weighted;
         fwt += p.freq_weight;
+      }
+      if (longest) {
+        row.longest_op = accums_[longest->key].key.name;
+        row.longest_op_ns = longest->t1 - longest->t0;
       }
       pending_.clear();
       pending_active_ = false;

@@ -1,5 +1,6 @@
 #include "event_log_testlog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 
@@ -37,6 +38,9 @@ class Writer {
         run_.n_decode >= 5 && step > run_.n_decode * 2 / 5 && step <= run_.n_decode * 3 / 5;
     freq_ = run_.freq_mhz * (throttled ? run_.throttle : 1.0);
     slow_ = throttled ? 1.0 / run_.throttle : 1.0;
+    disturbed_ = step > 0 && std::find(run_.disturbed_steps.begin(), run_.disturbed_steps.end(),
+                                       step) != run_.disturbed_steps.end();
+    if (disturbed_) slow_ *= run_.spread;
   }
 
   // Deterministic noise in [-1, 1) (an LCG: the same log every time).
@@ -49,7 +53,9 @@ class Writer {
     const double scale = slow_ * (1.0 + run_.jitter * noise());
     const int64_t dur =
         static_cast<int64_t>(static_cast<double>(run_.op_ns) * spec.time_scale * scale) *
-        (tokens > 1 ? 2 : 1);
+            (tokens > 1 ? 2 : 1) +
+        (disturbed_ && layer == 0 && std::string_view(spec.name) == "ffn_gate_up" ? run_.pause_ns
+                                                                                  : 0);
     const int64_t t0 = t_;
     const int64_t t1 = t0 + dur;
     std::string line;
@@ -114,13 +120,18 @@ class Writer {
           freq_, (long long)n_past, (long long)n_tokens, phase, (long long)(t_ - t0),
           (long long)step, ms, (long long)t0, (long long)t_);
     } else {
+      // VM steal, only in runs that report it (pause_steal): the pause of a disturbed step.
+      char steal[48] = "";
+      if (run_.pause_steal)
+        std::snprintf(steal, sizeof steal, "\"steal_ms\":%.6f,",
+                      disturbed_ ? static_cast<double>(run_.pause_ns) / 1e6 : 0.0);
       std::snprintf(buf, sizeof buf,
                     "{\"freq\":[{\"cpu\":0,\"mhz\":%.1f,\"w\":0}],\"n_past\":%lld,\"phase\":\"%s\","
                     "\"piece\":\" tok\",\"sched\":{\"nivcsw\":0,\"nvcsw\":0,\"oncpu_ns\":%lld,"
-                    "\"runq_ns\":0},\"step\":%lld,\"step_ms\":%.6f,\"t0_ns\":%lld,\"t1_ns\":%lld,"
-                    "\"token\":%lld,\"type\":\"step\"}\n",
-                    freq_, (long long)n_past, phase, (long long)(t_ - t0), (long long)step, ms,
-                    (long long)t0, (long long)t_, (long long)(100 + step));
+                    "\"runq_ns\":0},%s\"step\":%lld,\"step_ms\":%.6f,\"t0_ns\":%lld,"
+                    "\"t1_ns\":%lld,\"token\":%lld,\"type\":\"step\"}\n",
+                    freq_, (long long)n_past, phase, (long long)(t_ - t0), steal, (long long)step,
+                    ms, (long long)t0, (long long)t_, (long long)(100 + step));
     }
     out_ << buf;
   }
@@ -133,6 +144,7 @@ class Writer {
   int64_t t_ = 1'000'000;
   int64_t n_ops_ = 0;
   double freq_ = 0, slow_ = 1;
+  bool disturbed_ = false;
   uint64_t lcg_ = 42;
 };
 

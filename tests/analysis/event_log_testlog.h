@@ -26,6 +26,14 @@ struct SyntheticRun {
   // middle fifth of the run run at throttle x freq_mhz (and take 1/throttle as long).
   double jitter = 0;
   double throttle = 1.0;
+  // Disturbed decode steps (numbers as in the log: decode is 1..n_decode) at the run's clock:
+  // layer 0's ffn_gate_up takes pause_ns longer (the workers paused as a whole), and every op
+  // of the step takes spread x as long (everything slower: bandwidth taken by other work).
+  // pause_steal: those steps' lines report the pause as VM steal.
+  std::vector<int64_t> disturbed_steps{};
+  int64_t pause_ns = 0;
+  double spread = 1.0;
+  bool pause_steal = false;
 };
 
 // Streams the log to `out` (1M-event logs never sit in memory). Returns the number of op lines.

@@ -565,6 +565,117 @@ TEST(Report, BottleneckOnSyntheticRuns) {
   EXPECT_EQ(verdict(run).verdict, BottleneckKind::Undetermined);
 }
 
+// Decode steps far slower than the median at a normal clock. Every decode step of the
+// synthetic run takes 2.4228 ms (op_ns 100 us: 2 layers x (970 us of ops + 12 gaps of 0.1 us) +
+// embed, output_norm, output and sample with their gaps); a step is "disturbed" above 1.5x that.
+TEST(Report, DisturbedStepsAreCountedAndTheirCauseIsPlaced) {
+  auto bottleneck = [](const testlog::SyntheticRun& run) {
+    std::ostringstream s;
+    testlog::write_synthetic(s, run);
+    return build_report_from_text(s.str(), "disturbed.jsonl").bottleneck;
+  };
+  auto finding = [](const Bottleneck& b, BottleneckKind kind) -> const Finding* {
+    for (const Finding& f : b.findings)
+      if (f.kind == kind) return &f;
+    return nullptr;
+  };
+  testlog::SyntheticRun run;
+  run.n_decode = 20;
+  run.op_ns = 100'000;
+  run.bandwidth_gbs = 20;  // the toy matmuls stream ~1 GB/s: compute-bound, no loss
+  EXPECT_EQ(bottleneck(run).verdict, BottleneckKind::ComputeBound);
+
+  // A pause as long as a step in layer 0's ffn_gate_up of 3 steps: each takes 4.8456 ms, 3 x
+  // 2.4228 = 7.27 ms above the median, of 20 x 2.4228 + 7.2684 - 20 x 0.05 (sampling) = 54.7244
+  // ms of decode = 13.3%.
+  run.disturbed_steps = {5, 12, 17};
+  run.pause_ns = 2'422'800;
+  const Bottleneck paused = bottleneck(run);
+  EXPECT_EQ(paused.verdict, BottleneckKind::Disturbed);
+  EXPECT_EQ(bottleneck_name(paused.verdict), "disturbed");
+  ASSERT_FALSE(paused.findings.empty());
+  const std::string& ev = paused.findings[0].evidence;
+  EXPECT_THAT(ev, HasSubstr("3 of 20 decode steps took over 1.5x the median step (2.42 ms) at a "
+                            "normal clock: 4.85 ms each on average, 7.27 ms lost (13.3% of "
+                            "decode)"));
+  // 1e9 / 2,422,800 ns; the bound is 20 GB/s / 4,000,000 B per token.
+  EXPECT_THAT(ev, HasSubstr("the median step alone runs 412.7 tok/s = 8% of the 5000.0 tok/s"));
+  EXPECT_THAT(ev, HasSubstr("run-queue wait 0.00 ms, VM steal not recorded"));
+  EXPECT_THAT(ev, HasSubstr("in 3 of them one op held most of the extra time (ffn_gate_up took "
+                            "2.72 ms against its median"));
+  ASSERT_FALSE(paused.findings[0].suggestions.empty());
+  EXPECT_THAT(paused.findings[0].suggestions[0], HasSubstr("on a VM this is the host"));
+  // The nature of the work follows the loss.
+  EXPECT_NE(finding(paused, BottleneckKind::ComputeBound), nullptr);
+
+  // The same pause reported as VM steal: the scheduler's figures cover it.
+  run.pause_steal = true;
+  const Bottleneck stolen = bottleneck(run);
+  EXPECT_EQ(stolen.verdict, BottleneckKind::Disturbed);
+  EXPECT_THAT(
+      stolen.findings[0].evidence,
+      HasSubstr("cover most of it in those steps: run-queue wait 0.00 ms, VM steal 7.27 ms"));
+  EXPECT_THAT(stolen.findings[0].suggestions[0], HasSubstr("off-CPU and steal"));
+
+  // Every op of the 3 steps twice as long at the same clock: spread, not a pause.
+  run.pause_steal = false;
+  run.pause_ns = 0;
+  run.spread = 2.0;
+  const Bottleneck spread = bottleneck(run);
+  EXPECT_EQ(spread.verdict, BottleneckKind::Disturbed);
+  EXPECT_THAT(spread.findings[0].evidence, HasSubstr("3 of 20 decode steps"));
+  EXPECT_THAT(spread.findings[0].evidence, HasSubstr("spread over the steps' ops"));
+  EXPECT_THAT(spread.findings[0].evidence, Not(HasSubstr("one op held")));
+
+  // One such step is noise, not a finding; nor are 3 steps only 1.4x the median.
+  run.disturbed_steps = {12};
+  EXPECT_EQ(finding(bottleneck(run), BottleneckKind::Disturbed), nullptr);
+  run.disturbed_steps = {5, 12, 17};
+  run.spread = 1.4;
+  EXPECT_EQ(finding(bottleneck(run), BottleneckKind::Disturbed), nullptr);
+  // Below the share threshold: 3 x 0.6 x 2.4228 ms = 8.0% of decode > 5%, but not > 10%.
+  run.spread = 1.6;
+  EXPECT_NE(finding(bottleneck(run), BottleneckKind::Disturbed), nullptr);
+  BottleneckThresholds th;
+  th.disturbed_share = 0.10;
+  std::ostringstream s;
+  testlog::write_synthetic(s, run);
+  EXPECT_EQ(
+      finding(build_report_from_text(s.str(), "d.jsonl", th).bottleneck, BottleneckKind::Disturbed),
+      nullptr);
+}
+
+// Compute-bound advice leaves out what the run already did, and says when no IPC backs it.
+TEST(Report, ComputeBoundAdviceFitsTheRun) {
+  testlog::SyntheticRun run;  // header: 2 threads on 2 cores, isa avx512 (no vnni key)
+  run.n_decode = 8;
+  run.bandwidth_gbs = 100000;
+  run.hw_counters = false;
+  std::ostringstream s;
+  testlog::write_synthetic(s, run);
+  const Bottleneck b = build_report_from_text(s.str(), "c.jsonl").bottleneck;
+  ASSERT_EQ(b.verdict, BottleneckKind::ComputeBound);
+  const Finding& f = b.findings[0];
+  EXPECT_THAT(f.evidence, HasSubstr("judged from the roofline alone (no IPC"));
+  std::string all;
+  for (const std::string& x : f.suggestions) all += x + "\n";
+  EXPECT_THAT(all, HasSubstr("check the kernel path: the run used isa=avx512;"));
+  EXPECT_THAT(all, Not(HasSubstr("use more cores")));  // threads = cores
+  // With VNNI on record the kernel path is the fastest there is; on 8 cores 2 threads can grow.
+  std::string text = s.str();
+  const std::string isa = "\"isa\":\"avx512\"";
+  ASSERT_NE(text.find(isa), std::string::npos);
+  text.replace(text.find(isa), isa.size(), isa + ",\"vnni\":true");
+  const std::string cores = "\"cores\":2";
+  ASSERT_NE(text.find(cores), std::string::npos);
+  text.replace(text.find(cores), cores.size(), "\"cores\":8");
+  const Bottleneck v = build_report_from_text(text, "v.jsonl").bottleneck;
+  all.clear();
+  for (const std::string& x : v.findings[0].suggestions) all += x + "\n";
+  EXPECT_THAT(all, Not(HasSubstr("check the kernel path")));
+  EXPECT_THAT(all, HasSubstr("use more cores (threads=2 of 8 cores)"));
+}
+
 TEST(Report, IncompleteRunIsReportedWithWhatItHas) {
   const Report r = hand_report(/*footer=*/false);
   EXPECT_FALSE(r.read.complete());
