@@ -19,14 +19,16 @@ struct SliceEffect {
   double freq = 1, cpi = 1, instr = 1, runq_ns = 0, blocked_ns = 0;
 };
 
-SliceEffect effect_for(const RunSpec& spec, const std::string& op, int cpu) {
+SliceEffect effect_for(const RunSpec& spec, const std::string& op, int cpu, int step) {
   SliceEffect e;
   for (const Effect& fx : spec.effects) {
     const bool op_hit =
         fx.ops.empty() || std::find(fx.ops.begin(), fx.ops.end(), op) != fx.ops.end();
     const bool cpu_hit =
         fx.cpus.empty() || std::find(fx.cpus.begin(), fx.cpus.end(), cpu) != fx.cpus.end();
-    if (!op_hit || !cpu_hit) continue;
+    const bool step_hit =
+        fx.steps.empty() || std::find(fx.steps.begin(), fx.steps.end(), step) != fx.steps.end();
+    if (!op_hit || !cpu_hit || !step_hit) continue;
     e.freq *= fx.freq_scale;
     e.cpi *= fx.cpi_scale;
     e.instr *= fx.instr_scale;
@@ -170,7 +172,7 @@ class Generator {
         Json workers = Json::array();
         for (size_t w = 0; w < slices; ++w) {
           const int cpu = spec_.cpus[w];
-          const SliceEffect fx = effect_for(spec_, op.name, cpu);
+          const SliceEffect fx = effect_for(spec_, op.name, cpu, step);
           const double instr = op.instructions * tokens * fx.instr / static_cast<double>(slices) *
                                noisy(spec_.noise);
           const double cycles = instr * op.cpi * fx.cpi * noisy(spec_.noise);

@@ -35,6 +35,7 @@ struct Effect {
   double instr_scale = 1.0;  // multiplies instructions
   double runq_ns = 0;        // runnable-but-waiting time added to each slice
   double blocked_ns = 0;     // off-CPU, not runnable, added to each slice
+  std::vector<int> steps = {};  // the steps (numbers as logged) it applies to (all when empty)
 };
 
 struct RunSpec {

@@ -331,6 +331,43 @@ void write_verdict(Comparison& c) {
                   : "the speed-up came from the workers evening out");
     }
   }
+  // A change made by a few long steps (pauses: a host taking the vCPUs, an interrupt storm)
+  // rather than by every step: a kernel, build or configuration change moves the median step
+  // too, so the median is the figure to compare the code by.
+  if (c.significant) {
+    const double dir = dpct > 0 ? 1.0 : -1.0;
+    struct Tail {
+      int n = 0;
+      double ms_per_step = 0;  // time above the median of the steps over 1.5x it, per step
+    };
+    const auto tail = [&c](int i) {
+      Tail t;
+      const std::vector<double>& v = c.step_ms[i];
+      for (double ms : v)
+        if (ms > 1.5 * c.cycles[i].p50) {
+          ++t.n;
+          t.ms_per_step += ms - c.cycles[i].p50;
+        }
+      if (!v.empty()) t.ms_per_step /= static_cast<double>(v.size());
+      return t;
+    };
+    const Tail tails[2] = {tail(0), tail(1)};
+    const double d_mean_ms = (t1 - t0) * 1e-6;
+    const double d_p50_ms = c.cycles[1].p50 - c.cycles[0].p50;
+    const double d_tail_ms = tails[1].ms_per_step - tails[0].ms_per_step;
+    if (3 * std::fabs(d_p50_ms) < std::fabs(d_mean_ms) &&
+        d_tail_ms * dir >= 0.5 * std::fabs(d_mean_ms)) {
+      const int i = dir > 0 ? 1 : 0;  // the run with the long steps
+      v += fmt::format(
+          " A few steps made the change: the median step moved only {:.3f} -> {:.3f} ms, while the "
+          "{} run's "
+          "{} of {} steps over 1.5x its median add {:.3f} ms/step above it ({:.3f} in the {} "
+          "run): pauses (a host taking the vCPUs, interrupts, another process's burst) rather "
+          "than slower code; compare the median steps for the code's speed.",
+          c.cycles[0].p50, c.cycles[1].p50, c.label[i], tails[i].n, c.step_ms[i].size(),
+          tails[i].ms_per_step, tails[1 - i].ms_per_step, c.label[1 - i]);
+    }
+  }
   if (const Flag* f = find_flag(c, FlagKind::FrequencyDrop); f && !freq_listed)
     v += " Note: " + f->text + " (flagged by rule).";
   if (c.significant && c.vm_steal) {

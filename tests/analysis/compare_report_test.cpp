@@ -556,5 +556,37 @@ TEST(CompareCauses, SameBuildMoreCyclesEverywhereIsInterference) {
   EXPECT_EQ(leading_cause(b), "cpu work") << b.verdict;
 }
 
+// A slowdown made by a few long steps: 6 of 24 steps paused in ffn_down (blocked 3 ms on both
+// workers, about 3x a step). The median step stays put, so the verdict says few steps made it;
+// the same time added to every step moves the median and is not said to be a few steps'.
+TEST(CompareWords, AFewPausedStepsAreToldApartFromEveryStepSlower) {
+  synth::RunSpec normal;
+  synth::RunSpec paused = normal;
+  paused.seed = 4;
+  paused.effects.push_back(
+      {.ops = {"ffn_down"}, .blocked_ns = 3e6, .steps = {3, 7, 11, 15, 19, 23}});
+  const Comparison c = compare_runs(load(normal, "n.jsonl"), load(paused, "p.jsonl"));
+  ASSERT_TRUE(c.significant) << c.verdict;
+  EXPECT_NEAR(c.cycles[1].p50, c.cycles[0].p50, 0.05 * c.cycles[0].p50);
+  // ffn_down runs once per layer: 4 layers x 3 ms = 12 ms more in each of 6 of 24 steps.
+  EXPECT_NE(c.verdict.find("A few steps made the change: the median step moved only"),
+            std::string::npos)
+      << c.verdict;
+  EXPECT_NE(c.verdict.find("the abnormal run's 6 of 24 steps over 1.5x its median add 3.0"),
+            std::string::npos)
+      << c.verdict;
+  // Faster: the normal run had the pauses; the sentence names it.
+  const Comparison f = compare_runs(load(paused, "p.jsonl"), load(normal, "n.jsonl"));
+  ASSERT_TRUE(f.significant) << f.verdict;
+  EXPECT_NE(f.verdict.find("the normal run's 6 of 24 steps"), std::string::npos) << f.verdict;
+
+  synth::RunSpec every = normal;
+  every.seed = 4;
+  every.effects.push_back({.ops = {"ffn_down"}, .blocked_ns = 0.75e6});
+  const Comparison e = compare_runs(load(normal, "n.jsonl"), load(every, "e.jsonl"));
+  ASSERT_TRUE(e.significant) << e.verdict;
+  EXPECT_EQ(e.verdict.find("A few steps made the change"), std::string::npos) << e.verdict;
+}
+
 }  // namespace
 }  // namespace pacer::analysis
