@@ -5,7 +5,7 @@
 //   frequency    clock below the run's reference:    lost = (1 - f / f_ref) x phase time
 //   overhead     step time not covered by any op:    lost = sum of the gaps
 //   imbalance    workers waiting at the joins:       lost = their wait / workers
-//   disturbed    decode steps far above the median:  lost = their time above the median
+//   disturbed    decode steps far above their peers: lost = their time above the peers' median
 // If none passes its threshold, the verdict is the nature of the work: memory-bound when the
 // matmuls stream weights near the measured bandwidth roofline, compute-bound when well below.
 #include <algorithm>
@@ -323,21 +323,38 @@ std::optional<Loss> overhead_rule(const RuleContext& c) {
   return l;
 }
 
-// Decode steps far slower than the median step at a normal clock (the frequency rules take the
-// slow-clock ones): lost = sum over them of (their time - the median step). What the guest saw
-// of it (run-queue wait, VM steal, CPU quota throttling) is set against that, and so is where the
-// extra time sat: in one op (the workers were paused as a whole: the host took their CPUs, an
-// SMI, an interrupt storm) or spread over the step's ops (everything slower at the same clock:
-// memory bandwidth or cache taken by other work).
+// Decode steps far slower than the steps around them at a normal clock (the frequency rules take
+// the slow-clock ones): lost = sum over them of (their time - the median of the steps around
+// them). Against their neighbours rather than the run's median step, so a long generation whose
+// steps grow with the context is not taken for disturbed. What the scheduler saw of it (run-queue
+// wait, VM steal, CPU quota throttling) is set against that, and so is where the extra time sat:
+// in one op (the work stopped as a whole: the host took the CPUs, an SMI, an interrupt storm) or
+// spread over the step's ops (everything slower at the same clock: memory bandwidth or cache taken
+// by other work).
 std::optional<Loss> disturbed_steps_rule(const RuleContext& c) {
   if (c.focus != Phase::Decode) return std::nullopt;
   const Report& r = c.r;
-  std::vector<int64_t> durs;
+  std::vector<const StepRow*> steps;
   for (const StepRow& s : r.steps)
-    if (s.phase == Phase::Decode) durs.push_back(s.dur_ns);
-  if (durs.size() < 8) return std::nullopt;
+    if (s.phase == Phase::Decode) steps.push_back(&s);
+  if (steps.size() < 8) return std::nullopt;
+  std::vector<int64_t> durs;
+  for (const StepRow* s : steps) durs.push_back(s->dur_ns);
   std::nth_element(durs.begin(), durs.begin() + durs.size() / 2, durs.end());
   const int64_t median = durs[durs.size() / 2];
+  if (median <= 0) return std::nullopt;  // a log whose steps have no duration
+  // The median of the (up to) kNeighbours steps centred on step i, itself included.
+  constexpr size_t kNeighbours = 15;
+  std::vector<int64_t> window;
+  const auto local_median = [&](size_t i) {
+    const size_t lo = i >= kNeighbours / 2 ? i - kNeighbours / 2 : 0;
+    const size_t hi = std::min(steps.size(), lo + kNeighbours);
+    const size_t from = hi - std::min(hi, kNeighbours);
+    window.clear();
+    for (size_t k = from; k < hi; ++k) window.push_back(steps[k]->dur_ns);
+    std::nth_element(window.begin(), window.begin() + window.size() / 2, window.end());
+    return window[window.size() / 2];
+  };
   const double clock_limit =
       r.reference_freq_mhz ? c.t.frequency_ratio * *r.reference_freq_mhz : 0.0;
   auto op_p50 = [&r](const std::string& name) {
@@ -349,12 +366,14 @@ std::optional<Loss> disturbed_steps_rule(const RuleContext& c) {
   int64_t lost = 0, slow_ns = 0, runq = 0, steal = 0, throttled = 0;
   bool has_runq = false, has_steal = false, has_throttled = false;
   const StepRow* worst = nullptr;  // the paused step whose one op ran longest
-  for (const StepRow& s : r.steps) {
-    if (s.phase != Phase::Decode ||
-        static_cast<double>(s.dur_ns) <= c.t.slow_step_ratio * static_cast<double>(median))
-      continue;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepRow& s = *steps[i];
     if (s.freq_mhz && *s.freq_mhz < clock_limit) continue;
-    const int64_t excess = s.dur_ns - median;
+    const int64_t around = local_median(i);
+    if (around <= 0 ||
+        static_cast<double>(s.dur_ns) <= c.t.slow_step_ratio * static_cast<double>(around))
+      continue;
+    const int64_t excess = s.dur_ns - around;
     ++n_slow;
     lost += excess;
     slow_ns += s.dur_ns;
@@ -375,9 +394,10 @@ std::optional<Loss> disturbed_steps_rule(const RuleContext& c) {
   Loss l;
   l.lost_ns = lost;
   std::string evidence = fmt::format(
-      "{} of {} decode steps took over {:.1f}x the median step ({}) at a normal clock: {:.2f} ms "
-      "each on average, {} lost ({} of decode)",
-      n_slow, durs.size(), c.t.slow_step_ratio, ms(median),
+      "{} of {} decode steps took over {:.1f}x the median of the {} steps around them at a "
+      "normal clock (the run's median step: {}): {:.2f} ms each on average, {} lost ({} of "
+      "decode)",
+      n_slow, steps.size(), c.t.slow_step_ratio, kNeighbours, ms(median),
       static_cast<double>(slow_ns) / n_slow / 1e6, ms(lost),
       pct(static_cast<double>(lost) / static_cast<double>(c.phase_ns)));
   const double median_tok_s = 1e9 / static_cast<double>(median);

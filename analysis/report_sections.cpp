@@ -372,8 +372,8 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "bottleneck thresholds: memory-bound at >= {:.0f}% of roofline; frequency-limited below "
       "{:.0f}% of the reference; off-CPU above {:.0f}% runq; overhead-bound above {:.0f}% of step "
       "time outside ops; load-imbalanced above {:.0f}% of worker time waiting at the joins; "
-      "disturbed when decode steps over {:.1f}x the median step add up to more than {:.0f}% of "
-      "decode above it; low IPC below {:.1f}",
+      "disturbed when decode steps over {:.1f}x the median of the steps around them add up to "
+      "more than {:.0f}% of decode above it; low IPC below {:.1f}",
       th.memory_bound_roofline_pct, 100 * th.frequency_ratio, 100 * th.offcpu_share,
       100 * th.overhead_share, 100 * th.imbalance_share, th.slow_step_ratio,
       100 * th.disturbed_share, th.low_ipc));

@@ -41,6 +41,7 @@ class Writer {
     disturbed_ = step > 0 && std::find(run_.disturbed_steps.begin(), run_.disturbed_steps.end(),
                                        step) != run_.disturbed_steps.end();
     if (disturbed_) slow_ *= run_.spread;
+    if (step > 0) slow_ *= 1.0 + run_.growth * static_cast<double>(step);
   }
 
   // Deterministic noise in [-1, 1) (an LCG: the same log every time).

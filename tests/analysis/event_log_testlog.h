@@ -34,6 +34,8 @@ struct SyntheticRun {
   int64_t pause_ns = 0;
   double spread = 1.0;
   bool pause_steal = false;
+  // Decode step s's ops take (1 + growth x s) as long (a context that grows step by step).
+  double growth = 0;
 };
 
 // Streams the log to `out` (1M-event logs never sit in memory). Returns the number of op lines.
