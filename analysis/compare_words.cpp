@@ -359,11 +359,10 @@ void write_verdict(Comparison& c) {
         d_tail_ms * dir >= 0.5 * std::fabs(d_mean_ms)) {
       const int i = dir > 0 ? 1 : 0;  // the run with the long steps
       v += fmt::format(
-          " A few steps made the change: the median step moved only {:.3f} -> {:.3f} ms, while the "
-          "{} run's "
-          "{} of {} steps over 1.5x its median add {:.3f} ms/step above it ({:.3f} in the {} "
-          "run): pauses (a host taking the vCPUs, interrupts, another process's burst) rather "
-          "than slower code; compare the median steps for the code's speed.",
+          " A few steps made the change: the median step moved only {:.3f} -> {:.3f} ms, while "
+          "the {} run's {} of {} steps over 1.5x its median add {:.3f} ms/step above it ({:.3f} "
+          "in the {} run): pauses (a host taking the vCPUs, interrupts, another process's burst) "
+          "rather than slower code; compare the median steps for the code's speed.",
           c.cycles[0].p50, c.cycles[1].p50, c.label[i], tails[i].n, c.step_ms[i].size(),
           tails[i].ms_per_step, tails[1 - i].ms_per_step, c.label[1 - i]);
     }

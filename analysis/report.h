@@ -204,8 +204,8 @@ struct BottleneckThresholds {
   double overhead_share = 0.15;           // step time not covered by ops above this
   double imbalance_share = 0.10;          // worker time waiting for an op's slowest worker
   double low_ipc = 1.0;                   // below: stalls dominate (when IPC is measured)
-  double slow_step_ratio = 1.5;           // a decode step longer than this x the median step
-  double disturbed_share = 0.05;          // such steps' time above the median, of decode time
+  double slow_step_ratio = 1.5;           // a decode step over this x its 15 neighbours' median
+  double disturbed_share = 0.05;          // such steps' time above that median, of decode time
 };
 
 struct Report {
