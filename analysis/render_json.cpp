@@ -44,6 +44,8 @@ json cpu_json(const CpuMetrics& c) {
           {"kv_bytes", c.kv_bytes},
           {"gbs", opt(c.gbs)},
           {"roofline_pct", opt(c.roofline_pct)},
+          {"slice_gbs", opt(c.slice_gbs)},
+          {"slice_roofline_pct", opt(c.slice_roofline_pct)},
           {"offcpu_share", opt(c.offcpu_share)},
           {"migrations", c.migrations},
           {"wait_share", opt(c.wait_share)},

@@ -39,6 +39,10 @@ struct CpuMetrics {
   int64_t kv_bytes = 0;                 // KV cache read (attention)
   std::optional<double> gbs;  // (weight_bytes + kv_bytes) / time of the ops that streamed them
   std::optional<double> roofline_pct;  // gbs / header bandwidth_gbs
+  // The same bytes / the longest worker slice of each op that streamed them: the kernels' own
+  // rate, without the dispatch, the join and the recorder's brackets around the slices (~2 us an
+  // op, 5-7 % of a 40 us GEMV), and that / bandwidth_gbs. Absent where no op has workers.
+  std::optional<double> slice_gbs, slice_roofline_pct;
   std::optional<double> offcpu_share;  // sum(runq) / sum(worker wall time)
   // Share of op time not covered by the op's longest worker slice: dispatch, join and workers
   // that started late (a worker thread waiting for a CPU shows here, not in runq).

@@ -43,6 +43,7 @@ struct CpuAccum {
   double instructions = 0, cycles = 0;
   // Bytes streamed (weights, KV cache) and the time of the ops that streamed them.
   int64_t weight_bytes = 0, kv_bytes = 0, weight_ns = 0;
+  int64_t weight_slice_ns = 0;  // the same ops' longest worker slices (their op time without one)
   int64_t runq_ns = 0, runq_wall_ns = 0;
   bool has_runq = false;
   int64_t migrations = 0;
@@ -98,6 +99,7 @@ struct CpuAccum {
       weight_bytes += e.weight_bytes;
       kv_bytes += e.kv_bytes;
       weight_ns += e.duration_ns();
+      weight_slice_ns += longest > 0 ? longest : e.duration_ns();
     }
   }
   void merge(const CpuAccum& o) {
@@ -109,6 +111,7 @@ struct CpuAccum {
     weight_bytes += o.weight_bytes;
     kv_bytes += o.kv_bytes;
     weight_ns += o.weight_ns;
+    weight_slice_ns += o.weight_slice_ns;
     runq_ns += o.runq_ns;
     runq_wall_ns += o.runq_wall_ns;
     has_runq = has_runq || o.has_runq;
@@ -134,6 +137,12 @@ struct CpuAccum {
       m.gbs =
           static_cast<double>(weight_bytes + kv_bytes) / static_cast<double>(weight_ns);  // B/ns
       if (bandwidth_gbs && *bandwidth_gbs > 0) m.roofline_pct = 100.0 * *m.gbs / *bandwidth_gbs;
+    }
+    if (weight_bytes + kv_bytes > 0 && weight_slice_ns > 0) {
+      m.slice_gbs = static_cast<double>(weight_bytes + kv_bytes) /
+                    static_cast<double>(weight_slice_ns);  // B/ns
+      if (bandwidth_gbs && *bandwidth_gbs > 0)
+        m.slice_roofline_pct = 100.0 * *m.slice_gbs / *bandwidth_gbs;
     }
     if (has_runq && runq_wall_ns > 0)
       m.offcpu_share = static_cast<double>(runq_ns) / static_cast<double>(runq_wall_ns);

@@ -72,12 +72,21 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
   Finding f;
   f.subject = subject;
   if (cpu.roofline_pct && cpu.gbs && h.bandwidth_gbs) {
-    const std::string stream =
+    std::string stream =
         fmt::format("{} at {:.1f} GB/s = {:.0f}% of the measured {:.1f} GB/s roofline",
                     cpu.kv_bytes > 0 ? "matmuls and attention stream weights and KV cache"
                                      : "matmuls stream weights",
                     *cpu.gbs, *cpu.roofline_pct, *h.bandwidth_gbs);
-    if (*cpu.roofline_pct >= t.memory_bound_roofline_pct) {
+    // The kernels' nature is judged by their own rate: the op time around the slices (dispatch,
+    // join, the recorder's brackets) is the overhead rule's, and would call short GEMVs
+    // compute-bound in a recorded run whose kernels stream at the roofline.
+    double kernel_pct = *cpu.roofline_pct;
+    if (cpu.slice_gbs && cpu.slice_roofline_pct) {
+      kernel_pct = *cpu.slice_roofline_pct;
+      stream += fmt::format(" (their worker slices alone: {:.1f} GB/s = {:.0f}%)", *cpu.slice_gbs,
+                            *cpu.slice_roofline_pct);
+    }
+    if (kernel_pct >= t.memory_bound_roofline_pct) {
       f.kind = BottleneckKind::MemoryBound;
       f.evidence = stream;
       f.suggestions = {

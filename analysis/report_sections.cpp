@@ -357,6 +357,9 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "IPC: instructions / cycles (only where both counters were live)",
       "GB/s: bytes streamed (weights; attention: the KV cache) / op time; % roof: of the "
       "header's measured bandwidth_gbs",
+      "worker slices alone (bottleneck findings): the same bytes / each op's longest worker "
+      "slice, without the dispatch, the join and the recorder's brackets around it; the nature "
+      "of the work (memory- or compute-bound) is judged by it",
       "off-CPU: run-queue time / worker wall time (runnable but not running)",
       "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
       "workers)",

@@ -1,6 +1,7 @@
 // The single-run report against a small hand-built log whose every number is worked out below.
 #include "analysis/report.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -656,6 +657,70 @@ TEST(Report, DisturbedStepsAreCountedAndTheirCauseIsPlaced) {
   EXPECT_EQ(
       finding(build_report_from_text(s.str(), "d.jsonl", th).bottleneck, BottleneckKind::Disturbed),
       nullptr);
+}
+
+// A recorded op's time holds the dispatch, the join and the recorder's brackets around its
+// workers' slices; the kernels' nature is judged by the slices. Each of 8 decode steps: one
+// matmul of 1,000,000 bytes, op [0, 200] us, worker slices [10, 160] and [10, 150] us: op rate
+// 1e6 B / 200 us = 5 GB/s = 50% of 10 GB/s (compute-bound by itself), slices 1e6 B / 150 us =
+// 6.67 GB/s = 67% (memory-bound).
+TEST(Report, KernelsAreJudgedByTheirWorkerSlices) {
+  std::string text = testlog::header_line(1, 10.0);
+  for (int s = 1; s <= 8; ++s) {
+    const int64_t t0 = s * 1'000'000;  // ns
+    auto worker = [&](int w, int64_t from_us, int64_t to_us) {
+      return json{{"w", w},
+                  {"cpu", w},
+                  {"cpu_end", w},
+                  {"t0_ns", t0 + from_us * 1000},
+                  {"t1_ns", t0 + to_us * 1000},
+                  {"freq_mhz", 2900.0}};
+    };
+    text += json{{"type", "op"},
+                 {"step", s},
+                 {"phase", "decode"},
+                 {"name", "ffn_down"},
+                 {"layer", 0},
+                 {"kind", "matmul"},
+                 {"wtype", "q8_0"},
+                 {"rows", 1000},
+                 {"cols", 941},
+                 {"tokens", 1},
+                 {"weight_bytes", 1'000'000},
+                 {"t0_ns", t0},
+                 {"t1_ns", t0 + 200'000},
+                 {"workers", {worker(0, 10, 160), worker(1, 10, 150)}}}
+                .dump() +
+            "\n";
+    text += json{{"type", "step"},   {"step", s},    {"phase", "decode"}, {"n_past", 3 + s},
+                 {"token", 100 + s}, {"piece", "x"}, {"t0_ns", t0},       {"t1_ns", t0 + 210'000}}
+                .dump() +
+            "\n";
+  }
+  const Report r = build_report_from_text(text, "slices.jsonl");
+  const OpRow* decode = nullptr;
+  for (const OpRow& row : r.by_phase)
+    if (row.phase == Phase::Decode) decode = &row;
+  ASSERT_NE(decode, nullptr);
+  EXPECT_NEAR(*decode->cpu.gbs, 5.0, 1e-9);
+  EXPECT_NEAR(*decode->cpu.roofline_pct, 50.0, 1e-9);
+  EXPECT_NEAR(*decode->cpu.slice_gbs, 1e6 / 150e3, 1e-9);
+  EXPECT_NEAR(*decode->cpu.slice_roofline_pct, 100 * 1e6 / 150e3 / 10, 1e-9);
+  // The 40 us of each op outside its slices are the overhead rule's (50 of 210 us a step, with
+  // the 10 us gap: 23.8% > 15%), which leads; the nature of the work follows it.
+  EXPECT_EQ(r.bottleneck.verdict, BottleneckKind::OverheadBound);
+  const auto nature = std::find_if(
+      r.bottleneck.findings.begin(), r.bottleneck.findings.end(), [](const Finding& f) {
+        return f.subject == "decode" && f.kind != BottleneckKind::OverheadBound;
+      });
+  ASSERT_NE(nature, r.bottleneck.findings.end());
+  EXPECT_EQ(nature->kind, BottleneckKind::MemoryBound);
+  EXPECT_THAT(nature->evidence,
+              HasSubstr("at 5.0 GB/s = 50% of the measured 10.0 GB/s roofline (their worker "
+                        "slices alone: 6.7 GB/s = 67%)"));
+  // The JSON report carries both.
+  const json j = json::parse(render_json(r));
+  EXPECT_NEAR(j["by_phase"][0]["cpu"]["slice_gbs"].get<double>(), 1e6 / 150e3, 1e-9);
 }
 
 // Compute-bound advice leaves out what the run already did, and says when no IPC backs it.
