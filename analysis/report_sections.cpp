@@ -45,8 +45,8 @@ std::vector<std::string> stat_cells(const Dist& d) {
           fmt_us(d.p99_ns)};
 }
 
-const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",   "GB/s", "% roof",
-                                           "off-CPU",  "wait",    "imbal", "rec"};
+const std::vector<std::string> kCpuHead = {"MHz mean", "MHz min", "IPC",  "GB/s",  "% roof",
+                                           "% slice",  "off-CPU", "wait", "imbal", "rec"};
 
 std::vector<std::string> cpu_cells(const CpuMetrics& c) {
   auto pct = [](const std::optional<double>& share) {
@@ -57,6 +57,7 @@ std::vector<std::string> cpu_cells(const CpuMetrics& c) {
           fmt_opt(c.ipc, "{:.2f}"),
           fmt_opt(c.gbs, "{:.2f}"),
           fmt_opt(c.roofline_pct, "{:.0f}"),
+          fmt_opt(c.slice_roofline_pct, "{:.0f}"),
           pct(c.offcpu_share),
           pct(c.wait_share),
           pct(c.imbalance_share),
@@ -357,9 +358,10 @@ std::vector<Section> build_sections(const Report& r, int top) {
       "IPC: instructions / cycles (only where both counters were live)",
       "GB/s: bytes streamed (weights; attention: the KV cache) / op time; % roof: of the "
       "header's measured bandwidth_gbs",
-      "worker slices alone (bottleneck findings): the same bytes / each op's longest worker "
-      "slice, without the dispatch, the join and the recorder's brackets around it; the nature "
-      "of the work (memory- or compute-bound) is judged by it",
+      "% slice: the same bytes / each op's longest worker slice, % of the roofline: the "
+      "kernels' own rate, without the dispatch, the join and the recorder's brackets around the "
+      "slices (the bottleneck findings' \"worker slices alone\"; memory- or compute-bound is "
+      "judged by it)",
       "off-CPU: run-queue time / worker wall time (runnable but not running)",
       "wait: op time not covered by its longest worker slice (dispatch, join, late-starting "
       "workers)",

@@ -718,7 +718,8 @@ TEST(Report, KernelsAreJudgedByTheirWorkerSlices) {
   EXPECT_THAT(nature->evidence,
               HasSubstr("at 5.0 GB/s = 50% of the measured 10.0 GB/s roofline (their worker "
                         "slices alone: 6.7 GB/s = 67%)"));
-  // The JSON report carries both.
+  // The op tables show it beside % roof; the JSON report carries both.
+  EXPECT_THAT(render_text(r), HasSubstr("% roof % slice"));
   const json j = json::parse(render_json(r));
   EXPECT_NEAR(j["by_phase"][0]["cpu"]["slice_gbs"].get<double>(), 1e6 / 150e3, 1e-9);
 }
