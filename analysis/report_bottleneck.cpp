@@ -126,7 +126,8 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
             h.host.cores ? std::to_string(*h.host.cores) : "?"));
       }
       f.suggestions.push_back(
-          "find the ops furthest below the roofline (% roof in the op tables): a weight type whose "
+          "find the ops furthest below the roofline (% slice in the op tables): a weight type "
+          "whose "
           "kernel streams slower than the others' is where the time goes");
     }
     return f;
