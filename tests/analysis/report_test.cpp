@@ -528,12 +528,16 @@ TEST(Report, BenchTgRowClassifiesDecodeNotTheDepthFill) {
   EXPECT_EQ(build_report_from_text(pp, "pp.jsonl").bottleneck.dominant_phase, "prefill");
 }
 
+// The bottleneck section of a synthetic run's report.
+Bottleneck synthetic_bottleneck(const testlog::SyntheticRun& run,
+                                const BottleneckThresholds& th = {}) {
+  std::ostringstream s;
+  testlog::write_synthetic(s, run);
+  return build_report_from_text(s.str(), "synthetic.jsonl", th).bottleneck;
+}
+
 TEST(Report, BottleneckOnSyntheticRuns) {
-  auto verdict = [](const testlog::SyntheticRun& run) {
-    std::ostringstream s;
-    testlog::write_synthetic(s, run);
-    return build_report_from_text(s.str(), "synthetic.jsonl").bottleneck;
-  };
+  const auto verdict = [](const testlog::SyntheticRun& run) { return synthetic_bottleneck(run); };
   testlog::SyntheticRun run;  // header: freq_before 2900, nominal 2100
   run.n_decode = 8;
   run.bandwidth_gbs = 20;  // the toy matmuls stream ~70-280 GB/s: far above 60% of 20
@@ -570,10 +574,8 @@ TEST(Report, BottleneckOnSyntheticRuns) {
 // synthetic run takes 2.4228 ms (op_ns 100 us: 2 layers x (970 us of ops + 12 gaps of 0.1 us) +
 // embed, output_norm, output and sample with their gaps); a step is "disturbed" above 1.5x that.
 TEST(Report, DisturbedStepsAreCountedAndTheirCauseIsPlaced) {
-  auto bottleneck = [](const testlog::SyntheticRun& run) {
-    std::ostringstream s;
-    testlog::write_synthetic(s, run);
-    return build_report_from_text(s.str(), "disturbed.jsonl").bottleneck;
+  const auto bottleneck = [](const testlog::SyntheticRun& run) {
+    return synthetic_bottleneck(run);
   };
   auto finding = [](const Bottleneck& b, BottleneckKind kind) -> const Finding* {
     for (const Finding& f : b.findings)
@@ -652,11 +654,7 @@ TEST(Report, DisturbedStepsAreCountedAndTheirCauseIsPlaced) {
   EXPECT_NE(finding(bottleneck(run), BottleneckKind::Disturbed), nullptr);
   BottleneckThresholds th;
   th.disturbed_share = 0.10;
-  std::ostringstream s;
-  testlog::write_synthetic(s, run);
-  EXPECT_EQ(
-      finding(build_report_from_text(s.str(), "d.jsonl", th).bottleneck, BottleneckKind::Disturbed),
-      nullptr);
+  EXPECT_EQ(finding(synthetic_bottleneck(run, th), BottleneckKind::Disturbed), nullptr);
 }
 
 // A recorded op's time holds the dispatch, the join and the recorder's brackets around its
