@@ -153,7 +153,8 @@ void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token) {
 
 // The median token against the mean: a rep's rate hides whether every token was slow or a few
 // were very slow (a host that takes the vCPU away for milliseconds). The mean is over the same
-// tokens (the reps timed token by token, not a recorded one, which the recorder slows).
+// tokens (the reps timed token by token, not a recorded one, which the recorder slows). A row
+// whose weights fit the LLC has no roofline to quote a % of (flag_roofline runs first).
 void flag_slow_tokens(BenchRow& row) {
   constexpr double kFlagBelow = 0.05;  // mean this far below the median token's rate
   // The row's own mean (the t/s printed beside the flag): every timed rep is an unrecorded one.
@@ -164,8 +165,9 @@ void flag_slow_tokens(BenchRow& row) {
       "mean {:.0f}% below the median token's {:.2f} t/s{}: a few tokens ran far slower than the "
       "rest (host steal, other load?)",
       100.0 * (1.0 - mean / row.tok_s_p50), row.tok_s_p50,
-      row.roofline_p50_pct > 0 ? fmt::format(" ({:.0f}% of the roofline)", row.roofline_p50_pct)
-                               : std::string()));
+      row.roofline_applies && row.roofline_p50_pct > 0
+          ? fmt::format(" ({:.0f}% of the roofline)", row.roofline_p50_pct)
+          : std::string()));
 }
 
 void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes) {

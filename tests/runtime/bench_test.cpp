@@ -93,6 +93,15 @@ TEST(BenchStats, AMeanFarBelowTheMedianTokenIsFlagged) {
   }
   EXPECT_EQ(slower.flags.size(), 1u);
   EXPECT_TRUE(close.flags.empty()) << close.flags[0];
+  // Weights that fit the LLC: the roofline does not apply, so the flag quotes no % of it.
+  BenchRow cached = row;
+  cached.flags.clear();
+  cached.roofline_applies = false;
+  flag_slow_tokens(cached);
+  ASSERT_EQ(cached.flags.size(), 1u);
+  EXPECT_EQ(cached.flags[0].find("roofline"), std::string::npos) << cached.flags[0];
+  EXPECT_EQ(cached.flags[0].rfind("mean 20% below the median token's 100.00 t/s: a few", 0), 0u)
+      << cached.flags[0];
   BenchRow untimed;  // no per-token times: nothing to compare
   untimed.mean = 50.0;
   flag_slow_tokens(untimed);
