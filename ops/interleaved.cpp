@@ -1,4 +1,5 @@
-// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q4_K/Q5_K/Q6_K/F16/BF16, the
+// The x16 layouts (interleaved.h): repack from row-major Q4_0/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K/
+// F16/BF16, the
 // scalar reference GEMVs and the InterleavedMatrix owner (matmul.h).
 #include "ops/interleaved.h"
 
@@ -16,6 +17,8 @@
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/q5_0.h"
+#include "ops/q5_1.h"
 #include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_0.h"
@@ -256,18 +259,44 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
   const int64_t nb = cols / 32;
   const int64_t stride = row_bytes(t, cols);
   const int64_t qs_bytes = x16_block_qs_bytes(t);
+  const int64_t header_bytes = x16_pair_header_bytes(t);
   std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
   for (int64_t i = 0; i < kX16Rows; ++i) {
     const int64_t r = g * kX16Rows + i;
-    if (r >= rows) break;  // padding rows stay zero: d = 0
+    if (r >= rows) break;  // padding rows stay zero: d (and m) = 0
     const std::byte* row = src + r * stride;
     for (int64_t b = 0; b < nb; ++b) {
       std::byte* pair = dst + (b / 2) * x16_pair_bytes(t);
-      std::byte* qs = pair + 64 + qs_bytes * (b % 2);
+      std::byte* qs = pair + header_bytes + qs_bytes * (b % 2);
       if (t == WeightType::Q4_0) {
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
         std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
         for (int m = 0; m < 4; ++m) std::memcpy(qs + 64 * m + 4 * i, blk.qs + 4 * m, 4);
+      } else if (t == WeightType::Q5_0 || t == WeightType::Q5_1) {
+        const uint8_t* blk_qh;
+        const uint8_t* blk_qs;
+        if (t == WeightType::Q5_0) {
+          const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
+          std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
+          blk_qh = blk.qh;
+          blk_qs = blk.qs;
+        } else {
+          const auto& blk = reinterpret_cast<const BlockQ5_1*>(row)[b];
+          std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
+          std::memcpy(pair + 64 + 32 * (b % 2) + 2 * i, &blk.m, 2);
+          blk_qh = blk.qh;
+          blk_qs = blk.qs;
+        }
+        uint32_t qh;
+        std::memcpy(&qh, blk_qh, 4);
+        for (int byte = 0; byte < 4; ++byte) {
+          unsigned bits = 0;
+          for (int m = 0; m < 4; ++m) {
+            bits |= (qh >> (4 * m + byte) & 1) << m | (qh >> (16 + 4 * m + byte) & 1) << (4 + m);
+          }
+          qs[4 * i + byte] = static_cast<std::byte>(bits);
+        }
+        for (int m = 0; m < 4; ++m) std::memcpy(qs + 64 + 64 * m + 4 * i, blk_qs + 4 * m, 4);
       } else {
         const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
         std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
@@ -286,9 +315,10 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
 
 namespace {
 
-// Row i of every group: sum over blocks of fp16(d) * d_x * isum, in block order, as the
-// row-major references compute it; `block_isum(qs, i, q)` is the integer dot of row i's quants
-// (at qs, the block's chunks) with the activation quants q.
+// Row i of every group: sum over blocks of fp16(d) * d_x * isum (Q5_1: + fp16(m) * d_x *
+// sum_b(x)), in block order, as the row-major references compute it; `block_isum(qs, i, q)` is
+// the integer dot of row i's quants (at qs, the block's bytes after the pair's header) with the
+// activation quants q.
 template <class BlockIsum>
 void gemv_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_groups,
                   const std::byte* act, float* out, BlockIsum block_isum) {
@@ -302,13 +332,33 @@ void gemv_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_gr
         const std::byte* pair = grp + (b / 2) * x16_pair_bytes(t);
         fp16_t d;
         std::memcpy(&d, pair + 32 * (b % 2) + 2 * i, 2);
-        const auto* qs =
-            reinterpret_cast<const uint8_t*>(pair + 64 + x16_block_qs_bytes(t) * (b % 2));
+        const auto* qs = reinterpret_cast<const uint8_t*>(pair + x16_pair_header_bytes(t) +
+                                                          x16_block_qs_bytes(t) * (b % 2));
         acc += fp16_to_fp32(d) * x.d[b] * static_cast<float>(block_isum(qs, i, x.q + 32 * b));
+        if (t == WeightType::Q5_1) {
+          fp16_t m;
+          std::memcpy(&m, pair + 64 + 32 * (b % 2) + 2 * i, 2);
+          acc += fp16_to_fp32(m) * x.d[b] * static_cast<float>(x.sum[b]);
+        }
       }
       out[g * kX16Rows + i] = acc;
     }
   }
+}
+
+// Row i's integer dot of one Q5_0/Q5_1 block of 16 rows (fifth bits, then Q4_0's nibble chunks)
+// with the activation quants q, each quant minus `offset` (Q5_0: 16, Q5_1: 0).
+int32_t q5x16_block_isum(const uint8_t* blk, int64_t i, const int8_t* q, int offset) {
+  int32_t isum = 0;
+  for (int e = 0; e < 16; ++e) {  // element e (low nibble) and e + 16 (high)
+    const int m = e / 4, byte = e % 4;
+    const unsigned fifth = blk[4 * i + byte];
+    const unsigned nibbles = blk[64 + 64 * m + 4 * i + byte];
+    const int lo = static_cast<int>((nibbles & 0x0F) | (fifth >> m & 1) << 4);
+    const int hi = static_cast<int>((nibbles >> 4) | (fifth >> (4 + m) & 1) << 4);
+    isum += (lo - offset) * q[e] + (hi - offset) * q[e + 16];
+  }
+  return isum;
 }
 
 }  // namespace
@@ -323,6 +373,22 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                    isum += ((byte & 0x0F) - 8) * q[e] + ((byte >> 4) - 8) * q[e + 16];
                  }
                  return isum;
+               });
+}
+
+void gemv_q5_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_x16_ref(WeightType::Q5_0, n, groups, n_groups, act, out,
+               [](const uint8_t* blk, int64_t i, const int8_t* q) {
+                 return q5x16_block_isum(blk, i, q, 16);
+               });
+}
+
+void gemv_q5_1x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_x16_ref(WeightType::Q5_1, n, groups, n_groups, act, out,
+               [](const uint8_t* blk, int64_t i, const int8_t* q) {
+                 return q5x16_block_isum(blk, i, q, 0);
                });
 }
 
@@ -431,6 +497,10 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
+  // Q5_0 / Q5_1 have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere their row-major
+  // kernels, which the reference over the layout would not beat.
+  const bool q5 = w.type == WeightType::Q5_0 || w.type == WeightType::Q5_1;
+  if (q5) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
   if (isa == Isa::Avx2) return !x16_float(w.type);
@@ -447,9 +517,10 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
 InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   check_matrix(w);
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor) {
-    throw MatmulError("repack: weight " + std::string(type_name(w.type)) +
-                      " [cols=" + std::to_string(w.cols) + ", rows=" + std::to_string(w.rows) +
-                      "] is not a row-major q4_0, q8_0, q4_K, q5_K, q6_K, f16 or bf16 matrix");
+    throw MatmulError(
+        "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
+        ", rows=" + std::to_string(w.rows) +
+        "] is not a row-major q4_0, q8_0, q5_0, q5_1, q4_K, q5_K, q6_K, f16 or bf16 matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

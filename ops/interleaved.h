@@ -24,6 +24,17 @@
 //         q + 128 (q ^ 0x80), the form vpdpbusd takes
 // The bytes a decode token streams are the type's own (18 or 34 per 32 elements) up to padding.
 //
+// Q5_0 and Q5_1 (llama-quantize's fallback for K-quant mixes whose rows are not a multiple of 256,
+// such as Qwen2.5-0.5B's 896 and Gemma 3 1B's 1152) go in pairs of blocks like Q4_0, with the
+// fifth bits next to their quants (one stream, read strictly in order):
+//   bytes  0..63     fp16 d of blocks 2p and 2p + 1, as Q4_0
+//   Q5_1 only: bytes 64..127, fp16 m of block 2p (rows 0..15), then of block 2p + 1
+//   then block 2p, then 2p + 1, 320 bytes each:
+//     64 bytes of fifth bits: byte b of dword i holds, for m = 0..3, in bit m the fifth bit of
+//       element 4m + b and in bit 4 + m that of element 16 + 4m + b, of row i
+//     Q4_0's 4 chunks of quant nibbles (256 bytes)
+//   So 704 (Q5_0) or 768 (Q5_1) bytes per pair: 16 x 2 x 22 or 24, the type's own bytes.
+//
 // Q4_K (super-blocks of 256, q4_k.h) is laid out per super-block b instead, 2304 bytes (16 rows
 // x 144, 64-byte aligned) each, in order:
 //   bytes    0..31    fp16 d of rows 0..15
@@ -72,11 +83,11 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
-  return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
-         t == WeightType::Q5_K || t == WeightType::Q6_K || t == WeightType::F16 ||
-         t == WeightType::BF16;
+  return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q5_0 ||
+         t == WeightType::Q5_1 || t == WeightType::Q4_K || t == WeightType::Q5_K ||
+         t == WeightType::Q6_K || t == WeightType::F16 || t == WeightType::BF16;
 }
 // Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
 inline bool x16_float(WeightType t) noexcept {
@@ -88,12 +99,17 @@ constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
-// Q4_0 / Q8_0: quant bytes of one block of 16 rows.
+// Q4_0 / Q8_0 / Q5_0 / Q5_1: quant bytes of one block of 16 rows (Q5: its fifth bits too), the
+// bytes of a pair's header (d, and Q5_1's m) and of a pair.
 inline int64_t x16_block_qs_bytes(WeightType t) noexcept {
+  if (t == WeightType::Q5_0 || t == WeightType::Q5_1) return 320;
   return t == WeightType::Q4_0 ? 256 : 512;
 }
+inline int64_t x16_pair_header_bytes(WeightType t) noexcept {
+  return t == WeightType::Q5_1 ? 128 : 64;
+}
 inline int64_t x16_pair_bytes(WeightType t) noexcept {
-  return 64 + 2 * x16_block_qs_bytes(t);
+  return x16_pair_header_bytes(t) + 2 * x16_block_qs_bytes(t);
 }
 // F16 / BF16: the byte of a group where row i's element c starts.
 inline int64_t x16_float_at(WeightType t, int64_t i, int64_t c) noexcept {
@@ -124,6 +140,16 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
+// Q5_0 / Q5_1 (AVX-512 VNNI only; elsewhere they stay row-major, InterleavedMatrix::pays): per
+// row and block, d_w * d_x * isum (Q5_1: then + m_w * d_x * sum_b(x)), in block order.
+void gemv_q5_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q5_1x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
+void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 // AVX2 (interleaved_avx2.cpp): each (row, token) the VNNI kernel's integer block dots and float
 // steps, so the two tiers agree bit for bit; the GEMM takes any token count (4 tokens per pass).
 // The GEMVs (Q4_K's too) read 2 far-apart stretches at a time on every CPU (with 4, its 8
@@ -254,6 +280,14 @@ void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
 void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride);
+// Q5_0 / Q5_1: the same passes of up to 4 tokens for any token count, their prefill GEMM too
+// (a pass reads the weights from DRAM once per 15 tokens; the next passes find them in L2).
+void gemm_few_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride);
+void gemm_few_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
 // F16 / BF16 (the activations transposed by gemm_prepare_f32_avx512, f32.h's; below 8 tokens

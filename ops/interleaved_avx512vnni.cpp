@@ -34,10 +34,15 @@ namespace {
 constexpr int64_t kPrefetchPairs = 4;
 constexpr int64_t kLonePrefetchPairs = 8;
 
+// A layout: its type, a block's bytes after the pair's header (kQsBytes), the header's bytes
+// (d of both blocks, and Q5_1's m), the quant offset the accumulator starts from, whether an m
+// term follows (Q5_1), and load(): the 8 unsigned quant vectors of one block of 16 rows.
 struct Q4_0x16 {
   static constexpr WeightType kType = WeightType::Q4_0;
   static constexpr int64_t kQsBytes = 256;
+  static constexpr int64_t kHeaderBytes = 64;
   static constexpr int32_t kOffset = 8;
+  static constexpr bool kHasMin = false;
   // The 8 unsigned quant vectors of one block of 16 rows.
   static void load(const std::byte* qs, __m512i* v) {
     const __m512i mask = _mm512_set1_epi8(0x0F);
@@ -52,11 +57,46 @@ struct Q4_0x16 {
 struct Q8_0x16 {
   static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr int64_t kQsBytes = 512;
+  static constexpr int64_t kHeaderBytes = 64;
   static constexpr int32_t kOffset = 128;
+  static constexpr bool kHasMin = false;
   static void load(const std::byte* qs, __m512i* v) {
     for (int j = 0; j < 8; ++j) v[j] = _mm512_load_si512(qs + 64 * j);
   }
 };
+
+// Q5_0 / Q5_1: Q4_0's nibbles with the fifth bit of each quant OR-ed into bit 4. The block's
+// first vector holds, in byte b of dword i, the fifth bits of elements 4m + b (bit m) and
+// 16 + 4m + b (bit 4 + m) of row i: a 16-bit shift by 4 - m (left) or m (right) brings them to
+// bit 4 of every byte (no bit crosses a byte boundary into bit 4), and one vpternlogd keeps bit
+// 4 of it over the nibble: 3-4 ops per quant vector where Q4_0 takes 1-2.
+template <WeightType T>
+struct Q5x16 {
+  static constexpr WeightType kType = T;
+  static constexpr int64_t kQsBytes = 320;
+  static constexpr int64_t kHeaderBytes = T == WeightType::Q5_1 ? 128 : 64;
+  static constexpr int32_t kOffset = T == WeightType::Q5_1 ? 0 : 16;
+  static constexpr bool kHasMin = T == WeightType::Q5_1;
+  static void load(const std::byte* blk, __m512i* v) {
+    const __m512i mask = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    const __m512i h = _mm512_load_si512(blk);
+    // A | (B & C): imm 0xF8.
+    const auto with_fifth = [&](__m512i nibbles, __m512i shifted) {
+      return _mm512_ternarylogic_epi32(nibbles, shifted, bit4, 0xF8);
+    };
+    const __m512i h_lo[4] = {_mm512_slli_epi16(h, 4), _mm512_slli_epi16(h, 3),
+                             _mm512_slli_epi16(h, 2), _mm512_slli_epi16(h, 1)};
+    const __m512i h_hi[4] = {h, _mm512_srli_epi16(h, 1), _mm512_srli_epi16(h, 2),
+                             _mm512_srli_epi16(h, 3)};
+    for (int m = 0; m < 4; ++m) {
+      const __m512i q = _mm512_load_si512(blk + 64 + 64 * m);
+      v[m] = with_fifth(_mm512_and_si512(q, mask), h_lo[m]);
+      v[m + 4] = with_fifth(_mm512_and_si512(_mm512_srli_epi16(q, 4), mask), h_hi[m]);
+    }
+  }
+};
+using Q5_0x16 = Q5x16<WeightType::Q5_0>;
+using Q5_1x16 = Q5x16<WeightType::Q5_1>;
 
 inline int32_t act_dword(const int8_t* q, int j) {
   int32_t v;
@@ -71,7 +111,7 @@ inline int32_t act_dword(const int8_t* q, int j) {
 template <class Layout, int S, int T, int64_t kAheadPairs = kPrefetchPairs>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, float* const* out,
                  int64_t out_stride, bool prefetch, int64_t page_touch) {
-  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
   __m512 acc[S][T];
   for (int s = 0; s < S; ++s) {
     for (int t = 0; t < T; ++t) acc[s][t] = _mm512_setzero_ps();
@@ -100,9 +140,14 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
     for (int s = 0; s < S; ++s) {
       const std::byte* pair = group[s] + pair_off;
       __m512i w[8];
-      Layout::load(pair + 64 + Layout::kQsBytes * (b % 2), w);
+      Layout::load(pair + Layout::kHeaderBytes + Layout::kQsBytes * (b % 2), w);
       const __m512 dw =
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
+      __m512 mw = _mm512_setzero_ps();
+      if constexpr (Layout::kHasMin) {
+        mw = _mm512_cvtph_ps(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 64 + 32 * (b % 2))));
+      }
       for (int t = 0; t < T; ++t) {
         auto xj = [&](int j) {
           if constexpr (T == 1) return xb[j];
@@ -117,6 +162,10 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
         }
         acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[s][t]);
+        if constexpr (Layout::kHasMin) {  // + m_w * d_x * sum_b(x)
+          acc[s][t] = _mm512_fmadd_ps(
+              mw, _mm512_set1_ps(x[t].d[b] * static_cast<float>(x[t].sum[b])), acc[s][t]);
+        }
       }
     }
   }
@@ -210,6 +259,28 @@ void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride) {
   gemm_few_x16<Q4_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemv_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<Q5_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<Q5_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_few_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride) {
+  gemm_few_x16<Q5_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemm_few_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride) {
+  gemm_few_x16<Q5_1x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

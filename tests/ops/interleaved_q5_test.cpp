@@ -1,0 +1,262 @@
+// The x16 layouts of Q5_0 and Q5_1 (ops/interleaved.h): the repack, the scalar references over
+// the layout, the AVX-512 VNNI GEMV and its passes of up to 4 tokens (the few-token and the
+// prefill GEMM), and matmul() over an InterleavedMatrix, all held to the row-major reference
+// dots (dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref) on the original rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/interleaved.h"
+#include "ops/kernel_set.h"
+#include "ops/matmul.h"
+#include "ops/q5_0.h"
+#include "ops/q5_1.h"
+#include "ops/q8_0.h"
+#include "tests/ops/matmul_test_util.h"
+
+namespace pacer::ops {
+namespace {
+
+using testing::kUnitRoundoff;
+
+struct Shape {
+  int64_t rows, cols;
+};
+// A row, a partial group, exact groups, a partial last group, an odd block count (the last pair
+// padded with a zero block), Qwen2.5-0.5B's 896 columns and a long row.
+const Shape kShapes[] = {{1, 32},   {15, 96},  {16, 64},   {17, 96},
+                         {40, 288}, {64, 896}, {100, 288}, {33, 32 * 151}};
+
+bool vnni_here() {
+  return isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+}
+
+// The row-major reference dot of row r, and the bound of a kernel that reassociates it: each
+// block's terms exact up to 2-3 roundings, one more per block for the sum (the m term of Q5_1
+// counted in the magnitude).
+struct Ref {
+  float value;
+  double bound;
+};
+Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
+  const int64_t cols = w.view.cols;
+  const ActQ8Row a = act_q8_row(act, cols);
+  double abs_sum = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    abs_sum += std::fabs(double(w.dequantized[r * cols + j]) * a.d[j / 32] * a.q[j]);
+  }
+  if (w.view.type == WeightType::Q5_1) {  // |m| * d_x * |sum_b(x)| per block
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const auto& blk = reinterpret_cast<const BlockQ5_1*>(w.view.row(r))[b];
+      abs_sum += std::fabs(double(fp16_to_fp32(blk.m)) * a.d[b] * a.sum[b]);
+    }
+  }
+  const float value = w.view.type == WeightType::Q5_0 ? dot_q5_0_q8_0_ref(cols, w.view.row(r), act)
+                                                      : dot_q5_1_q8_0_ref(cols, w.view.row(r), act);
+  return {value, 3.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
+}
+
+PackedActivations pack(WeightType type, int64_t cols, int64_t tokens, uint32_t seed) {
+  const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * cols), seed);
+  PackedActivations act;
+  act.pack(type, x, cols, tokens, KernelSet::for_isa(Isa::Scalar));
+  return act;
+}
+
+class InterleavedQ5 : public ::testing::TestWithParam<WeightType> {};
+
+// Every quant of every row comes back from the layout as interleaved.h describes it (d, m, the
+// fifth bit and the nibble of each element), padding rows are zero, and the scalar reference over
+// the layout gives the row-major reference dot.
+TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot) {
+  const WeightType type = GetParam();
+  const bool q5_1 = type == WeightType::Q5_1;
+  EXPECT_EQ(x16_pair_bytes(type), 2 * 16 * (q5_1 ? 24 : 22));
+  for (const Shape c : kShapes) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), nb = c.cols / 32;
+    ASSERT_EQ(m.storage_bytes(), groups * x16_group_bytes(type, c.cols));
+    const int64_t header = q5_1 ? 128 : 64;
+    for (int64_t r = 0; r < groups * 16; ++r) {
+      const std::byte* grp = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
+      const int64_t i = r % 16;
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* pair = grp + b / 2 * x16_pair_bytes(type);
+        const auto* blk = reinterpret_cast<const uint8_t*>(pair + header + 320 * (b % 2));
+        uint16_t d, mm = 0;
+        std::memcpy(&d, pair + 32 * (b % 2) + 2 * i, 2);
+        if (q5_1) std::memcpy(&mm, pair + 64 + 32 * (b % 2) + 2 * i, 2);
+        uint32_t qh = 0;
+        uint8_t qs[16] = {};
+        uint16_t want_d = 0, want_m = 0;
+        if (r < c.rows && !q5_1) {
+          const auto& src = reinterpret_cast<const BlockQ5_0*>(w.view.row(r))[b];
+          std::memcpy(&want_d, &src.d, 2);
+          std::memcpy(&qh, src.qh, 4);
+          std::memcpy(qs, src.qs, 16);
+        } else if (r < c.rows) {
+          const auto& src = reinterpret_cast<const BlockQ5_1*>(w.view.row(r))[b];
+          std::memcpy(&want_d, &src.d, 2);
+          std::memcpy(&want_m, &src.m, 2);
+          std::memcpy(&qh, src.qh, 4);
+          std::memcpy(qs, src.qs, 16);
+        }
+        ASSERT_EQ(d, want_d) << "row " << r << " block " << b;
+        ASSERT_EQ(mm, want_m) << "row " << r << " block " << b;
+        for (int e = 0; e < 32; ++e) {
+          // Element e: nibble j = e % 16 of qs (low for e < 16), fifth bit e of qh.
+          const int j = e % 16, m4 = j / 4, byte = j % 4;
+          const unsigned want = (e < 16 ? qs[j] & 0x0F : qs[j] >> 4) | (qh >> e & 1) << 4;
+          const unsigned nib = blk[64 + 64 * m4 + 4 * i + byte];
+          const unsigned fifth = blk[4 * i + byte] >> (e < 16 ? m4 : 4 + m4) & 1;
+          const unsigned got = (e < 16 ? nib & 0x0F : nib >> 4) | fifth << 4;
+          ASSERT_EQ(got, want) << c.rows << "x" << c.cols << " row " << r << " block " << b
+                               << " element " << e;
+        }
+      }
+    }
+    const PackedActivations act = pack(type, c.cols, 1, 32);
+    std::vector<float> y(static_cast<size_t>(groups * 16), NAN);
+    (q5_1 ? gemv_q5_1x16_q8_0_ref : gemv_q5_0x16_q8_0_ref)(c.cols, m.view().data, groups,
+                                                           act.token(0), y.data());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const Ref ref = reference(w, r, act.token(0));
+      ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " row " << r;
+    }
+    for (int64_t r = c.rows; r < groups * 16; ++r) EXPECT_EQ(y[r], 0.0f) << "padding row " << r;
+  }
+}
+
+// Quants at their extremes (every nibble 15 with every fifth bit set: q = 31, and all zero) against
+// activations of +-127: the unpack's shifts and masks, and the Q5_0 offset of 16, hold.
+TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
+  const WeightType type = GetParam();
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const bool q5_1 = type == WeightType::Q5_1;
+  const int64_t rows = 20, cols = 96;
+  testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 33);
+  const int64_t rb = row_bytes(type, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < cols / 32; ++b) {  // keep d (and m); quants all 31 or all 0
+      std::byte* blk = w.bytes.data() + r * rb + b * (q5_1 ? 24 : 22);
+      std::memset(blk + (q5_1 ? 4 : 2), (r + b) % 2 == 0 ? 0xFF : 0x00, 20);
+    }
+    dequantize_row(type, w.bytes.data() + r * rb, w.dequantized.data() + r * cols, cols);
+  }
+  const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) x[j] = (j % 3 == 0) ? -1.0f : 1.0f;  // quantizes to +-127
+  PackedActivations act;
+  act.pack(type, x, cols, 1, KernelSet::for_isa(Isa::Scalar));
+  std::vector<float> y(static_cast<size_t>(x16_groups(rows) * 16), NAN);
+  (q5_1 ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_avx512vnni)(
+      cols, m.view().data, x16_groups(rows), act.token(0), y.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const Ref ref = reference(w, r, act.token(0));
+    ASSERT_NEAR(y[r], ref.value, ref.bound) << "row " << r;
+  }
+}
+
+// The VNNI GEMV within the reference dot's bound; its passes of up to 4 tokens (the few-token
+// GEMM and, past 15 tokens, the prefill GEMM) the GEMV per token bit for bit; the kernel set
+// hands them out for this type.
+TEST_P(InterleavedQ5, VnniGemvAndItsTokenPassesMatchTheReference) {
+  const WeightType type = GetParam();
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const bool q5_1 = type == WeightType::Q5_1;
+  const auto gemv = q5_1 ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_avx512vnni;
+  const auto few = q5_1 ? gemm_few_q5_1x16_q8_0_avx512vnni : gemm_few_q5_0x16_q8_0_avx512vnni;
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx512);
+  EXPECT_EQ(kernels.x16(type).gemv, gemv);
+  EXPECT_EQ(kernels.x16(type).gemm_few, few);
+  EXPECT_EQ(kernels.x16(type).gemm, few);
+  for (const Shape c : {Shape{17, 96}, Shape{64, 896}, Shape{300, 288}, Shape{40, 32 * 151}}) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 35);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16;
+    for (int64_t tokens : {1, 2, 3, 5, 15, 16, 33}) {
+      const PackedActivations act = pack(type, c.cols, tokens, 36);
+      std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+      const int64_t stride = tokens > 1 ? act.token(1) - act.token(0) : 0;
+      few(c.cols, m.view().data, groups, act.token(0), stride, tokens, yt.data(), padded);
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<float> y(static_cast<size_t>(padded), NAN);
+        gemv(c.cols, m.view().data, groups, act.token(t), y.data());
+        for (int64_t r = 0; r < c.rows; ++r) {
+          ASSERT_EQ(yt[t * padded + r], y[r])
+              << c.rows << "x" << c.cols << " " << tokens << " tokens, t " << t << " r " << r;
+          const Ref ref = reference(w, r, act.token(t));
+          ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " r " << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul() and matmul_rows() over the repacked view on every Isa (the reference where VNNI is
+// missing): fused outputs, groups cut by a worker's range, GEMV, few-token and prefill GEMM.
+TEST_P(InterleavedQ5, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
+  const WeightType type = GetParam();
+  for (Isa isa : supported_isas()) {
+    for (int64_t tokens : {1, 5, 16}) {
+      const testing::OwnedMatrix a = testing::make_matrix(type, 40, 96, 37);
+      const testing::OwnedMatrix b = testing::make_matrix(type, 24, 96, 38);
+      const InterleavedMatrix ma = InterleavedMatrix::repack(a.view);
+      const InterleavedMatrix mb = InterleavedMatrix::repack(b.view);
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * 96), 39);
+      std::vector<float> ya(static_cast<size_t>(tokens * 40), NAN), yb(tokens * 24, NAN);
+      PackedActivations scratch;
+      const MatmulOutput outs[] = {{ma.view(), ya}, {mb.view(), yb}};
+      matmul(outs, x, tokens, scratch, SerialParallel(3), KernelSet::for_isa(isa));
+      for (const auto& [w, y] : {std::pair{&a, &ya}, std::pair{&b, &yb}}) {
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t r = 0; r < w->view.rows; ++r) {
+            const Ref ref = reference(*w, r, scratch.token(t));
+            ASSERT_NEAR((*y)[t * w->view.rows + r], ref.value, ref.bound)
+                << isa_name(isa) << " tokens " << tokens << " t " << t << " r " << r;
+          }
+        }
+      }
+      std::vector<float> y(static_cast<size_t>(tokens * 40), -7.0f);
+      matmul_rows(ma.view(), scratch, y, 5, 37, KernelSet::for_isa(isa));
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < 40; ++r) {
+          if (r < 5 || r >= 37) {
+            ASSERT_EQ(y[t * 40 + r], -7.0f) << "row " << r << " outside [5, 37) was written";
+          } else {
+            const Ref ref = reference(a, r, scratch.token(t));
+            ASSERT_NEAR(y[t * 40 + r], ref.value, ref.bound) << isa_name(isa) << " r " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Repacked only where the VNNI kernels run: any CPU's rule, and this machine's.
+TEST_P(InterleavedQ5, RepacksOnlyOnAvx512Vnni) {
+  const WeightType type = GetParam();
+  const testing::OwnedMatrix w = testing::make_matrix(type, 16, 64, 1);
+  CpuFeatures skx, vnni;
+  skx.avx2 = skx.avx512 = vnni.avx2 = vnni.avx512 = vnni.avx512_vnni = true;
+  if (isa_supported(Isa::Avx512)) {
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx512, vnni));
+    EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Avx512, skx));
+  }
+  if (isa_supported(Isa::Avx2)) {
+    EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Avx2, vnni));
+  }
+  EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Scalar, vnni));
+  EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx512), vnni_here());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedQ5,
+                         ::testing::Values(WeightType::Q5_0, WeightType::Q5_1),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
+}  // namespace
+}  // namespace pacer::ops
