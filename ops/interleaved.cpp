@@ -14,6 +14,7 @@
 
 #include "ops/bf16.h"
 #include "ops/f16.h"
+#include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
@@ -268,7 +269,8 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
     for (int64_t b = 0; b < nb; ++b) {
       std::byte* pair = dst + (b / 2) * x16_pair_bytes(t);
       std::byte* qs = pair + header_bytes + qs_bytes * (b % 2);
-      if (t == WeightType::Q4_0) {
+      if (t == WeightType::Q4_0 || t == WeightType::IQ4_NL) {  // the same block layout
+        static_assert(sizeof(BlockQ4_0) == sizeof(BlockIQ4_NL));
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
         std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
         for (int m = 0; m < 4; ++m) std::memcpy(qs + 64 * m + 4 * i, blk.qs + 4 * m, 4);
@@ -346,6 +348,18 @@ void gemv_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_gr
   }
 }
 
+// Row i's integer dot of one Q4_0/IQ4_NL block of 16 rows (Q4_0's nibble chunks) with the
+// activation quants q, each nibble's value value_of(nibble).
+template <class ValueOf>
+int32_t nibble_block_isum(const uint8_t* qs, int64_t i, const int8_t* q, ValueOf value_of) {
+  int32_t isum = 0;
+  for (int e = 0; e < 16; ++e) {  // element e (low nibble) and e + 16 (high)
+    const uint8_t byte = qs[64 * (e / 4) + 4 * i + e % 4];
+    isum += value_of(byte & 0x0F) * q[e] + value_of(byte >> 4) * q[e + 16];
+  }
+  return isum;
+}
+
 // Row i's integer dot of one Q5_0/Q5_1 block of 16 rows (fifth bits, then Q4_0's nibble chunks)
 // with the activation quants q, each quant minus `offset` (Q5_0: 16, Q5_1: 0).
 int32_t q5x16_block_isum(const uint8_t* blk, int64_t i, const int8_t* q, int offset) {
@@ -367,12 +381,15 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out) {
   gemv_x16_ref(WeightType::Q4_0, n, groups, n_groups, act, out,
                [](const uint8_t* qs, int64_t i, const int8_t* q) {
-                 int32_t isum = 0;
-                 for (int e = 0; e < 16; ++e) {  // element e (low nibble) and e + 16 (high)
-                   const uint8_t byte = qs[64 * (e / 4) + 4 * i + e % 4];
-                   isum += ((byte & 0x0F) - 8) * q[e] + ((byte >> 4) - 8) * q[e + 16];
-                 }
-                 return isum;
+                 return nibble_block_isum(qs, i, q, [](int nib) { return nib - 8; });
+               });
+}
+
+void gemv_iq4_nlx16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                             const std::byte* act, float* out) {
+  gemv_x16_ref(WeightType::IQ4_NL, n, groups, n_groups, act, out,
+               [](const uint8_t* qs, int64_t i, const int8_t* q) {
+                 return nibble_block_isum(qs, i, q, [](int nib) { return int{kIq4NlValues[nib]}; });
                });
 }
 
@@ -497,10 +514,11 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q5_0 / Q5_1 have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere their row-major
-  // kernels, which the reference over the layout would not beat.
-  const bool q5 = w.type == WeightType::Q5_0 || w.type == WeightType::Q5_1;
-  if (q5) return isa == Isa::Avx512 && cpu.avx512_vnni;
+  // Q5_0 / Q5_1 / IQ4_NL have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere their
+  // row-major kernels, which the reference over the layout would not beat.
+  const bool vnni_only =
+      w.type == WeightType::Q5_0 || w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL;
+  if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
   if (isa == Isa::Avx2) return !x16_float(w.type);
@@ -520,7 +538,8 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
     throw MatmulError(
         "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
         ", rows=" + std::to_string(w.rows) +
-        "] is not a row-major q4_0, q8_0, q5_0, q5_1, q4_K, q5_K, q6_K, f16 or bf16 matrix");
+        "] is not a row-major q4_0, q8_0, q5_0, q5_1, iq4_nl, q4_K, q5_K, q6_K, f16 or bf16 "
+        "matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

@@ -11,12 +11,14 @@
 // order, as the scalar references compute it (the FMA rounds once where they round twice).
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/iq4_nl.h"
 #include "ops/isa.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace pacer::ops {
@@ -62,6 +64,27 @@ struct Q8_0x16 {
   static constexpr bool kHasMin = false;
   static void load(const std::byte* qs, __m512i* v) {
     for (int j = 0; j < 8; ++j) v[j] = _mm512_load_si512(qs + 64 * j);
+  }
+};
+
+// IQ4_NL: Q4_0's layout and nibbles, each looked up in the table shifted by +128 (vpshufb, the
+// same 16 bytes in every lane): unsigned values in [1, 241], offset 128 as Q8_0's.
+struct IQ4_NLx16 {
+  static constexpr WeightType kType = WeightType::IQ4_NL;
+  static constexpr int64_t kQsBytes = 256;
+  static constexpr int64_t kHeaderBytes = 64;
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kHasMin = false;
+  static constexpr std::array<uint8_t, 16> kTable = [] {
+    std::array<uint8_t, 16> t{};
+    for (size_t k = 0; k < t.size(); ++k) t[k] = static_cast<uint8_t>(kIq4NlValues[k] + 128);
+    return t;
+  }();
+  static void load(const std::byte* qs, __m512i* v) {
+    const __m512i lut =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable.data())));
+    Q4_0x16::load(qs, v);
+    for (int j = 0; j < 8; ++j) v[j] = _mm512_shuffle_epi8(lut, v[j]);
   }
 };
 
@@ -269,6 +292,17 @@ void gemv_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
   gemv_x16<Q5_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_iq4_nlx16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                    const std::byte* act, float* out) {
+  gemv_x16<IQ4_NLx16>(n, groups, n_groups, act, out);
+}
+
+void gemm_few_iq4_nlx16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                        const std::byte* act, int64_t act_stride, int64_t nt,
+                                        float* out, int64_t out_stride) {
+  gemm_few_x16<IQ4_NLx16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemm_few_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -1,7 +1,8 @@
-// The x16 layouts of Q5_0 and Q5_1 (ops/interleaved.h): the repack, the scalar references over
-// the layout, the AVX-512 VNNI GEMV and its passes of up to 4 tokens (the few-token and the
-// prefill GEMM), and matmul() over an InterleavedMatrix, all held to the row-major reference
-// dots (dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref) on the original rows.
+// The x16 layouts of Q5_0, Q5_1 and IQ4_NL (ops/interleaved.h): the repack, the scalar
+// references over the layout, the AVX-512 VNNI GEMV and its passes of up to 4 tokens (the
+// few-token and the prefill GEMM), and matmul() over an InterleavedMatrix, all held to the
+// row-major reference dots (dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref, dot_iq4_nl_q8_0_ref) on the
+// original rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ops/interleaved.h"
+#include "ops/iq4_nl.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q5_0.h"
@@ -54,8 +56,10 @@ Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
       abs_sum += std::fabs(double(fp16_to_fp32(blk.m)) * a.d[b] * a.sum[b]);
     }
   }
-  const float value = w.view.type == WeightType::Q5_0 ? dot_q5_0_q8_0_ref(cols, w.view.row(r), act)
-                                                      : dot_q5_1_q8_0_ref(cols, w.view.row(r), act);
+  const WeightType t = w.view.type;
+  const float value = t == WeightType::Q5_0   ? dot_q5_0_q8_0_ref(cols, w.view.row(r), act)
+                      : t == WeightType::Q5_1 ? dot_q5_1_q8_0_ref(cols, w.view.row(r), act)
+                                              : dot_iq4_nl_q8_0_ref(cols, w.view.row(r), act);
   return {value, 3.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
 }
 
@@ -66,6 +70,39 @@ PackedActivations pack(WeightType type, int64_t cols, int64_t tokens, uint32_t s
   return act;
 }
 
+// A type's block bytes, where its quants start in the block (after d, and Q5_1's m), whether it
+// has fifth bits, and its kernels over the layout.
+struct TypeKernels {
+  int64_t block_bytes, quants_at;
+  bool fifth_bits;
+  X16GemvFn ref, vnni;
+  X16GemmFn few;
+};
+TypeKernels kernels_of(WeightType t) {
+  if (t == WeightType::Q5_0) {
+    return {22,
+            2,
+            true,
+            gemv_q5_0x16_q8_0_ref,
+            gemv_q5_0x16_q8_0_avx512vnni,
+            gemm_few_q5_0x16_q8_0_avx512vnni};
+  }
+  if (t == WeightType::Q5_1) {
+    return {24,
+            4,
+            true,
+            gemv_q5_1x16_q8_0_ref,
+            gemv_q5_1x16_q8_0_avx512vnni,
+            gemm_few_q5_1x16_q8_0_avx512vnni};
+  }
+  return {18,
+          2,
+          false,
+          gemv_iq4_nlx16_q8_0_ref,
+          gemv_iq4_nlx16_q8_0_avx512vnni,
+          gemm_few_iq4_nlx16_q8_0_avx512vnni};
+}
+
 class InterleavedQ5 : public ::testing::TestWithParam<WeightType> {};
 
 // Every quant of every row comes back from the layout as interleaved.h describes it (d, m, the
@@ -73,37 +110,35 @@ class InterleavedQ5 : public ::testing::TestWithParam<WeightType> {};
 // the layout gives the row-major reference dot.
 TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot) {
   const WeightType type = GetParam();
+  const TypeKernels k = kernels_of(type);
   const bool q5_1 = type == WeightType::Q5_1;
-  EXPECT_EQ(x16_pair_bytes(type), 2 * 16 * (q5_1 ? 24 : 22));
+  EXPECT_EQ(x16_pair_bytes(type), 2 * 16 * k.block_bytes);
   for (const Shape c : kShapes) {
     const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t groups = x16_groups(c.rows), nb = c.cols / 32;
     ASSERT_EQ(m.storage_bytes(), groups * x16_group_bytes(type, c.cols));
-    const int64_t header = q5_1 ? 128 : 64;
+    const int64_t header = q5_1 ? 128 : 64, fifth_bytes = k.fifth_bits ? 64 : 0;
     for (int64_t r = 0; r < groups * 16; ++r) {
       const std::byte* grp = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
       const int64_t i = r % 16;
       for (int64_t b = 0; b < nb; ++b) {
         const std::byte* pair = grp + b / 2 * x16_pair_bytes(type);
-        const auto* blk = reinterpret_cast<const uint8_t*>(pair + header + 320 * (b % 2));
+        const auto* blk =
+            reinterpret_cast<const uint8_t*>(pair + header + (fifth_bytes + 256) * (b % 2));
         uint16_t d, mm = 0;
         std::memcpy(&d, pair + 32 * (b % 2) + 2 * i, 2);
         if (q5_1) std::memcpy(&mm, pair + 64 + 32 * (b % 2) + 2 * i, 2);
+        // The file's block: d first, Q5_1's m next, then qh (Q5) and the 16 nibble bytes.
+        uint16_t want_d = 0, want_m = 0;
         uint32_t qh = 0;
         uint8_t qs[16] = {};
-        uint16_t want_d = 0, want_m = 0;
-        if (r < c.rows && !q5_1) {
-          const auto& src = reinterpret_cast<const BlockQ5_0*>(w.view.row(r))[b];
-          std::memcpy(&want_d, &src.d, 2);
-          std::memcpy(&qh, src.qh, 4);
-          std::memcpy(qs, src.qs, 16);
-        } else if (r < c.rows) {
-          const auto& src = reinterpret_cast<const BlockQ5_1*>(w.view.row(r))[b];
-          std::memcpy(&want_d, &src.d, 2);
-          std::memcpy(&want_m, &src.m, 2);
-          std::memcpy(&qh, src.qh, 4);
-          std::memcpy(qs, src.qs, 16);
+        if (r < c.rows) {
+          const std::byte* src = w.view.row(r) + b * k.block_bytes;
+          std::memcpy(&want_d, src, 2);
+          if (q5_1) std::memcpy(&want_m, src + 2, 2);
+          if (k.fifth_bits) std::memcpy(&qh, src + k.quants_at, 4);
+          std::memcpy(qs, src + k.quants_at + (k.fifth_bits ? 4 : 0), 16);
         }
         ASSERT_EQ(d, want_d) << "row " << r << " block " << b;
         ASSERT_EQ(mm, want_m) << "row " << r << " block " << b;
@@ -111,8 +146,8 @@ TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot)
           // Element e: nibble j = e % 16 of qs (low for e < 16), fifth bit e of qh.
           const int j = e % 16, m4 = j / 4, byte = j % 4;
           const unsigned want = (e < 16 ? qs[j] & 0x0F : qs[j] >> 4) | (qh >> e & 1) << 4;
-          const unsigned nib = blk[64 + 64 * m4 + 4 * i + byte];
-          const unsigned fifth = blk[4 * i + byte] >> (e < 16 ? m4 : 4 + m4) & 1;
+          const unsigned nib = blk[fifth_bytes + 64 * m4 + 4 * i + byte];
+          const unsigned fifth = k.fifth_bits ? blk[4 * i + byte] >> (e < 16 ? m4 : 4 + m4) & 1 : 0;
           const unsigned got = (e < 16 ? nib & 0x0F : nib >> 4) | fifth << 4;
           ASSERT_EQ(got, want) << c.rows << "x" << c.cols << " row " << r << " block " << b
                                << " element " << e;
@@ -121,8 +156,7 @@ TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot)
     }
     const PackedActivations act = pack(type, c.cols, 1, 32);
     std::vector<float> y(static_cast<size_t>(groups * 16), NAN);
-    (q5_1 ? gemv_q5_1x16_q8_0_ref : gemv_q5_0x16_q8_0_ref)(c.cols, m.view().data, groups,
-                                                           act.token(0), y.data());
+    k.ref(c.cols, m.view().data, groups, act.token(0), y.data());
     for (int64_t r = 0; r < c.rows; ++r) {
       const Ref ref = reference(w, r, act.token(0));
       ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " row " << r;
@@ -131,19 +165,20 @@ TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot)
   }
 }
 
-// Quants at their extremes (every nibble 15 with every fifth bit set: q = 31, and all zero) against
-// activations of +-127: the unpack's shifts and masks, and the Q5_0 offset of 16, hold.
+// Quants at their extremes (every nibble 15 with every fifth bit set: q = 31, and all zero;
+// IQ4_NL's table ends, 113 and -127) against activations of +-127: the unpack's shifts, masks
+// and lookup, and the offsets (Q5_0 16, IQ4_NL 128), hold.
 TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
   const WeightType type = GetParam();
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  const bool q5_1 = type == WeightType::Q5_1;
+  const TypeKernels k = kernels_of(type);
   const int64_t rows = 20, cols = 96;
   testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 33);
   const int64_t rb = row_bytes(type, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < cols / 32; ++b) {  // keep d (and m); quants all 31 or all 0
-      std::byte* blk = w.bytes.data() + r * rb + b * (q5_1 ? 24 : 22);
-      std::memset(blk + (q5_1 ? 4 : 2), (r + b) % 2 == 0 ? 0xFF : 0x00, 20);
+    for (int64_t b = 0; b < cols / 32; ++b) {  // keep d (and m); quants all 31 (15) or all 0
+      std::byte* blk = w.bytes.data() + r * rb + b * k.block_bytes;
+      std::memset(blk + k.quants_at, (r + b) % 2 == 0 ? 0xFF : 0x00, k.block_bytes - k.quants_at);
     }
     dequantize_row(type, w.bytes.data() + r * rb, w.dequantized.data() + r * cols, cols);
   }
@@ -153,8 +188,7 @@ TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
   PackedActivations act;
   act.pack(type, x, cols, 1, KernelSet::for_isa(Isa::Scalar));
   std::vector<float> y(static_cast<size_t>(x16_groups(rows) * 16), NAN);
-  (q5_1 ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_avx512vnni)(
-      cols, m.view().data, x16_groups(rows), act.token(0), y.data());
+  k.vnni(cols, m.view().data, x16_groups(rows), act.token(0), y.data());
   for (int64_t r = 0; r < rows; ++r) {
     const Ref ref = reference(w, r, act.token(0));
     ASSERT_NEAR(y[r], ref.value, ref.bound) << "row " << r;
@@ -167,9 +201,8 @@ TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
 TEST_P(InterleavedQ5, VnniGemvAndItsTokenPassesMatchTheReference) {
   const WeightType type = GetParam();
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
-  const bool q5_1 = type == WeightType::Q5_1;
-  const auto gemv = q5_1 ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_avx512vnni;
-  const auto few = q5_1 ? gemm_few_q5_1x16_q8_0_avx512vnni : gemm_few_q5_0x16_q8_0_avx512vnni;
+  const X16GemvFn gemv = kernels_of(type).vnni;
+  const X16GemmFn few = kernels_of(type).few;
   const KernelSet kernels = KernelSet::for_isa(Isa::Avx512);
   EXPECT_EQ(kernels.x16(type).gemv, gemv);
   EXPECT_EQ(kernels.x16(type).gemm_few, few);
@@ -255,7 +288,7 @@ TEST_P(InterleavedQ5, RepacksOnlyOnAvx512Vnni) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedQ5,
-                         ::testing::Values(WeightType::Q5_0, WeightType::Q5_1),
+                         ::testing::Values(WeightType::Q5_0, WeightType::Q5_1, WeightType::IQ4_NL),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace
