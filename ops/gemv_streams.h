@@ -44,10 +44,10 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
   for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
 }
 
-// The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type. Q5_0, Q5_1 and IQ4_NL take
-// Q4_0's: the same pairs of 32-element blocks, unpacked. (Not measured apart: on the Zen 5 dev VM,
-// whole-model variants of the plan for Qwen2.5-0.5B Q5_K_M moved with the host's probe more than
-// between themselves.)
+// The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type. Q4_1, Q5_0, Q5_1 and
+// IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked. (Not measured apart: on the
+// Zen 5 dev VM, whole-model variants of the plan for Qwen2.5-0.5B Q5_K_M moved with the host's
+// probe more than between themselves.)
 constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
   switch (t) {
     case WeightType::Q8_0:

@@ -17,6 +17,7 @@
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
 #include "ops/q4_0.h"
+#include "ops/q4_1.h"
 #include "ops/q4_k.h"
 #include "ops/q5_0.h"
 #include "ops/q5_1.h"
@@ -274,6 +275,11 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
         std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
         for (int m = 0; m < 4; ++m) std::memcpy(qs + 64 * m + 4 * i, blk.qs + 4 * m, 4);
+      } else if (t == WeightType::Q4_1) {  // Q4_0's chunks, m beside d
+        const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+        std::memcpy(pair + 32 * (b % 2) + 2 * i, &blk.d, 2);
+        std::memcpy(pair + 64 + 32 * (b % 2) + 2 * i, &blk.m, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(qs + 64 * m + 4 * i, blk.qs + 4 * m, 4);
       } else if (t == WeightType::Q5_0 || t == WeightType::Q5_1) {
         const uint8_t* blk_qh;
         const uint8_t* blk_qs;
@@ -317,7 +323,7 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
 
 namespace {
 
-// Row i of every group: sum over blocks of fp16(d) * d_x * isum (Q5_1: + fp16(m) * d_x *
+// Row i of every group: sum over blocks of fp16(d) * d_x * isum (Q4_1, Q5_1: + fp16(m) * d_x *
 // sum_b(x)), in block order, as the row-major references compute it; `block_isum(qs, i, q)` is
 // the integer dot of row i's quants (at qs, the block's bytes after the pair's header) with the
 // activation quants q.
@@ -337,7 +343,7 @@ void gemv_x16_ref(WeightType t, int64_t n, const std::byte* groups, int64_t n_gr
         const auto* qs = reinterpret_cast<const uint8_t*>(pair + x16_pair_header_bytes(t) +
                                                           x16_block_qs_bytes(t) * (b % 2));
         acc += fp16_to_fp32(d) * x.d[b] * static_cast<float>(block_isum(qs, i, x.q + 32 * b));
-        if (t == WeightType::Q5_1) {
+        if (t == WeightType::Q5_1 || t == WeightType::Q4_1) {
           fp16_t m;
           std::memcpy(&m, pair + 64 + 32 * (b % 2) + 2 * i, 2);
           acc += fp16_to_fp32(m) * x.d[b] * static_cast<float>(x.sum[b]);
@@ -390,6 +396,14 @@ void gemv_iq4_nlx16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_group
   gemv_x16_ref(WeightType::IQ4_NL, n, groups, n_groups, act, out,
                [](const uint8_t* qs, int64_t i, const int8_t* q) {
                  return nibble_block_isum(qs, i, q, [](int nib) { return int{kIq4NlValues[nib]}; });
+               });
+}
+
+void gemv_q4_1x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_x16_ref(WeightType::Q4_1, n, groups, n_groups, act, out,
+               [](const uint8_t* qs, int64_t i, const int8_t* q) {
+                 return nibble_block_isum(qs, i, q, [](int nib) { return nib; });
                });
 }
 
@@ -514,10 +528,10 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q5_0 / Q5_1 / IQ4_NL have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere their
-  // row-major kernels, which the reference over the layout would not beat.
-  const bool vnni_only =
-      w.type == WeightType::Q5_0 || w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL;
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere
+  // their row-major kernels, which the reference over the layout would not beat.
+  const bool vnni_only = w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
+                         w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL;
   if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
@@ -538,7 +552,8 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
     throw MatmulError(
         "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
         ", rows=" + std::to_string(w.rows) +
-        "] is not a row-major q4_0, q8_0, q5_0, q5_1, iq4_nl, q4_K, q5_K, q6_K, f16 or bf16 "
+        "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q4_K, q5_K, q6_K, f16 or "
+        "bf16 "
         "matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);

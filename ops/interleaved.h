@@ -35,7 +35,8 @@
 //     Q4_0's 4 chunks of quant nibbles (256 bytes)
 //   So 704 (Q5_0) or 768 (Q5_1) bytes per pair: 16 x 2 x 22 or 24, the type's own bytes.
 // IQ4_NL (the block of Q4_0 with table indices for nibbles; llama-quantize's fallback for Q2_K,
-// Q3_K and IQ4_XS rows that are not a multiple of 256) is laid out exactly as Q4_0.
+// Q3_K and IQ4_XS rows that are not a multiple of 256) is laid out exactly as Q4_0; Q4_1 as Q4_0
+// with its m after the d, as Q5_1's: 640 bytes per pair (16 x 2 x 20).
 //
 // Q4_K (super-blocks of 256, q4_k.h) is laid out per super-block b instead, 2304 bytes (16 rows
 // x 144, 64-byte aligned) each, in order:
@@ -85,13 +86,13 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K, F16,
-// BF16).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K,
+// F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
-  return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q5_0 ||
-         t == WeightType::Q5_1 || t == WeightType::IQ4_NL || t == WeightType::Q4_K ||
-         t == WeightType::Q5_K || t == WeightType::Q6_K || t == WeightType::F16 ||
-         t == WeightType::BF16;
+  return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_1 ||
+         t == WeightType::Q5_0 || t == WeightType::Q5_1 || t == WeightType::IQ4_NL ||
+         t == WeightType::Q4_K || t == WeightType::Q5_K || t == WeightType::Q6_K ||
+         t == WeightType::F16 || t == WeightType::BF16;
 }
 // Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
 inline bool x16_float(WeightType t) noexcept {
@@ -107,10 +108,10 @@ constexpr int64_t kX16Q6KBlockBytes = 3328;
 // bytes of a pair's header (d, and Q5_1's m) and of a pair.
 inline int64_t x16_block_qs_bytes(WeightType t) noexcept {
   if (t == WeightType::Q5_0 || t == WeightType::Q5_1) return 320;
-  return t == WeightType::Q4_0 || t == WeightType::IQ4_NL ? 256 : 512;
+  return t == WeightType::Q4_0 || t == WeightType::Q4_1 || t == WeightType::IQ4_NL ? 256 : 512;
 }
 inline int64_t x16_pair_header_bytes(WeightType t) noexcept {
-  return t == WeightType::Q5_1 ? 128 : 64;
+  return t == WeightType::Q5_1 || t == WeightType::Q4_1 ? 128 : 64;
 }
 inline int64_t x16_pair_bytes(WeightType t) noexcept {
   return x16_pair_header_bytes(t) + 2 * x16_block_qs_bytes(t);
@@ -144,8 +145,8 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
-// Q5_0 / Q5_1 / IQ4_NL (AVX-512 VNNI only; elsewhere they stay row-major,
-// InterleavedMatrix::pays): per row and block, d_w * d_x * isum (Q5_1: then + m_w * d_x *
+// Q4_1 / Q5_0 / Q5_1 / IQ4_NL (AVX-512 VNNI only; elsewhere they stay row-major,
+// InterleavedMatrix::pays): per row and block, d_w * d_x * isum (Q4_1, Q5_1: then + m_w * d_x *
 // sum_b(x)), in block order.
 void gemv_q5_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
@@ -153,6 +154,10 @@ void gemv_q5_1x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_iq4_nlx16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                              const std::byte* act, float* out);
+void gemv_q4_1x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q4_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 void gemv_iq4_nlx16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                     const std::byte* act, float* out);
 void gemv_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -291,8 +296,9 @@ void gemm_few_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_
 void gemm_few_q8_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
-// Q5_0 / Q5_1 / IQ4_NL: the same passes of up to 4 tokens for any token count, their prefill GEMM
-// too (a pass reads the weights from DRAM once per 15 tokens; the next passes find them in L2).
+// Q4_1 / Q5_0 / Q5_1 / IQ4_NL: the same passes of up to 4 tokens for any token count, their prefill
+// GEMM too (a pass reads the weights from DRAM once per 15 tokens; the next passes find them in
+// L2).
 void gemm_few_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                       const std::byte* act, int64_t act_stride, int64_t nt,
                                       float* out, int64_t out_stride);
@@ -302,6 +308,9 @@ void gemm_few_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_
 void gemm_few_iq4_nlx16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                         const std::byte* act, int64_t act_stride, int64_t nt,
                                         float* out, int64_t out_stride);
+void gemm_few_q4_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride);
 // F16 / BF16 (the activations transposed by gemm_prepare_f32_avx512, f32.h's; below 8 tokens
 // none: prepared null; below kX16FewTokensMax tokens the GEMM does not read them but runs the
 // gemm_few entry: 2 far-apart groups, 4 tokens per pass, each token bit for bit the GEMV's).

@@ -67,6 +67,16 @@ struct Q8_0x16 {
   }
 };
 
+// Q4_1: Q4_0's nibbles as they are (offset 0), its m after the d.
+struct Q4_1x16 {
+  static constexpr WeightType kType = WeightType::Q4_1;
+  static constexpr int64_t kQsBytes = 256;
+  static constexpr int64_t kHeaderBytes = 128;
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kHasMin = true;
+  static void load(const std::byte* qs, __m512i* v) { Q4_0x16::load(qs, v); }
+};
+
 // IQ4_NL: Q4_0's layout and nibbles, each looked up in the table shifted by +128 (vpshufb, the
 // same 16 bytes in every lane): unsigned values in [1, 241], offset 128 as Q8_0's.
 struct IQ4_NLx16 {
@@ -292,6 +302,17 @@ void gemv_q5_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
   gemv_x16<Q5_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemv_q4_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out) {
+  gemv_x16<Q4_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_few_q4_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                      const std::byte* act, int64_t act_stride, int64_t nt,
+                                      float* out, int64_t out_stride) {
+  gemm_few_x16<Q4_1x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 void gemv_iq4_nlx16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -79,11 +79,12 @@ KernelSet KernelSet::for_isa(Isa requested) {
       gemv(gemv_q5_Kx16_q8_K_avx512vnni, gemv_q5_Kx16_q8_K_avx2, gemv_q5_Kx16_q8_K_ref);
   ks.x16_q6_K_.gemv =
       gemv(gemv_q6_Kx16_q8_K_avx512vnni, gemv_q6_Kx16_q8_K_avx2, gemv_q6_Kx16_q8_K_ref);
-  // Q5_0 / Q5_1 / IQ4_NL: VNNI kernels only (InterleavedMatrix::pays repacks them nowhere else);
-  // the GEMV over up to 4 tokens a pass is their prefill GEMM as well.
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL: VNNI kernels only (InterleavedMatrix::pays repacks them nowhere
+  // else); the GEMV over up to 4 tokens a pass is their prefill GEMM as well.
   ks.x16_q5_0_.gemv = vnni ? gemv_q5_0x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_ref;
   ks.x16_q5_1_.gemv = vnni ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_1x16_q8_0_ref;
   ks.x16_iq4_nl_.gemv = vnni ? gemv_iq4_nlx16_q8_0_avx512vnni : gemv_iq4_nlx16_q8_0_ref;
+  ks.x16_q4_1_.gemv = vnni ? gemv_q4_1x16_q8_0_avx512vnni : gemv_q4_1x16_q8_0_ref;
   if (avx2) {
     ks.x16_q4_0_.gemm = gemm_q4_0x16_q8_0_avx2;
     ks.x16_q8_0_.gemm = gemm_q8_0x16_q8_0_avx2;
@@ -126,7 +127,8 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q5_1_.gemm = ks.x16_q5_1_.gemm_few = gemm_few_q5_1x16_q8_0_avx512vnni;
     ks.x16_iq4_nl_.gemm = ks.x16_iq4_nl_.gemm_few = gemm_few_iq4_nlx16_q8_0_avx512vnni;
     ks.x16_q5_0_.few_tokens_max = ks.x16_q5_1_.few_tokens_max = kX16FewTokensMax;
-    ks.x16_iq4_nl_.few_tokens_max = kX16FewTokensMax;
+    ks.x16_q4_1_.gemm = ks.x16_q4_1_.gemm_few = gemm_few_q4_1x16_q8_0_avx512vnni;
+    ks.x16_iq4_nl_.few_tokens_max = ks.x16_q4_1_.few_tokens_max = kX16FewTokensMax;
     if (!amx) {  // the VNNI GEMMs regroup the activations: once per call
       ks.x16_q4_0_.gemm_prepare = gemm_prepare_q4_0x16_q8_0_avx512vnni;
       ks.x16_q4_0_.gemm_prepared = gemm_prepared_q4_0x16_q8_0_avx512vnni;
@@ -146,13 +148,15 @@ KernelSet KernelSet::for_isa(Isa requested) {
   const std::pair<X16Kernels*, WeightType> quant[] = {
       {&ks.x16_q4_0_, WeightType::Q4_0},     {&ks.x16_q8_0_, WeightType::Q8_0},
       {&ks.x16_q5_0_, WeightType::Q5_0},     {&ks.x16_q5_1_, WeightType::Q5_1},
-      {&ks.x16_iq4_nl_, WeightType::IQ4_NL}, {&ks.x16_q4_K_, WeightType::Q4_K},
-      {&ks.x16_q5_K_, WeightType::Q5_K},     {&ks.x16_q6_K_, WeightType::Q6_K}};
+      {&ks.x16_iq4_nl_, WeightType::IQ4_NL}, {&ks.x16_q4_1_, WeightType::Q4_1},
+      {&ks.x16_q4_K_, WeightType::Q4_K},     {&ks.x16_q5_K_, WeightType::Q5_K},
+      {&ks.x16_q6_K_, WeightType::Q6_K}};
   for (const auto& [kp, t] : quant) {
     X16Kernels& k = *kp;
     if (vnni) {
       follow(k, t);
-    } else if (avx2 && t != WeightType::Q5_0 && t != WeightType::Q5_1 && t != WeightType::IQ4_NL) {
+    } else if (avx2 && (t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
+                        t == WeightType::Q5_K || t == WeightType::Q6_K)) {  // the AVX2 x16 ones
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
     }
@@ -195,6 +199,7 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::Q5_0) return x16_q5_0_;
   if (t == WeightType::Q5_1) return x16_q5_1_;
   if (t == WeightType::IQ4_NL) return x16_iq4_nl_;
+  if (t == WeightType::Q4_1) return x16_q4_1_;
   if (t == WeightType::Q4_K) return x16_q4_K_;
   if (t == WeightType::Q5_K) return x16_q5_K_;
   if (t == WeightType::Q6_K) return x16_q6_K_;
@@ -205,9 +210,9 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
 
 std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
   std::vector<X16GemvChoice> out;
-  for (WeightType t :
-       {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q5_0, WeightType::Q5_1, WeightType::IQ4_NL,
-        WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
+  for (WeightType t : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0,
+                       WeightType::Q5_1, WeightType::IQ4_NL, WeightType::Q4_K, WeightType::Q5_K,
+                       WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
     const X16Kernels& k = x16(t);
     out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
   }

@@ -1,7 +1,8 @@
-// The x16 layouts of Q5_0, Q5_1 and IQ4_NL (ops/interleaved.h): the repack, the scalar
+// The x16 layouts of Q4_1, Q5_0, Q5_1 and IQ4_NL (ops/interleaved.h): the repack, the scalar
 // references over the layout, the AVX-512 VNNI GEMV and its passes of up to 4 tokens (the
 // few-token and the prefill GEMM), and matmul() over an InterleavedMatrix, all held to the
-// row-major reference dots (dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref, dot_iq4_nl_q8_0_ref) on the
+// row-major reference dots (dot_q4_1_q8_0_ref, dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref,
+// dot_iq4_nl_q8_0_ref) on the
 // original rows.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "ops/iq4_nl.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
+#include "ops/q4_1.h"
 #include "ops/q5_0.h"
 #include "ops/q5_1.h"
 #include "ops/q8_0.h"
@@ -43,6 +45,9 @@ struct Ref {
   float value;
   double bound;
 };
+bool has_m(WeightType t) {
+  return t == WeightType::Q4_1 || t == WeightType::Q5_1;
+}
 Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
   const int64_t cols = w.view.cols;
   const ActQ8Row a = act_q8_row(act, cols);
@@ -50,14 +55,17 @@ Ref reference(const testing::OwnedMatrix& w, int64_t r, const std::byte* act) {
   for (int64_t j = 0; j < cols; ++j) {
     abs_sum += std::fabs(double(w.dequantized[r * cols + j]) * a.d[j / 32] * a.q[j]);
   }
-  if (w.view.type == WeightType::Q5_1) {  // |m| * d_x * |sum_b(x)| per block
+  if (has_m(w.view.type)) {  // |m| * d_x * |sum_b(x)| per block; m follows d in both types
+    const int64_t block_bytes = w.view.type == WeightType::Q5_1 ? 24 : 20;
     for (int64_t b = 0; b < cols / 32; ++b) {
-      const auto& blk = reinterpret_cast<const BlockQ5_1*>(w.view.row(r))[b];
-      abs_sum += std::fabs(double(fp16_to_fp32(blk.m)) * a.d[b] * a.sum[b]);
+      fp16_t m;
+      std::memcpy(&m, w.view.row(r) + b * block_bytes + 2, 2);
+      abs_sum += std::fabs(double(fp16_to_fp32(m)) * a.d[b] * a.sum[b]);
     }
   }
   const WeightType t = w.view.type;
-  const float value = t == WeightType::Q5_0   ? dot_q5_0_q8_0_ref(cols, w.view.row(r), act)
+  const float value = t == WeightType::Q4_1   ? dot_q4_1_q8_0_ref(cols, w.view.row(r), act)
+                      : t == WeightType::Q5_0 ? dot_q5_0_q8_0_ref(cols, w.view.row(r), act)
                       : t == WeightType::Q5_1 ? dot_q5_1_q8_0_ref(cols, w.view.row(r), act)
                                               : dot_iq4_nl_q8_0_ref(cols, w.view.row(r), act);
   return {value, 3.0 * (cols / 32 + 4) * kUnitRoundoff * abs_sum};
@@ -79,6 +87,14 @@ struct TypeKernels {
   X16GemmFn few;
 };
 TypeKernels kernels_of(WeightType t) {
+  if (t == WeightType::Q4_1) {
+    return {20,
+            4,
+            false,
+            gemv_q4_1x16_q8_0_ref,
+            gemv_q4_1x16_q8_0_avx512vnni,
+            gemm_few_q4_1x16_q8_0_avx512vnni};
+  }
   if (t == WeightType::Q5_0) {
     return {22,
             2,
@@ -111,14 +127,14 @@ class InterleavedQ5 : public ::testing::TestWithParam<WeightType> {};
 TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot) {
   const WeightType type = GetParam();
   const TypeKernels k = kernels_of(type);
-  const bool q5_1 = type == WeightType::Q5_1;
+  const bool with_m = has_m(type);
   EXPECT_EQ(x16_pair_bytes(type), 2 * 16 * k.block_bytes);
   for (const Shape c : kShapes) {
     const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t groups = x16_groups(c.rows), nb = c.cols / 32;
     ASSERT_EQ(m.storage_bytes(), groups * x16_group_bytes(type, c.cols));
-    const int64_t header = q5_1 ? 128 : 64, fifth_bytes = k.fifth_bits ? 64 : 0;
+    const int64_t header = with_m ? 128 : 64, fifth_bytes = k.fifth_bits ? 64 : 0;
     for (int64_t r = 0; r < groups * 16; ++r) {
       const std::byte* grp = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
       const int64_t i = r % 16;
@@ -128,15 +144,16 @@ TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot)
             reinterpret_cast<const uint8_t*>(pair + header + (fifth_bytes + 256) * (b % 2));
         uint16_t d, mm = 0;
         std::memcpy(&d, pair + 32 * (b % 2) + 2 * i, 2);
-        if (q5_1) std::memcpy(&mm, pair + 64 + 32 * (b % 2) + 2 * i, 2);
-        // The file's block: d first, Q5_1's m next, then qh (Q5) and the 16 nibble bytes.
+        if (with_m) std::memcpy(&mm, pair + 64 + 32 * (b % 2) + 2 * i, 2);
+        // The file's block: d first, Q4_1's and Q5_1's m next, then qh (Q5) and the 16 nibble
+        // bytes.
         uint16_t want_d = 0, want_m = 0;
         uint32_t qh = 0;
         uint8_t qs[16] = {};
         if (r < c.rows) {
           const std::byte* src = w.view.row(r) + b * k.block_bytes;
           std::memcpy(&want_d, src, 2);
-          if (q5_1) std::memcpy(&want_m, src + 2, 2);
+          if (with_m) std::memcpy(&want_m, src + 2, 2);
           if (k.fifth_bits) std::memcpy(&qh, src + k.quants_at, 4);
           std::memcpy(qs, src + k.quants_at + (k.fifth_bits ? 4 : 0), 16);
         }
@@ -288,7 +305,8 @@ TEST_P(InterleavedQ5, RepacksOnlyOnAvx512Vnni) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedQ5,
-                         ::testing::Values(WeightType::Q5_0, WeightType::Q5_1, WeightType::IQ4_NL),
+                         ::testing::Values(WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                           WeightType::IQ4_NL),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace
