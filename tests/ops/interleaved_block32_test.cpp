@@ -119,12 +119,12 @@ TypeKernels kernels_of(WeightType t) {
           gemm_few_iq4_nlx16_q8_0_avx512vnni};
 }
 
-class InterleavedQ5 : public ::testing::TestWithParam<WeightType> {};
+class InterleavedBlock32 : public ::testing::TestWithParam<WeightType> {};
 
 // Every quant of every row comes back from the layout as interleaved.h describes it (d, m, the
 // fifth bit and the nibble of each element), padding rows are zero, and the scalar reference over
 // the layout gives the row-major reference dot.
-TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot) {
+TEST_P(InterleavedBlock32, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot) {
   const WeightType type = GetParam();
   const TypeKernels k = kernels_of(type);
   const bool with_m = has_m(type);
@@ -185,7 +185,7 @@ TEST_P(InterleavedQ5, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajorDot)
 // Quants at their extremes (every nibble 15 with every fifth bit set: q = 31, and all zero;
 // IQ4_NL's table ends, 113 and -127) against activations of +-127: the unpack's shifts, masks
 // and lookup, and the offsets (Q5_0 16, IQ4_NL 128), hold.
-TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
+TEST_P(InterleavedBlock32, VnniGemvHoldsAtTheQuantExtremes) {
   const WeightType type = GetParam();
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
   const TypeKernels k = kernels_of(type);
@@ -215,7 +215,7 @@ TEST_P(InterleavedQ5, VnniGemvHoldsAtTheQuantExtremes) {
 // The VNNI GEMV within the reference dot's bound; its passes of up to 4 tokens (the few-token
 // GEMM and, past 15 tokens, the prefill GEMM) the GEMV per token bit for bit; the kernel set
 // hands them out for this type.
-TEST_P(InterleavedQ5, VnniGemvAndItsTokenPassesMatchTheReference) {
+TEST_P(InterleavedBlock32, VnniGemvAndItsTokenPassesMatchTheReference) {
   const WeightType type = GetParam();
   if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
   const X16GemvFn gemv = kernels_of(type).vnni;
@@ -249,7 +249,7 @@ TEST_P(InterleavedQ5, VnniGemvAndItsTokenPassesMatchTheReference) {
 
 // matmul() and matmul_rows() over the repacked view on every Isa (the reference where VNNI is
 // missing): fused outputs, groups cut by a worker's range, GEMV, few-token and prefill GEMM.
-TEST_P(InterleavedQ5, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
+TEST_P(InterleavedBlock32, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
   const WeightType type = GetParam();
   for (Isa isa : supported_isas()) {
     for (int64_t tokens : {1, 5, 16}) {
@@ -288,7 +288,7 @@ TEST_P(InterleavedQ5, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
 }
 
 // Repacked only where the VNNI kernels run: any CPU's rule, and this machine's.
-TEST_P(InterleavedQ5, RepacksOnlyOnAvx512Vnni) {
+TEST_P(InterleavedBlock32, RepacksOnlyOnAvx512Vnni) {
   const WeightType type = GetParam();
   const testing::OwnedMatrix w = testing::make_matrix(type, 16, 64, 1);
   CpuFeatures skx, vnni;
@@ -304,7 +304,7 @@ TEST_P(InterleavedQ5, RepacksOnlyOnAvx512Vnni) {
   EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx512), vnni_here());
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, InterleavedQ5,
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedBlock32,
                          ::testing::Values(WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                            WeightType::IQ4_NL),
                          [](const auto& info) { return std::string(type_name(info.param)); });
