@@ -104,8 +104,9 @@ constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
-// Q4_0 / Q8_0 / Q5_0 / Q5_1: quant bytes of one block of 16 rows (Q5: its fifth bits too), the
-// bytes of a pair's header (d, and Q5_1's m) and of a pair.
+// The 32-element block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL): bytes of one block of 16 rows
+// after the pair's header (Q5: its fifth bits too), of the header (d, and Q4_1's / Q5_1's m) and
+// of a pair.
 inline int64_t x16_block_qs_bytes(WeightType t) noexcept {
   if (t == WeightType::Q5_0 || t == WeightType::Q5_1) return 320;
   return t == WeightType::Q4_0 || t == WeightType::Q4_1 || t == WeightType::IQ4_NL ? 256 : 512;

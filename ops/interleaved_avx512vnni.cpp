@@ -1,14 +1,17 @@
-// The x16 layouts (interleaved.h) x act-Q8 on AVX-512 VNNI: the decode GEMVs, and the prefill
-// GEMMs through the hex tiles of repacked_gemm_avx512.h.
+// The x16 layouts (interleaved.h) x act-Q8 on AVX-512 VNNI: the decode GEMVs of the 32-element
+// block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL), their few-token GEMMs, and the Q4_0/Q8_0
+// prefill GEMMs through the hex tiles of repacked_gemm_avx512.h.
 //
 // GEMV, per group of 16 rows and block b: 8 vectors of unsigned quants, vector j holding quants
 // 4j..4j+3 of the 16 rows (Q8_0: the chunks as stored, q + 128; Q4_0: chunk m's low nibbles are
-// vector m and its high nibbles vector m + 4, split by AND and shift-AND), each dotted with dword
-// j of the activation block broadcast (vpdpbusd; 4 products per dword, exact). The accumulator
-// starts at -offset * sum_b(x) (offset 128 or 8), which removes the offset exactly, so its 16
-// dwords end as the 16 rows' integer block dots; one conversion, one multiply (d_w of the 16
-// rows times d_x) and one FMA then serve all 16 rows. Per row: sum_b d_w * d_x * isum_b in block
-// order, as the scalar references compute it (the FMA rounds once where they round twice).
+// vector m and its high nibbles vector m + 4, split by AND and shift-AND; Q4_1 the same; Q5_0 /
+// Q5_1 with their fifth bits OR-ed in; IQ4_NL looked up in its table + 128), each dotted with
+// dword j of the activation block broadcast (vpdpbusd; 4 products per dword, exact). The
+// accumulator starts at -offset * sum_b(x) (offset 128, 16, 8 or 0), which removes the offset
+// exactly, so its 16 dwords end as the 16 rows' integer block dots; one conversion, one multiply
+// (d_w of the 16 rows times d_x) and one FMA then serve all 16 rows (Q4_1 / Q5_1: one more FMA
+// adds m_w * d_x * sum_b(x)). Per row: sum_b d_w * d_x * isum_b in block order, as the scalar
+// references compute it (the FMA rounds once where they round twice).
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
 #include "ops/iq4_nl.h"
@@ -37,8 +40,9 @@ constexpr int64_t kPrefetchPairs = 4;
 constexpr int64_t kLonePrefetchPairs = 8;
 
 // A layout: its type, a block's bytes after the pair's header (kQsBytes), the header's bytes
-// (d of both blocks, and Q5_1's m), the quant offset the accumulator starts from, whether an m
-// term follows (Q5_1), and load(): the 8 unsigned quant vectors of one block of 16 rows.
+// (d of both blocks, and Q4_1's / Q5_1's m), the quant offset the accumulator starts from,
+// whether an m term follows (Q4_1, Q5_1), and load(): the 8 unsigned quant vectors of one block
+// of 16 rows.
 struct Q4_0x16 {
   static constexpr WeightType kType = WeightType::Q4_0;
   static constexpr int64_t kQsBytes = 256;

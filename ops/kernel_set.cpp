@@ -123,12 +123,15 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q4_0_.gemm_few = gemm_few_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm_few = gemm_few_q8_0x16_q8_0_avx512vnni;
     ks.x16_q4_0_.few_tokens_max = ks.x16_q8_0_.few_tokens_max = kX16FewTokensMax;
-    ks.x16_q5_0_.gemm = ks.x16_q5_0_.gemm_few = gemm_few_q5_0x16_q8_0_avx512vnni;
-    ks.x16_q5_1_.gemm = ks.x16_q5_1_.gemm_few = gemm_few_q5_1x16_q8_0_avx512vnni;
-    ks.x16_iq4_nl_.gemm = ks.x16_iq4_nl_.gemm_few = gemm_few_iq4_nlx16_q8_0_avx512vnni;
-    ks.x16_q5_0_.few_tokens_max = ks.x16_q5_1_.few_tokens_max = kX16FewTokensMax;
-    ks.x16_q4_1_.gemm = ks.x16_q4_1_.gemm_few = gemm_few_q4_1x16_q8_0_avx512vnni;
-    ks.x16_iq4_nl_.few_tokens_max = ks.x16_q4_1_.few_tokens_max = kX16FewTokensMax;
+    const std::pair<X16Kernels*, X16GemmFn> token_passes[] = {
+        {&ks.x16_q4_1_, gemm_few_q4_1x16_q8_0_avx512vnni},
+        {&ks.x16_q5_0_, gemm_few_q5_0x16_q8_0_avx512vnni},
+        {&ks.x16_q5_1_, gemm_few_q5_1x16_q8_0_avx512vnni},
+        {&ks.x16_iq4_nl_, gemm_few_iq4_nlx16_q8_0_avx512vnni}};
+    for (const auto& [k, passes] : token_passes) {
+      k->gemm = k->gemm_few = passes;
+      k->few_tokens_max = kX16FewTokensMax;
+    }
     if (!amx) {  // the VNNI GEMMs regroup the activations: once per call
       ks.x16_q4_0_.gemm_prepare = gemm_prepare_q4_0x16_q8_0_avx512vnni;
       ks.x16_q4_0_.gemm_prepared = gemm_prepared_q4_0x16_q8_0_avx512vnni;
