@@ -15,7 +15,7 @@
 # llama-bench that has -d), PACER (the pacer binary), PACER_ARGS (more `pacer bench` flags),
 # LLAMA_ARGS (more `llama-bench` flags; default `--mmap 0`: llama.cpp then holds its weights in
 # anonymous memory as pacer does its repacked copies. Mapped file pages can read much slower: on a
-# 2-vCPU Zen 5 guest llama-bench's TinyLlama Q8_0 decode at 1 thread ran 9.7-15 tok/s mapped and
+# 2-vCPU Zen 5 guest llama-bench's TinyLlama Q8_0 decode at 1 thread ran 9.4-15 tok/s mapped and
 # 22 with --mmap 0. LLAMA_ARGS= gives llama-bench's own defaults).
 #
 # Prints one row per (file, threads, test): each tool's t/s per round, pacer / llama.cpp per
