@@ -66,7 +66,8 @@ struct WeightCopies {
   WeightType type = WeightType::F32;
   int64_t rows = 0, cols = 0, count = 0;
   std::vector<std::byte> bytes;  // count * matrix bytes
-  // The same copies repacked 16 rows interleaved (Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, built on first use).
+  // The same copies repacked 16 rows interleaved (the types of x16_supported(), built on first
+  // use).
   std::vector<ops::InterleavedMatrix> interleaved;
   ops::WeightMatrix copy(int64_t i) const {
     const int64_t matrix_bytes = rows * ops::row_bytes(type, cols);
@@ -279,6 +280,10 @@ BENCHMARK_CAPTURE(BM_gemv, q6_k_avx2, WeightType::Q6_K, Isa::Avx2)->Apply(gemv_k
 BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx2, WeightType::Q6_K, Isa::Avx2, true)
     ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
+// Q3_K row-major and, on AVX-512 VNNI, repacked (interleaved_q3_k_avx512vnni.cpp).
+BENCHMARK_CAPTURE(BM_gemv, q3_k_avx512, WeightType::Q3_K, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q3_kx16_avx512, WeightType::Q3_K, Isa::Avx512, true)
+    ->Apply(gemv_kquant_args);
 
 // A decode GEMV (TinyLlama's 2048 x 2048, Q4_0 repacked, cold copies) right after its caller spent
 // `idle_us` on work that reads nothing from DRAM (a spin on the clock), on `threads` workers: what

@@ -16,6 +16,7 @@
 #include "ops/f16.h"
 #include "ops/iq4_nl.h"
 #include "ops/matmul.h"
+#include "ops/q3_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_1.h"
 #include "ops/q4_k.h"
@@ -219,6 +220,86 @@ void q6k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t 
       });
 }
 
+// Byte offsets of row i's fields in a Q3_K pair of super-blocks of 16 rows (interleaved.h),
+// super-block b % 2 of the pair.
+constexpr int64_t q3k_d_at(int64_t b, int64_t i) {
+  return 32 * (b % 2) + 2 * i;
+}
+constexpr int64_t q3k_block_at(int64_t b) {
+  return 64 + kX16Q3KBlockBytes * (b % 2);
+}
+constexpr int64_t q3k_scale_at(int64_t b, int64_t i, int k) {  // scales[k], k = 0..11
+  return q3k_block_at(b) + 64 * (k / 4) + 4 * i + k % 4;
+}
+// Byte `byte` (0..3) of row i's dword in vector j (N0, N1, N2) of triple 4h + v.
+constexpr int64_t q3k_triple_at(int64_t b, int64_t i, int h, int v, int j, int byte) {
+  return q3k_block_at(b) + 192 + 192 * (4 * h + v) + 64 * j + 4 * i + byte;
+}
+// The layout's byte of vector j from u[s], the unsigned quants (0..7) of sets s = 0..7.
+constexpr uint8_t q3k_triple_byte(const int u[8], int j) {
+  return static_cast<uint8_t>(u[2 * j] | (u[6] >> j & 1) << 3 | u[2 * j + 1] << 4 |
+                              (u[7] >> j & 1) << 7);
+}
+// u = q + 4 of element e of a Q3_K block, read as q3_k.h describes qs and hmask; and back.
+int q3k_quant(const BlockQ3_K& blk, int e) {
+  const int low = blk.qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3;
+  return low | (blk.hmask[e % 32] >> (e / 32) & 1) << 2;
+}
+void q3k_put_quant(int u, int e, BlockQ3_K& blk) {
+  blk.qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((u & 3) << (2 * (e % 128 / 32)));
+  blk.hmask[e % 32] |= static_cast<uint8_t>((u >> 2 & 1) << (e / 32));
+}
+
+BlockQ3_K q3k_gather(const std::byte* pair, int64_t b, int64_t i) {
+  BlockQ3_K blk{};
+  std::memcpy(&blk.d, pair + q3k_d_at(b, i), 2);
+  for (int k = 0; k < 12; ++k) std::memcpy(&blk.scales[k], pair + q3k_scale_at(b, i, k), 1);
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 4; ++v) {
+      for (int byte = 0; byte < 4; ++byte) {
+        int n[3];
+        for (int j = 0; j < 3; ++j) {
+          n[j] = static_cast<int>(pair[q3k_triple_at(b, i, h, v, j, byte)]);
+        }
+        for (int s = 0; s < 8; ++s) {
+          int u;
+          if (s < 6) {
+            u = n[s / 2] >> (4 * (s % 2)) & 7;
+          } else {  // bit 3 (set 6) or 7 (set 7) of N0, N1, N2
+            const int bit = s == 6 ? 3 : 7;
+            u = (n[0] >> bit & 1) | (n[1] >> bit & 1) << 1 | (n[2] >> bit & 1) << 2;
+          }
+          q3k_put_quant(u, 128 * h + 16 * s + 4 * v + byte, blk);
+        }
+      }
+    }
+  }
+  return blk;
+}
+
+void q3k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  for_each_group_block<BlockQ3_K>(
+      WeightType::Q3_K, src, rows, cols, g, [&](const BlockQ3_K& blk, int64_t i, int64_t b) {
+        std::byte* pair = dst + b / 2 * kX16Q3KPairBytes;
+        std::memcpy(pair + q3k_d_at(b, i), &blk.d, 2);
+        for (int k = 0; k < 12; ++k) {
+          pair[q3k_scale_at(b, i, k)] = static_cast<std::byte>(blk.scales[k]);
+        }
+        for (int h = 0; h < 2; ++h) {
+          for (int v = 0; v < 4; ++v) {
+            for (int byte = 0; byte < 4; ++byte) {
+              int u[8];
+              for (int s = 0; s < 8; ++s) u[s] = q3k_quant(blk, 128 * h + 16 * s + 4 * v + byte);
+              for (int j = 0; j < 3; ++j) {
+                pair[q3k_triple_at(b, i, h, v, j, byte)] =
+                    static_cast<std::byte>(q3k_triple_byte(u, j));
+              }
+            }
+          }
+        }
+      });
+}
+
 }  // namespace
 
 void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t cols, int64_t g,
@@ -256,6 +337,11 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
   if (t == WeightType::Q6_K) {
     std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
     q6k_repack_group(src, rows, cols, g, dst);
+    return;
+  }
+  if (t == WeightType::Q3_K) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    q3k_repack_group(src, rows, cols, g, dst);
     return;
   }
   const int64_t nb = cols / 32;
@@ -516,6 +602,16 @@ void gemv_q6_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
       dot_q6_K_q8_K_ref);
 }
 
+void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_kquant_x16_ref<BlockQ3_K>(
+      WeightType::Q3_K, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return q3k_gather(grp + b / 2 * kX16Q3KPairBytes, b, i);
+      },
+      dot_q3_K_q8_K_ref);
+}
+
 void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
   std::free(p);
 }
@@ -528,10 +624,12 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL have VNNI kernels only (interleaved_avx512vnni.cpp); elsewhere
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K have VNNI kernels only (interleaved_avx512vnni.cpp,
+  // interleaved_q3_k_avx512vnni.cpp); elsewhere
   // their row-major kernels, which the reference over the layout would not beat.
   const bool vnni_only = w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
-                         w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL;
+                         w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL ||
+                         w.type == WeightType::Q3_K;
   if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
@@ -552,9 +650,8 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
     throw MatmulError(
         "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
         ", rows=" + std::to_string(w.rows) +
-        "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q4_K, q5_K, q6_K, f16 or "
-        "bf16 "
-        "matrix");
+        "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q3_K, q4_K, q5_K, q6_K, "
+        "f16 or bf16 matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

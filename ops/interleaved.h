@@ -1,6 +1,7 @@
 #pragma once
-// Q4_0, Q8_0, K-quant (Q4_K, Q5_K, Q6_K), F16 and BF16 weights repacked for decode: 16 rows
-// interleaved ("x16"), built once at model load (InterleavedMatrix, matmul.h). Internal to ops/.
+// Q4_0, Q8_0, the other 32-element block types, K-quants (Q3_K, Q4_K, Q5_K, Q6_K), F16 and BF16
+// weights repacked for decode: 16 rows interleaved ("x16"), built once at model load
+// (InterleavedMatrix, matmul.h). Internal to ops/.
 //
 // Why: in the file's row-major layout the AVX-512 GEMVs put 4 rows' blocks (Q4_0) or 2 (Q8_0)
 // in one zmm, and per register pay merging loads, a scale merge or permute, a conversion and an
@@ -72,6 +73,20 @@
 //                        128h + 32k + 4v + b (q6_k.h's ql/qh re-encoded so that one AND gives
 //                        q_0, q_1 or q_2, and 5 logic ops 4 q_3)
 //
+// Q3_K (q3_k.h) goes in pairs of super-blocks as Q6_K (an odd last one paired with a zero
+// super-block), 3520 bytes (16 rows x 2 x 110) per pair:
+//   bytes 0..31 / 32..63   fp16 d of rows 0..15 for super-block 2p / 2p + 1
+//   then super-block 2p, then 2p + 1, 1728 bytes each:
+//     bytes    0..191    the 12 packed scale bytes as Q4_K's: chunk k, dword i = scales[4k..4k+3]
+//                        of row i
+//     bytes  192..1727   the quants, 8 triples of vectors N0, N1, N2 (192 bytes), triple 4h + v
+//                        for half h and position v: byte b of dword i (row i) of vector Nj holds
+//                        the unsigned quants u = q + 4 (0..7) of elements e_s = 128h + 16s + 4v + b
+//                        (element quad v of group 8h + s, "set s") as
+//                          bits 0-2  u of set 2j        bit 3  bit j of u of set 6
+//                          bits 4-6  u of set 2j + 1    bit 7  bit j of u of set 7
+//                        so sets 0-5 come out of one AND each (sets 1, 3, 5 times 16), sets 6
+//                        and 7 of 5 logic ops each (times 8 and 32), all 16 rows at once
 // F16 (any cols) goes column by column, 32 bytes (16 rows x 2) each: bytes 32c + 2i..+1 of a
 // group hold element c of row i, unchanged; a group is cols * 32 bytes, the type's own.
 // BF16 goes by column pairs, 64 bytes each: dword i of pair p holds row i's elements 2p (low
@@ -86,13 +101,13 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K,
-// F16, BF16).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K,
+// Q6_K, F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
   return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_1 ||
          t == WeightType::Q5_0 || t == WeightType::Q5_1 || t == WeightType::IQ4_NL ||
-         t == WeightType::Q4_K || t == WeightType::Q5_K || t == WeightType::Q6_K ||
-         t == WeightType::F16 || t == WeightType::BF16;
+         t == WeightType::Q3_K || t == WeightType::Q4_K || t == WeightType::Q5_K ||
+         t == WeightType::Q6_K || t == WeightType::F16 || t == WeightType::BF16;
 }
 // Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
 inline bool x16_float(WeightType t) noexcept {
@@ -104,6 +119,9 @@ constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
+// Q3_K: likewise.
+constexpr int64_t kX16Q3KPairBytes = 2 * 16 * 110;
+constexpr int64_t kX16Q3KBlockBytes = 1728;
 // The 32-element block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL): bytes of one block of 16 rows
 // after the pair's header (Q5: its fifth bits too), of the header (d, and Q4_1's / Q5_1's m) and
 // of a pair.
@@ -127,6 +145,7 @@ inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
   if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
   if (t == WeightType::Q5_K) return cols / 256 * kX16Q5KBlockBytes;
   if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
+  if (t == WeightType::Q3_K) return (cols / 256 + 1) / 2 * kX16Q3KPairBytes;
   return (cols / 32 + 1) / 2 * x16_pair_bytes(t);
 }
 inline int64_t x16_groups(int64_t rows) noexcept {
@@ -221,6 +240,14 @@ void gemv_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups
 void gemm_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);
+// Q3_K x one Q8_K row (AVX-512 VNNI only; elsewhere Q3_K stays row-major, InterleavedMatrix::pays).
+// The reference gathers each row back and runs dot_q3_K_q8_K_ref (bit for bit the row-major
+// result); the VNNI kernel differs only in float order (one FMA per super-block for all 16 rows).
+// Its GEMM (up to 4 tokens a pass) equals the GEMV per token.
+void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 // F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
 // dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
 // each row into partial sum c % 4 (one FMA each, in column order) and returns
@@ -262,6 +289,9 @@ void gemm_q5_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+void gemm_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 // The VNNI GEMMs in two steps (as GemmPrepareFn / GemmPreparedFn in type_traits.h): the

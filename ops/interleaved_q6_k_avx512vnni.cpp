@@ -30,7 +30,7 @@
 
 #include <cstring>
 
-#include "ops/gemv_streams.h"
+#include "ops/interleaved_kquant_pairs_avx512.h"
 #include "ops/isa.h"
 #include "ops/q8_k.h"
 #include "ops/unroll.h"
@@ -107,8 +107,8 @@ inline const std::byte* half_at(const std::byte* blk, int h) {
 // Q4_K_M pp64 on 2 Zen 4 cores, ~261 vs ~251 tok/s; by quarters rather than halves, half the
 // accumulators, the GEMM ran at the same speed on one Sapphire Rapids core.)
 template <int T, int QV>
-inline void quarter_isums(const std::byte* blk, int h, const BlockQ8_K* const* x,
-                          const GroupOffsets* const* off, __m512i* sum) {
+inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const* x,
+                             const GroupOffsets* const* off, __m512i* sum) {
   const std::byte* base = half_at(blk, h);
   __m512i acc[T][4];
   for (int t = 0; t < T; ++t) {
@@ -135,131 +135,31 @@ inline void quarter_isums(const std::byte* blk, int h, const BlockQ8_K* const* x
   });
 }
 
-// isum[t] = sum_g sc_g * (dot_g - 32 * bsums[g]) of one super-block, quarter by quarter.
-template <int T>
-inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
-                        const GroupOffsets* const* off, __m512i* isum) {
-  __m512i sum[T];  // local, so the sums stay in registers (isum may alias what is read)
-  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
-  for (int h = 0; h < 2; ++h) {
-    quarter_isums<T, 0>(blk, h, x, off, sum);
-    quarter_isums<T, 1>(blk, h, x, off, sum);
+// The super-block arithmetic above, for the shared loops (interleaved_kquant_pairs_avx512.h).
+struct Q6KLayout {
+  static constexpr int64_t kPairBytes = kX16Q6KPairBytes;
+  static constexpr int64_t kBlockBytes = kX16Q6KBlockBytes;
+  using Offsets = GroupOffsets;
+  static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
+  template <int T, int Q>
+  static void quarter_isums(const std::byte* blk, int h, const BlockQ8_K* const* x,
+                            const Offsets* const* off, __m512i* sum) {
+    quarter_isums_of<T, Q>(blk, h, x, off, sum);
   }
-  for (int t = 0; t < T; ++t) isum[t] = sum[t];
-}
-
-// acc + d * d_x * isum for the 16 rows of super-block b of the group at grp.
-inline __m512 accumulate(const std::byte* grp, int64_t b, __m512i isum, float dx, __m512 acc) {
-  const std::byte* pair = grp + b / 2 * kX16Q6KPairBytes;
-  const __m512 d =
-      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
-}
-
-inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
-  return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
-}
-
-// S groups at once (S far-apart streams), super-block by super-block and within one quarter by
-// quarter (half h, triples 4QV..4QV+3: 768 bytes, groups 8h + QV, +2, +4, +6): quarter Q of
-// every stream, then quarter Q + 1, so the loads in flight come from all S streams at once (as
-// the Q4_K / Q5_K chunk order), and with `prefetch` each stream's bytes one super-block (3.3 KiB)
-// further on are prefetched a quarter at a time, with the quarter read. One Sapphire Rapids core,
-// cold 2048x5632 and 32000x2048, 4 streams, against a super-block at a time and the whole next
-// pair at once: 1.34-1.42x (11 and 7 alternations over 700 MB); 2 or 3 pairs ahead: 0.86-0.95x of
-// 1. One Zen 5 core (1 stream, the page touch, BM_gemv q6_kx16 cold TinyLlama shapes): one
-// super-block ahead against one pair (6.6 KiB) ahead 1.22x over 5 alternating rounds, then ahead
-// in 7 of 10 rounds of builds alternating (mean 1.06x); 1.5 super-blocks no better. It is also
-// about as far ahead as the Q4_0 and Q4_K GEMVs prefetch (2.3 KiB). Not measured on Intel (the
-// AVX2 tier still prefetches a pair ahead). Prefetching on into the next group of the stretch
-// rather than stopping at this one's end: cold 32000x2048 1.11x, 2048x5632 1.08x.
-template <int S>
-[[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
-                                  float* const* out, bool prefetch, int64_t page_touch) {
-  constexpr int64_t kBlockStep = kX16Q6KPairBytes / 2;  // bytes per super-block, on average
-  constexpr int64_t kQuarter = kBlockStep / 4;
-  // Flattened: GCC 12 left quarter_isums<1, *> out of line, a call per quarter and stream with
-  // the sums through memory. Inlined, one Zen 5 core (BM_gemv q6_kx16 threads:1, alternating
-  // builds) ran 2048x2048 in cache at 76-78 instead of 49-52 GB/s and cold TinyLlama shapes ~1.07x.
-  // Per-stream indices are compile-time constants (ops/unroll.h), as in the Q4_K / Q5_K GEMV.
-  __m512 acc[S];
-  unroll<S>([&](auto s) { acc[s] = _mm512_setzero_ps(); });
-  for (int64_t b = 0; b < nb; ++b) {
-    if (page_touch > 0) {
-      unroll<S>(
-          [&](auto s) { touch_pages_ahead(group[s] + b * kBlockStep, kBlockStep, page_touch); });
-    }
-    GroupOffsets off;
-    group_offsets(x[b], off);
-    const GroupOffsets* offp = &off;
-    const BlockQ8_K* xb = x + b;
-    __m512i isum[S];
-    unroll<S>([&](auto s) { isum[s] = _mm512_setzero_si512(); });
-    for (int h = 0; h < 2; ++h) {
-      unroll<2>([&](auto qc) {
-        constexpr int QV = decltype(qc)::value;
-        unroll<S>([&](auto s) {
-          if (prefetch) {  // on past the group's end, as Q4_K's (why there)
-            const int64_t quarter = b * kBlockStep + (2 * h + QV) * kQuarter;
-            prefetch_lines(group[s] + quarter + kBlockStep, kQuarter);
-          }
-          quarter_isums<1, QV>(block_quants(group[s], b), h, &xb, &offp, &isum[s]);
-        });
-      });
-    }
-    unroll<S>([&](auto s) { acc[s] = accumulate(group[s], b, isum[s], x[b].d, acc[s]); });
-  }
-  unroll<S>([&](auto s) { _mm512_storeu_ps(out[s], acc[s]); });
-}
-
-// T tokens against one group.
-template <int T>
-void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, float* out,
-                int64_t out_stride) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ8_K* xb[T];
-    GroupOffsets off[T];
-    const GroupOffsets* offp[T];
-    for (int t = 0; t < T; ++t) {
-      xb[t] = x[t] + b;
-      group_offsets(*xb[t], off[t]);
-      offp[t] = &off[t];
-    }
-    __m512i isum[T];
-    block_isums<T>(block_quants(grp, b), xb, offp, isum);
-    for (int t = 0; t < T; ++t) acc[t] = accumulate(grp, b, isum[t], xb[t]->d, acc[t]);
-  }
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
-}
+};
 
 }  // namespace
 
 void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
-  const int64_t nb = n / 256;
-  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
-  const X16GemvPlan plan = x16_gemv_plan(X16Gemv::Q6_K);
-  x16_gemv_stream_groups(plan.streams, groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
-                         [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<decltype(streams)::value>(nb, group, x, outs, plan.prefetch,
-                                                                 plan.page_touch);
-                         });
+  kquant_pairs::gemv<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, out);
 }
 
 void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  const int64_t nb = n / 256;
-  x16_gemm_token_quads(
-      groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), act, act_stride, nt, out, out_stride,
-      [&](auto tokens, const std::byte* grp, const std::byte* const* acts, float* o) {
-        constexpr int T = decltype(tokens)::value;
-        const BlockQ8_K* x[T];
-        for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(acts[t]);
-        gemm_group<T>(nb, grp, x, o, out_stride);
-      });
+  kquant_pairs::gemm<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, act_stride, nt, out,
+                                out_stride);
 }
 
 }  // namespace pacer::ops

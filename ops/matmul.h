@@ -27,17 +27,18 @@ namespace pacer::ops {
 
 class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per session
 
-// An owned copy of a row-major Q4_0, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix with
-// 16 rows interleaved (ops/interleaved.h): decode GEMVs on it do 2-4x less work per byte on
-// AVX-512 VNNI, where the row-major GEMVs cannot quite keep up with memory, and the F16/BF16 GEMV
-// reads every shape at the same speed (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for
-// Q4_0/Q8_0, fp32 FMAs or vdpbf16ps for F16/BF16, the GEMV's 4-token passes for Q5_0/Q5_1) read
-// it as well. Built once at model load.
+// An owned copy of a row-major matrix of a type with a 16-row layout (x16_supported(): Q4_0, Q8_0,
+// the other 32-element block types, the K-quants but Q2_K, F16, BF16) with 16 rows interleaved
+// (ops/interleaved.h): decode GEMVs on it do 2-4x less work per byte on AVX-512 VNNI, where the
+// row-major GEMVs cannot quite keep up with memory, and the F16/BF16 GEMV reads every shape at the
+// same speed (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for Q4_0/Q8_0, fp32 FMAs or
+// vdpbf16ps for F16/BF16, the GEMV's 4-token passes for Q4_1/Q5_0/Q5_1/IQ4_NL) read it as well.
+// Built once at model load.
 class InterleavedMatrix {
  public:
-  // Whether repacking w pays on `isa`: row-major, and Q4_0, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K
-  // on an AVX-512 VNNI machine, F16, BF16 or Q4_0 on an AVX-512 one without VNNI, or the quantized
-  // ones on AVX2 (elsewhere the interleaved matrix would run the scalar reference). This
+  // Whether repacking w pays on `isa`: row-major, and any quantized type of x16_supported() on an
+  // AVX-512 VNNI machine, F16, BF16 or Q4_0 on an AVX-512 one without VNNI, or Q4_0, Q8_0, Q4_K,
+  // Q5_K and Q6_K on AVX2 (elsewhere the interleaved matrix would run the scalar reference). This
   // machine's CPU, or `cpu` (the rule alone, for any CPU's features).
   static bool pays(const WeightMatrix& w, Isa isa);
   static bool pays(const WeightMatrix& w, Isa isa, const CpuFeatures& cpu);

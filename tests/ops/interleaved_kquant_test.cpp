@@ -1,12 +1,14 @@
-// Q4_K, Q5_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every byte
-// where the layout says, the scalar references equal the row-major reference dots bit for bit, and
-// the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from q4_k.h's,
-// q5_k.h's and q6_k.h's definitions) within a rounding bound, each GEMM with its GEMV bit for bit;
-// matmul() over a repacked view on every Isa.
+// Q3_K, Q4_K, Q5_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every
+// byte where the layout says, the scalar references equal the row-major reference dots bit for
+// bit, and the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from
+// q4_k.h's, q5_k.h's and q6_k.h's definitions, and Q3_K's from the test decoder of
+// kquant2_test_util.h) within a rounding bound, each GEMM with its GEMV bit for bit; matmul() over
+// a repacked view on every Isa.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,10 +16,12 @@
 #include "ops/interleaved.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
+#include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
 #include "ops/q6_k.h"
 #include "ops/q8_k.h"
+#include "tests/ops/kquant2_test_util.h"
 #include "tests/ops/matmul_test_util.h"
 
 namespace pacer::ops {
@@ -123,7 +127,27 @@ Exact exact_dot_q6_K(int64_t n, const std::byte* w_row, const std::byte* act) {
   return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
 }
 
+// Q3_K: q and the scale of every element from the test decoder (straight from ggml's offsets).
+Exact exact_dot_q3_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  double value = 0, magnitude = 0;
+  const int64_t nb = n / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(w_row + 110 * b);
+    double isum = 0;
+    for (int e = 0; e < 256; ++e) {
+      const testing::Decoded w = testing::decode_q3_K(blk, e);
+      isum += double(w.scale) * w.q * x[b].qs[e];
+    }
+    const double term = double(x[b].d) * testing::fp16_at(blk + 108) * isum;
+    value += term;
+    magnitude += std::fabs(term);
+  }
+  return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+
 Exact exact_dot(WeightType t, int64_t n, const std::byte* w_row, const std::byte* act) {
+  if (t == WeightType::Q3_K) return exact_dot_q3_K(n, w_row, act);
   if (t == WeightType::Q4_K) return exact_dot_q4_K(n, w_row, act);
   if (t == WeightType::Q5_K) return exact_dot_q5_K(n, w_row, act);
   return exact_dot_q6_K(n, w_row, act);
@@ -228,6 +252,10 @@ struct KQuantKernels {
   float (*row_major_ref)(int64_t, const std::byte*, const std::byte*);
 };
 KQuantKernels kernels_of(WeightType t) {
+  if (t == WeightType::Q3_K) {
+    return {gemv_q3_Kx16_q8_K_ref, gemv_q3_Kx16_q8_K_avx512vnni, gemm_q3_Kx16_q8_K_avx512vnni,
+            dot_q3_K_q8_K_ref};
+  }
   if (t == WeightType::Q4_K) {
     return {gemv_q4_Kx16_q8_K_ref, gemv_q4_Kx16_q8_K_avx512vnni, gemm_q4_Kx16_q8_K_avx512vnni,
             dot_q4_K_q8_K_ref};
@@ -494,6 +522,116 @@ TEST(InterleavedQ6K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemm_q6_Kx16_q8_K_avx2, exact_dot_q6_K);
 }
 
+TEST(InterleavedQ3K, RepackPutsEveryByteWhereTheLayoutSays) {
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::Q3_K, c.rows, c.cols, 66);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t nb = c.cols / 256;
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
+    EXPECT_EQ(x16_group_bytes(WeightType::Q3_K, c.cols), (nb + 1) / 2 * 2 * 16 * 110);
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q3_K, c.cols));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
+    const auto at = [](const std::byte* p, int64_t off) { return static_cast<uint8_t>(p[off]); };
+    for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
+      const int64_t i = r % 16;
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* pair =
+            m.view().data + r / 16 * x16_group_bytes(WeightType::Q3_K, c.cols) + b / 2 * 3520;
+        const std::byte* blk = pair + 64 + 1728 * (b % 2);
+        if (r >= c.rows) {  // padding rows: d = 0
+          ASSERT_EQ(at(pair, 32 * (b % 2) + 2 * i) | at(pair, 32 * (b % 2) + 2 * i + 1), 0);
+          continue;
+        }
+        const auto* src = reinterpret_cast<const uint8_t*>(w.view.row(r)) + 110 * b;
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(at(pair, 32 * (b % 2) + 2 * i + k), src[108 + k]) << "d, row " << r;
+        }
+        for (int k = 0; k < 12; ++k) {
+          ASSERT_EQ(at(blk, 64 * (k / 4) + 4 * i + k % 4), src[96 + k])
+              << "scale byte " << k << " of row " << r << " block " << b;
+        }
+        // Triple 4h + v, vector j, byte `byte` of row i's dword: u = q + 4 of set 2j in bits 0-2,
+        // of set 2j + 1 in bits 4-6, bit j of set 6's in bit 3 and of set 7's in bit 7, where set
+        // s is element 128h + 16s + 4v + byte.
+        for (int h = 0; h < 2; ++h) {
+          for (int v = 0; v < 4; ++v) {
+            for (int byte = 0; byte < 4; ++byte) {
+              int u[8];
+              for (int s = 0; s < 8; ++s) {
+                u[s] = testing::decode_q3_K(src, 128 * h + 16 * s + 4 * v + byte).q + 4;
+              }
+              for (int j = 0; j < 3; ++j) {
+                const int want =
+                    u[2 * j] | (u[6] >> j & 1) << 3 | u[2 * j + 1] << 4 | (u[7] >> j & 1) << 7;
+                ASSERT_EQ(at(blk, 192 + 192 * (4 * h + v) + 64 * j + 4 * i + byte), want)
+                    << "half " << h << " position " << v << " vector " << j << " byte " << byte
+                    << " of row " << r << " block " << b;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q3_K blocks of random bytes (every quant and scale code equally likely; d in [0.25, 1)), where
+// quantized Gaussian weights leave some codes rare: the reference over the layout equal to the
+// row-major one, the VNNI GEMV within the exact dot's bound and its GEMM equal to it.
+TEST(InterleavedQ3K, RandomBlocksMatchTheExactDot) {
+  const int64_t rows = 37, cols = 1280;
+  std::mt19937 rng(91);
+  std::vector<BlockQ3_K> blocks(static_cast<size_t>(rows * cols / 256));
+  for (BlockQ3_K& blk : blocks) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&blk);
+    for (size_t k = 0; k < 108; ++k) bytes[k] = static_cast<uint8_t>(rng());
+    blk.d = fp32_to_fp16(0.25f + static_cast<float>(rng() % 750) / 1000.0f);
+  }
+  const WeightMatrix w{WeightType::Q3_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
+                       cols};
+  const InterleavedMatrix m = InterleavedMatrix::repack(w);
+  const int64_t groups = x16_groups(rows), padded = groups * 16, tokens = 5;
+  const int64_t act_stride = row_bytes(WeightType::Q8_K, cols);
+  const std::vector<std::byte> act =
+      q8_k_rows(testing::normal_floats(static_cast<size_t>(tokens * cols), 92), cols, tokens);
+  std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+  if (vnni_here()) {
+    gemm_q3_Kx16_q8_K_avx512vnni(cols, m.view().data, groups, act.data(), act_stride, tokens,
+                                 yt.data(), padded);
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    const std::byte* xt = act.data() + t * act_stride;
+    std::vector<float> y_ref(static_cast<size_t>(padded), NAN), y(y_ref);
+    gemv_q3_Kx16_q8_K_ref(cols, m.view().data, groups, xt, y_ref.data());
+    if (vnni_here()) gemv_q3_Kx16_q8_K_avx512vnni(cols, m.view().data, groups, xt, y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(y_ref[r], dot_q3_K_q8_K_ref(cols, w.row(r), xt)) << "t " << t << " r " << r;
+      if (!vnni_here()) continue;
+      const Exact e = exact_dot_q3_K(cols, w.row(r), xt);
+      ASSERT_NEAR(y[r], e.value, e.bound) << "t " << t << " r " << r;
+      ASSERT_EQ(yt[t * padded + r], y[r]) << "gemm vs gemv, token " << t << " row " << r;
+    }
+  }
+}
+
+// Q3_K's extremes: every u at 7 or 0 (q = 3 or -4), every scale code 31 or -32, activations -128
+// / 127: a group's dot reaches 16 * 4 * 128 = 8192, the most the kernel's int16 halves hold with
+// room, and set 7's accumulator 32 times that.
+void fill_extreme_q3_k(BlockQ3_K& b, size_t k) {
+  b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+  const uint8_t bits = k % 4 ? 0xFF : 0x00;
+  std::memset(b.hmask, bits, sizeof b.hmask);
+  std::memset(b.qs, bits, sizeof b.qs);
+  std::memset(b.scales, k % 3 ? 0xFF : 0x00, sizeof b.scales);  // stored 63 or 0: 31 or -32
+}
+
+TEST(InterleavedQ3K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  check_extreme_blocks<BlockQ3_K>(WeightType::Q3_K, 768, fill_extreme_q3_k,
+                                  gemv_q3_Kx16_q8_K_avx512vnni, gemm_q3_Kx16_q8_K_avx512vnni,
+                                  exact_dot_q3_K);
+}
+
 // matmul() over the repacked view, fused with a second matrix, GEMV and GEMM, on every Isa (below
 // AVX-512 VNNI the view runs the scalar reference), and matmul_rows over ranges that cut groups.
 TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
@@ -538,7 +676,8 @@ TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedKQuant,
-                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K),
+                         ::testing::Values(WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
+                                           WeightType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace

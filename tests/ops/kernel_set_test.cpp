@@ -118,6 +118,10 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q6_K).gemm, vnni   ? gemm_q6_Kx16_q8_K_avx512vnni
                                            : avx2 ? gemm_q6_Kx16_q8_K_avx2
                                                   : nullptr);
+  // Q3_K: VNNI only (elsewhere it is not repacked; the view would run the reference).
+  EXPECT_EQ(ks.x16(WeightType::Q3_K).gemv,
+            vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q3_K).gemm, vnni ? gemm_q3_Kx16_q8_K_avx512vnni : nullptr);
 }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
@@ -137,9 +141,10 @@ TEST(KernelSet, AnIsaThisMachineLacksIsLoweredToTheBestItRuns) {
 TEST(KernelSet, TypesWithoutAMatmulThrow) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   EXPECT_THROW(ks.matmul(WeightType::Q8_K), MatmulError);  // activation-only
-  // Only Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 and BF16 interleave.
+  // F32, Q2_K and IQ4_XS do not interleave.
   EXPECT_THROW(ks.x16(WeightType::F32), MatmulError);
-  EXPECT_THROW(ks.x16(WeightType::Q3_K), MatmulError);
+  EXPECT_THROW(ks.x16(WeightType::Q2_K), MatmulError);
+  EXPECT_THROW(ks.x16(WeightType::IQ4_XS), MatmulError);
 }
 
 }  // namespace
