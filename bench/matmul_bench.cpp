@@ -280,9 +280,13 @@ BENCHMARK_CAPTURE(BM_gemv, q6_k_avx2, WeightType::Q6_K, Isa::Avx2)->Apply(gemv_k
 BENCHMARK_CAPTURE(BM_gemv, q6_kx16_avx2, WeightType::Q6_K, Isa::Avx2, true)
     ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(gemv_kquant_args);
-// Q3_K row-major and, on AVX-512 VNNI, repacked (interleaved_q3_k_avx512vnni.cpp).
+// Q3_K row-major and, as pacer runs it on AVX-512 VNNI, repacked (interleaved_q3_k_avx512vnni.cpp).
 BENCHMARK_CAPTURE(BM_gemv, q3_k_avx512, WeightType::Q3_K, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q3_kx16_avx512, WeightType::Q3_K, Isa::Avx512, true)
+    ->Apply(gemv_kquant_args);
+// IQ4_XS likewise (interleaved_iq4_xs_avx512vnni.cpp).
+BENCHMARK_CAPTURE(BM_gemv, iq4_xs_avx512, WeightType::IQ4_XS, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, iq4_xsx16_avx512, WeightType::IQ4_XS, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
 
 // A decode GEMV (TinyLlama's 2048 x 2048, Q4_0 repacked, cold copies) right after its caller spent

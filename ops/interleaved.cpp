@@ -15,6 +15,7 @@
 #include "ops/bf16.h"
 #include "ops/f16.h"
 #include "ops/iq4_nl.h"
+#include "ops/iq4_xs.h"
 #include "ops/matmul.h"
 #include "ops/q3_k.h"
 #include "ops/q4_0.h"
@@ -300,6 +301,33 @@ void q3k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t 
       });
 }
 
+// IQ4_XS super-block of 16 rows at sb: where row i's fields go (interleaved.h).
+constexpr int64_t iq4xs_qs_at(int64_t i, int k) {  // qs[k..k+3], k a multiple of 4
+  return 128 + 256 * (k / 16) + 64 * (k % 16 / 4) + 4 * i;
+}
+
+BlockIQ4_XS iq4xs_gather(const std::byte* sb, int64_t i) {
+  BlockIQ4_XS blk;
+  std::memcpy(&blk.d, sb + 2 * i, 2);
+  std::memcpy(&blk.scales_h, sb + 32 + 2 * i, 2);
+  std::memcpy(blk.scales_l, sb + 64 + 4 * i, 4);
+  for (int k = 0; k < 128; k += 4) std::memcpy(blk.qs + k, sb + iq4xs_qs_at(i, k), 4);
+  return blk;
+}
+
+void iq4xs_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g,
+                        std::byte* dst) {
+  for_each_group_block<BlockIQ4_XS>(WeightType::IQ4_XS, src, rows, cols, g,
+                                    [&](const BlockIQ4_XS& blk, int64_t i, int64_t b) {
+                                      std::byte* sb = dst + b * kX16IQ4XSBlockBytes;
+                                      std::memcpy(sb + 2 * i, &blk.d, 2);
+                                      std::memcpy(sb + 32 + 2 * i, &blk.scales_h, 2);
+                                      std::memcpy(sb + 64 + 4 * i, blk.scales_l, 4);
+                                      for (int k = 0; k < 128; k += 4)
+                                        std::memcpy(sb + iq4xs_qs_at(i, k), blk.qs + k, 4);
+                                    });
+}
+
 }  // namespace
 
 void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t cols, int64_t g,
@@ -342,6 +370,11 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
   if (t == WeightType::Q3_K) {
     std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
     q3k_repack_group(src, rows, cols, g, dst);
+    return;
+  }
+  if (t == WeightType::IQ4_XS) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    iq4xs_repack_group(src, rows, cols, g, dst);
     return;
   }
   const int64_t nb = cols / 32;
@@ -612,6 +645,16 @@ void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
       dot_q3_K_q8_K_ref);
 }
 
+void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                             const std::byte* act, float* out) {
+  gemv_kquant_x16_ref<BlockIQ4_XS>(
+      WeightType::IQ4_XS, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return iq4xs_gather(grp + b * kX16IQ4XSBlockBytes, i);
+      },
+      dot_iq4_xs_q8_K_ref);
+}
+
 void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
   std::free(p);
 }
@@ -624,12 +667,12 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K have VNNI kernels only (interleaved_avx512vnni.cpp,
-  // interleaved_q3_k_avx512vnni.cpp); elsewhere
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K / IQ4_XS have VNNI kernels only (interleaved_avx512vnni.cpp,
+  // interleaved_q3_k_avx512vnni.cpp, interleaved_iq4_xs_avx512vnni.cpp); elsewhere
   // their row-major kernels, which the reference over the layout would not beat.
   const bool vnni_only = w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
                          w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL ||
-                         w.type == WeightType::Q3_K;
+                         w.type == WeightType::Q3_K || w.type == WeightType::IQ4_XS;
   if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
@@ -651,7 +694,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
         "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
         ", rows=" + std::to_string(w.rows) +
         "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q3_K, q4_K, q5_K, q6_K, "
-        "f16 or bf16 matrix");
+        "iq4_xs, f16 or bf16 matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

@@ -87,6 +87,14 @@
 //                          bits 4-6  u of set 2j + 1    bit 7  bit j of u of set 7
 //                        so sets 0-5 come out of one AND each (sets 1, 3, 5 times 16), sets 6
 //                        and 7 of 5 logic ops each (times 8 and 32), all 16 rows at once
+// IQ4_XS (iq4_xs.h) is laid out per super-block b as Q4_K, 2176 bytes (16 rows x 136, 64-byte
+// aligned) each, in order:
+//   bytes    0..31     fp16 d of rows 0..15
+//   bytes   32..63     scales_h (uint16) of rows 0..15
+//   bytes   64..127    dword i = scales_l[0..3] of row i
+//   bytes  128..2175   for each sub-block j (elements 32j..32j+31), 4 vectors of 64 bytes; vector
+//                      m, dword i = qs[16j+4m..16j+4m+3] of row i (low nibbles: level indices of
+//                      elements 32j+4m..+3, high nibbles: of 32j+16+4m..+3), IQ4_NL's chunks
 // F16 (any cols) goes column by column, 32 bytes (16 rows x 2) each: bytes 32c + 2i..+1 of a
 // group hold element c of row i, unchanged; a group is cols * 32 bytes, the type's own.
 // BF16 goes by column pairs, 64 bytes each: dword i of pair p holds row i's elements 2p (low
@@ -102,12 +110,13 @@ namespace pacer::ops {
 constexpr int64_t kX16Rows = 16;
 
 // Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K,
-// Q6_K, F16, BF16).
+// Q6_K, IQ4_XS, F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
   return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_1 ||
          t == WeightType::Q5_0 || t == WeightType::Q5_1 || t == WeightType::IQ4_NL ||
          t == WeightType::Q3_K || t == WeightType::Q4_K || t == WeightType::Q5_K ||
-         t == WeightType::Q6_K || t == WeightType::F16 || t == WeightType::BF16;
+         t == WeightType::Q6_K || t == WeightType::IQ4_XS || t == WeightType::F16 ||
+         t == WeightType::BF16;
 }
 // Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
 inline bool x16_float(WeightType t) noexcept {
@@ -116,6 +125,7 @@ inline bool x16_float(WeightType t) noexcept {
 // Q4_K, Q5_K: bytes of one super-block of 16 rows.
 constexpr int64_t kX16Q4KBlockBytes = 16 * 144;
 constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
+constexpr int64_t kX16IQ4XSBlockBytes = 16 * 136;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
@@ -144,6 +154,7 @@ inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
   if (t == WeightType::BF16) return (cols + 1) / 2 * 64;
   if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
   if (t == WeightType::Q5_K) return cols / 256 * kX16Q5KBlockBytes;
+  if (t == WeightType::IQ4_XS) return cols / 256 * kX16IQ4XSBlockBytes;
   if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
   if (t == WeightType::Q3_K) return (cols / 256 + 1) / 2 * kX16Q3KPairBytes;
   return (cols / 32 + 1) / 2 * x16_pair_bytes(t);
@@ -248,6 +259,11 @@ void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// IQ4_XS x one Q8_K row, likewise (VNNI only; reference: dot_iq4_xs_q8_K_ref on the gathered rows).
+void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                             const std::byte* act, float* out);
+void gemv_iq4_xsx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                    const std::byte* act, float* out);
 // F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
 // dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
 // each row into partial sum c % 4 (one FMA each, in column order) and returns
@@ -294,6 +310,9 @@ void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 void gemm_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
+void gemm_iq4_xsx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                    const std::byte* act, int64_t act_stride, int64_t nt,
+                                    float* out, int64_t out_stride);
 // The VNNI GEMMs in two steps (as GemmPrepareFn / GemmPreparedFn in type_traits.h): the
 // activations regrouped once per matmul call, then read by every worker.
 using X16GemmPreparedFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -17,13 +17,13 @@
 // super-block's sum: 1.5 ops per group where a vpmulld would take a multiply, an add and the
 // sign extension. |isum| <= 16 * 32 * 8192 = 2^22: exact in int32 and in its conversion to
 // float; then one FMA per super-block for all 16 rows. The loops over super-blocks, streams and
-// tokens are the Q6_K GEMV's (interleaved_kquant_pairs_avx512.h), its plan too (x16_gemv_kind).
+// tokens are the Q6_K GEMV's (interleaved_kquant_loops_avx512.h), its plan too (x16_gemv_kind).
 #include "ops/interleaved.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
 #include <cstring>
 
-#include "ops/interleaved_kquant_pairs_avx512.h"
+#include "ops/interleaved_kquant_loops_avx512.h"
 #include "ops/isa.h"
 #include "ops/q8_k.h"
 #include "ops/unroll.h"
@@ -146,10 +146,15 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
   }
 }
 
-// The super-block arithmetic above, for the shared loops (interleaved_kquant_pairs_avx512.h).
+// The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
 struct Q3KLayout {
-  static constexpr int64_t kPairBytes = kX16Q3KPairBytes;
-  static constexpr int64_t kBlockBytes = kX16Q3KBlockBytes;
+  static constexpr int64_t kBlockStep = kX16Q3KPairBytes / 2;
+  static const std::byte* block_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kX16Q3KPairBytes + 64 + kX16Q3KBlockBytes * (b % 2);
+  }
+  static const std::byte* d_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kX16Q3KPairBytes + 32 * (b % 2);
+  }
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>
@@ -163,14 +168,14 @@ struct Q3KLayout {
 
 void gemv_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
-  kquant_pairs::gemv<Q3KLayout>(WeightType::Q3_K, n, groups, n_groups, act, out);
+  kquant_x16::gemv<Q3KLayout>(WeightType::Q3_K, n, groups, n_groups, act, out);
 }
 
 void gemm_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  kquant_pairs::gemm<Q3KLayout>(WeightType::Q3_K, n, groups, n_groups, act, act_stride, nt, out,
-                                out_stride);
+  kquant_x16::gemm<Q3KLayout>(WeightType::Q3_K, n, groups, n_groups, act, act_stride, nt, out,
+                              out_stride);
 }
 
 }  // namespace pacer::ops

@@ -30,7 +30,7 @@
 
 #include <cstring>
 
-#include "ops/interleaved_kquant_pairs_avx512.h"
+#include "ops/interleaved_kquant_loops_avx512.h"
 #include "ops/isa.h"
 #include "ops/q8_k.h"
 #include "ops/unroll.h"
@@ -135,10 +135,15 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
   });
 }
 
-// The super-block arithmetic above, for the shared loops (interleaved_kquant_pairs_avx512.h).
+// The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
 struct Q6KLayout {
-  static constexpr int64_t kPairBytes = kX16Q6KPairBytes;
-  static constexpr int64_t kBlockBytes = kX16Q6KBlockBytes;
+  static constexpr int64_t kBlockStep = kX16Q6KPairBytes / 2;
+  static const std::byte* block_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
+  }
+  static const std::byte* d_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kX16Q6KPairBytes + 32 * (b % 2);
+  }
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>
@@ -152,14 +157,14 @@ struct Q6KLayout {
 
 void gemv_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out) {
-  kquant_pairs::gemv<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, out);
+  kquant_x16::gemv<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, out);
 }
 
 void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride) {
-  kquant_pairs::gemm<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, act_stride, nt, out,
-                                out_stride);
+  kquant_x16::gemm<Q6KLayout>(WeightType::Q6_K, n, groups, n_groups, act, act_stride, nt, out,
+                              out_stride);
 }
 
 }  // namespace pacer::ops

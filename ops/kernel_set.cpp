@@ -79,14 +79,15 @@ KernelSet KernelSet::for_isa(Isa requested) {
       gemv(gemv_q5_Kx16_q8_K_avx512vnni, gemv_q5_Kx16_q8_K_avx2, gemv_q5_Kx16_q8_K_ref);
   ks.x16_q6_K_.gemv =
       gemv(gemv_q6_Kx16_q8_K_avx512vnni, gemv_q6_Kx16_q8_K_avx2, gemv_q6_Kx16_q8_K_ref);
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K: VNNI kernels only (InterleavedMatrix::pays repacks them
-  // nowhere else); for the first four the GEMV over up to 4 tokens a pass is their prefill GEMM as
-  // well.
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K / IQ4_XS: VNNI kernels only (InterleavedMatrix::pays repacks
+  // them nowhere else); for the first four the GEMV over up to 4 tokens a pass is their prefill
+  // GEMM as well.
   ks.x16_q5_0_.gemv = vnni ? gemv_q5_0x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_ref;
   ks.x16_q5_1_.gemv = vnni ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_1x16_q8_0_ref;
   ks.x16_iq4_nl_.gemv = vnni ? gemv_iq4_nlx16_q8_0_avx512vnni : gemv_iq4_nlx16_q8_0_ref;
   ks.x16_q4_1_.gemv = vnni ? gemv_q4_1x16_q8_0_avx512vnni : gemv_q4_1x16_q8_0_ref;
   ks.x16_q3_K_.gemv = vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref;
+  ks.x16_iq4_xs_.gemv = vnni ? gemv_iq4_xsx16_q8_K_avx512vnni : gemv_iq4_xsx16_q8_K_ref;
   if (avx2) {
     ks.x16_q4_0_.gemm = gemm_q4_0x16_q8_0_avx2;
     ks.x16_q8_0_.gemm = gemm_q8_0x16_q8_0_avx2;
@@ -120,6 +121,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx512vnni;
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx512vnni;
     ks.x16_q3_K_.gemm = gemm_q3_Kx16_q8_K_avx512vnni;
+    ks.x16_iq4_xs_.gemm = gemm_iq4_xsx16_q8_K_avx512vnni;
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
     // Short prompts: the GEMV over a few tokens (memory-bound, like decode), on AMX machines too.
@@ -156,7 +158,8 @@ KernelSet KernelSet::for_isa(Isa requested) {
       {&ks.x16_q5_0_, WeightType::Q5_0},     {&ks.x16_q5_1_, WeightType::Q5_1},
       {&ks.x16_iq4_nl_, WeightType::IQ4_NL}, {&ks.x16_q4_1_, WeightType::Q4_1},
       {&ks.x16_q3_K_, WeightType::Q3_K},     {&ks.x16_q4_K_, WeightType::Q4_K},
-      {&ks.x16_q5_K_, WeightType::Q5_K},     {&ks.x16_q6_K_, WeightType::Q6_K}};
+      {&ks.x16_q5_K_, WeightType::Q5_K},     {&ks.x16_q6_K_, WeightType::Q6_K},
+      {&ks.x16_iq4_xs_, WeightType::IQ4_XS}};
   for (const auto& [kp, t] : quant) {
     X16Kernels& k = *kp;
     if (vnni) {
@@ -210,6 +213,7 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::Q4_K) return x16_q4_K_;
   if (t == WeightType::Q5_K) return x16_q5_K_;
   if (t == WeightType::Q6_K) return x16_q6_K_;
+  if (t == WeightType::IQ4_XS) return x16_iq4_xs_;
   if (t == WeightType::F16) return x16_f16_;
   if (t == WeightType::BF16) return x16_bf16_;
   throw MatmulError("matmul: no interleaved kernels for type " + std::string(type_name(t)));
@@ -217,9 +221,10 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
 
 std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
   std::vector<X16GemvChoice> out;
-  for (WeightType t : {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0,
-                       WeightType::Q5_1, WeightType::IQ4_NL, WeightType::Q3_K, WeightType::Q4_K,
-                       WeightType::Q5_K, WeightType::Q6_K, WeightType::F16, WeightType::BF16}) {
+  for (WeightType t :
+       {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+        WeightType::IQ4_NL, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
+        WeightType::IQ4_XS, WeightType::F16, WeightType::BF16}) {
     const X16Kernels& k = x16(t);
     out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
   }

@@ -1,9 +1,9 @@
-// Q3_K, Q4_K, Q5_K and Q6_K interleaved by 16 rows (ops/interleaved.h): the repack keeps every
-// byte where the layout says, the scalar references equal the row-major reference dots bit for
-// bit, and the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double from
-// q4_k.h's, q5_k.h's and q6_k.h's definitions, and Q3_K's from the test decoder of
-// kquant2_test_util.h) within a rounding bound, each GEMM with its GEMV bit for bit; matmul() over
-// a repacked view on every Isa.
+// Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS interleaved by 16 rows (ops/interleaved.h): the repack keeps
+// every byte where the layout says, the scalar references equal the row-major reference dots bit
+// for bit, and the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double
+// from q4_k.h's, q5_k.h's and q6_k.h's definitions, and Q3_K's from the test decoder of
+// kquant2_test_util.h, IQ4_XS's likewise) within a rounding bound, each GEMM with its GEMV bit for
+// bit; matmul() over a repacked view on every Isa.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops/interleaved.h"
+#include "ops/iq4_xs.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
 #include "ops/q3_k.h"
@@ -146,8 +147,28 @@ Exact exact_dot_q3_K(int64_t n, const std::byte* w_row, const std::byte* act) {
   return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
 }
 
+// IQ4_XS: level and scale of every element from the test decoder.
+Exact exact_dot_iq4_xs(int64_t n, const std::byte* w_row, const std::byte* act) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  double value = 0, magnitude = 0;
+  const int64_t nb = n / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(w_row + 136 * b);
+    double isum = 0;
+    for (int e = 0; e < 256; ++e) {
+      const testing::Decoded w = testing::decode_iq4_xs(blk, e);
+      isum += double(w.scale) * testing::kIq4Levels[w.q] * x[b].qs[e];
+    }
+    const double term = double(x[b].d) * testing::fp16_at(blk) * isum;
+    value += term;
+    magnitude += std::fabs(term);
+  }
+  return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+
 Exact exact_dot(WeightType t, int64_t n, const std::byte* w_row, const std::byte* act) {
   if (t == WeightType::Q3_K) return exact_dot_q3_K(n, w_row, act);
+  if (t == WeightType::IQ4_XS) return exact_dot_iq4_xs(n, w_row, act);
   if (t == WeightType::Q4_K) return exact_dot_q4_K(n, w_row, act);
   if (t == WeightType::Q5_K) return exact_dot_q5_K(n, w_row, act);
   return exact_dot_q6_K(n, w_row, act);
@@ -252,6 +273,10 @@ struct KQuantKernels {
   float (*row_major_ref)(int64_t, const std::byte*, const std::byte*);
 };
 KQuantKernels kernels_of(WeightType t) {
+  if (t == WeightType::IQ4_XS) {
+    return {gemv_iq4_xsx16_q8_K_ref, gemv_iq4_xsx16_q8_K_avx512vnni, gemm_iq4_xsx16_q8_K_avx512vnni,
+            dot_iq4_xs_q8_K_ref};
+  }
   if (t == WeightType::Q3_K) {
     return {gemv_q3_Kx16_q8_K_ref, gemv_q3_Kx16_q8_K_avx512vnni, gemm_q3_Kx16_q8_K_avx512vnni,
             dot_q3_K_q8_K_ref};
@@ -575,43 +600,107 @@ TEST(InterleavedQ3K, RepackPutsEveryByteWhereTheLayoutSays) {
   }
 }
 
-// Q3_K blocks of random bytes (every quant and scale code equally likely; d in [0.25, 1)), where
+// Blocks of random bytes (every quant and scale code equally likely; d in [0.25, 1)), where
 // quantized Gaussian weights leave some codes rare: the reference over the layout equal to the
-// row-major one, the VNNI GEMV within the exact dot's bound and its GEMM equal to it.
-TEST(InterleavedQ3K, RandomBlocksMatchTheExactDot) {
-  const int64_t rows = 37, cols = 1280;
+// row-major one, the VNNI GEMV within the exact dot's bound and its GEMM equal to it. Q3_K and
+// IQ4_XS, whose layouts rearrange the scale or quant bits (the others copy the file's bytes).
+class InterleavedRandomBlocks : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(InterleavedRandomBlocks, MatchTheExactDot) {
+  const WeightType type = GetParam();
+  const KQuantKernels k = kernels_of(type);
+  const int64_t rows = 37, cols = 1280, block = row_bytes(type, 256);
+  const int64_t d_at = type == WeightType::Q3_K ? 108 : 0;  // the fp16 d in the block
   std::mt19937 rng(91);
-  std::vector<BlockQ3_K> blocks(static_cast<size_t>(rows * cols / 256));
-  for (BlockQ3_K& blk : blocks) {
-    auto* bytes = reinterpret_cast<uint8_t*>(&blk);
-    for (size_t k = 0; k < 108; ++k) bytes[k] = static_cast<uint8_t>(rng());
-    blk.d = fp32_to_fp16(0.25f + static_cast<float>(rng() % 750) / 1000.0f);
+  std::vector<std::byte> bytes(static_cast<size_t>(rows * cols / 256 * block));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (int64_t(i) % block == d_at) {
+      const fp16_t d = fp32_to_fp16(0.25f + static_cast<float>(rng() % 750) / 1000.0f);
+      std::memcpy(&bytes[i], &d, 2);
+      ++i;
+    } else {
+      bytes[i] = static_cast<std::byte>(rng());
+    }
   }
-  const WeightMatrix w{WeightType::Q3_K, reinterpret_cast<const std::byte*>(blocks.data()), rows,
-                       cols};
+  const WeightMatrix w{type, bytes.data(), rows, cols};
   const InterleavedMatrix m = InterleavedMatrix::repack(w);
   const int64_t groups = x16_groups(rows), padded = groups * 16, tokens = 5;
   const int64_t act_stride = row_bytes(WeightType::Q8_K, cols);
   const std::vector<std::byte> act =
       q8_k_rows(testing::normal_floats(static_cast<size_t>(tokens * cols), 92), cols, tokens);
   std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
-  if (vnni_here()) {
-    gemm_q3_Kx16_q8_K_avx512vnni(cols, m.view().data, groups, act.data(), act_stride, tokens,
-                                 yt.data(), padded);
-  }
+  if (vnni_here())
+    k.gemm(cols, m.view().data, groups, act.data(), act_stride, tokens, yt.data(), padded);
   for (int64_t t = 0; t < tokens; ++t) {
     const std::byte* xt = act.data() + t * act_stride;
     std::vector<float> y_ref(static_cast<size_t>(padded), NAN), y(y_ref);
-    gemv_q3_Kx16_q8_K_ref(cols, m.view().data, groups, xt, y_ref.data());
-    if (vnni_here()) gemv_q3_Kx16_q8_K_avx512vnni(cols, m.view().data, groups, xt, y.data());
+    k.ref(cols, m.view().data, groups, xt, y_ref.data());
+    if (vnni_here()) k.gemv(cols, m.view().data, groups, xt, y.data());
     for (int64_t r = 0; r < rows; ++r) {
-      ASSERT_EQ(y_ref[r], dot_q3_K_q8_K_ref(cols, w.row(r), xt)) << "t " << t << " r " << r;
+      ASSERT_EQ(y_ref[r], k.row_major_ref(cols, w.row(r), xt)) << "t " << t << " r " << r;
       if (!vnni_here()) continue;
-      const Exact e = exact_dot_q3_K(cols, w.row(r), xt);
+      const Exact e = exact_dot(type, cols, w.row(r), xt);
       ASSERT_NEAR(y[r], e.value, e.bound) << "t " << t << " r " << r;
       ASSERT_EQ(yt[t * padded + r], y[r]) << "gemm vs gemv, token " << t << " row " << r;
     }
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleavedRandomBlocks,
+                         ::testing::Values(WeightType::Q3_K, WeightType::IQ4_XS),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
+TEST(InterleavedIQ4XS, RepackPutsEveryByteWhereTheLayoutSays) {
+  for (const Case c : kCases) {
+    const testing::OwnedMatrix w = testing::make_matrix(WeightType::IQ4_XS, c.rows, c.cols, 67);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t nb = c.cols / 256;
+    EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
+    EXPECT_EQ(x16_group_bytes(WeightType::IQ4_XS, c.cols), nb * 16 * 136);
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::IQ4_XS, c.cols));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
+    const auto at = [](const std::byte* p, int64_t off) { return static_cast<uint8_t>(p[off]); };
+    for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
+      const int64_t i = r % 16;
+      for (int64_t b = 0; b < nb; ++b) {
+        const std::byte* sb =
+            m.view().data + r / 16 * x16_group_bytes(WeightType::IQ4_XS, c.cols) + b * 2176;
+        if (r >= c.rows) {  // padding rows: d = 0
+          ASSERT_EQ(at(sb, 2 * i) | at(sb, 2 * i + 1), 0);
+          continue;
+        }
+        // The file's block: d @0, scales_h @2, scales_l[4] @4, qs[128] @8 (ggml's offsets).
+        const auto* src = reinterpret_cast<const uint8_t*>(w.view.row(r)) + 136 * b;
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(at(sb, 2 * i + k), src[k]) << "d, row " << r;
+          ASSERT_EQ(at(sb, 32 + 2 * i + k), src[2 + k]) << "scales_h, row " << r;
+        }
+        for (int k = 0; k < 4; ++k) ASSERT_EQ(at(sb, 64 + 4 * i + k), src[4 + k]) << "scales_l";
+        // qs[16j + 4m + byte] at vector 4j + m after the 128-byte header, dword i.
+        for (int k = 0; k < 128; ++k) {
+          ASSERT_EQ(at(sb, 128 + 256 * (k / 16) + 64 * (k % 16 / 4) + 4 * i + k % 4), src[8 + k])
+              << "qs[" << k << "] of row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
+// IQ4_XS's extremes: every level index 0 (-127) or 8 (1) or 15 (113), scales -32 / 31,
+// activations -128 / 127: a sub-block's dot reaches 32 * 127 * 128 = 520,192 and the scaled sum
+// 8 * 32 times that, within int32.
+void fill_extreme_iq4_xs(BlockIQ4_XS& b, size_t k) {
+  b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+  std::memset(b.qs, k % 3 == 0 ? 0x00 : k % 3 == 1 ? 0xFF : 0x88, sizeof b.qs);
+  b.scales_h = k % 4 ? 0xFFFF : 0x0000;  // with scales_l below: codes 31 or -32
+  std::memset(b.scales_l, k % 4 ? 0xFF : 0x00, sizeof b.scales_l);
+}
+
+TEST(InterleavedIQ4XS, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  check_extreme_blocks<BlockIQ4_XS>(WeightType::IQ4_XS, 768, fill_extreme_iq4_xs,
+                                    gemv_iq4_xsx16_q8_K_avx512vnni, gemm_iq4_xsx16_q8_K_avx512vnni,
+                                    exact_dot_iq4_xs);
 }
 
 // Q3_K's extremes: every u at 7 or 0 (q = 3 or -4), every scale code 31 or -32, activations -128
@@ -677,7 +766,7 @@ TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedKQuant,
                          ::testing::Values(WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                           WeightType::Q6_K),
+                                           WeightType::Q6_K, WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace

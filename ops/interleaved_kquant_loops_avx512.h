@@ -1,10 +1,12 @@
 #pragma once
-// The decode GEMV and the prefill GEMM over the K-quant layouts that go in pairs of super-blocks
-// of 16 rows (interleaved.h: Q6_K and Q3_K), shared by their AVX-512 VNNI files. A Layout type
-// supplies one super-block's integer arithmetic:
-//   kPairBytes, kBlockBytes    bytes of a pair of super-blocks (fp16 d of both first, 64 bytes),
-//                              and of one super-block after them
-//   Offsets, offsets(x, o)     what the group accumulators start at, per activation block
+// The decode GEMV and the prefill GEMM over K-quant layouts read a quarter super-block at a time
+// (interleaved.h: Q6_K, Q3_K, IQ4_XS), shared by their AVX-512 VNNI files. A Layout type supplies
+// one super-block's integer arithmetic and where things are:
+//   kBlockStep                 bytes per super-block of 16 rows, on average (Q6_K and Q3_K go in
+//                              pairs of super-blocks)
+//   block_at(grp, b), d_at(grp, b)
+//                              super-block b of a group, and its 16 fp16 d
+//   Offsets, offsets(x, o)     what the accumulators start at, per activation block
 //   quarter_isums<T, Q>(blk, h, x, off, sum)
 //                              sum[t] += the integer sum of quarter (half h, Q = 0, 1) of the
 //                              super-block at blk against T activation blocks (T = 1..4)
@@ -19,19 +21,13 @@
 #include "ops/q8_k.h"
 #include "ops/unroll.h"
 
-namespace pacer::ops::kquant_pairs {
-
-template <class Layout>
-inline const std::byte* block_at(const std::byte* grp, int64_t b) {
-  return grp + b / 2 * Layout::kPairBytes + 64 + Layout::kBlockBytes * (b % 2);
-}
+namespace pacer::ops::kquant_x16 {
 
 // acc + d * d_x * isum for the 16 rows of super-block b of the group at grp.
 template <class Layout>
 inline __m512 accumulate(const std::byte* grp, int64_t b, __m512i isum, float dx, __m512 acc) {
-  const std::byte* pair = grp + b / 2 * Layout::kPairBytes;
   const __m512 d =
-      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(Layout::d_at(grp, b))));
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
 }
 
@@ -50,21 +46,22 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
 
 // S groups at once (S far-apart streams), super-block by super-block and within one quarter by
 // quarter (Q6_K: half h, triples 4Q..4Q+3, 768 bytes; Q3_K: half h, sets 4Q..4Q+3 of its 4
-// triples): quarter Q of every stream, then quarter Q + 1, so the loads in flight come from all S
-// streams at once (as the Q4_K / Q5_K chunk order), and with `prefetch` each stream's bytes one
-// super-block further on are prefetched a quarter at a time, with the quarter read. Q6_K on one
-// Sapphire Rapids core, cold 2048x5632 and 32000x2048, 4 streams, against a super-block at a time
-// and the whole next pair at once: 1.34-1.42x (11 and 7 alternations over 700 MB); 2 or 3 pairs
-// ahead: 0.86-0.95x of 1. One Zen 5 core (1 stream, the page touch, BM_gemv q6_kx16 cold TinyLlama
-// shapes): one super-block ahead against one pair (6.6 KiB) ahead 1.22x over 5 alternating rounds,
-// then ahead in 7 of 10 rounds of builds alternating (mean 1.06x); 1.5 super-blocks no better. It
-// is also about as far ahead as the Q4_0 and Q4_K GEMVs prefetch (2.3 KiB). Not measured on Intel
-// (the AVX2 tier still prefetches a pair ahead). Prefetching on into the next group of the stretch
-// rather than stopping at this one's end: cold 32000x2048 1.11x, 2048x5632 1.08x.
+// triples; IQ4_XS: sub-blocks 4h + 2Q, +1): quarter Q of every stream, then quarter Q + 1, so the
+// loads in flight come from all S streams at once (as the Q4_K / Q5_K chunk order), and with
+// `prefetch` each stream's bytes one super-block further on are prefetched a quarter at a time,
+// with the quarter read. Q6_K on one Sapphire Rapids core, cold 2048x5632 and 32000x2048, 4
+// streams, against a super-block at a time and the whole next pair at once: 1.34-1.42x (11 and 7
+// alternations over 700 MB); 2 or 3 pairs ahead: 0.86-0.95x of 1. One Zen 5 core (1 stream, the
+// page touch, BM_gemv q6_kx16 cold TinyLlama shapes): one super-block ahead against one pair (6.6
+// KiB) ahead 1.22x over 5 alternating rounds, then ahead in 7 of 10 rounds of builds alternating
+// (mean 1.06x); 1.5 super-blocks no better. It is also about as far ahead as the Q4_0 and Q4_K
+// GEMVs prefetch (2.3 KiB). Not measured on Intel (the AVX2 tier still prefetches a pair ahead).
+// Prefetching on into the next group of the stretch rather than stopping at this one's end: cold
+// 32000x2048 1.11x, 2048x5632 1.08x.
 template <class Layout, int S>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                                   float* const* out, bool prefetch, int64_t page_touch) {
-  constexpr int64_t kBlockStep = Layout::kPairBytes / 2;  // bytes per super-block, on average
+  constexpr int64_t kBlockStep = Layout::kBlockStep;
   constexpr int64_t kQuarter = kBlockStep / 4;
   // Flattened: GCC 12 left quarter_isums<1, *> out of line, a call per quarter and stream with
   // the sums through memory. Inlined, one Zen 5 core (BM_gemv q6_kx16 threads:1, alternating
@@ -91,7 +88,7 @@ template <class Layout, int S>
             const int64_t quarter = b * kBlockStep + (2 * h + Q) * kQuarter;
             prefetch_lines(group[s] + quarter + kBlockStep, kQuarter);
           }
-          Layout::template quarter_isums<1, Q>(block_at<Layout>(group[s], b), h, &xb, &offp,
+          Layout::template quarter_isums<1, Q>(Layout::block_at(group[s], b), h, &xb, &offp,
                                                &isum[s]);
         });
       });
@@ -117,7 +114,7 @@ void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, flo
       offp[t] = &off[t];
     }
     __m512i isum[T];
-    block_isums<Layout, T>(block_at<Layout>(grp, b), xb, offp, isum);
+    block_isums<Layout, T>(Layout::block_at(grp, b), xb, offp, isum);
     for (int t = 0; t < T; ++t) acc[t] = accumulate<Layout>(grp, b, isum[t], xb[t]->d, acc[t]);
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
@@ -152,4 +149,4 @@ void gemm(WeightType t, int64_t n, const std::byte* groups, int64_t n_groups, co
       });
 }
 
-}  // namespace pacer::ops::kquant_pairs
+}  // namespace pacer::ops::kquant_x16
