@@ -284,7 +284,10 @@ BENCHMARK_CAPTURE(BM_gemv, q6_k_avx512, WeightType::Q6_K, Isa::Avx512)->Apply(ge
 BENCHMARK_CAPTURE(BM_gemv, q3_k_avx512, WeightType::Q3_K, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q3_kx16_avx512, WeightType::Q3_K, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
-// IQ4_XS likewise (interleaved_iq4_xs_avx512vnni.cpp).
+// Q2_K and IQ4_XS likewise (interleaved_q2_k_avx512vnni.cpp, interleaved_iq4_xs_avx512vnni.cpp).
+BENCHMARK_CAPTURE(BM_gemv, q2_k_avx512, WeightType::Q2_K, Isa::Avx512)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q2_kx16_avx512, WeightType::Q2_K, Isa::Avx512, true)
+    ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, iq4_xs_avx512, WeightType::IQ4_XS, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, iq4_xsx16_avx512, WeightType::IQ4_XS, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);

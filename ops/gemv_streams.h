@@ -45,9 +45,9 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
 }
 
 // The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type. Q4_1, Q5_0, Q5_1 and
-// IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked; Q3_K and IQ4_XS take Q6_K's.
-// (Not measured apart: on the Zen 5 dev VM, whole-model variants of the plan for Qwen2.5-0.5B
-// Q5_K_M moved with the host's probe more than between themselves.)
+// IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked; Q2_K, Q3_K and IQ4_XS take
+// Q6_K's. (Not measured apart: on the Zen 5 dev VM, whole-model variants of the plan for
+// Qwen2.5-0.5B Q5_K_M moved with the host's probe more than between themselves.)
 constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
   switch (t) {
     case WeightType::Q8_0:
@@ -59,6 +59,7 @@ constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
     case WeightType::Q6_K:
     case WeightType::Q3_K:    // the same pairs of super-blocks and triples, unpacked
     case WeightType::IQ4_XS:  // the same loop (interleaved_kquant_loops_avx512.h)
+    case WeightType::Q2_K:
       return X16Gemv::Q6_K;
     case WeightType::F16:
       return X16Gemv::F16;

@@ -17,6 +17,7 @@
 #include "ops/iq4_nl.h"
 #include "ops/iq4_xs.h"
 #include "ops/matmul.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_1.h"
@@ -301,6 +302,56 @@ void q3k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t 
       });
 }
 
+// Q2_K super-block of 16 rows at sb: byte `byte` of row i's dword in quant vector 4k + v.
+constexpr int64_t q2k_quants_at(int64_t i, int k, int v, int byte) {
+  return 320 + 64 * (4 * k + v) + 4 * i + byte;
+}
+// The quant (0..3) of element e of a Q2_K block, read as q2_k.h describes qs; and back.
+int q2k_quant(const BlockQ2_K& blk, int e) {
+  return blk.qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3;
+}
+
+BlockQ2_K q2k_gather(const std::byte* sb, int64_t i) {
+  BlockQ2_K blk{};
+  std::memcpy(&blk.d, sb + 2 * i, 2);
+  std::memcpy(&blk.dmin, sb + 32 + 2 * i, 2);
+  for (int k = 0; k < 4; ++k) std::memcpy(blk.scales + 4 * k, sb + 64 + 64 * k + 4 * i, 4);
+  for (int k = 0; k < 4; ++k) {
+    for (int v = 0; v < 4; ++v) {
+      for (int byte = 0; byte < 4; ++byte) {
+        const auto bits = static_cast<int>(sb[q2k_quants_at(i, k, v, byte)]);
+        for (int s = 0; s < 4; ++s) {
+          const int e = 16 * (4 * k + s) + 4 * v + byte;
+          blk.qs[32 * (e / 128) + e % 32] |=
+              static_cast<uint8_t>((bits >> (2 * s) & 3) << (2 * (e % 128 / 32)));
+        }
+      }
+    }
+  }
+  return blk;
+}
+
+void q2k_repack_group(const std::byte* src, int64_t rows, int64_t cols, int64_t g, std::byte* dst) {
+  for_each_group_block<BlockQ2_K>(
+      WeightType::Q2_K, src, rows, cols, g, [&](const BlockQ2_K& blk, int64_t i, int64_t b) {
+        std::byte* sb = dst + b * kX16Q2KBlockBytes;
+        std::memcpy(sb + 2 * i, &blk.d, 2);
+        std::memcpy(sb + 32 + 2 * i, &blk.dmin, 2);
+        for (int k = 0; k < 4; ++k) std::memcpy(sb + 64 + 64 * k + 4 * i, blk.scales + 4 * k, 4);
+        for (int k = 0; k < 4; ++k) {
+          for (int v = 0; v < 4; ++v) {
+            for (int byte = 0; byte < 4; ++byte) {
+              int bits = 0;
+              for (int s = 0; s < 4; ++s) {
+                bits |= q2k_quant(blk, 16 * (4 * k + s) + 4 * v + byte) << (2 * s);
+              }
+              sb[q2k_quants_at(i, k, v, byte)] = static_cast<std::byte>(bits);
+            }
+          }
+        }
+      });
+}
+
 // IQ4_XS super-block of 16 rows at sb: where row i's fields go (interleaved.h).
 constexpr int64_t iq4xs_qs_at(int64_t i, int k) {  // qs[k..k+3], k a multiple of 4
   return 128 + 256 * (k / 16) + 64 * (k % 16 / 4) + 4 * i;
@@ -375,6 +426,11 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
   if (t == WeightType::IQ4_XS) {
     std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
     iq4xs_repack_group(src, rows, cols, g, dst);
+    return;
+  }
+  if (t == WeightType::Q2_K) {
+    std::memset(dst, 0, static_cast<size_t>(x16_group_bytes(t, cols)));
+    q2k_repack_group(src, rows, cols, g, dst);
     return;
   }
   const int64_t nb = cols / 32;
@@ -655,6 +711,16 @@ void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_group
       dot_iq4_xs_q8_K_ref);
 }
 
+void gemv_q2_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out) {
+  gemv_kquant_x16_ref<BlockQ2_K>(
+      WeightType::Q2_K, n, groups, n_groups, act, out,
+      [](const std::byte* grp, int64_t b, int64_t i) {
+        return q2k_gather(grp + b * kX16Q2KBlockBytes, i);
+      },
+      dot_q2_K_q8_K_ref);
+}
+
 void InterleavedMatrix::Free::operator()(std::byte* p) const noexcept {
   std::free(p);
 }
@@ -667,12 +733,13 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K / IQ4_XS have VNNI kernels only (interleaved_avx512vnni.cpp,
-  // interleaved_q3_k_avx512vnni.cpp, interleaved_iq4_xs_avx512vnni.cpp); elsewhere
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q2_K / Q3_K / IQ4_XS have VNNI kernels only
+  // (interleaved_avx512vnni.cpp, interleaved_q2_k_, _q3_k_ and _iq4_xs_avx512vnni.cpp); elsewhere
   // their row-major kernels, which the reference over the layout would not beat.
   const bool vnni_only = w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
                          w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL ||
-                         w.type == WeightType::Q3_K || w.type == WeightType::IQ4_XS;
+                         w.type == WeightType::Q2_K || w.type == WeightType::Q3_K ||
+                         w.type == WeightType::IQ4_XS;
   if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
   // interleaved_q6_k_avx2.cpp.
@@ -693,8 +760,8 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
     throw MatmulError(
         "repack: weight " + std::string(type_name(w.type)) + " [cols=" + std::to_string(w.cols) +
         ", rows=" + std::to_string(w.rows) +
-        "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q3_K, q4_K, q5_K, q6_K, "
-        "iq4_xs, f16 or bf16 matrix");
+        "] is not a row-major q4_0, q8_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, "
+        "q6_K, iq4_xs, f16 or bf16 matrix");
   }
   const int64_t group_bytes = x16_group_bytes(w.type, w.cols);
   const int64_t n_groups = x16_groups(w.rows);

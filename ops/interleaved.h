@@ -87,6 +87,14 @@
 //                          bits 4-6  u of set 2j + 1    bit 7  bit j of u of set 7
 //                        so sets 0-5 come out of one AND each (sets 1, 3, 5 times 16), sets 6
 //                        and 7 of 5 logic ops each (times 8 and 32), all 16 rows at once
+// Q2_K (q2_k.h) is laid out per super-block b, 1344 bytes (16 rows x 84) each, in order:
+//   bytes    0..31     fp16 d of rows 0..15
+//   bytes   32..63     fp16 dmin of rows 0..15
+//   bytes   64..319    4 chunks of 64: chunk k, dword i = scales[4k..4k+3] of row i (groups
+//                      4k..4k+3: scale in the low nibble, min in the high)
+//   bytes  320..1343   16 vectors of 64; vector 4k + v, byte b of dword i holds in bits 2s, 2s + 1
+//                      the quant of element 16(4k + s) + 4v + b of row i (s = 0..3), so one AND
+//                      gives 4^s times the quants of group 4k + s, element quad v
 // IQ4_XS (iq4_xs.h) is laid out per super-block b as Q4_K, 2176 bytes (16 rows x 136, 64-byte
 // aligned) each, in order:
 //   bytes    0..31     fp16 d of rows 0..15
@@ -109,14 +117,14 @@ namespace pacer::ops {
 
 constexpr int64_t kX16Rows = 16;
 
-// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS, F16, BF16).
+// Whether `t` has an interleaved layout (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS, F16, BF16).
 inline bool x16_supported(WeightType t) noexcept {
   return t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_1 ||
          t == WeightType::Q5_0 || t == WeightType::Q5_1 || t == WeightType::IQ4_NL ||
-         t == WeightType::Q3_K || t == WeightType::Q4_K || t == WeightType::Q5_K ||
-         t == WeightType::Q6_K || t == WeightType::IQ4_XS || t == WeightType::F16 ||
-         t == WeightType::BF16;
+         t == WeightType::Q2_K || t == WeightType::Q3_K || t == WeightType::Q4_K ||
+         t == WeightType::Q5_K || t == WeightType::Q6_K || t == WeightType::IQ4_XS ||
+         t == WeightType::F16 || t == WeightType::BF16;
 }
 // Whether t's interleaved layout holds 16-bit floats (F16, BF16) rather than quants.
 inline bool x16_float(WeightType t) noexcept {
@@ -126,6 +134,7 @@ inline bool x16_float(WeightType t) noexcept {
 constexpr int64_t kX16Q4KBlockBytes = 16 * 144;
 constexpr int64_t kX16Q5KBlockBytes = 16 * 176;
 constexpr int64_t kX16IQ4XSBlockBytes = 16 * 136;
+constexpr int64_t kX16Q2KBlockBytes = 16 * 84;
 // Q6_K: bytes of one pair of super-blocks of 16 rows, and of one super-block's quants in it.
 constexpr int64_t kX16Q6KPairBytes = 2 * 16 * 210;
 constexpr int64_t kX16Q6KBlockBytes = 3328;
@@ -155,6 +164,7 @@ inline int64_t x16_group_bytes(WeightType t, int64_t cols) noexcept {
   if (t == WeightType::Q4_K) return cols / 256 * kX16Q4KBlockBytes;
   if (t == WeightType::Q5_K) return cols / 256 * kX16Q5KBlockBytes;
   if (t == WeightType::IQ4_XS) return cols / 256 * kX16IQ4XSBlockBytes;
+  if (t == WeightType::Q2_K) return cols / 256 * kX16Q2KBlockBytes;
   if (t == WeightType::Q6_K) return (cols / 256 + 1) / 2 * kX16Q6KPairBytes;
   if (t == WeightType::Q3_K) return (cols / 256 + 1) / 2 * kX16Q3KPairBytes;
   return (cols / 32 + 1) / 2 * x16_pair_bytes(t);
@@ -259,6 +269,11 @@ void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// Q2_K x one Q8_K row, likewise (VNNI only; reference: dot_q2_K_q8_K_ref on the gathered rows).
+void gemv_q2_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
+void gemv_q2_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, float* out);
 // IQ4_XS x one Q8_K row, likewise (VNNI only; reference: dot_iq4_xs_q8_K_ref on the gathered rows).
 void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                              const std::byte* act, float* out);
@@ -308,6 +323,9 @@ void gemm_q6_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 void gemm_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
+                                  const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                                  int64_t out_stride);
+void gemm_q2_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                                   int64_t out_stride);
 void gemm_iq4_xsx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -29,11 +29,7 @@
 namespace pacer::ops {
 namespace {
 
-inline __m512i act_dword(const int8_t* q, int64_t at) {
-  int32_t v;
-  std::memcpy(&v, q + at, 4);
-  return _mm512_set1_epi32(v);
-}
+using kquant_x16::act_dword;
 
 // The 16 levels + 128, unsigned.
 struct alignas(16) LevelTable {
@@ -112,7 +108,7 @@ inline void quarter_sums(const std::byte* sb, int h, const BlockQ8_K* const* x,
 }
 
 // The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
-struct IQ4XSLayout {
+struct IQ4XSLayout : kquant_x16::OneSum<IQ4XSLayout> {
   static constexpr int64_t kBlockStep = kX16IQ4XSBlockBytes;
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b * kX16IQ4XSBlockBytes;

@@ -1,19 +1,22 @@
 #pragma once
 // The decode GEMV and the prefill GEMM over K-quant layouts read a quarter super-block at a time
-// (interleaved.h: Q6_K, Q3_K, IQ4_XS), shared by their AVX-512 VNNI files. A Layout type supplies
-// one super-block's integer arithmetic and where things are:
+// (interleaved.h: Q6_K, Q3_K, IQ4_XS, Q2_K), shared by their AVX-512 VNNI files. A Layout type
+// supplies one super-block's integer arithmetic and where things are:
 //   kBlockStep                 bytes per super-block of 16 rows, on average (Q6_K and Q3_K go in
 //                              pairs of super-blocks)
-//   block_at(grp, b), d_at(grp, b)
-//                              super-block b of a group, and its 16 fp16 d
+//   block_at(grp, b)           super-block b of a group
 //   Offsets, offsets(x, o)     what the accumulators start at, per activation block
+//   Sum, zero()                a token's integer sums of one super-block (OneSum: one vector)
 //   quarter_isums<T, Q>(blk, h, x, off, sum)
-//                              sum[t] += the integer sum of quarter (half h, Q = 0, 1) of the
+//                              sum[t] += the integer sums of quarter (half h, Q = 0, 1) of the
 //                              super-block at blk against T activation blocks (T = 1..4)
+//   accumulate(grp, b, sum, d_x, acc)
+//                              acc + the super-block's 16 row dots, from its sums and factors
 // Internal to ops/; include after ops/matmul_simd_avx512.h (it wraps <immintrin.h>), from
 // translation units compiled for AVX-512 VNNI only.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
@@ -23,20 +26,33 @@
 
 namespace pacer::ops::kquant_x16 {
 
-// acc + d * d_x * isum for the 16 rows of super-block b of the group at grp.
-template <class Layout>
-inline __m512 accumulate(const std::byte* grp, int64_t b, __m512i isum, float dx, __m512 acc) {
-  const __m512 d =
-      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(Layout::d_at(grp, b))));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+// The activation dword at q + at (4 quants) in every lane: vpdpbusd's operand against the 4
+// quants of each of the 16 rows.
+inline __m512i act_dword(const int8_t* q, int64_t at) {
+  int32_t v;
+  std::memcpy(&v, q + at, 4);
+  return _mm512_set1_epi32(v);
 }
 
-// isum[t] = the integer sum of one super-block, quarter by quarter.
+// The Sum, zero() and accumulate() of a layout with one integer sum per super-block and one fp16
+// factor d per row (Derived::d_at(grp, b): the 16 of super-block b): acc + d * d_x * isum.
+template <class Derived>
+struct OneSum {
+  using Sum = __m512i;
+  static __m512i zero() { return _mm512_setzero_si512(); }
+  static __m512 accumulate(const std::byte* grp, int64_t b, __m512i isum, float dx, __m512 acc) {
+    const __m512 d =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(Derived::d_at(grp, b))));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+  }
+};
+
+// isum[t] = the integer sums of one super-block, quarter by quarter.
 template <class Layout, int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
-                        const typename Layout::Offsets* const* off, __m512i* isum) {
-  __m512i sum[T];  // local, so the sums stay in registers (isum may alias what is read)
-  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
+                        const typename Layout::Offsets* const* off, typename Layout::Sum* isum) {
+  typename Layout::Sum sum[T];  // local, so the sums stay in registers (isum may alias the reads)
+  for (int t = 0; t < T; ++t) sum[t] = Layout::zero();
   for (int h = 0; h < 2; ++h) {
     Layout::template quarter_isums<T, 0>(blk, h, x, off, sum);
     Layout::template quarter_isums<T, 1>(blk, h, x, off, sum);
@@ -78,8 +94,8 @@ template <class Layout, int S>
     Layout::offsets(x[b], off);
     const typename Layout::Offsets* offp = &off;
     const BlockQ8_K* xb = x + b;
-    __m512i isum[S];
-    unroll<S>([&](auto s) { isum[s] = _mm512_setzero_si512(); });
+    typename Layout::Sum isum[S];
+    unroll<S>([&](auto s) { isum[s] = Layout::zero(); });
     for (int h = 0; h < 2; ++h) {
       unroll<2>([&](auto qc) {
         constexpr int Q = decltype(qc)::value;
@@ -93,7 +109,7 @@ template <class Layout, int S>
         });
       });
     }
-    unroll<S>([&](auto s) { acc[s] = accumulate<Layout>(group[s], b, isum[s], x[b].d, acc[s]); });
+    unroll<S>([&](auto s) { acc[s] = Layout::accumulate(group[s], b, isum[s], x[b].d, acc[s]); });
   }
   unroll<S>([&](auto s) { _mm512_storeu_ps(out[s], acc[s]); });
 }
@@ -113,9 +129,9 @@ void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, flo
       Layout::offsets(*xb[t], off[t]);
       offp[t] = &off[t];
     }
-    __m512i isum[T];
+    typename Layout::Sum isum[T];
     block_isums<Layout, T>(Layout::block_at(grp, b), xb, offp, isum);
-    for (int t = 0; t < T; ++t) acc[t] = accumulate<Layout>(grp, b, isum[t], xb[t]->d, acc[t]);
+    for (int t = 0; t < T; ++t) acc[t] = Layout::accumulate(grp, b, isum[t], xb[t]->d, acc[t]);
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * out_stride, acc[t]);
 }

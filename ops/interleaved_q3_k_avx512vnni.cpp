@@ -39,11 +39,7 @@ namespace {
 // log2 of the factor set s's quants come out with (interleaved.h: bits 4-6, 3-5, 5-7).
 constexpr int kSetShift[8] = {0, 4, 0, 4, 0, 4, 3, 5};
 
-inline __m512i act_dword(const int8_t* q, int64_t at) {
-  int32_t v;
-  std::memcpy(&v, q + at, 4);
-  return _mm512_set1_epi32(v);
-}
+using kquant_x16::act_dword;
 
 // (a & mask) | (b & ~mask), one vpternlogd.
 inline __m512i select_bits(__m512i a, __m512i b, char mask) {
@@ -147,7 +143,7 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
 }
 
 // The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
-struct Q3KLayout {
+struct Q3KLayout : kquant_x16::OneSum<Q3KLayout> {
   static constexpr int64_t kBlockStep = kX16Q3KPairBytes / 2;
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b / 2 * kX16Q3KPairBytes + 64 + kX16Q3KBlockBytes * (b % 2);

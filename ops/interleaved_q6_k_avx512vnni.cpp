@@ -43,11 +43,7 @@
 namespace pacer::ops {
 namespace {
 
-inline __m512i act_dword(const int8_t* q, int64_t at) {
-  int32_t v;
-  std::memcpy(&v, q + at, 4);
-  return _mm512_set1_epi32(v);
-}
+using kquant_x16::act_dword;
 
 // Group g's int8 scale of the 16 rows, as int32 lanes (one sign extension from memory).
 inline __m512i group_scale(const std::byte* blk, int g) {
@@ -136,7 +132,7 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
 }
 
 // The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
-struct Q6KLayout {
+struct Q6KLayout : kquant_x16::OneSum<Q6KLayout> {
   static constexpr int64_t kBlockStep = kX16Q6KPairBytes / 2;
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);

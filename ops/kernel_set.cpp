@@ -79,13 +79,14 @@ KernelSet KernelSet::for_isa(Isa requested) {
       gemv(gemv_q5_Kx16_q8_K_avx512vnni, gemv_q5_Kx16_q8_K_avx2, gemv_q5_Kx16_q8_K_ref);
   ks.x16_q6_K_.gemv =
       gemv(gemv_q6_Kx16_q8_K_avx512vnni, gemv_q6_Kx16_q8_K_avx2, gemv_q6_Kx16_q8_K_ref);
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q3_K / IQ4_XS: VNNI kernels only (InterleavedMatrix::pays repacks
-  // them nowhere else); for the first four the GEMV over up to 4 tokens a pass is their prefill
-  // GEMM as well.
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q2_K / Q3_K / IQ4_XS: VNNI kernels only (InterleavedMatrix::pays
+  // repacks them nowhere else); for the first four the GEMV over up to 4 tokens a pass is their
+  // prefill GEMM as well.
   ks.x16_q5_0_.gemv = vnni ? gemv_q5_0x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_ref;
   ks.x16_q5_1_.gemv = vnni ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_1x16_q8_0_ref;
   ks.x16_iq4_nl_.gemv = vnni ? gemv_iq4_nlx16_q8_0_avx512vnni : gemv_iq4_nlx16_q8_0_ref;
   ks.x16_q4_1_.gemv = vnni ? gemv_q4_1x16_q8_0_avx512vnni : gemv_q4_1x16_q8_0_ref;
+  ks.x16_q2_K_.gemv = vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref;
   ks.x16_q3_K_.gemv = vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref;
   ks.x16_iq4_xs_.gemv = vnni ? gemv_iq4_xsx16_q8_K_avx512vnni : gemv_iq4_xsx16_q8_K_ref;
   if (avx2) {
@@ -120,6 +121,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q4_K_.gemm = gemm_q4_Kx16_q8_K_avx512vnni;
     ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx512vnni;
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx512vnni;
+    ks.x16_q2_K_.gemm = gemm_q2_Kx16_q8_K_avx512vnni;
     ks.x16_q3_K_.gemm = gemm_q3_Kx16_q8_K_avx512vnni;
     ks.x16_iq4_xs_.gemm = gemm_iq4_xsx16_q8_K_avx512vnni;
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
@@ -157,9 +159,9 @@ KernelSet KernelSet::for_isa(Isa requested) {
       {&ks.x16_q4_0_, WeightType::Q4_0},     {&ks.x16_q8_0_, WeightType::Q8_0},
       {&ks.x16_q5_0_, WeightType::Q5_0},     {&ks.x16_q5_1_, WeightType::Q5_1},
       {&ks.x16_iq4_nl_, WeightType::IQ4_NL}, {&ks.x16_q4_1_, WeightType::Q4_1},
-      {&ks.x16_q3_K_, WeightType::Q3_K},     {&ks.x16_q4_K_, WeightType::Q4_K},
-      {&ks.x16_q5_K_, WeightType::Q5_K},     {&ks.x16_q6_K_, WeightType::Q6_K},
-      {&ks.x16_iq4_xs_, WeightType::IQ4_XS}};
+      {&ks.x16_q2_K_, WeightType::Q2_K},     {&ks.x16_q3_K_, WeightType::Q3_K},
+      {&ks.x16_q4_K_, WeightType::Q4_K},     {&ks.x16_q5_K_, WeightType::Q5_K},
+      {&ks.x16_q6_K_, WeightType::Q6_K},     {&ks.x16_iq4_xs_, WeightType::IQ4_XS}};
   for (const auto& [kp, t] : quant) {
     X16Kernels& k = *kp;
     if (vnni) {
@@ -209,6 +211,7 @@ const X16Kernels& KernelSet::x16(WeightType t) const {
   if (t == WeightType::Q5_1) return x16_q5_1_;
   if (t == WeightType::IQ4_NL) return x16_iq4_nl_;
   if (t == WeightType::Q4_1) return x16_q4_1_;
+  if (t == WeightType::Q2_K) return x16_q2_K_;
   if (t == WeightType::Q3_K) return x16_q3_K_;
   if (t == WeightType::Q4_K) return x16_q4_K_;
   if (t == WeightType::Q5_K) return x16_q5_K_;
@@ -223,8 +226,8 @@ std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
   std::vector<X16GemvChoice> out;
   for (WeightType t :
        {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
-        WeightType::IQ4_NL, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
-        WeightType::IQ4_XS, WeightType::F16, WeightType::BF16}) {
+        WeightType::IQ4_NL, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
+        WeightType::Q6_K, WeightType::IQ4_XS, WeightType::F16, WeightType::BF16}) {
     const X16Kernels& k = x16(t);
     out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
   }

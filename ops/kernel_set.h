@@ -89,11 +89,11 @@ class KernelSet {
   Isa isa() const noexcept { return isa_; }
   // t's kernels; MatmulError for a type no matmul runs (q8_K, or one without kernels).
   const MatmulKernels& matmul(WeightType t) const;
-  // Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16 or BF16
+  // Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16 or BF16
   // interleaved by 16 rows; MatmulError for others.
   const X16Kernels& x16(WeightType t) const;
   // Each interleaved GEMV's streams, prefetch and page touch (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
-  // IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16), for the event log header and bench.
+  // IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16), for the event log header and bench.
   std::vector<X16GemvChoice> x16_gemv_choices() const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }
@@ -104,8 +104,8 @@ class KernelSet {
   static constexpr size_t kTypeSlots = 31;
   Isa isa_ = Isa::Scalar;
   std::array<MatmulKernels, kTypeSlots> matmul_{};
-  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_1_, x16_q5_0_, x16_q5_1_, x16_iq4_nl_, x16_q3_K_,
-      x16_q4_K_, x16_q5_K_, x16_q6_K_, x16_iq4_xs_, x16_f16_, x16_bf16_;
+  X16Kernels x16_q4_0_, x16_q8_0_, x16_q4_1_, x16_q5_0_, x16_q5_1_, x16_iq4_nl_, x16_q2_K_,
+      x16_q3_K_, x16_q4_K_, x16_q5_K_, x16_q6_K_, x16_iq4_xs_, x16_f16_, x16_bf16_;
   const ElementwiseKernels* elementwise_ = nullptr;
   const AttentionKernels* attention_ = nullptr;
 };

@@ -1,9 +1,9 @@
-// Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS interleaved by 16 rows (ops/interleaved.h): the repack keeps
-// every byte where the layout says, the scalar references equal the row-major reference dots bit
-// for bit, and the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in double
-// from q4_k.h's, q5_k.h's and q6_k.h's definitions, and Q3_K's from the test decoder of
-// kquant2_test_util.h, IQ4_XS's likewise) within a rounding bound, each GEMM with its GEMV bit for
-// bit; matmul() over a repacked view on every Isa.
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS interleaved by 16 rows (ops/interleaved.h): the repack
+// keeps every byte where the layout says, the scalar references equal the row-major reference dots
+// bit for bit, and the AVX-512 VNNI GEMVs and GEMMs agree with the exact dot (computed here in
+// double from q4_k.h's, q5_k.h's and q6_k.h's definitions, and Q3_K's from the test decoder of
+// kquant2_test_util.h, Q2_K's and IQ4_XS's likewise) within a rounding bound, each GEMM with its
+// GEMV bit for bit; matmul() over a repacked view on every Isa.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +17,7 @@
 #include "ops/iq4_xs.h"
 #include "ops/kernel_set.h"
 #include "ops/matmul.h"
+#include "ops/q2_k.h"
 #include "ops/q3_k.h"
 #include "ops/q4_k.h"
 #include "ops/q5_k.h"
@@ -166,7 +167,30 @@ Exact exact_dot_iq4_xs(int64_t n, const std::byte* w_row, const std::byte* act) 
   return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
 }
 
+// Q2_K: quant, scale and min of every element from the test decoder; the bound covers the scale
+// and min terms apart, as the kernels round them.
+Exact exact_dot_q2_K(int64_t n, const std::byte* w_row, const std::byte* act) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
+  double value = 0, magnitude = 0;
+  const int64_t nb = n / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(w_row + 84 * b);
+    double isum = 0, msum = 0;
+    for (int e = 0; e < 256; ++e) {
+      const testing::Decoded w = testing::decode_q2_K(blk, e);
+      isum += double(w.scale) * w.q * x[b].qs[e];
+      msum += double(w.min) * x[b].qs[e];
+    }
+    const double scaled = double(x[b].d) * testing::fp16_at(blk + 80) * isum;
+    const double mins = double(x[b].d) * testing::fp16_at(blk + 82) * msum;
+    value += scaled - mins;
+    magnitude += std::fabs(scaled) + std::fabs(mins);
+  }
+  return {value, 4.0 * (double(nb) + 4) * kUnitRoundoff * magnitude};
+}
+
 Exact exact_dot(WeightType t, int64_t n, const std::byte* w_row, const std::byte* act) {
+  if (t == WeightType::Q2_K) return exact_dot_q2_K(n, w_row, act);
   if (t == WeightType::Q3_K) return exact_dot_q3_K(n, w_row, act);
   if (t == WeightType::IQ4_XS) return exact_dot_iq4_xs(n, w_row, act);
   if (t == WeightType::Q4_K) return exact_dot_q4_K(n, w_row, act);
@@ -273,6 +297,10 @@ struct KQuantKernels {
   float (*row_major_ref)(int64_t, const std::byte*, const std::byte*);
 };
 KQuantKernels kernels_of(WeightType t) {
+  if (t == WeightType::Q2_K) {
+    return {gemv_q2_Kx16_q8_K_ref, gemv_q2_Kx16_q8_K_avx512vnni, gemm_q2_Kx16_q8_K_avx512vnni,
+            dot_q2_K_q8_K_ref};
+  }
   if (t == WeightType::IQ4_XS) {
     return {gemv_iq4_xsx16_q8_K_ref, gemv_iq4_xsx16_q8_K_avx512vnni, gemm_iq4_xsx16_q8_K_avx512vnni,
             dot_iq4_xs_q8_K_ref};
@@ -602,19 +630,21 @@ TEST(InterleavedQ3K, RepackPutsEveryByteWhereTheLayoutSays) {
 
 // Blocks of random bytes (every quant and scale code equally likely; d in [0.25, 1)), where
 // quantized Gaussian weights leave some codes rare: the reference over the layout equal to the
-// row-major one, the VNNI GEMV within the exact dot's bound and its GEMM equal to it. Q3_K and
-// IQ4_XS, whose layouts rearrange the scale or quant bits (the others copy the file's bytes).
+// row-major one, the VNNI GEMV within the exact dot's bound and its GEMM equal to it. Q2_K, Q3_K
+// and IQ4_XS, whose layouts rearrange the scale or quant bits (the others copy the file's bytes).
 class InterleavedRandomBlocks : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(InterleavedRandomBlocks, MatchTheExactDot) {
   const WeightType type = GetParam();
   const KQuantKernels k = kernels_of(type);
   const int64_t rows = 37, cols = 1280, block = row_bytes(type, 256);
-  const int64_t d_at = type == WeightType::Q3_K ? 108 : 0;  // the fp16 d in the block
+  // The fp16 factors in the block (ggml's offsets): d, and Q2_K's dmin.
+  const int64_t d_at = type == WeightType::Q3_K ? 108 : type == WeightType::Q2_K ? 80 : 0;
+  const int64_t dmin_at = type == WeightType::Q2_K ? 82 : -1;
   std::mt19937 rng(91);
   std::vector<std::byte> bytes(static_cast<size_t>(rows * cols / 256 * block));
   for (size_t i = 0; i < bytes.size(); ++i) {
-    if (int64_t(i) % block == d_at) {
+    if (int64_t(i) % block == d_at || int64_t(i) % block == dmin_at) {
       const fp16_t d = fp32_to_fp16(0.25f + static_cast<float>(rng() % 750) / 1000.0f);
       std::memcpy(&bytes[i], &d, 2);
       ++i;
@@ -647,43 +677,111 @@ TEST_P(InterleavedRandomBlocks, MatchTheExactDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedRandomBlocks,
-                         ::testing::Values(WeightType::Q3_K, WeightType::IQ4_XS),
+                         ::testing::Values(WeightType::Q2_K, WeightType::Q3_K, WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
-TEST(InterleavedIQ4XS, RepackPutsEveryByteWhereTheLayoutSays) {
+// The layouts of one super-block at a time (IQ4_XS, Q2_K): every case's matrix of type t (file
+// blocks of `block` bytes) repacked, the streamed bytes, sizes and alignment checked, then
+// check(sb, src, i) for each real row's super-block (sb: in the group, src: the file's block, i:
+// the row in the group), and a zero d (bytes 2i, 2i + 1) for padding rows.
+template <class Check>
+void check_superblock_layout(WeightType t, int64_t block, uint32_t seed, Check check) {
   for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(WeightType::IQ4_XS, c.rows, c.cols, 67);
+    const testing::OwnedMatrix w = testing::make_matrix(t, c.rows, c.cols, seed);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t nb = c.cols / 256;
     EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
-    EXPECT_EQ(x16_group_bytes(WeightType::IQ4_XS, c.cols), nb * 16 * 136);
-    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::IQ4_XS, c.cols));
+    EXPECT_EQ(x16_group_bytes(t, c.cols), nb * 16 * block);
+    EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(t, c.cols));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
-    const auto at = [](const std::byte* p, int64_t off) { return static_cast<uint8_t>(p[off]); };
     for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
       const int64_t i = r % 16;
       for (int64_t b = 0; b < nb; ++b) {
-        const std::byte* sb =
-            m.view().data + r / 16 * x16_group_bytes(WeightType::IQ4_XS, c.cols) + b * 2176;
-        if (r >= c.rows) {  // padding rows: d = 0
-          ASSERT_EQ(at(sb, 2 * i) | at(sb, 2 * i + 1), 0);
+        const std::byte* sb = m.view().data + r / 16 * x16_group_bytes(t, c.cols) + b * 16 * block;
+        if (r >= c.rows) {
+          ASSERT_EQ(static_cast<uint8_t>(sb[2 * i]) | static_cast<uint8_t>(sb[2 * i + 1]), 0)
+              << "padding row " << r;
           continue;
         }
-        // The file's block: d @0, scales_h @2, scales_l[4] @4, qs[128] @8 (ggml's offsets).
-        const auto* src = reinterpret_cast<const uint8_t*>(w.view.row(r)) + 136 * b;
-        for (int k = 0; k < 2; ++k) {
-          ASSERT_EQ(at(sb, 2 * i + k), src[k]) << "d, row " << r;
-          ASSERT_EQ(at(sb, 32 + 2 * i + k), src[2 + k]) << "scales_h, row " << r;
-        }
-        for (int k = 0; k < 4; ++k) ASSERT_EQ(at(sb, 64 + 4 * i + k), src[4 + k]) << "scales_l";
-        // qs[16j + 4m + byte] at vector 4j + m after the 128-byte header, dword i.
-        for (int k = 0; k < 128; ++k) {
-          ASSERT_EQ(at(sb, 128 + 256 * (k / 16) + 64 * (k % 16 / 4) + 4 * i + k % 4), src[8 + k])
-              << "qs[" << k << "] of row " << r << " block " << b;
+        const auto* src = reinterpret_cast<const uint8_t*>(w.view.row(r)) + block * b;
+        check(sb, src, i);
+        if (::testing::Test::HasFatalFailure()) {
+          ADD_FAILURE() << c.rows << "x" << c.cols << " row " << r << " block " << b;
+          return;
         }
       }
     }
   }
+}
+
+uint8_t byte_at(const std::byte* p, int64_t off) {
+  return static_cast<uint8_t>(p[off]);
+}
+
+TEST(InterleavedIQ4XS, RepackPutsEveryByteWhereTheLayoutSays) {
+  // The file's block: d @0, scales_h @2, scales_l[4] @4, qs[128] @8 (ggml's offsets).
+  check_superblock_layout(
+      WeightType::IQ4_XS, 136, 67, [](const std::byte* sb, const uint8_t* src, int64_t i) {
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(byte_at(sb, 2 * i + k), src[k]) << "d";
+          ASSERT_EQ(byte_at(sb, 32 + 2 * i + k), src[2 + k]) << "scales_h";
+        }
+        for (int k = 0; k < 4; ++k) {
+          ASSERT_EQ(byte_at(sb, 64 + 4 * i + k), src[4 + k]) << "scales_l";
+        }
+        // qs[16j + 4m + byte]: vector 4j + m after the 128-byte header.
+        for (int k = 0; k < 128; ++k) {
+          ASSERT_EQ(byte_at(sb, 128 + 256 * (k / 16) + 64 * (k % 16 / 4) + 4 * i + k % 4),
+                    src[8 + k])
+              << "qs[" << k << "]";
+        }
+      });
+}
+
+TEST(InterleavedQ2K, RepackPutsEveryByteWhereTheLayoutSays) {
+  // The file's block: scales[16] @0, qs[64] @16, d @80, dmin @82 (ggml's offsets).
+  check_superblock_layout(
+      WeightType::Q2_K, 84, 68, [](const std::byte* sb, const uint8_t* src, int64_t i) {
+        for (int k = 0; k < 2; ++k) {
+          ASSERT_EQ(byte_at(sb, 2 * i + k), src[80 + k]) << "d";
+          ASSERT_EQ(byte_at(sb, 32 + 2 * i + k), src[82 + k]) << "dmin";
+        }
+        for (int k = 0; k < 16; ++k) {
+          ASSERT_EQ(byte_at(sb, 64 + 64 * (k / 4) + 4 * i + k % 4), src[k])
+              << "scales[" << k << "]";
+        }
+        // Vector 4k + v, byte `byte` of row i's dword: bits 2s, 2s + 1 = q of element
+        // 16(4k + s) + 4v + byte.
+        for (int k = 0; k < 4; ++k) {
+          for (int v = 0; v < 4; ++v) {
+            for (int byte = 0; byte < 4; ++byte) {
+              int want = 0;
+              for (int s = 0; s < 4; ++s) {
+                want |= testing::decode_q2_K(src, 16 * (4 * k + s) + 4 * v + byte).q << (2 * s);
+              }
+              ASSERT_EQ(byte_at(sb, 320 + 64 * (4 * k + v) + 4 * i + byte), want)
+                  << "quarter " << k << " position " << v << " byte " << byte;
+            }
+          }
+        }
+      });
+}
+
+// Q2_K's extremes: every q 3 or 0, every scale and min 15 or 0, activations -128 / 127: a group's
+// dot reaches 16 * 3 * 128 = 6144 (the kernel's int16 halves), group 4k + 3's accumulator 64 times
+// that.
+void fill_extreme_q2_k(BlockQ2_K& b, size_t k) {
+  b.d = fp32_to_fp16(k % 2 ? 0.5f : 1.0f);
+  b.dmin = fp32_to_fp16(0.25f);
+  std::memset(b.qs, k % 4 ? 0xFF : 0x00, sizeof b.qs);
+  std::memset(b.scales, k % 3 == 0 ? 0xFF : k % 3 == 1 ? 0x0F : 0xF0, sizeof b.scales);
+}
+
+TEST(InterleavedQ2K, ExtremeBlocksDoNotOverflow) {
+  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  check_extreme_blocks<BlockQ2_K>(WeightType::Q2_K, 768, fill_extreme_q2_k,
+                                  gemv_q2_Kx16_q8_K_avx512vnni, gemm_q2_Kx16_q8_K_avx512vnni,
+                                  exact_dot_q2_K);
 }
 
 // IQ4_XS's extremes: every level index 0 (-127) or 8 (1) or 15 (113), scales -32 / 31,
@@ -765,8 +863,8 @@ TEST_P(InterleavedKQuant, MatmulOverTheRepackedViewMatchesTheExactDot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedKQuant,
-                         ::testing::Values(WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                           WeightType::Q6_K, WeightType::IQ4_XS),
+                         ::testing::Values(WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                           WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace

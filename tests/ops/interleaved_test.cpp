@@ -111,14 +111,15 @@ TEST_P(Interleaved, RepackKeepsTheQuantsAndTheScalarReferenceMatchesBitForBit) {
 TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   const testing::OwnedMatrix f32 = testing::make_matrix(WeightType::F32, 16, 64, 1);
   EXPECT_THROW(InterleavedMatrix::repack(f32.view), MatmulError);
-  // Q2_K has no interleaved layout.
   const testing::OwnedMatrix q2_k = testing::make_matrix(WeightType::Q2_K, 16, 256, 1);
-  EXPECT_THROW(InterleavedMatrix::repack(q2_k.view), MatmulError);
   const testing::OwnedMatrix q4 = testing::make_matrix(WeightType::Q4_0, 16, 64, 1);
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
   EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
-  EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512));
+  // Q2_K (as Q3_K and IQ4_XS) has VNNI kernels only.
+  EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx512),
+            isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
+  EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2));
   EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx2), isa_supported(Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Scalar));
   const testing::OwnedMatrix q4_k = testing::make_matrix(WeightType::Q4_K, 16, 256, 1);
@@ -145,7 +146,9 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
     EXPECT_TRUE(InterleavedMatrix::pays(*w, Isa::Avx2, skx)) << type_name(w->type);
   }
   EXPECT_TRUE(InterleavedMatrix::pays(f16.view, Isa::Avx512, skx));
-  EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, vnni));
+  EXPECT_TRUE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, vnni));
+  EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, skx));
+  EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2, skx));
 }
 
 TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {

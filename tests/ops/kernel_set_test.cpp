@@ -122,6 +122,9 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q3_K).gemv,
             vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref);
   EXPECT_EQ(ks.x16(WeightType::Q3_K).gemm, vnni ? gemm_q3_Kx16_q8_K_avx512vnni : nullptr);
+  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemv,
+            vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemm, vnni ? gemm_q2_Kx16_q8_K_avx512vnni : nullptr);
   EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemv,
             vnni ? gemv_iq4_xsx16_q8_K_avx512vnni : gemv_iq4_xsx16_q8_K_ref);
   EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemm, vnni ? gemm_iq4_xsx16_q8_K_avx512vnni : nullptr);
@@ -144,9 +147,9 @@ TEST(KernelSet, AnIsaThisMachineLacksIsLoweredToTheBestItRuns) {
 TEST(KernelSet, TypesWithoutAMatmulThrow) {
   const KernelSet ks = KernelSet::for_isa(detect_isa());
   EXPECT_THROW(ks.matmul(WeightType::Q8_K), MatmulError);  // activation-only
-  // F32 and Q2_K do not interleave.
+  // F32 does not interleave, nor the activation-only Q8_K.
   EXPECT_THROW(ks.x16(WeightType::F32), MatmulError);
-  EXPECT_THROW(ks.x16(WeightType::Q2_K), MatmulError);
+  EXPECT_THROW(ks.x16(WeightType::Q8_K), MatmulError);
 }
 
 }  // namespace
