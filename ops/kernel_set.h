@@ -37,10 +37,10 @@ struct MatmulKernels {
   GemmPreparedFn gemm_prepared = nullptr;
 };
 
-// Kernels of a Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 matrix interleaved by 16 rows
-// (interleaved.h). Below AVX-512 VNNI, the quantized types run the AVX2 GEMV and GEMM; F16/BF16
-// (F16/BF16: below AVX-512) the scalar reference GEMV (models repack only where the fast kernels
-// run: InterleavedMatrix::pays), and prefill calls it once per token.
+// Kernels of a matrix interleaved by 16 rows (interleaved.h: every type of x16_supported()). Below
+// AVX-512 VNNI, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K run the AVX2 GEMV and GEMM; the other quantized
+// types, and F16/BF16 below AVX-512, the scalar reference GEMV (models repack only where the fast
+// kernels run: InterleavedMatrix::pays), which prefill then calls once per token.
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token
