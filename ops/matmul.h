@@ -27,13 +27,13 @@ namespace pacer::ops {
 
 class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per session
 
-// An owned copy of a row-major matrix of a type with a 16-row layout (x16_supported(): Q4_0, Q8_0,
-// the other 32-element block types, the K-quants but Q2_K, F16, BF16) with 16 rows interleaved
-// (ops/interleaved.h): decode GEMVs on it do 2-4x less work per byte on AVX-512 VNNI, where the
-// row-major GEMVs cannot quite keep up with memory, and the F16/BF16 GEMV reads every shape at the
-// same speed (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for Q4_0/Q8_0, fp32 FMAs or
-// vdpbf16ps for F16/BF16, the GEMV's 4-token passes for Q4_1/Q5_0/Q5_1/IQ4_NL) read it as well.
-// Built once at model load.
+// An owned copy of a row-major matrix of a type with a 16-row layout (x16_supported(): every
+// matmul weight type but F32) with 16 rows interleaved (ops/interleaved.h): decode GEMVs on it do
+// 2-4x less work per byte on AVX-512 VNNI, where the row-major GEMVs cannot quite keep up with
+// memory, and the F16/BF16 GEMV reads every shape at the same speed
+// (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for Q4_0/Q8_0, fp32 FMAs or vdpbf16ps
+// for F16/BF16, 4-token passes for the other quantized types) read it as well. Built once at
+// model load.
 class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and any quantized type of x16_supported() on an
