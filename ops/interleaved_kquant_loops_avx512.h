@@ -47,6 +47,20 @@ struct OneSum {
   }
 };
 
+// kBlockStep, block_at() and d_at() of the layouts in pairs of super-blocks (Q6_K, Q3_K): kPair
+// bytes a pair, the 16 fp16 d of both super-blocks first (64 bytes), then each super-block's
+// kBlock bytes.
+template <class Derived, int64_t kPair, int64_t kBlock>
+struct SuperBlockPairs : OneSum<Derived> {
+  static constexpr int64_t kBlockStep = kPair / 2;  // on average
+  static const std::byte* block_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kPair + 64 + kBlock * (b % 2);
+  }
+  static const std::byte* d_at(const std::byte* grp, int64_t b) {
+    return grp + b / 2 * kPair + 32 * (b % 2);
+  }
+};
+
 // isum[t] = the integer sums of one super-block, quarter by quarter.
 template <class Layout, int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,

@@ -132,14 +132,7 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
 }
 
 // The super-block arithmetic above, for the shared loops (interleaved_kquant_loops_avx512.h).
-struct Q6KLayout : kquant_x16::OneSum<Q6KLayout> {
-  static constexpr int64_t kBlockStep = kX16Q6KPairBytes / 2;
-  static const std::byte* block_at(const std::byte* grp, int64_t b) {
-    return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
-  }
-  static const std::byte* d_at(const std::byte* grp, int64_t b) {
-    return grp + b / 2 * kX16Q6KPairBytes + 32 * (b % 2);
-  }
+struct Q6KLayout : kquant_x16::SuperBlockPairs<Q6KLayout, kX16Q6KPairBytes, kX16Q6KBlockBytes> {
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>
