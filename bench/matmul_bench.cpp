@@ -235,7 +235,7 @@ BENCHMARK_CAPTURE(BM_gemv, q4_0x16_avx2, WeightType::Q4_0, Isa::Avx2, true)->App
 BENCHMARK_CAPTURE(BM_gemv, q8_0x16_avx2, WeightType::Q8_0, Isa::Avx2, true)->Apply(gemv_args);
 PACER_GEMV(q8_0, Q8_0);
 // The other 32-element block types, row-major and as pacer runs them on AVX-512 VNNI: repacked
-// at load (ops/interleaved.h; on AVX-512 without VNNI the x16 rows run the scalar reference).
+// at load (ops/interleaved.h).
 PACER_GEMV(q4_1, Q4_1);
 PACER_GEMV(q5_0, Q5_0);
 PACER_GEMV(q5_1, Q5_1);
@@ -245,6 +245,11 @@ BENCHMARK_CAPTURE(BM_gemv, q5_0x16_avx512, WeightType::Q5_0, Isa::Avx512, true)-
 BENCHMARK_CAPTURE(BM_gemv, q5_1x16_avx512, WeightType::Q5_1, Isa::Avx512, true)->Apply(gemv_args);
 BENCHMARK_CAPTURE(BM_gemv, iq4_nlx16_avx512, WeightType::IQ4_NL, Isa::Avx512, true)
     ->Apply(gemv_args);
+// The same layouts as pacer runs them on AVX2 and on AVX-512 without VNNI (interleaved_avx2.cpp).
+BENCHMARK_CAPTURE(BM_gemv, q4_1x16_avx2, WeightType::Q4_1, Isa::Avx2, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_0x16_avx2, WeightType::Q5_0, Isa::Avx2, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, q5_1x16_avx2, WeightType::Q5_1, Isa::Avx2, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, iq4_nlx16_avx2, WeightType::IQ4_NL, Isa::Avx2, true)->Apply(gemv_args);
 PACER_GEMV(f16, F16);
 PACER_GEMV(bf16, BF16);
 // F16 and BF16 as pacer runs them on AVX-512: repacked at load (ops/interleaved.h).

@@ -186,7 +186,7 @@ void gemv_q4_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q8_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
-// Q4_1 / Q5_0 / Q5_1 / IQ4_NL (AVX-512 VNNI only; elsewhere they stay row-major,
+// Q4_1 / Q5_0 / Q5_1 / IQ4_NL (AVX-512 VNNI and AVX2 kernels; below AVX2 they stay row-major,
 // InterleavedMatrix::pays): per row and block, d_w * d_x * isum (Q4_1, Q5_1: then + m_w * d_x *
 // sum_b(x)), in block order.
 void gemv_q5_0x16_q8_0_ref(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -213,6 +213,27 @@ void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 constexpr int kX16Avx2GemvStreams = 2;
 void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
+// Q4_1 / Q5_0 / Q5_1 / IQ4_NL on AVX2, likewise.
+void gemv_q4_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q4_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemv_q5_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q5_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemv_q5_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q5_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
+void gemv_iq4_nlx16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, float* out);
+void gemm_iq4_nlx16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                              int64_t out_stride);
 void gemv_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
 void gemv_q4_0x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,

@@ -1,6 +1,6 @@
-// The Q4_0 and Q8_0 x16 layouts (interleaved.h) x act-Q8 on AVX2: the decode GEMV and the
-// prefill GEMM of CPUs without AVX-512 VNNI (Zen 2/3, Haswell to Cascade Lake clients, or any
-// machine pinned to PACER_ISA=avx2).
+// The x16 layouts of the 32-element block types (interleaved.h: Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL) x act-Q8 on AVX2: the decode GEMV and the prefill GEMM of CPUs without AVX-512 VNNI
+// (Zen 2/3, Haswell to Cascade Lake clients, or any machine pinned to PACER_ISA=avx2).
 //
 // Why: the row-major AVX2 kernels pay per row and block a quant unpack, a sign fix-up, vpmaddubsw,
 // vpmaddwd, a conversion and an FMA, and per row a horizontal sum; a Q4_0 GEMV on one Sapphire
@@ -13,14 +13,20 @@
 // 49.9); the Q8_0 GEMV reads about as fast as the row-major one.
 //
 // Per half-group of 8 rows and block b, the 16-bit pair sums of vpmaddubsw are:
-//   Q4_0  unsigned nibbles (0..15) x signed activations (-127..127): |pair| <= 2 x 15 x 127 =
-//         3810, so the 8 vectors of a block sum in int16 (<= 30480) before one vpmaddwd; the
-//         offset comes off as -8 * sum_b(x), exactly as the VNNI kernel removes it.
+//   Q4_0, Q4_1  unsigned nibbles (0..15) x signed activations (-127..127): |pair| <= 2 x 15 x
+//         127 = 3810, so the 8 vectors of a block sum in int16 (<= 30480) before one vpmaddwd;
+//         Q4_0's offset comes off as -8 * sum_b(x), exactly as the VNNI kernel removes it.
+//   Q5_0, Q5_1  the nibble with its fifth bit OR-ed into bit 4 (0..31): |pair| <= 7874, so 4
+//         vectors sum in int16 (<= 31496), two vpmaddwd a block; Q5_0's offset as -16 * sum_b(x).
 //   Q8_0  the stored q + 128 is flipped back to signed q, and each vector goes through
 //         vpmaddubsw(|q|, sign(x, q)) (|q| <= 128, |pair| <= 32512) and its own vpmaddwd.
-// Both give every row's exact integer block dot, then acc += float(isum) * (d_w * d_x) with one
-// FMA, in block order: the AVX-512 VNNI kernels' steps, so every tier of a machine gives the same
-// bits, and the GEMV, the GEMM and any token grouping agree bit for bit.
+//   IQ4_NL  the nibbles looked up in the signed table (vpshufb; -127..113), then as Q8_0 (the
+//         unsigned table + 128 that VNNI reads would reach pair sums of 2 x 241 x 127 and
+//         saturate vpmaddubsw).
+// Each gives every row's exact integer block dot, then acc += float(isum) * (d_w * d_x) with one
+// FMA (Q4_1, Q5_1: then acc += m_w * (d_x * sum_b(x)) with another), in block order: the
+// AVX-512 VNNI kernels' steps, so every tier of a machine gives the same bits, and the GEMV, the
+// GEMM and any token grouping agree bit for bit.
 #include "ops/matmul_simd_avx2.h"  // first: wraps <immintrin.h>
 
 #include <algorithm>
@@ -28,6 +34,7 @@
 
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/iq4_nl.h"
 #include "ops/isa.h"
 #include "ops/q8_0.h"
 
@@ -42,9 +49,17 @@ inline __m256i act_dword(const int8_t* q, int j) {
   return avx2::act_dword(q, 4 * j);
 }
 
-struct Q4_0x16 {
-  static constexpr WeightType kType = WeightType::Q4_0;
+// A layout: its type, a block's bytes after the pair's header (kQsBytes), the header's bytes (d
+// of both blocks, and Q4_1's / Q5_1's m after them), whether an m term follows, and per half h of
+// a block (rows 8h..8h + 7): load() its 8 quant vectors (vector j = quants 4j..4j + 3 of the 8
+// rows), dot() them with one token's block (its quants q and their sum), and dot_from() the same
+// straight from the bytes (the GEMV's case).
+template <WeightType T, int64_t kHeader, int32_t kOffset>
+struct Q4x16 {
+  static constexpr WeightType kType = T;
   static constexpr int64_t kQsBytes = 256;
+  static constexpr int64_t kHeaderBytes = kHeader;
+  static constexpr bool kHasMin = kHeader == 128;
   // Half h (rows 8h..8h + 7) of one block: vector j = quants 4j..4j + 3 of the 8 rows, unsigned.
   static void load(const std::byte* qs, int h, __m256i* w) {
     const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -66,7 +81,7 @@ struct Q4_0x16 {
                                                    act_dword(q, m + 4)));
     }
     return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
-                            _mm256_set1_epi32(-8 * sum));
+                            _mm256_set1_epi32(-kOffset * sum));
   }
   // The 8 rows' integer dots with one token's block (quants q, their sum).
   static __m256i dot(const __m256i* w, const int8_t* q, int32_t sum) {
@@ -74,13 +89,72 @@ struct Q4_0x16 {
     for (int j = 1; j < 8; ++j)
       s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w[j], act_dword(q, j)));
     return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
-                            _mm256_set1_epi32(-8 * sum));
+                            _mm256_set1_epi32(-kOffset * sum));
   }
 };
+using Q4_0x16 = Q4x16<WeightType::Q4_0, 64, 8>;
+using Q4_1x16 = Q4x16<WeightType::Q4_1, 128, 0>;  // Q4_0's nibbles as they are, m after the d
+
+// Q5_0 / Q5_1: Q4_0's nibbles with the fifth bit OR-ed into bit 4. A block starts with the 64
+// bytes of fifth bits: byte b of dword i holds those of elements 4m + b (bit m) and 16 + 4m + b
+// (bit 4 + m) of row i, so a 16-bit shift by 4 - m (left) or m (right) brings them to bit 4 of
+// every byte (no bit crosses a byte boundary into bit 4).
+template <WeightType T>
+struct Q5x16 {
+  static constexpr WeightType kType = T;
+  static constexpr int64_t kQsBytes = 320;
+  static constexpr int64_t kHeaderBytes = T == WeightType::Q5_1 ? 128 : 64;
+  static constexpr int32_t kOffset = T == WeightType::Q5_1 ? 0 : 16;
+  static constexpr bool kHasMin = T == WeightType::Q5_1;
+  static void load(const std::byte* blk, int h, __m256i* w) {
+    const __m256i mask = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 32 * h));
+    const __m256i h_lo[4] = {_mm256_slli_epi16(hb, 4), _mm256_slli_epi16(hb, 3),
+                             _mm256_slli_epi16(hb, 2), _mm256_slli_epi16(hb, 1)};
+    const __m256i h_hi[4] = {hb, _mm256_srli_epi16(hb, 1), _mm256_srli_epi16(hb, 2),
+                             _mm256_srli_epi16(hb, 3)};
+    for (int m = 0; m < 4; ++m) {
+      const __m256i q =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 64 + 64 * m + 32 * h));
+      w[m] = _mm256_or_si256(_mm256_and_si256(q, mask), _mm256_and_si256(h_lo[m], bit4));
+      w[m + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), mask),
+                                 _mm256_and_si256(h_hi[m], bit4));
+    }
+  }
+  // Vectors m and m + 4 for m = 0..3 in two int16 sums of 4 (each <= 31496).
+  static __m256i dot(const __m256i* w, const int8_t* q, int32_t sum) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i lo = _mm256_maddubs_epi16(w[0], act_dword(q, 0));
+    __m256i hi = _mm256_maddubs_epi16(w[4], act_dword(q, 4));
+    for (int m = 1; m < 4; ++m) {
+      lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[m], act_dword(q, m)));
+      hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[m + 4], act_dword(q, m + 4)));
+    }
+    return _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
+        _mm256_set1_epi32(-kOffset * sum));
+  }
+  static __m256i dot_from(const std::byte* blk, int h, const int8_t* q, int32_t sum) {
+    __m256i w[8];
+    load(blk, h, w);
+    return dot(w, q, sum);
+  }
+};
+using Q5_0x16 = Q5x16<WeightType::Q5_0>;
+using Q5_1x16 = Q5x16<WeightType::Q5_1>;
+
+// vector j's 8 row dwords of signed quants dotted with activation dword j: |q| x sign(x, q),
+// exact in int16 for |q| <= 128 (Q8_0, IQ4_NL).
+inline __m256i signed_quad_dot(__m256i w, __m256i xj) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xj, w)),
+                           _mm256_set1_epi16(1));
+}
 
 struct Q8_0x16 {
   static constexpr WeightType kType = WeightType::Q8_0;
   static constexpr int64_t kQsBytes = 512;
+  static constexpr int64_t kHeaderBytes = 64;
+  static constexpr bool kHasMin = false;
   // Half h of one block: vector j = quants 4j..4j + 3 of the 8 rows, signed again (q + 128 ^ 0x80).
   static void load(const std::byte* qs, int h, __m256i* w) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -88,11 +162,6 @@ struct Q8_0x16 {
       w[j] = _mm256_xor_si256(
           _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
     }
-  }
-  // vector j's 8 row dwords dotted with activation dword j: |q| x sign(x, q), exact in int16.
-  static __m256i quad_dot(__m256i w, __m256i xj) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xj, w)),
-                             _mm256_set1_epi16(1));
   }
   // One token (the GEMV): each vector loaded as it is used (see Q4_0x16::dot_from). Two chains
   // (vpmaddubsw + vpmaddwd latency ~10), joined at the end, here and in dot().
@@ -102,16 +171,43 @@ struct Q8_0x16 {
     for (int j = 0; j < 8; ++j) {
       const __m256i w = _mm256_xor_si256(
           _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
-      chain[j % 2] = _mm256_add_epi32(chain[j % 2], quad_dot(w, act_dword(q, j)));
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], signed_quad_dot(w, act_dword(q, j)));
     }
     return _mm256_add_epi32(chain[0], chain[1]);
   }
   static __m256i dot(const __m256i* w, const int8_t* q, int32_t) {
     __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int j = 0; j < 8; ++j) {
-      chain[j % 2] = _mm256_add_epi32(chain[j % 2], quad_dot(w[j], act_dword(q, j)));
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], signed_quad_dot(w[j], act_dword(q, j)));
     }
     return _mm256_add_epi32(chain[0], chain[1]);
+  }
+};
+
+// IQ4_NL: Q4_0's layout and nibbles, each looked up in the signed table (the same 16 bytes in
+// both lanes), then dotted as Q8_0's signed quants.
+struct IQ4_NLx16 {
+  static constexpr WeightType kType = WeightType::IQ4_NL;
+  static constexpr int64_t kQsBytes = 256;
+  static constexpr int64_t kHeaderBytes = 64;
+  static constexpr bool kHasMin = false;
+  static void load(const std::byte* qs, int h, __m256i* w) {
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+    Q4_0x16::load(qs, h, w);
+    for (int j = 0; j < 8; ++j) w[j] = _mm256_shuffle_epi8(lut, w[j]);
+  }
+  static __m256i dot(const __m256i* w, const int8_t* q, int32_t) {
+    __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 8; ++j) {
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], signed_quad_dot(w[j], act_dword(q, j)));
+    }
+    return _mm256_add_epi32(chain[0], chain[1]);
+  }
+  static __m256i dot_from(const std::byte* qs, int h, const int8_t* q, int32_t sum) {
+    __m256i w[8];
+    load(qs, h, w);
+    return dot(w, q, sum);
   }
 };
 
@@ -120,29 +216,37 @@ struct Q8_0x16 {
 template <class Layout, int T>
 inline void half_block(const std::byte* pair, int64_t b, int h, const ActQ8Row* x, __m256* acc) {
   const int odd = static_cast<int>(b % 2);
-  const std::byte* qs = pair + 64 + Layout::kQsBytes * odd;
+  const std::byte* qs = pair + Layout::kHeaderBytes + Layout::kQsBytes * odd;
   const __m256 dw =
       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(pair + 32 * odd + 16 * h)));
+  __m256 mw = _mm256_setzero_ps();
+  if constexpr (Layout::kHasMin) {
+    mw = _mm256_cvtph_ps(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(pair + 64 + 32 * odd + 16 * h)));
+  }
+  // acc += float(isum) * (d_w * d_x), then (Q4_1, Q5_1) + m_w * (d_x * sum_b(x)): VNNI's steps.
+  const auto add = [&](int t, __m256i isum) {
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])),
+                             acc[t]);
+    if constexpr (Layout::kHasMin) {
+      acc[t] =
+          _mm256_fmadd_ps(mw, _mm256_set1_ps(x[t].d[b] * static_cast<float>(x[t].sum[b])), acc[t]);
+    }
+  };
   if constexpr (T == 1) {
-    const __m256i isum = Layout::dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]);
-    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[0].d[b])),
-                             acc[0]);
+    add(0, Layout::dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]));
     return;
   }
   __m256i w[8];
   Layout::load(qs, h, w);
-  for (int t = 0; t < T; ++t) {
-    const __m256i isum = Layout::dot(w, x[t].q + 32 * b, x[t].sum[b]);
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])),
-                             acc[t]);
-  }
+  for (int t = 0; t < T; ++t) add(t, Layout::dot(w, x[t].q + 32 * b, x[t].sum[b]));
 }
 
 // S groups at once, block by block, against one token: S sequential streams (gemv_streams.h).
 template <class Layout, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out,
                  bool prefetch) {
-  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -182,7 +286,7 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
 template <class Layout, int T>
 void half_group_tokens(int64_t nb, const std::byte* group, int h, const ActQ8Row* x, float* out,
                        int64_t out_stride) {
-  constexpr int64_t kPairBytes = 64 + 2 * Layout::kQsBytes;
+  constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) half_block<Layout, T>(group + b / 2 * kPairBytes, b, h, x, acc);
@@ -238,6 +342,50 @@ void gemm_q8_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride) {
   gemm_x16<Q8_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemv_q4_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<Q4_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_q4_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<Q4_1x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemv_q5_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<Q5_0x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_q5_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<Q5_0x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemv_q5_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out) {
+  gemv_x16<Q5_1x16>(n, groups, n_groups, act, out);
+}
+
+void gemm_q5_1x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride) {
+  gemm_x16<Q5_1x16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
+}
+
+void gemv_iq4_nlx16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, float* out) {
+  gemv_x16<IQ4_NLx16>(n, groups, n_groups, act, out);
+}
+
+void gemm_iq4_nlx16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                              int64_t out_stride) {
+  gemm_x16<IQ4_NLx16>(n, groups, n_groups, act, act_stride, nt, out, out_stride);
 }
 
 }  // namespace pacer::ops

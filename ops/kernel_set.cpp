@@ -79,13 +79,15 @@ KernelSet KernelSet::for_isa(Isa requested) {
       gemv(gemv_q5_Kx16_q8_K_avx512vnni, gemv_q5_Kx16_q8_K_avx2, gemv_q5_Kx16_q8_K_ref);
   ks.x16_q6_K_.gemv =
       gemv(gemv_q6_Kx16_q8_K_avx512vnni, gemv_q6_Kx16_q8_K_avx2, gemv_q6_Kx16_q8_K_ref);
-  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q2_K / Q3_K / IQ4_XS: VNNI kernels only (InterleavedMatrix::pays
-  // repacks them nowhere else); for the first four the GEMV over up to 4 tokens a pass is their
-  // prefill GEMM as well.
-  ks.x16_q5_0_.gemv = vnni ? gemv_q5_0x16_q8_0_avx512vnni : gemv_q5_0x16_q8_0_ref;
-  ks.x16_q5_1_.gemv = vnni ? gemv_q5_1x16_q8_0_avx512vnni : gemv_q5_1x16_q8_0_ref;
-  ks.x16_iq4_nl_.gemv = vnni ? gemv_iq4_nlx16_q8_0_avx512vnni : gemv_iq4_nlx16_q8_0_ref;
-  ks.x16_q4_1_.gemv = vnni ? gemv_q4_1x16_q8_0_avx512vnni : gemv_q4_1x16_q8_0_ref;
+  ks.x16_q5_0_.gemv =
+      gemv(gemv_q5_0x16_q8_0_avx512vnni, gemv_q5_0x16_q8_0_avx2, gemv_q5_0x16_q8_0_ref);
+  ks.x16_q5_1_.gemv =
+      gemv(gemv_q5_1x16_q8_0_avx512vnni, gemv_q5_1x16_q8_0_avx2, gemv_q5_1x16_q8_0_ref);
+  ks.x16_iq4_nl_.gemv =
+      gemv(gemv_iq4_nlx16_q8_0_avx512vnni, gemv_iq4_nlx16_q8_0_avx2, gemv_iq4_nlx16_q8_0_ref);
+  ks.x16_q4_1_.gemv =
+      gemv(gemv_q4_1x16_q8_0_avx512vnni, gemv_q4_1x16_q8_0_avx2, gemv_q4_1x16_q8_0_ref);
+  // Q2_K / Q3_K / IQ4_XS: VNNI kernels only (InterleavedMatrix::pays repacks them nowhere else).
   ks.x16_q2_K_.gemv = vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref;
   ks.x16_q3_K_.gemv = vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref;
   ks.x16_iq4_xs_.gemv = vnni ? gemv_iq4_xsx16_q8_K_avx512vnni : gemv_iq4_xsx16_q8_K_ref;
@@ -95,6 +97,10 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q4_K_.gemm = gemm_q4_Kx16_q8_K_avx2;
     ks.x16_q5_K_.gemm = gemm_q5_Kx16_q8_K_avx2;
     ks.x16_q6_K_.gemm = gemm_q6_Kx16_q8_K_avx2;
+    ks.x16_q4_1_.gemm = gemm_q4_1x16_q8_0_avx2;
+    ks.x16_q5_0_.gemm = gemm_q5_0x16_q8_0_avx2;
+    ks.x16_q5_1_.gemm = gemm_q5_1x16_q8_0_avx2;
+    ks.x16_iq4_nl_.gemm = gemm_iq4_nlx16_q8_0_avx2;
   }
   if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
     ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
@@ -127,6 +133,8 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_q4_0_.gemm = amx ? gemm_q4_0x16_q8_0_amx : gemm_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm = amx ? gemm_q8_0x16_q8_0_amx : gemm_q8_0x16_q8_0_avx512vnni;
     // Short prompts: the GEMV over a few tokens (memory-bound, like decode), on AMX machines too.
+    // For Q4_1 / Q5_0 / Q5_1 / IQ4_NL the GEMV over up to 4 tokens a pass is the prefill GEMM
+    // as well.
     ks.x16_q4_0_.gemm_few = gemm_few_q4_0x16_q8_0_avx512vnni;
     ks.x16_q8_0_.gemm_few = gemm_few_q8_0x16_q8_0_avx512vnni;
     ks.x16_q4_0_.few_tokens_max = ks.x16_q8_0_.few_tokens_max = kX16FewTokensMax;
@@ -166,8 +174,8 @@ KernelSet KernelSet::for_isa(Isa requested) {
     X16Kernels& k = *kp;
     if (vnni) {
       follow(k, t);
-    } else if (avx2 && (t == WeightType::Q4_0 || t == WeightType::Q8_0 || t == WeightType::Q4_K ||
-                        t == WeightType::Q5_K || t == WeightType::Q6_K)) {  // the AVX2 x16 ones
+    } else if (avx2 && t != WeightType::Q2_K && t != WeightType::Q3_K &&
+               t != WeightType::IQ4_XS) {  // the AVX2 x16 ones
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
     }
@@ -228,6 +236,9 @@ std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
        {WeightType::Q4_0, WeightType::Q8_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
         WeightType::IQ4_NL, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
         WeightType::Q6_K, WeightType::IQ4_XS, WeightType::F16, WeightType::BF16}) {
+    // Only the types a model repacks on this Isa: the others' matrices keep the file's layout,
+    // and a plan of theirs would describe a GEMV that never runs.
+    if (!InterleavedMatrix::pays(WeightMatrix{t, nullptr, kX16Rows, 256}, isa_)) continue;
     const X16Kernels& k = x16(t);
     out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
   }

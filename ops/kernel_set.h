@@ -38,9 +38,10 @@ struct MatmulKernels {
 };
 
 // Kernels of a matrix interleaved by 16 rows (interleaved.h: every type of x16_supported()). Below
-// AVX-512 VNNI, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K run the AVX2 GEMV and GEMM; the other quantized
-// types, and F16/BF16 below AVX-512, the scalar reference GEMV (models repack only where the fast
-// kernels run: InterleavedMatrix::pays), which prefill then calls once per token.
+// AVX-512 VNNI, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K and Q6_K run the AVX2 GEMV and
+// GEMM; Q2_K, Q3_K and IQ4_XS, and F16/BF16 below AVX-512, the scalar reference GEMV (models repack
+// only where the fast kernels run: InterleavedMatrix::pays), which prefill then calls once per
+// token.
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token
@@ -93,7 +94,8 @@ class KernelSet {
   // interleaved by 16 rows; MatmulError for others.
   const X16Kernels& x16(WeightType t) const;
   // Each interleaved GEMV's streams, prefetch and page touch (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
-  // IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16), for the event log header and bench.
+  // IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, F16, BF16 in that order), for the event log
+  // header and bench: those of the types repacked on this Isa (InterleavedMatrix::pays).
   std::vector<X16GemvChoice> x16_gemv_choices() const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }

@@ -1,6 +1,7 @@
 // The x16 layouts of Q4_1, Q5_0, Q5_1 and IQ4_NL (ops/interleaved.h): the repack, the scalar
 // references over the layout, the AVX-512 VNNI GEMV and its passes of up to 4 tokens (the
-// few-token and the prefill GEMM), and matmul() over an InterleavedMatrix, all held to the
+// few-token and the prefill GEMM), the AVX2 GEMV and GEMM (bit for bit VNNI's where both run), and
+// matmul() over an InterleavedMatrix, all held to the
 // row-major reference dots (dot_q4_1_q8_0_ref, dot_q5_0_q8_0_ref, dot_q5_1_q8_0_ref,
 // dot_iq4_nl_q8_0_ref) on the
 // original rows.
@@ -36,6 +37,9 @@ const Shape kShapes[] = {{1, 32},   {15, 96},  {16, 64},   {17, 96},
 
 bool vnni_here() {
   return isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni;
+}
+bool avx2_here() {
+  return isa_supported(Isa::Avx2);
 }
 
 // The row-major reference dot of row r, and the bound of a kernel that reassociates it: each
@@ -85,6 +89,8 @@ struct TypeKernels {
   bool fifth_bits;
   X16GemvFn ref, vnni;
   X16GemmFn few;
+  X16GemvFn avx2;
+  X16GemmFn avx2_gemm;
 };
 TypeKernels kernels_of(WeightType t) {
   if (t == WeightType::Q4_1) {
@@ -93,7 +99,9 @@ TypeKernels kernels_of(WeightType t) {
             false,
             gemv_q4_1x16_q8_0_ref,
             gemv_q4_1x16_q8_0_avx512vnni,
-            gemm_few_q4_1x16_q8_0_avx512vnni};
+            gemm_few_q4_1x16_q8_0_avx512vnni,
+            gemv_q4_1x16_q8_0_avx2,
+            gemm_q4_1x16_q8_0_avx2};
   }
   if (t == WeightType::Q5_0) {
     return {22,
@@ -101,7 +109,9 @@ TypeKernels kernels_of(WeightType t) {
             true,
             gemv_q5_0x16_q8_0_ref,
             gemv_q5_0x16_q8_0_avx512vnni,
-            gemm_few_q5_0x16_q8_0_avx512vnni};
+            gemm_few_q5_0x16_q8_0_avx512vnni,
+            gemv_q5_0x16_q8_0_avx2,
+            gemm_q5_0x16_q8_0_avx2};
   }
   if (t == WeightType::Q5_1) {
     return {24,
@@ -109,14 +119,18 @@ TypeKernels kernels_of(WeightType t) {
             true,
             gemv_q5_1x16_q8_0_ref,
             gemv_q5_1x16_q8_0_avx512vnni,
-            gemm_few_q5_1x16_q8_0_avx512vnni};
+            gemm_few_q5_1x16_q8_0_avx512vnni,
+            gemv_q5_1x16_q8_0_avx2,
+            gemm_q5_1x16_q8_0_avx2};
   }
   return {18,
           2,
           false,
           gemv_iq4_nlx16_q8_0_ref,
           gemv_iq4_nlx16_q8_0_avx512vnni,
-          gemm_few_iq4_nlx16_q8_0_avx512vnni};
+          gemm_few_iq4_nlx16_q8_0_avx512vnni,
+          gemv_iq4_nlx16_q8_0_avx2,
+          gemm_iq4_nlx16_q8_0_avx2};
 }
 
 class InterleavedBlock32 : public ::testing::TestWithParam<WeightType> {};
@@ -183,13 +197,15 @@ TEST_P(InterleavedBlock32, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajo
 }
 
 // Quants at their extremes (every nibble 15 with every fifth bit set: q = 31, and all zero;
-// IQ4_NL's table ends, 113 and -127) against activations of +-127: the unpack's shifts, masks
-// and lookup, and the offsets (Q5_0 16, IQ4_NL 128), hold.
-TEST_P(InterleavedBlock32, VnniGemvHoldsAtTheQuantExtremes) {
+// IQ4_NL's table ends, 113 and -127) against activations of +-127, all of one sign (the AVX2
+// kernels' int16 sums at their largest: Q5 4 x 2 x 31 x 127 = 31496, IQ4_NL 2 x 127 x 127 =
+// 32258 a pair) and mixed: the unpack's shifts, masks and lookup, and the offsets (Q5_0 16,
+// IQ4_NL 128), hold in the VNNI GEMV, the AVX2 GEMV and the AVX2 GEMM.
+TEST_P(InterleavedBlock32, GemvsHoldAtTheQuantExtremes) {
   const WeightType type = GetParam();
-  if (!vnni_here()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  if (!avx2_here()) GTEST_SKIP() << "no AVX2 here";
   const TypeKernels k = kernels_of(type);
-  const int64_t rows = 20, cols = 96;
+  const int64_t rows = 20, cols = 96, groups = x16_groups(rows), padded = groups * 16;
   testing::OwnedMatrix w = testing::make_matrix(type, rows, cols, 33);
   const int64_t rb = row_bytes(type, cols);
   for (int64_t r = 0; r < rows; ++r) {
@@ -200,15 +216,31 @@ TEST_P(InterleavedBlock32, VnniGemvHoldsAtTheQuantExtremes) {
     dequantize_row(type, w.bytes.data() + r * rb, w.dequantized.data() + r * cols, cols);
   }
   const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
-  std::vector<float> x(static_cast<size_t>(cols));
-  for (int64_t j = 0; j < cols; ++j) x[j] = (j % 3 == 0) ? -1.0f : 1.0f;  // quantizes to +-127
-  PackedActivations act;
-  act.pack(type, x, cols, 1, KernelSet::for_isa(Isa::Scalar));
-  std::vector<float> y(static_cast<size_t>(x16_groups(rows) * 16), NAN);
-  k.vnni(cols, m.view().data, x16_groups(rows), act.token(0), y.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    const Ref ref = reference(w, r, act.token(0));
-    ASSERT_NEAR(y[r], ref.value, ref.bound) << "row " << r;
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    std::vector<float> x(static_cast<size_t>(3 * cols));  // 3 tokens; each quantizes to +-127
+    for (int64_t j = 0; j < 3 * cols; ++j) {
+      x[j] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (j % 3 == 0 ? -1.0f : 1.0f);
+    }
+    PackedActivations act;
+    act.pack(type, x, cols, 3, KernelSet::for_isa(Isa::Scalar));
+    std::vector<float> yt(static_cast<size_t>(3 * padded), NAN);
+    k.avx2_gemm(cols, m.view().data, groups, act.token(0), act.token(1) - act.token(0), 3,
+                yt.data(), padded);
+    for (int64_t t = 0; t < 3; ++t) {
+      std::vector<float> y(static_cast<size_t>(padded), NAN);
+      for (const X16GemvFn gemv : {vnni_here() ? k.vnni : nullptr, k.avx2}) {  // AVX2's last
+        if (gemv == nullptr) continue;
+        gemv(cols, m.view().data, groups, act.token(t), y.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const Ref ref = reference(w, r, act.token(t));
+          ASSERT_NEAR(y[r], ref.value, ref.bound)
+              << (gemv == k.vnni ? "VNNI" : "AVX2") << " pattern " << pattern << " row " << r;
+        }
+      }
+      for (int64_t r = 0; r < padded; ++r) {  // y: the AVX2 GEMV's
+        ASSERT_EQ(yt[t * padded + r], y[r]) << "AVX2 GEMM, pattern " << pattern << " r " << r;
+      }
+    }
   }
 }
 
@@ -247,8 +279,53 @@ TEST_P(InterleavedBlock32, VnniGemvAndItsTokenPassesMatchTheReference) {
   }
 }
 
-// matmul() and matmul_rows() over the repacked view on every Isa (the reference where VNNI is
-// missing): fused outputs, groups cut by a worker's range, GEMV, few-token and prefill GEMM.
+// The AVX2 GEMV within the reference dot's bound and, where VNNI runs, equal to the VNNI GEMV bit
+// for bit (the same integer block dots and float steps); the AVX2 GEMM (4 tokens per pass, then
+// 3, 2, 1) the AVX2 GEMV per token bit for bit; the AVX2 kernel set hands them out.
+TEST_P(InterleavedBlock32, Avx2GemvAndGemmMatchTheReferenceAndTheVnniGemvBitForBit) {
+  const WeightType type = GetParam();
+  if (!avx2_here()) GTEST_SKIP() << "no AVX2 here";
+  const TypeKernels k = kernels_of(type);
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
+  EXPECT_EQ(kernels.x16(type).gemv, k.avx2);
+  EXPECT_EQ(kernels.x16(type).gemm, k.avx2_gemm);
+  for (const Shape c :
+       {Shape{1, 32}, Shape{17, 96}, Shape{64, 896}, Shape{300, 288}, Shape{40, 32 * 151}}) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 41);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16, max_tokens = 19;
+    const PackedActivations act = pack(type, c.cols, max_tokens, 42);
+    std::vector<std::vector<float>> per_token;  // the AVX2 GEMV of each token
+    for (int64_t t = 0; t < max_tokens; ++t) {
+      std::vector<float>& y = per_token.emplace_back(static_cast<size_t>(padded), NAN);
+      k.avx2(c.cols, m.view().data, groups, act.token(t), y.data());
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const Ref ref = reference(w, r, act.token(t));
+        ASSERT_NEAR(y[r], ref.value, ref.bound) << c.rows << "x" << c.cols << " t " << t;
+      }
+      for (int64_t r = c.rows; r < padded; ++r) ASSERT_EQ(y[r], 0.0f) << "padding row " << r;
+      if (vnni_here()) {
+        std::vector<float> yv(static_cast<size_t>(padded), NAN);
+        k.vnni(c.cols, m.view().data, groups, act.token(t), yv.data());
+        ASSERT_EQ(y, yv) << "AVX2 against VNNI, " << c.rows << "x" << c.cols << " t " << t;
+      }
+    }
+    const int64_t stride = act.token(1) - act.token(0);
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 19}) {
+      std::vector<float> yt(static_cast<size_t>(tokens * padded), NAN);
+      k.avx2_gemm(c.cols, m.view().data, groups, act.token(0), stride, tokens, yt.data(), padded);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < padded; ++r) {
+          ASSERT_EQ(yt[t * padded + r], per_token[t][r])
+              << c.rows << "x" << c.cols << ", " << tokens << " tokens, t " << t << " r " << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul() and matmul_rows() over the repacked view on every Isa (the reference on Scalar): fused
+// outputs, groups cut by a worker's range, GEMV, few-token and prefill GEMM.
 TEST_P(InterleavedBlock32, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
   const WeightType type = GetParam();
   for (Isa isa : supported_isas()) {
@@ -287,21 +364,24 @@ TEST_P(InterleavedBlock32, MatmulOverTheRepackedViewMatchesTheRowMajorMatrix) {
   }
 }
 
-// Repacked only where the VNNI kernels run: any CPU's rule, and this machine's.
-TEST_P(InterleavedBlock32, RepacksOnlyOnAvx512Vnni) {
+// Repacked where the VNNI or the AVX2 kernels run: any CPU's rule, and this machine's. AVX-512
+// without VNNI (Skylake-SP) runs the AVX2 ones too (they beat its row-major AVX-512 kernels).
+TEST_P(InterleavedBlock32, RepacksWhereItsKernelsRun) {
   const WeightType type = GetParam();
   const testing::OwnedMatrix w = testing::make_matrix(type, 16, 64, 1);
   CpuFeatures skx, vnni;
   skx.avx2 = skx.avx512 = vnni.avx2 = vnni.avx512 = vnni.avx512_vnni = true;
   if (isa_supported(Isa::Avx512)) {
     EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx512, vnni));
-    EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Avx512, skx));
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx512, skx));
   }
   if (isa_supported(Isa::Avx2)) {
-    EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Avx2, vnni));
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx2, vnni));
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx2, skx));
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx2));
   }
   EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Scalar, vnni));
-  EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx512), vnni_here());
+  EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx512), isa_supported(Isa::Avx512));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedBlock32,

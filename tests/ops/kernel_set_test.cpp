@@ -118,6 +118,34 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q6_K).gemm, vnni   ? gemm_q6_Kx16_q8_K_avx512vnni
                                            : avx2 ? gemm_q6_Kx16_q8_K_avx2
                                                   : nullptr);
+  // Q4_1 / Q5_0 / Q5_1 / IQ4_NL: VNNI's GEMV (its passes of up to 4 tokens the GEMM) or AVX2's.
+  struct Block32 {
+    WeightType type;
+    X16GemvFn vnni_gemv, avx2_gemv, ref_gemv;
+    X16GemmFn vnni_gemm, avx2_gemm;
+  };
+  for (const Block32& b :
+       {Block32{WeightType::Q4_1, gemv_q4_1x16_q8_0_avx512vnni, gemv_q4_1x16_q8_0_avx2,
+                gemv_q4_1x16_q8_0_ref, gemm_few_q4_1x16_q8_0_avx512vnni, gemm_q4_1x16_q8_0_avx2},
+        Block32{WeightType::Q5_0, gemv_q5_0x16_q8_0_avx512vnni, gemv_q5_0x16_q8_0_avx2,
+                gemv_q5_0x16_q8_0_ref, gemm_few_q5_0x16_q8_0_avx512vnni, gemm_q5_0x16_q8_0_avx2},
+        Block32{WeightType::Q5_1, gemv_q5_1x16_q8_0_avx512vnni, gemv_q5_1x16_q8_0_avx2,
+                gemv_q5_1x16_q8_0_ref, gemm_few_q5_1x16_q8_0_avx512vnni, gemm_q5_1x16_q8_0_avx2},
+        Block32{WeightType::IQ4_NL, gemv_iq4_nlx16_q8_0_avx512vnni, gemv_iq4_nlx16_q8_0_avx2,
+                gemv_iq4_nlx16_q8_0_ref, gemm_few_iq4_nlx16_q8_0_avx512vnni,
+                gemm_iq4_nlx16_q8_0_avx2}}) {
+    SCOPED_TRACE(type_name(b.type));
+    const X16Kernels& k = ks.x16(b.type);
+    EXPECT_EQ(k.gemv, vnni ? b.vnni_gemv : avx2 ? b.avx2_gemv : b.ref_gemv);
+    EXPECT_EQ(k.gemm, vnni ? b.vnni_gemm : avx2 ? b.avx2_gemm : nullptr);
+    EXPECT_EQ(k.gemm_few, vnni ? b.vnni_gemm : nullptr);
+    // The AVX2 GEMVs read 2 stretches at a time; the reference 1.
+    if (avx2) {
+      EXPECT_EQ(k.gemv_streams, kX16Avx2GemvStreams);
+    } else if (!vnni) {
+      EXPECT_EQ(k.gemv_streams, 1);
+    }
+  }
   // Q3_K: VNNI only (elsewhere it is not repacked; the view would run the reference).
   EXPECT_EQ(ks.x16(WeightType::Q3_K).gemv,
             vnni ? gemv_q3_Kx16_q8_K_avx512vnni : gemv_q3_Kx16_q8_K_ref);
