@@ -296,6 +296,10 @@ BENCHMARK_CAPTURE(BM_gemv, q2_kx16_avx512, WeightType::Q2_K, Isa::Avx512, true)
 BENCHMARK_CAPTURE(BM_gemv, iq4_xs_avx512, WeightType::IQ4_XS, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, iq4_xsx16_avx512, WeightType::IQ4_XS, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
+// IQ4_XS on AVX2, row-major and repacked (interleaved_iq4_xs_avx2.cpp).
+BENCHMARK_CAPTURE(BM_gemv, iq4_xs_avx2, WeightType::IQ4_XS, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, iq4_xsx16_avx2, WeightType::IQ4_XS, Isa::Avx2, true)
+    ->Apply(gemv_kquant_args);
 
 // A decode GEMV (TinyLlama's 2048 x 2048, Q4_0 repacked, cold copies) right after its caller spent
 // `idle_us` on work that reads nothing from DRAM (a spin on the clock), on `threads` workers: what

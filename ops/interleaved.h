@@ -295,11 +295,18 @@ void gemv_q2_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q2_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
-// IQ4_XS x one Q8_K row, likewise (VNNI only; reference: dot_iq4_xs_q8_K_ref on the gathered rows).
+// IQ4_XS x one Q8_K row, likewise (reference: dot_iq4_xs_q8_K_ref on the gathered rows).
 void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                              const std::byte* act, float* out);
 void gemv_iq4_xsx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                     const std::byte* act, float* out);
+// IQ4_XS on AVX2 (interleaved_iq4_xs_avx2.cpp): the VNNI kernel's integers and float steps, 8 rows
+// at a time (bit for bit its results); the GEMM (4 tokens per pass) equals the GEMV per token.
+void gemv_iq4_xsx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, float* out);
+void gemm_iq4_xsx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                              int64_t out_stride);
 // F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
 // dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
 // each row into partial sum c % 4 (one FMA each, in column order) and returns

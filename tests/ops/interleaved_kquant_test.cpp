@@ -375,11 +375,12 @@ TEST_P(InterleavedKQuant, VnniGemvAndGemmMatchTheExactDot) {
 // activations at -128 / 127. The sub-block sums (up to 126,976), the scaled super-block sum
 // (~64 M) and the mins (8 * 63 * 4096) must not wrap in the kernel's int32 lanes and int16 pairs.
 // 16 rows x cols of blocks filled by fill(block, k) (k: the block's index), repacked, against
-// activations all -128 or all 127: the VNNI GEMV within the exact dot's bound, the GEMM equal to
-// it.
+// activations all `lowest` (-128, or -127 for the kernels that flip signs: pacer's Q8_K quants
+// stay in [-127, 127]) or all 127: the GEMV within the exact dot's bound, the GEMM equal to it.
 template <class Block, class Fill>
 void check_extreme_blocks(WeightType type, int64_t cols, Fill fill, X16GemvFn gemv, X16GemmFn gemm,
-                          Exact (*exact)(int64_t, const std::byte*, const std::byte*)) {
+                          Exact (*exact)(int64_t, const std::byte*, const std::byte*),
+                          int8_t lowest = -128) {
   const int64_t rows = 16;
   std::vector<Block> blocks(static_cast<size_t>(rows * cols / 256));
   for (size_t k = 0; k < blocks.size(); ++k) fill(blocks[k], k);
@@ -389,7 +390,7 @@ void check_extreme_blocks(WeightType type, int64_t cols, Fill fill, X16GemvFn ge
     std::vector<BlockQ8_K> x(static_cast<size_t>(cols / 256));
     for (BlockQ8_K& b : x) {
       b.d = 0.01f;
-      for (int8_t& q : b.qs) q = static_cast<int8_t>(sign < 0 ? -128 : 127);
+      for (int8_t& q : b.qs) q = sign < 0 ? lowest : int8_t{127};
       for (int16_t& s : b.bsums) s = static_cast<int16_t>(16 * b.qs[0]);
     }
     const auto* act = reinterpret_cast<const std::byte*>(x.data());
@@ -433,9 +434,9 @@ TEST(InterleavedQ5K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemv_q5_Kx16_q8_K_avx2, gemm_q5_Kx16_q8_K_avx2, exact_dot_q5_K);
 }
 
-// The AVX2 Q4_K / Q5_K / Q6_K GEMV within the exact dot's bound and, where VNNI runs, equal to the
-// VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal to the AVX2
-// GEMV per token, for 1-9 tokens.
+// The AVX2 Q4_K / Q5_K / Q6_K / IQ4_XS GEMV within the exact dot's bound and, where VNNI runs,
+// equal to the VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal
+// to the AVX2 GEMV per token, for 1-9 tokens.
 class InterleavedAvx2KQuant : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
@@ -443,12 +444,18 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
   const WeightType type = GetParam();
   const bool q4 = type == WeightType::Q4_K;
   const bool q6 = type == WeightType::Q6_K;
+  const bool xs = type == WeightType::IQ4_XS;
   const X16GemvFn gemv = q4   ? gemv_q4_Kx16_q8_K_avx2
                          : q6 ? gemv_q6_Kx16_q8_K_avx2
+                         : xs ? gemv_iq4_xsx16_q8_K_avx2
                               : gemv_q5_Kx16_q8_K_avx2;
   const X16GemmFn gemm = q4   ? gemm_q4_Kx16_q8_K_avx2
                          : q6 ? gemm_q6_Kx16_q8_K_avx2
+                         : xs ? gemm_iq4_xsx16_q8_K_avx2
                               : gemm_q5_Kx16_q8_K_avx2;
+  const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
+  EXPECT_EQ(kernels.x16(type).gemv, gemv);
+  EXPECT_EQ(kernels.x16(type).gemm, gemm);
   for (const Case c : kCases) {
     const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 73);
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
@@ -486,7 +493,8 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedAvx2KQuant,
-                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K),
+                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
+                                           WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
@@ -799,6 +807,15 @@ TEST(InterleavedIQ4XS, ExtremeBlocksDoNotOverflow) {
   check_extreme_blocks<BlockIQ4_XS>(WeightType::IQ4_XS, 768, fill_extreme_iq4_xs,
                                     gemv_iq4_xsx16_q8_K_avx512vnni, gemm_iq4_xsx16_q8_K_avx512vnni,
                                     exact_dot_iq4_xs);
+}
+
+// On AVX2 each pair of level x activation products (up to 2 x 127 x 127 = 32,258) must hold in
+// vpmaddubsw's int16 (|level| against the activation with the level's sign).
+TEST(InterleavedIQ4XS, Avx2ExtremeBlocksDoNotOverflow) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  check_extreme_blocks<BlockIQ4_XS>(WeightType::IQ4_XS, 768, fill_extreme_iq4_xs,
+                                    gemv_iq4_xsx16_q8_K_avx2, gemm_iq4_xsx16_q8_K_avx2,
+                                    exact_dot_iq4_xs, -127);
 }
 
 // Q3_K's extremes: every u at 7 or 0 (q = 3 or -4), every scale code 31 or -32, activations -128

@@ -116,7 +116,7 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
   EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
-  // Q2_K (as Q3_K and IQ4_XS) has VNNI kernels only.
+  // Q2_K (as Q3_K) has VNNI kernels only.
   EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx512),
             isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2));
@@ -149,6 +149,11 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   EXPECT_TRUE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, vnni));
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, skx));
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2, skx));
+  // IQ4_XS: the VNNI kernels, else the AVX2 ones (on Skylake-SP too).
+  const testing::OwnedMatrix iq4_xs = testing::make_matrix(WeightType::IQ4_XS, 16, 256, 1);
+  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx512, vnni));
+  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx512, skx));
+  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx2, skx));
 }
 
 TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {

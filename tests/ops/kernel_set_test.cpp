@@ -153,9 +153,12 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q2_K).gemv,
             vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref);
   EXPECT_EQ(ks.x16(WeightType::Q2_K).gemm, vnni ? gemm_q2_Kx16_q8_K_avx512vnni : nullptr);
-  EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemv,
-            vnni ? gemv_iq4_xsx16_q8_K_avx512vnni : gemv_iq4_xsx16_q8_K_ref);
-  EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemm, vnni ? gemm_iq4_xsx16_q8_K_avx512vnni : nullptr);
+  EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemv, vnni   ? gemv_iq4_xsx16_q8_K_avx512vnni
+                                             : avx2 ? gemv_iq4_xsx16_q8_K_avx2
+                                                    : gemv_iq4_xsx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemm, vnni   ? gemm_iq4_xsx16_q8_K_avx512vnni
+                                             : avx2 ? gemm_iq4_xsx16_q8_K_avx2
+                                                    : nullptr);
 }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {

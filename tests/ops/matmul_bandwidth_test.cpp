@@ -132,8 +132,12 @@ TEST(Bandwidth, RejectsBadArguments) {
 TEST(CacheReach, TheLargestSizeReadAboveTheFactorOfDram) {
   constexpr size_t M = size_t{1} << 20;
   // The dev VM's 2-thread figures (Turin-like guest): DRAM 80 GB/s, 1.25x = 100.
-  EXPECT_EQ(cache_reach_of({{4 * M, 216.5}, {8 * M, 201.6}, {16 * M, 197.3}, {32 * M, 139.4},
-                            {64 * M, 89.4}, {128 * M, 71.1}},
+  EXPECT_EQ(cache_reach_of({{4 * M, 216.5},
+                            {8 * M, 201.6},
+                            {16 * M, 197.3},
+                            {32 * M, 139.4},
+                            {64 * M, 89.4},
+                            {128 * M, 71.1}},
                            80.0, 1.25),
             32 * M);
   EXPECT_EQ(cache_reach_of({{4 * M, 60.0}, {8 * M, 150.0}, {16 * M, 90.0}}, 80.0, 1.25), 8 * M);
@@ -148,8 +152,8 @@ TEST(CacheReach, TheLargestSizeReadAboveTheFactorOfDram) {
 // search at min_bytes found.
 TEST(CacheReach, MeasuresEverySizeAndReportsTheLoop) {
   constexpr size_t M = size_t{1} << 20;
-  const CacheReach all = measure_cache_reach({.threads = 2, .dram_gbs = 0, .min_bytes = 2 * M,
-                                              .max_bytes = 8 * M});
+  const CacheReach all =
+      measure_cache_reach({.threads = 2, .dram_gbs = 0, .min_bytes = 2 * M, .max_bytes = 8 * M});
   ASSERT_EQ(all.sizes.size(), 3u);
   EXPECT_EQ(all.sizes[0].variant, "2 MiB");
   EXPECT_EQ(all.sizes[2].variant, "8 MiB");
@@ -157,8 +161,8 @@ TEST(CacheReach, MeasuresEverySizeAndReportsTheLoop) {
   EXPECT_EQ(all.bytes, 8 * M);
   EXPECT_TRUE(all.at_max);
   EXPECT_FALSE(all.variant.empty());
-  const CacheReach none = measure_cache_reach({.dram_gbs = 1e12, .min_bytes = 4 * M,
-                                               .max_bytes = 4 * M});
+  const CacheReach none =
+      measure_cache_reach({.dram_gbs = 1e12, .min_bytes = 4 * M, .max_bytes = 4 * M});
   ASSERT_EQ(none.sizes.size(), 1u);
   EXPECT_EQ(none.bytes, 0u);
   EXPECT_FALSE(none.at_max);
@@ -168,8 +172,8 @@ TEST(CacheReach, MeasuresEverySizeAndReportsTheLoop) {
 // cached 1 MiB buffer 8 times per pass reports a rate, not 8 times one pass's.
 TEST(Bandwidth, ReadsPerPassCountEveryRead) {
   const BandwidthProbe once = probe_read_bandwidth({.bytes = 1 << 20, .reps = 5, .search = false});
-  const BandwidthProbe eight = probe_read_bandwidth(
-      {.bytes = 1 << 20, .reps = 5, .search = false, .reads_per_pass = 8});
+  const BandwidthProbe eight =
+      probe_read_bandwidth({.bytes = 1 << 20, .reps = 5, .search = false, .reads_per_pass = 8});
   ASSERT_GT(once.gbs, 0.0);
   // The same loop over the same cached buffer: within a factor of 3 either way (timer and
   // barrier overhead weigh more on the short passes), where a miscount would read 8x.
