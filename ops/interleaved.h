@@ -282,7 +282,8 @@ void gemv_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups
 void gemm_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);
-// Q3_K x one Q8_K row (AVX-512 VNNI only; elsewhere Q3_K stays row-major, InterleavedMatrix::pays).
+// Q3_K x one Q8_K row (VNNI and AVX2 kernels; below AVX2 Q3_K stays row-major,
+// InterleavedMatrix::pays).
 // The reference gathers each row back and runs dot_q3_K_q8_K_ref (bit for bit the row-major
 // result); the VNNI kernel differs only in float order (one FMA per super-block for all 16 rows).
 // Its GEMM (up to 4 tokens a pass) equals the GEMV per token.
@@ -290,6 +291,13 @@ void gemv_q3_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q3_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// Q3_K on AVX2 (interleaved_q3_k_avx2.cpp): the VNNI kernel's integers and float steps, 8 rows at a
+// time (bit for bit its results); the GEMM (4 tokens per pass) equals the GEMV per token.
+void gemv_q3_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q3_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
 // Q2_K x one Q8_K row, likewise (VNNI only; reference: dot_q2_K_q8_K_ref on the gathered rows).
 void gemv_q2_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);

@@ -434,9 +434,9 @@ TEST(InterleavedQ5K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemv_q5_Kx16_q8_K_avx2, gemm_q5_Kx16_q8_K_avx2, exact_dot_q5_K);
 }
 
-// The AVX2 Q4_K / Q5_K / Q6_K / IQ4_XS GEMV within the exact dot's bound and, where VNNI runs,
-// equal to the VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time) equal
-// to the AVX2 GEMV per token, for 1-9 tokens.
+// The AVX2 Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS GEMV within the exact dot's bound and, where VNNI
+// runs, equal to the VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time)
+// equal to the AVX2 GEMV per token, for 1-9 tokens.
 class InterleavedAvx2KQuant : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit) {
@@ -445,13 +445,16 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
   const bool q4 = type == WeightType::Q4_K;
   const bool q6 = type == WeightType::Q6_K;
   const bool xs = type == WeightType::IQ4_XS;
+  const bool q3 = type == WeightType::Q3_K;
   const X16GemvFn gemv = q4   ? gemv_q4_Kx16_q8_K_avx2
                          : q6 ? gemv_q6_Kx16_q8_K_avx2
                          : xs ? gemv_iq4_xsx16_q8_K_avx2
+                         : q3 ? gemv_q3_Kx16_q8_K_avx2
                               : gemv_q5_Kx16_q8_K_avx2;
   const X16GemmFn gemm = q4   ? gemm_q4_Kx16_q8_K_avx2
                          : q6 ? gemm_q6_Kx16_q8_K_avx2
                          : xs ? gemm_iq4_xsx16_q8_K_avx2
+                         : q3 ? gemm_q3_Kx16_q8_K_avx2
                               : gemm_q5_Kx16_q8_K_avx2;
   const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
   EXPECT_EQ(kernels.x16(type).gemv, gemv);
@@ -493,8 +496,8 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedAvx2KQuant,
-                         ::testing::Values(WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K,
-                                           WeightType::IQ4_XS),
+                         ::testing::Values(WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
+                                           WeightType::Q6_K, WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
@@ -834,6 +837,14 @@ TEST(InterleavedQ3K, ExtremeBlocksDoNotOverflow) {
   check_extreme_blocks<BlockQ3_K>(WeightType::Q3_K, 768, fill_extreme_q3_k,
                                   gemv_q3_Kx16_q8_K_avx512vnni, gemm_q3_Kx16_q8_K_avx512vnni,
                                   exact_dot_q3_K);
+}
+
+// On AVX2 set 7 comes out as 16 u (not VNNI's 32 u): pairs up to 2 x 112 x 128 in vpmaddubsw's
+// int16, and each group's accumulator shifted back by its own factor.
+TEST(InterleavedQ3K, Avx2ExtremeBlocksDoNotOverflow) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  check_extreme_blocks<BlockQ3_K>(WeightType::Q3_K, 768, fill_extreme_q3_k, gemv_q3_Kx16_q8_K_avx2,
+                                  gemm_q3_Kx16_q8_K_avx2, exact_dot_q3_K);
 }
 
 // matmul() over the repacked view, fused with a second matrix, GEMV and GEMM, on every Isa (below

@@ -116,7 +116,7 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
   EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
-  // Q2_K (as Q3_K) has VNNI kernels only.
+  // Q2_K has VNNI kernels only.
   EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx512),
             isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2));
@@ -149,11 +149,13 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   EXPECT_TRUE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, vnni));
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx512, skx));
   EXPECT_FALSE(InterleavedMatrix::pays(q2_k.view, Isa::Avx2, skx));
-  // IQ4_XS: the VNNI kernels, else the AVX2 ones (on Skylake-SP too).
-  const testing::OwnedMatrix iq4_xs = testing::make_matrix(WeightType::IQ4_XS, 16, 256, 1);
-  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx512, vnni));
-  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx512, skx));
-  EXPECT_TRUE(InterleavedMatrix::pays(iq4_xs.view, Isa::Avx2, skx));
+  // IQ4_XS and Q3_K: the VNNI kernels, else the AVX2 ones (on Skylake-SP too).
+  for (WeightType t : {WeightType::IQ4_XS, WeightType::Q3_K}) {
+    const testing::OwnedMatrix w = testing::make_matrix(t, 16, 256, 1);
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx512, vnni)) << type_name(t);
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx512, skx)) << type_name(t);
+    EXPECT_TRUE(InterleavedMatrix::pays(w.view, Isa::Avx2, skx)) << type_name(t);
+  }
 }
 
 TEST_P(Interleaved, VnniGemvAndGemmsMatchTheReferenceDot) {
