@@ -296,8 +296,11 @@ BENCHMARK_CAPTURE(BM_gemv, q2_kx16_avx512, WeightType::Q2_K, Isa::Avx512, true)
 BENCHMARK_CAPTURE(BM_gemv, iq4_xs_avx512, WeightType::IQ4_XS, Isa::Avx512)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, iq4_xsx16_avx512, WeightType::IQ4_XS, Isa::Avx512, true)
     ->Apply(gemv_kquant_args);
-// IQ4_XS and Q3_K on AVX2, row-major and repacked (interleaved_iq4_xs_avx2.cpp,
-// interleaved_q3_k_avx2.cpp).
+// IQ4_XS, Q3_K and Q2_K on AVX2, row-major and repacked (interleaved_iq4_xs_avx2.cpp,
+// interleaved_q3_k_avx2.cpp, interleaved_q2_k_avx2.cpp).
+BENCHMARK_CAPTURE(BM_gemv, q2_k_avx2, WeightType::Q2_K, Isa::Avx2)->Apply(gemv_kquant_args);
+BENCHMARK_CAPTURE(BM_gemv, q2_kx16_avx2, WeightType::Q2_K, Isa::Avx2, true)
+    ->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q3_k_avx2, WeightType::Q3_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q3_kx16_avx2, WeightType::Q3_K, Isa::Avx2, true)
     ->Apply(gemv_kquant_args);

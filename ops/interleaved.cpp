@@ -733,12 +733,9 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   if (!x16_supported(w.type) || w.layout != WeightLayout::RowMajor || !isa_supported(isa)) {
     return false;
   }
-  // Q2_K has VNNI kernels only (interleaved_q2_k_avx512vnni.cpp); elsewhere its row-major kernels,
-  // which the reference over the layout would not beat.
-  const bool vnni_only = w.type == WeightType::Q2_K;
-  if (vnni_only) return isa == Isa::Avx512 && cpu.avx512_vnni;
   // The other quantized types on AVX2: interleaved_avx2.cpp, interleaved_q45_k_avx2.cpp,
-  // interleaved_q6_k_avx2.cpp, interleaved_iq4_xs_avx2.cpp, interleaved_q3_k_avx2.cpp.
+  // interleaved_q6_k_avx2.cpp, interleaved_iq4_xs_avx2.cpp, interleaved_q3_k_avx2.cpp,
+  // interleaved_q2_k_avx2.cpp.
   if (isa == Isa::Avx2) return !x16_float(w.type);
   if (isa != Isa::Avx512) return false;
   if (x16_float(w.type) || cpu.avx512_vnni) return true;  // F16/BF16: AVX-512 F/BW is enough
@@ -749,7 +746,8 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   // layout. Q4_1, Q5_0, Q5_1 and IQ4_NL (PACER_ISA=avx2 against PACER_VNNI=0 on the Zen 5 dev VM,
   // TinyLlama, 2 rounds at 1 and 2 threads): tg32 1.16-1.97x in every cell, pp64 0.96-1.46x;
   // IQ4_XS (TinyLlama and Llama-3.2-1B, likewise): tg32 1.38-2.14x, pp64 0.88-1.11x; Q3_K (their
-  // Q3_K_M files): tg32 1.24-1.62x, pp64 0.87-0.96x: decode's gain taken over prefill's loss.
+  // Q3_K_M files): tg32 1.24-1.62x, pp64 0.87-0.96x: decode's gain taken over prefill's loss. Q2_K
+  // (their Q2_K files) went either way (tg32 0.85-1.39x, pp64 0.84-1.06x): the file's layout.
   return w.type == WeightType::Q4_0 || w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
          w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL ||
          w.type == WeightType::IQ4_XS || w.type == WeightType::Q3_K;

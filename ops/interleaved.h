@@ -298,11 +298,18 @@ void gemv_q3_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups
 void gemm_q3_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                             int64_t out_stride);
-// Q2_K x one Q8_K row, likewise (VNNI only; reference: dot_q2_K_q8_K_ref on the gathered rows).
+// Q2_K x one Q8_K row, likewise (reference: dot_q2_K_q8_K_ref on the gathered rows).
 void gemv_q2_Kx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                            const std::byte* act, float* out);
 void gemv_q2_Kx16_q8_K_avx512vnni(int64_t n, const std::byte* groups, int64_t n_groups,
                                   const std::byte* act, float* out);
+// Q2_K on AVX2 (interleaved_q2_k_avx2.cpp): the VNNI kernel's integers and float steps, 8 rows at a
+// time (bit for bit its results); the GEMM (4 tokens per pass) equals the GEMV per token.
+void gemv_q2_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, float* out);
+void gemm_q2_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                            const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                            int64_t out_stride);
 // IQ4_XS x one Q8_K row, likewise (reference: dot_iq4_xs_q8_K_ref on the gathered rows).
 void gemv_iq4_xsx16_q8_K_ref(int64_t n, const std::byte* groups, int64_t n_groups,
                              const std::byte* act, float* out);

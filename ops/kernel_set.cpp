@@ -87,8 +87,8 @@ KernelSet KernelSet::for_isa(Isa requested) {
       gemv(gemv_iq4_nlx16_q8_0_avx512vnni, gemv_iq4_nlx16_q8_0_avx2, gemv_iq4_nlx16_q8_0_ref);
   ks.x16_q4_1_.gemv =
       gemv(gemv_q4_1x16_q8_0_avx512vnni, gemv_q4_1x16_q8_0_avx2, gemv_q4_1x16_q8_0_ref);
-  // Q2_K: VNNI kernels only (InterleavedMatrix::pays repacks it nowhere else).
-  ks.x16_q2_K_.gemv = vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref;
+  ks.x16_q2_K_.gemv =
+      gemv(gemv_q2_Kx16_q8_K_avx512vnni, gemv_q2_Kx16_q8_K_avx2, gemv_q2_Kx16_q8_K_ref);
   ks.x16_q3_K_.gemv =
       gemv(gemv_q3_Kx16_q8_K_avx512vnni, gemv_q3_Kx16_q8_K_avx2, gemv_q3_Kx16_q8_K_ref);
   ks.x16_iq4_xs_.gemv =
@@ -105,6 +105,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     ks.x16_iq4_nl_.gemm = gemm_iq4_nlx16_q8_0_avx2;
     ks.x16_iq4_xs_.gemm = gemm_iq4_xsx16_q8_K_avx2;
     ks.x16_q3_K_.gemm = gemm_q3_Kx16_q8_K_avx2;
+    ks.x16_q2_K_.gemm = gemm_q2_Kx16_q8_K_avx2;
   }
   if (ks.isa_ == Isa::Avx512) {  // F16 / BF16: AVX-512 F/BW is enough
     ks.x16_f16_ = {gemv_f16x16_f32_avx512,     gemm_f16x16_f32_avx512,
@@ -178,7 +179,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
     X16Kernels& k = *kp;
     if (vnni) {
       follow(k, t);
-    } else if (avx2 && t != WeightType::Q2_K) {  // the AVX2 x16 ones
+    } else if (avx2) {  // the AVX2 x16 ones
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
     }

@@ -38,8 +38,8 @@ struct MatmulKernels {
 };
 
 // Kernels of a matrix interleaved by 16 rows (interleaved.h: every type of x16_supported()). Below
-// AVX-512 VNNI, every quantized type but Q2_K runs the AVX2 GEMV and GEMM; Q2_K, and F16/BF16
-// below AVX-512, the scalar reference GEMV (models
+// AVX-512 VNNI, every quantized type runs the AVX2 GEMV and GEMM; F16/BF16 below AVX-512 the
+// scalar reference GEMV (models
 // repack only where the fast kernels run: InterleavedMatrix::pays), which prefill then calls once
 // per token.
 struct X16Kernels {

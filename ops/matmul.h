@@ -38,7 +38,7 @@ class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and any quantized type of x16_supported() on an
   // AVX-512 VNNI machine; F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS or Q3_K on an AVX-512
-  // one without VNNI; every quantized type but Q2_K on AVX2 (elsewhere the interleaved
+  // one without VNNI; every quantized type on AVX2 (elsewhere the interleaved
   // matrix would run the scalar reference). This machine's CPU, or `cpu` (the rule alone, for any
   // CPU's features).
   static bool pays(const WeightMatrix& w, Isa isa);

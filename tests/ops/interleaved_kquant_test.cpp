@@ -434,7 +434,7 @@ TEST(InterleavedQ5K, Avx2ExtremeBlocksDoNotOverflow) {
                                   gemv_q5_Kx16_q8_K_avx2, gemm_q5_Kx16_q8_K_avx2, exact_dot_q5_K);
 }
 
-// The AVX2 Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS GEMV within the exact dot's bound and, where VNNI
+// The AVX2 GEMV of every K-quant and IQ4_XS within the exact dot's bound and, where VNNI
 // runs, equal to the VNNI GEMV bit for bit; the AVX2 GEMM (4 tokens per pass, then one at a time)
 // equal to the AVX2 GEMV per token, for 1-9 tokens.
 class InterleavedAvx2KQuant : public ::testing::TestWithParam<WeightType> {};
@@ -446,15 +446,18 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
   const bool q6 = type == WeightType::Q6_K;
   const bool xs = type == WeightType::IQ4_XS;
   const bool q3 = type == WeightType::Q3_K;
+  const bool q2 = type == WeightType::Q2_K;
   const X16GemvFn gemv = q4   ? gemv_q4_Kx16_q8_K_avx2
                          : q6 ? gemv_q6_Kx16_q8_K_avx2
                          : xs ? gemv_iq4_xsx16_q8_K_avx2
                          : q3 ? gemv_q3_Kx16_q8_K_avx2
+                         : q2 ? gemv_q2_Kx16_q8_K_avx2
                               : gemv_q5_Kx16_q8_K_avx2;
   const X16GemmFn gemm = q4   ? gemm_q4_Kx16_q8_K_avx2
                          : q6 ? gemm_q6_Kx16_q8_K_avx2
                          : xs ? gemm_iq4_xsx16_q8_K_avx2
                          : q3 ? gemm_q3_Kx16_q8_K_avx2
+                         : q2 ? gemm_q2_Kx16_q8_K_avx2
                               : gemm_q5_Kx16_q8_K_avx2;
   const KernelSet kernels = KernelSet::for_isa(Isa::Avx2);
   EXPECT_EQ(kernels.x16(type).gemv, gemv);
@@ -496,8 +499,8 @@ TEST_P(InterleavedAvx2KQuant, GemvAndGemmMatchTheExactDotAndTheVnniGemvBitForBit
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleavedAvx2KQuant,
-                         ::testing::Values(WeightType::Q3_K, WeightType::Q4_K, WeightType::Q5_K,
-                                           WeightType::Q6_K, WeightType::IQ4_XS),
+                         ::testing::Values(WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                           WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_XS),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(InterleavedQ5K, ExtremeBlocksDoNotOverflow) {
@@ -793,6 +796,14 @@ TEST(InterleavedQ2K, ExtremeBlocksDoNotOverflow) {
   check_extreme_blocks<BlockQ2_K>(WeightType::Q2_K, 768, fill_extreme_q2_k,
                                   gemv_q2_Kx16_q8_K_avx512vnni, gemm_q2_Kx16_q8_K_avx512vnni,
                                   exact_dot_q2_K);
+}
+
+// On AVX2 a group's 4 quant vectors add in int16 (up to 4 x 2 x 12 x 128 = 12,288) before its
+// scale: the extremes must not wrap there, nor the odd groups' shift back by 2.
+TEST(InterleavedQ2K, Avx2ExtremeBlocksDoNotOverflow) {
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2 here";
+  check_extreme_blocks<BlockQ2_K>(WeightType::Q2_K, 768, fill_extreme_q2_k, gemv_q2_Kx16_q8_K_avx2,
+                                  gemm_q2_Kx16_q8_K_avx2, exact_dot_q2_K);
 }
 
 // IQ4_XS's extremes: every level index 0 (-127) or 8 (1) or 15 (113), scales -32 / 31,

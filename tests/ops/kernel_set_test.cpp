@@ -152,10 +152,12 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q3_K).gemm, vnni   ? gemm_q3_Kx16_q8_K_avx512vnni
                                            : avx2 ? gemm_q3_Kx16_q8_K_avx2
                                                   : nullptr);
-  // Q2_K: VNNI only (elsewhere it is not repacked; the view would run the reference).
-  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemv,
-            vnni ? gemv_q2_Kx16_q8_K_avx512vnni : gemv_q2_Kx16_q8_K_ref);
-  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemm, vnni ? gemm_q2_Kx16_q8_K_avx512vnni : nullptr);
+  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemv, vnni   ? gemv_q2_Kx16_q8_K_avx512vnni
+                                           : avx2 ? gemv_q2_Kx16_q8_K_avx2
+                                                  : gemv_q2_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q2_K).gemm, vnni   ? gemm_q2_Kx16_q8_K_avx512vnni
+                                           : avx2 ? gemm_q2_Kx16_q8_K_avx2
+                                                  : nullptr);
   EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemv, vnni   ? gemv_iq4_xsx16_q8_K_avx512vnni
                                              : avx2 ? gemv_iq4_xsx16_q8_K_avx2
                                                     : gemv_iq4_xsx16_q8_K_ref);
