@@ -116,8 +116,9 @@ TEST(InterleavedMatrix, RepackRejectsOtherTypesAndLayouts) {
   const InterleavedMatrix m = InterleavedMatrix::repack(q4.view);
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
   EXPECT_FALSE(InterleavedMatrix::pays(f32.view, Isa::Avx512));
-  // Q2_K: the VNNI kernels, else the AVX2 ones.
-  EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx512), isa_supported(Isa::Avx512));
+  // Q2_K: the VNNI kernels, else the AVX2 ones (not on AVX-512 without VNNI, below).
+  EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx512),
+            isa_supported(Isa::Avx512) && detect_cpu_features().avx512_vnni);
   EXPECT_EQ(InterleavedMatrix::pays(q2_k.view, Isa::Avx2), isa_supported(Isa::Avx2));
   EXPECT_EQ(InterleavedMatrix::pays(q4.view, Isa::Avx2), isa_supported(Isa::Avx2));
   EXPECT_FALSE(InterleavedMatrix::pays(q4.view, Isa::Scalar));
