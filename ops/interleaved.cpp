@@ -745,9 +745,9 @@ bool InterleavedMatrix::pays(const WeightMatrix& w, Isa isa, const CpuFeatures& 
   // K-quants of Q4_K_M (pp64 0.92-1.68x, tg32 0.70-1.18x) went either way, so they keep the file's
   // layout. Q4_1, Q5_0, Q5_1 and IQ4_NL (PACER_ISA=avx2 against PACER_VNNI=0 on the Zen 5 dev VM,
   // TinyLlama, 2 rounds at 1 and 2 threads): tg32 1.16-1.97x in every cell, pp64 0.96-1.46x;
-  // IQ4_XS (TinyLlama and Llama-3.2-1B, likewise): tg32 1.38-2.14x, pp64 0.88-1.11x; Q3_K (their
-  // Q3_K_M files): tg32 1.24-1.62x, pp64 0.87-0.96x: decode's gain taken over prefill's loss. Q2_K
-  // (their Q2_K files) went either way (tg32 0.85-1.39x, pp64 0.84-1.06x): the file's layout.
+  // IQ4_XS (TinyLlama and Llama-3.2-1B, likewise): tg32 1.38-2.14x, pp64 0.81-1.11x; Q3_K (their
+  // Q3_K_M files): tg32 1.27-1.62x, pp64 0.87-0.98x: decode's gain taken over prefill's loss. Q2_K
+  // (their Q2_K files) went either way (tg32 0.85-1.39x, pp64 0.81-1.07x): the file's layout.
   return w.type == WeightType::Q4_0 || w.type == WeightType::Q4_1 || w.type == WeightType::Q5_0 ||
          w.type == WeightType::Q5_1 || w.type == WeightType::IQ4_NL ||
          w.type == WeightType::IQ4_XS || w.type == WeightType::Q3_K;
