@@ -29,30 +29,10 @@ namespace {
 
 using avx2::act_dword;
 
-// vpshufb controls (the same in both 128-bit lanes): byte s of each dword into both words of the
-// dword (zero-extended), and bytes (2p, 2p + 1) into its low and high word.
-struct Controls {
-  __m256i scale[4], mins[2];
-};
-
-inline Controls controls() {
-  Controls c;
-  const auto lanes = [](auto word_pair) {
-    return _mm256_setr_epi32(word_pair(0), word_pair(4), word_pair(8), word_pair(12), word_pair(0),
-                             word_pair(4), word_pair(8), word_pair(12));
-  };
-  for (int s = 0; s < 4; ++s) {
-    c.scale[s] = lanes([s](uint32_t base) {
-      return static_cast<int32_t>(0x80008000u | (base + s) | (base + s) << 16);
-    });
-  }
-  for (int p = 0; p < 2; ++p) {
-    c.mins[p] = lanes([p](uint32_t base) {
-      return static_cast<int32_t>(0x80008000u | (base + 2 * p) | (base + 2 * p + 1) << 16);
-    });
-  }
-  return c;
-}
+// Scale words from byte s of each row's dword (scale[s]); min word pairs from bytes 2p, 2p + 1
+// (mins[p]).
+using avx2::Controls;
+using avx2::controls;
 
 // Per activation block, the int16 pairs (bsums[2p], bsums[2p + 1]) as dwords, p = 0..7.
 struct MinPairs {

@@ -79,5 +79,32 @@ inline void strip_scales(const uint16_t* d16, const float* dx, int64_t count, fl
   }
 }
 
+// vpshufb controls that spread a K-quant's per-group byte scales (or mins) of 8 rows, one byte
+// per group in each row's dword, into 16-bit words for vpmaddwd (the same in both 128-bit lanes;
+// the Q4_K, Q5_K and Q2_K GEMVs build them once per call).
+struct Controls {
+  __m256i scale[4];  // byte j of each dword -> both words of the dword (zero-extended)
+  __m256i mins[2];   // bytes (2k, 2k + 1) of each dword -> its low and high word (zero-extended)
+};
+
+inline Controls controls() {
+  Controls c;
+  const auto lanes = [](auto word_pair) {
+    return _mm256_setr_epi32(word_pair(0), word_pair(4), word_pair(8), word_pair(12), word_pair(0),
+                             word_pair(4), word_pair(8), word_pair(12));
+  };
+  for (int j = 0; j < 4; ++j) {
+    c.scale[j] = lanes([j](uint32_t base) {
+      return static_cast<int32_t>(0x80008000u | (base + j) | (base + j) << 16);
+    });
+  }
+  for (int k = 0; k < 2; ++k) {
+    c.mins[k] = lanes([k](uint32_t base) {
+      return static_cast<int32_t>(0x80008000u | (base + 2 * k) | (base + 2 * k + 1) << 16);
+    });
+  }
+  return c;
+}
+
 }  // namespace
 }  // namespace pacer::ops::avx2
