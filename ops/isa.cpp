@@ -138,8 +138,10 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
     const bool two_streams = k == X16Gemv::Q4_K || k == X16Gemv::Q5_K;
     plan.streams = two_streams ? 2 : 1;
     plan.page_touch = two_streams ? 0 : kZen5PageTouchBytes;
+  } else if (cpu.amd) {
+    plan.streams = is_float ? 4 : k == X16Gemv::Q8_0 ? 1 : 2;
   } else {
-    plan.streams = cpu.amd && !is_float ? 2 : 4;
+    plan.streams = 4;
   }
   if (env.streams && std::strcmp(env.streams, "1") == 0) plan.streams = 1;
   if (env.streams && std::strcmp(env.streams, "2") == 0) plan.streams = 2;

@@ -80,9 +80,13 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 // The table, chosen once per process:
 //  - Not AMD (Sapphire Rapids): 4 streams, prefetch on, no touch. The interleaved Q4_0 GEMV gained
 //    from 2 to 4 streams there (1.05x -> 1.2x the row-major kernel).
-//  - AMD before Zen 5: 2 streams for the quantized kernels (one Zen 4 core streams a cold
-//    32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4, and TinyLlama Q8_0 decodes 6-10 % faster
-//    with 2), 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
+//  - AMD before Zen 5 (Zen 4: the only one with these kernels): 2 streams for the quantized
+//    kernels (one Zen 4 core streams a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4),
+//    but one for Q8_0, 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
+//    Q8_0 against 2 streams on a 2-vCPU Genoa guest (session 40, 2 alternating rounds each):
+//    TinyLlama decode 1.10x at 1 thread and 1.11-1.20x at 2, Llama-3.2-1B 1.14-1.20x and
+//    1.10-1.18x. One stream for the others was level (Q4_0, Q4_K_M) or slower (Q5_K_M 0.92-1.02x,
+//    F16 0.91-0.96x at 1 thread), and an 8 KiB touch slowed a cold Q8_0 matrix by ~10 %.
 //  - AMD Zen 5 and later: one stream and a touch 8 KiB ahead, prefetch per the class rule (Q4_0
 //    and the K-quants on, Q8_0 and F16/BF16 off), except Q4_K and Q5_K: 2 streams, no touch. One
 //    Zen 5 core (the dev VM) keeps only ~0.75 of a plain read's lines in flight under a GEMV's
