@@ -86,7 +86,7 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    Q8_0 against 2 streams on a 2-vCPU Genoa guest (session 40, 2 alternating rounds each):
 //    TinyLlama decode 1.10x at 1 thread and 1.11-1.20x at 2, Llama-3.2-1B 1.14-1.20x and
 //    1.10-1.18x. One stream for the others was level (Q4_0, Q4_K_M) or slower (Q5_K_M 0.92-1.02x,
-//    F16 0.91-0.96x at 1 thread), and an 8 KiB touch slowed a cold Q8_0 matrix by ~10 %.
+//    F16 0.91-0.96x at 1 thread), and an 8 KiB touch slowed a cold Q8_0 matrix by 5-8 %.
 //  - AMD Zen 5 and later: one stream and a touch 8 KiB ahead, prefetch per the class rule (Q4_0
 //    and the K-quants on, Q8_0 and F16/BF16 off), except Q4_K and Q5_K: 2 streams, no touch. One
 //    Zen 5 core (the dev VM) keeps only ~0.75 of a plain read's lines in flight under a GEMV's
