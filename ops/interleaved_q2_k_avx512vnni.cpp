@@ -106,6 +106,7 @@ struct Q2KLayout {
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b * kX16Q2KBlockBytes;
   }
+  static const std::byte* d_at(const std::byte* grp, int64_t b) { return block_at(grp, b); }
   using Offsets = MinPairs;
   static void offsets(const BlockQ8_K& x, Offsets& o) { min_pairs(x, o); }
   using Sum = Sums;

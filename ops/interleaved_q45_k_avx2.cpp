@@ -207,6 +207,9 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
     for (int s = 0; s < S; ++s) {
       const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
       if (prefetch) prefetch_lines(sb + kBlockBytes<Bits>, kBlockBytes<Bits>);
+      // The line of the factors first, so the stream is read in address order (the AVX-512
+      // GEMV's factors(), why there); accumulate() finds it in L1.
+      avx2::load_here(sb);
       for (int h = 0; h < 2; ++h) {
         const Scales8 sc = unpack_scales(sb, h);
         __m256i isum;

@@ -20,6 +20,14 @@ inline __m256i act_dword(const int8_t* q, int64_t at) {
   return _mm256_set1_epi32(v);
 }
 
+// The 32 bytes at p (32-byte aligned), loaded at this point of the program and once: the AVX2
+// twin of avx512::load_line_here (matmul_simd_avx512.h, why there).
+inline __m256i load_here(const void* p) {
+  __m256i v = _mm256_load_si256(static_cast<const __m256i*>(p));
+  asm volatile("" : "+x"(v));
+  return v;
+}
+
 // Sum of the 8 lanes.
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

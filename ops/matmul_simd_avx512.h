@@ -29,6 +29,18 @@ inline float fp32_from_fp16(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
+// The 64-byte line at p (64-byte aligned), loaded at this point of the program and once. Left to
+// itself GCC 12 sinks a load to its first use and folds a vector used twice into both users as
+// memory operands: a 16-row K-quant super-block's leading line (its fp16 factors) was read after
+// its ~2 KiB of quants, a step back that one Zen 4 core's hardware prefetchers follow badly, and
+// each Q4_K quant line was loaded twice. The empty asm takes the value in a register, so the load
+// can be neither moved past it nor duplicated (the asm emits nothing).
+inline __m512i load_line_here(const void* p) {
+  __m512i v = _mm512_load_si512(p);
+  asm volatile("" : "+v"(v));
+  return v;
+}
+
 // Two 32-byte rows side by side: lanes 0-31 from p0, lanes 32-63 from p1 (unaligned).
 inline __m512i load_pair_256(const void* p0, const void* p1) {
   const __m256i lo = _mm256_loadu_si256(static_cast<const __m256i*>(p0));
