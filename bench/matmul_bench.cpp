@@ -7,6 +7,9 @@
 // measured by ops::measure_read_bandwidth_gbs at the same thread count (1 GiB buffer);
 // call_min_us / call_p50_us = fastest and median single call, best_GB/s and best_%bw from the
 // fastest call (robust on a machine shared with other work, where the loop mean is not).
+// %read (cold=1): the kernel's rate against a plain read of as many bytes of another cold copy,
+// the two timed alternately call by call after the timed loop, the median of the pairs' ratios
+// (pct_of_read): the figure to compare two builds or kernels by on a host whose bandwidth drifts.
 //
 // cold=1 rotates over enough copies of the weights that they total >= 2x the last-level cache
 // (cold_bytes(): this machine's LLC as sysfs reports it), so every call streams its weights from
@@ -17,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -130,6 +134,56 @@ double read_bandwidth_gbs(int threads) {
   return it->second;
 }
 
+// A plain read of [p, p + bytes) on `par`'s workers, each share in one sequential pass (AVX-512
+// or AVX2 loads, no prefetch: the probe's `x1 stream` loop); returns the words' sum.
+// bytes: a multiple of 4 KiB.
+uint64_t read_on(const ops::Parallel& par, const std::byte* p, int64_t bytes) {
+  constexpr int64_t kPage = 4096;
+  std::atomic<uint64_t> sum{0};
+  const bool avx512 = ops::isa_supported(Isa::Avx512);
+  par.run_chunks(bytes / kPage, 1, [&](int, int64_t begin, int64_t end) {
+    const std::byte* q = p + begin * kPage;
+    const auto n = static_cast<size_t>((end - begin) * kPage);
+    sum += avx512 ? ops::sum_words_avx512(q, n, 1, 1, 0, 0) : ops::sum_words_avx2(q, n, 1, 1, 0, 0);
+  });
+  return sum;
+}
+
+// The %read counter: pairs (at least 16, then while ~0.3 s lasts, at most 256) of a call on one
+// cold copy (call(k), k < count) and a plain read (read_on) of the next copy in turn (data(k): the
+// layout and pages the call reads), each timed; returns 100 x the median of the read's time per
+// byte / the call's. A pair's two halves run a few hundred microseconds apart, so a host whose
+// DRAM bandwidth moves from minute to minute moves both alike. Zen 4 guest, two runs of the
+// Q4_0, Q8_0 and Q4_K 16-row GEMVs (5632x2048, 1 and 2 threads): %read 95-101 in both, while
+// %bw (against the one probe of each process) read 78-91 in the first and 49-85 in the second.
+// Above 100: the kernel outreads one plain stream (two far-apart streams can).
+template <class Call, class Data>
+double pct_of_read(const Call& call, const Data& data, int64_t count, int64_t bytes,
+                   const ops::Parallel& par) {
+  constexpr int64_t kPage = 4096;  // read_on's unit
+  const int64_t read_bytes = bytes / kPage * kPage;
+  if (!ops::isa_supported(Isa::Avx2) || count < 2 || read_bytes == 0) return 0;
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ratio;
+  const auto stop = Clock::now() + std::chrono::milliseconds(300);
+  uint64_t sink = 0;
+  for (int64_t i = 0; i < 256 && (ratio.size() < 16 || Clock::now() < stop); ++i) {
+    // The copies in turn, as the timed loop: each is read again only after all the others.
+    const auto t0 = Clock::now();
+    call((2 * i) % count);
+    const auto t1 = Clock::now();
+    sink += read_on(par, data((2 * i + 1) % count), read_bytes);
+    const auto t2 = Clock::now();
+    const double read_s = std::chrono::duration<double>(t2 - t1).count();
+    const double call_s = std::chrono::duration<double>(t1 - t0).count();
+    ratio.push_back((read_s / static_cast<double>(read_bytes)) /
+                    (call_s / static_cast<double>(bytes)));
+  }
+  benchmark::DoNotOptimize(sink);
+  std::sort(ratio.begin(), ratio.end());
+  return 100.0 * ratio[ratio.size() / 2];
+}
+
 // `interleaved`: the weights repacked as a model load does (ops::InterleavedMatrix).
 void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved = false) {
   if (!ops::isa_supported(isa)) {
@@ -181,6 +235,18 @@ void BM_gemv(benchmark::State& state, WeightType type, Isa isa, bool interleaved
     state.counters["best_%bw"] = 100.0 * bytes / (call_us.front() * 1e-6) / bw;
   }
   state.counters["copies"] = static_cast<double>(w.count);
+  if (cold) {
+    const double pct = pct_of_read(
+        [&](int64_t k) {
+          ops::matmul(interleaved ? w.interleaved_copy(k) : w.copy(k), x, 1, y, scratch, par,
+                      kernels);
+          benchmark::DoNotOptimize(y.data());
+          benchmark::ClobberMemory();
+        },
+        [&](int64_t k) { return (interleaved ? w.interleaved_copy(k) : w.copy(k)).data; }, w.count,
+        static_cast<int64_t>(bytes), par);
+    if (pct > 0) state.counters["%read"] = pct;
+  }
 }
 
 // (rows, cols) of every GEMV of a decode step: Qwen2.5-0.5B (q/o, gate/up, down, output) and
