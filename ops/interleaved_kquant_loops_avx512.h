@@ -13,6 +13,8 @@
 //   accumulate(grp, b, sum, d_x, acc)
 //                              acc + the super-block's 16 row dots, from its sums and factors
 //   d_at(grp, b)               super-block b's fp16 factors (d; Q2_K: d, then dmin)
+//   kLoadInOrder (optional)    true: the GEMV touches each super-block's lines in order before
+//                              its quarters (load_lines_in_order, gemv_streams.h)
 // Internal to ops/; include after ops/matmul_simd_avx512.h (it wraps <immintrin.h>), from
 // translation units compiled for AVX-512 VNNI only.
 #include <cstddef>
@@ -61,6 +63,16 @@ struct SuperBlockPairs : OneSum<Derived> {
     return grp + b / 2 * kPair + 32 * (b % 2);
   }
 };
+
+// Layout::kLoadInOrder, false where the layout does not say.
+template <class Layout>
+constexpr bool loads_in_order() {
+  if constexpr (requires { Layout::kLoadInOrder; }) {
+    return Layout::kLoadInOrder;
+  } else {
+    return false;
+  }
+}
 
 // isum[t] = the integer sums of one super-block, quarter by quarter.
 template <class Layout, int T>
@@ -112,6 +124,8 @@ template <class Layout, int S>
     unroll<S>([&](auto s) {
       const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};
       avx512::load_line_here(reinterpret_cast<const void*>(line));
+      if constexpr (loads_in_order<Layout>())
+        load_lines_in_order(group[s] + b * kBlockStep, kBlockStep);
     });
     typename Layout::Offsets off;
     Layout::offsets(x[b], off);
