@@ -125,8 +125,9 @@ template <int S>
       // Both row halves' passes below read the super-block's lines in sets 3 apart, and the
       // pair's factors at its start after them: touched in order first (load_lines_in_order),
       // they find it in L1. Zen 4 guest, PACER_ISA=avx2, old and new builds alternating, cold:
-      // 5632x2048 at 1 thread 15.6-16.5 -> 28.2-28.6 GB/s (a plain read 28-30), at 2 threads
-      // 1.07-2.1x; in cache (2048x2048) 38 -> 32 GB/s. Not measured on Intel or Zen 2/3.
+      // 5632x2048 at 1 thread 15.6-16.5 -> 28.2-28.6 GB/s (a plain read 28-30); at 2 threads
+      // faster in 4 of 5 runs (1.08-2.1x, the fifth 0.89x); in cache (2048x2048) 38 -> 32 GB/s.
+      // Not measured on Intel or Zen 2/3.
       if (b % 2 == 0) load_lines_in_order(group[s] + b / 2 * kX16Q6KPairBytes, 64);
       load_lines_in_order(block_quants(group[s], b), kX16Q6KBlockBytes);
       for (int r = 0; r < 2; ++r) {
