@@ -121,11 +121,14 @@ template <class Layout, int S>
     // lead the super-block (pair) in memory, and read where accumulate() takes them they were a
     // step back after ~3 KiB. Q6_K, one Zen 4 core, alternating calls, cold 5632x2048 and
     // 2048x5632 at 1 and 2 threads: 1.024-1.030x in 4 of 4 runs; IQ4_XS and Q2_K level.
+    // (A layout that touches its lines in order reads the factors' line with them.)
     unroll<S>([&](auto s) {
-      const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};
-      avx512::load_line_here(reinterpret_cast<const void*>(line));
-      if constexpr (loads_in_order<Layout>())
+      if constexpr (loads_in_order<Layout>()) {
         load_lines_in_order(group[s] + b * kBlockStep, kBlockStep);
+      } else {
+        const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};
+        avx512::load_line_here(reinterpret_cast<const void*>(line));
+      }
     });
     typename Layout::Offsets off;
     Layout::offsets(x[b], off);
