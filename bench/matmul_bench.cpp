@@ -479,6 +479,8 @@ BENCHMARK_CAPTURE(BM_gemm, q8_0_avx2, WeightType::Q8_0, Isa::Avx2)->Apply(gemm_a
 BENCHMARK_CAPTURE(BM_gemm, q4_0x16_avx2, WeightType::Q4_0, Isa::Avx2, true)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, q8_0x16_avx2, WeightType::Q8_0, Isa::Avx2, true)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, f16_avx2, WeightType::F16, Isa::Avx2)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, bf16_avx2, WeightType::BF16, Isa::Avx2)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, f32_avx2, WeightType::F32, Isa::Avx2)->Apply(gemm_args);
 
 // The roofline itself: read-only streaming of 1 GiB (far beyond the LLC) at 1 and 2 threads.
 void BM_read_bandwidth(benchmark::State& state) {

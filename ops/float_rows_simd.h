@@ -26,6 +26,10 @@ template <class V>
 constexpr int kRowsPerTile = V::kRegisters >= 32 ? 4 : 3;
 template <class V>
 constexpr bool kTwoChains = V::kRegisters >= 32;
+// Row tiles per block of the 16-register GEMM (gemm): 24 rows, 96 KiB of F16 weights at 2048
+// columns and 264 KiB at 5632, which stay in L2 while every kTokensPerTile tokens pass over them.
+// On the Zen 4 guest below, blocks of 4 and of 16 tiles ran alike.
+constexpr int64_t kBlockTiles = 8;
 
 // out[t * out_stride + r * out_row_step] = dot(row r, token t) for R rows (row r at
 // w + r * row_step) and T tokens at x + t * x_stride. Each x vector is loaded once for all R rows
@@ -89,8 +93,48 @@ void rows_tile(int64_t n, const std::byte* w, int64_t row_step, int64_t prefetch
   }
 }
 
+// rows_tile for 16 registers (AVX2) and T > 1 tokens: the R widened weight vectors of a step
+// stay in registers and each token's x vector is loaded once (R x T + R + 1 = 16 at 3 x 4),
+// where rows_tile's order (all T x vectors first) left GCC to reload x as an FMA operand for
+// every row: R x T loads a step instead of R + T. kLanes at a time, then the last n % kLanes
+// masked: per (row, token) the FMAs of rows_tile in its order, so the GEMM stays bit-identical
+// to the GEMV. Its own function with nothing else in it: with rows_tile's other loops in the same
+// body, GCC 12 stored the 12 accumulators to the stack on every step.
+template <class V, class Widen, int R, int T>
+[[gnu::noinline]] void rows_tile_16(int64_t n, const std::byte* w, int64_t row_step, const float* x,
+                                    int64_t x_stride, float* out, int64_t out_stride) {
+  using Reg = typename V::Reg;
+  constexpr int64_t L = V::kLanes;
+  Reg a[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) a[r][t] = V::zero();
+  }
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    Reg wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Widen::load(w + r * row_step, j);
+    for (int t = 0; t < T; ++t) {
+      const Reg xv = V::load(x + t * x_stride + j);
+      for (int r = 0; r < R; ++r) a[r][t] = V::fmadd(wv[r], xv, a[r][t]);
+    }
+  }
+  if (j < n) {
+    for (int r = 0; r < R; ++r) {
+      const Reg wv = Widen::load_first(w + r * row_step, j, n - j);
+      for (int t = 0; t < T; ++t) {
+        a[r][t] = V::fmadd(wv, V::load_first(x + t * x_stride + j, n - j), a[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[t * out_stride + r] = V::hsum(V::add(a[r][t], V::zero()));
+  }
+}
+
 // Rows [0, nr) x tokens [0, nt) (x_stride floats between tokens, out_stride between output
-// rows): row tiles of kRowsPerTile (then fewer), each reused by every token before the next tile.
+// rows): row tiles of kRowsPerTile (then fewer), each reused by every token before the next tile
+// (AVX-512), or in blocks of kBlockTiles tiles that every kTokensPerTile tokens pass over in turn
+// (AVX2, whose callers pass their whole row range: TypeTraits::gemm_whole_range).
 template <class V, class Widen>
 void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float* x,
           int64_t x_stride, int64_t nt, float* out, int64_t out_stride) {
@@ -111,7 +155,41 @@ void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float
     }
   };
   int64_t r = 0;
-  for (; r + kRows <= nr; r += kRows) tokens(std::integral_constant<int, kRows>{}, r);
+  if constexpr (!kTwoChains<V> && T > 1) {
+    // Blocks of kBlockTiles row tiles: each T tokens' x serves every tile of the block (from L1
+    // and L2) before the next T tokens, where tile by tile over all tokens read them from L2 or
+    // L3 for every 12 FMAs (a row of 64 tokens of TinyLlama's ffn_down is 1.4 MiB). With
+    // rows_tile_16, and the whole row range per call (matmul had cut it into calls of 8 rows, a
+    // quarter of them in tiles of 2), on a Zen 4 guest without AVX-512 (2.87 GHz, 92 GFLOP/s of
+    // FMA peak on one core), BM_gemm f16_avx2 at 1 thread, 3 alternating runs: 5632x2048 x 128
+    // tokens 48-50 -> 80-81 GFLOP/s, 896x4864 x 64 tokens 50-51 -> 79-80; `pacer bench` TinyLlama
+    // F16 pp64, 2 alternating rounds: 1 thread 24.5-25.8 -> 39.0-39.5 t/s, 2 threads 48.7-49.9
+    // -> 75.4-78.1 (llama.cpp c392e50 on the same file: 38.5-38.7 and 71-78).
+    for (; r + kRows <= nr; r += kBlockTiles * kRows) {
+      const int64_t block_end =
+          nr - r < kBlockTiles * kRows ? r + (nr - r) / kRows * kRows : r + kBlockTiles * kRows;
+      int64_t t = 0;
+      for (; t + T <= nt; t += T) {
+        for (int64_t rt = r; rt < block_end; rt += kRows) {
+          rows_tile_16<V, Widen, kRows, T>(n, w + rt * stride, stride, x + t * x_stride, x_stride,
+                                           out + t * out_stride + rt, out_stride);
+        }
+      }
+      for (; t < nt; ++t) {
+        for (int64_t rt = r; rt < block_end; rt += kRows) {
+          rows_tile<V, Widen, kRows, 1>(n, w + rt * stride, stride, kRows * stride,
+                                        x + t * x_stride, x_stride, out + t * out_stride + rt,
+                                        out_stride, 1);
+        }
+      }
+      if (block_end < r + kBlockTiles * kRows) {
+        r = block_end;
+        break;
+      }
+    }
+  } else {
+    for (; r + kRows <= nr; r += kRows) tokens(std::integral_constant<int, kRows>{}, r);
+  }
   switch (nr - r) {
     case 3:
       if constexpr (kRows > 3) tokens(std::integral_constant<int, 3>{}, r);

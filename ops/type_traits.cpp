@@ -44,6 +44,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f32.dot[kAvx2] = dot_f32_f32_avx2;
   t.f32.dot_rows[kAvx2] = dot_rows_f32_f32_avx2;
   t.f32.gemm[kAvx2] = gemm_f32_f32_avx2;
+  t.f32.gemm_whole_range[kAvx2] = true;  // blocks its row tiles itself (float_rows_simd.h)
   t.f32.dot[kAvx512] = dot_f32_f32_avx512;
   t.f32.dot_rows[kAvx512] = dot_rows_f32_f32_avx512;
   t.f32.gemm[kAvx512] = gemm_f32_f32_avx512;
@@ -57,6 +58,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.f16.dot[kAvx2] = dot_f16_f32_avx2;
   t.f16.dot_rows[kAvx2] = dot_rows_f16_f32_avx2;
   t.f16.gemm[kAvx2] = gemm_f16_f32_avx2;
+  t.f16.gemm_whole_range[kAvx2] = true;  // blocks its row tiles itself (float_rows_simd.h)
   t.f16.dot[kAvx512] = dot_f16_f32_avx512;
   t.f16.dot_rows[kAvx512] = dot_rows_f16_f32_avx512;
   t.f16.gemm[kAvx512] = gemm_f16_f32_avx512;
@@ -70,6 +72,7 @@ TraitsTable build_table(const CpuFeatures& cpu) {
   t.bf16.dot[kAvx2] = dot_bf16_f32_avx2;
   t.bf16.dot_rows[kAvx2] = dot_rows_bf16_f32_avx2;
   t.bf16.gemm[kAvx2] = gemm_bf16_f32_avx2;
+  t.bf16.gemm_whole_range[kAvx2] = true;  // blocks its row tiles itself (float_rows_simd.h)
   t.bf16.dot[kAvx512] = dot_bf16_f32_avx512;
   t.bf16.dot_rows[kAvx512] = dot_rows_bf16_f32_avx512;
   t.bf16.gemm[kAvx512] = gemm_bf16_f32_avx512;

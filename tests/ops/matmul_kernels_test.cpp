@@ -142,10 +142,11 @@ TEST(FloatGemm, Avx2EqualsItsDotRowsBitForBit) {
   for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
     const MatmulKernels& k = kernels.matmul(t);
     ASSERT_NE(k.gemm, nullptr) << type_name(t);
-    for (const Shape s : {Shape{13, 2048}, Shape{6, 4864 + 8}, Shape{5, 40}}) {
+    // 55 rows: two blocks of 8 row tiles (float_rows_simd.h), then 2 tiles and a row.
+    for (const Shape s : {Shape{13, 2048}, Shape{6, 4864 + 8}, Shape{5, 40}, Shape{55, 261}}) {
       const testing::OwnedMatrix w = testing::make_matrix(t, s.rows, s.cols, 48);
       const int64_t stride = row_bytes(t, s.cols);
-      for (int64_t tokens : {1, 2, 3, 4, 7, 8}) {
+      for (int64_t tokens : {1, 2, 3, 4, 7, 8, 9}) {
         const std::vector<float> x =
             testing::normal_floats(static_cast<size_t>(tokens * s.cols), 49);
         const auto* act = reinterpret_cast<const std::byte*>(x.data());
