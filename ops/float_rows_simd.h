@@ -162,7 +162,7 @@ void gemm(int64_t n, const std::byte* w, int64_t stride, int64_t nr, const float
     // rows_tile_16, and the whole row range per call (matmul had cut it into calls of 8 rows, a
     // quarter of them in tiles of 2), on a Zen 4 guest without AVX-512 (2.87 GHz, 92 GFLOP/s of
     // FMA peak on one core), BM_gemm f16_avx2 at 1 thread, 3 alternating runs: 5632x2048 x 128
-    // tokens 48-50 -> 80-81 GFLOP/s, 896x4864 x 64 tokens 50-51 -> 79-80; `pacer bench` TinyLlama
+    // tokens 47-50 -> 80-81 GFLOP/s, 896x4864 x 64 tokens 48-50 -> 79-80; `pacer bench` TinyLlama
     // F16 pp64, 2 alternating rounds: 1 thread 24.5-25.8 -> 39.0-39.5 t/s, 2 threads 48.7-49.9
     // -> 75.4-78.1 (llama.cpp c392e50 on the same file: 38.5-38.7 and 71-78).
     for (; r + kRows <= nr; r += kBlockTiles * kRows) {
