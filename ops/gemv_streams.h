@@ -76,8 +76,9 @@ constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
 // compiler keeps them where and as they are written). For a kernel whose own reads of a block
 // jump about it (a row-half pass then the other, sets of lines 3 apart): one Zen 4 core's
 // hardware prefetchers follow a stream read in strictly ascending order and lose it otherwise,
-// and touching the block in order first leaves the kernel's own reads to L1 (AVX2 Q6_K cold
-// 1.7x). Where a kernel already reads in order the touches only cost (13-17 % on Zen 4); the
+// and touching the block in order first leaves the kernel's own reads to L1 (the AVX2 Q6_K GEMV's
+// two row-half passes, cold 1.7x; since session 43 it reads whole lines in one pass and needs no
+// touch). Where a kernel already reads in order the touches only cost (13-17 % on Zen 4); the
 // callers say where they pay.
 inline void load_lines_in_order(const std::byte* p, int64_t bytes) {
   for (int64_t line = 0; line < bytes; line += 64) {

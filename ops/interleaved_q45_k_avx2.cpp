@@ -195,14 +195,62 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
   }
 }
 
-// The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each; the
-// super-block one further on in each stream is prefetched when `prefetch`.
+// Both halves of super-block sb against one token's quants xq (its super-block): isum[h] for rows
+// 8h..8h + 7, the same integers as superblock_isum<Bits, 1> per half (exact sums, any order).
+// Each 64-byte line is used whole, so each activation broadcast (and Q5_K's fifth-bit vector
+// load) serves 16 rows, and the super-block is read once, in address order.
+template <int Bits>
+[[gnu::noinline]] void superblock_isums_16(const std::byte* sb, const Scales8* s,
+                                           const Controls& ctl, const int8_t* xqs, __m256i* isum) {
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    __m256i sc_lo[2], sc_hi[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i src = c < 2 ? s[h].sc_lo : s[h].sc_hi;
+      sc_lo[h] = _mm256_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
+      sc_hi[h] = _mm256_shuffle_epi8(src, ctl.scale[(2 * c + 1) % 4]);
+    }
+    for (int k = 0; k < 2; ++k) {
+      const std::byte* quad = quad_at<Bits>(sb, c, k, 0);
+      const __m256i hb0 = quad_high_bits<Bits>(sb, c, k, 0);
+      const __m256i hb1 = quad_high_bits<Bits>(sb, c, k, 1);
+      const int8_t* xq = xqs + 64 * c + 16 * k;
+      __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+      unroll<4>([&](auto j) {
+        constexpr int J = decltype(j)::value;
+        const __m256i xl = act_dword(xq, 4 * J), xh = act_dword(xq, 32 + 4 * J);
+        __m256i wl, wh;
+        unpack_quants<Bits, J>(_mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 64 * J)),
+                               hb0, &wl, &wh);
+        lo0 = _mm256_add_epi16(lo0, _mm256_maddubs_epi16(wl, xl));
+        hi0 = _mm256_add_epi16(hi0, _mm256_maddubs_epi16(wh, xh));
+        unpack_quants<Bits, J>(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 64 * J + 32)), hb1, &wl, &wh);
+        lo1 = _mm256_add_epi16(lo1, _mm256_maddubs_epi16(wl, xl));
+        hi1 = _mm256_add_epi16(hi1, _mm256_maddubs_epi16(wh, xh));
+      });
+      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(lo0, sc_lo[0]),
+                                                     _mm256_madd_epi16(hi0, sc_hi[0])));
+      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(lo1, sc_lo[1]),
+                                                     _mm256_madd_epi16(hi1, sc_hi[1])));
+    }
+  }
+  isum[0] = acc0;
+  isum[1] = acc1;
+}
+
+// The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each in one
+// pass (superblock_isums_16); the super-block one further on in each stream is prefetched when
+// `prefetch`. Until session 43 one pass per half (superblock_isum<Bits, 1>); the one pass, on a
+// Zen 4 guest without AVX-512, 128 rows x 2048 columns from L2 (a harness calling the kernel
+// alone, best of 3000 calls, old and new alternating, 3 rounds): Q5_K 24.0-28.7 -> 25.9-29.6
+// GB/s, Q4_K level (27.0-32.6 -> 28.4-32.4); TinyLlama Q4_K_M decode at 1 thread 1.05-1.06x
+// (with the Q6_K GEMV's change, interleaved_q6_k_avx2.cpp).
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                  const MinPairs* pairs, const Controls& ctl, float* const* out, bool prefetch) {
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
-  const BlockQ8_K* xs[1] = {x};
   for (int64_t b = 0; b < nb; ++b) {
     for (int s = 0; s < S; ++s) {
       const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
@@ -210,11 +258,11 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
       // The line of the factors first, so the stream is read in address order (the AVX-512
       // GEMV's factors(), why there); accumulate() finds it in L1.
       avx2::load_here(sb);
+      const Scales8 sc[2] = {unpack_scales(sb, 0), unpack_scales(sb, 1)};
+      __m256i isum[2];
+      superblock_isums_16<Bits>(sb, sc, ctl, x[b].qs, isum);
       for (int h = 0; h < 2; ++h) {
-        const Scales8 sc = unpack_scales(sb, h);
-        __m256i isum;
-        superblock_isum<Bits, 1>(sb, h, sc, ctl, xs, b, &isum);
-        acc[s][h] = accumulate(sb, h, isum, mins_sum(sc, ctl, pairs[b]), x[b].d, acc[s][h]);
+        acc[s][h] = accumulate(sb, h, isum[h], mins_sum(sc[h], ctl, pairs[b]), x[b].d, acc[s][h]);
       }
     }
   }

@@ -7,7 +7,8 @@
 // A, B and C: 3 ANDs, 3 shifts, 2 ORs) go through vpmaddubsw against broadcast activation dwords;
 // a 16-bit pair is at most 2 x 63 x 128 = 16,128, so two triples' pairs add in int16 (32,256)
 // and each such sum meets the group's int8 scale in one vpmaddwd. The offset comes off as
-// 32 * sum_g sc_g * bsums[g] (a vpmaddwd per group against (bsums[g], 0)), so the super-block's
+// 32 * sum_g sc_g * bsums[g] (the GEMM: a vpmaddwd per group against (bsums[g], 0); the GEMV: one
+// per two groups, block_isums_16), so the super-block's
 // integer sum is exactly the VNNI kernel's sum_g sc_g * (dot_g - 32 * bsums[g]), and one
 // conversion and FMA per super-block serve 8 rows, as there: the two tiers give the same bits,
 // and the GEMM (4 tokens per pass) equals the GEMV per token.
@@ -96,6 +97,61 @@ inline void block_isums(const std::byte* blk, int r, const BlockQ8_K* const* x, 
   for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(dsum[t], _mm256_slli_epi32(osum[t], 5));
 }
 
+// Rows 0..15 of the super-block at blk against one token's super-block x: isum[r] for rows
+// 8r..8r + 7, the same integers as block_isums<1> (exact sums, any order). Both row halves of
+// each 64-byte line are used at once, so each activation broadcast serves 16 rows, and the offset
+// takes two groups a vpmaddwd: (sc_g, sc_g+1) word pairs against (bsums[g], bsums[g + 1]).
+// Out of line, as rows_tile_16 (float_rows_simd.h): inlined, it ran at the same speed.
+[[gnu::noinline]] void block_isums_16(const std::byte* blk, const BlockQ8_K* x, __m256i* isum) {
+  __m256i osum0 = _mm256_setzero_si256(), osum1 = _mm256_setzero_si256();
+  for (int g = 0; g < 16; g += 2) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g + 16));
+    int32_t pair;
+    std::memcpy(&pair, x->bsums + g, 4);
+    const __m256i bs = _mm256_set1_epi32(pair);
+    osum0 = _mm256_add_epi32(osum0,
+                             _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), bs));
+    osum1 = _mm256_add_epi32(osum1,
+                             _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)), bs));
+  }
+  __m256i dsum0 = _mm256_setzero_si256(), dsum1 = _mm256_setzero_si256();
+  // Unrolled: GCC 12 then sums the groups as a tree, with some leaves on the stack, and still
+  // runs 1.07x faster from L2 than a rolled loop with one chain per row half (harness, below).
+#pragma GCC unroll 4
+  for (int hq = 0; hq < 4; ++hq) {
+    const int h = hq / 2, qv = hq % 2;
+    const std::byte* base = blk + 256 + 192 * 8 * h + 192 * 4 * qv;
+    const int8_t* xh = x->qs + 128 * h + 16 * qv;
+    unroll<4>([&](auto kc) {
+      constexpr int K = decltype(kc)::value;
+      const int g = 8 * h + 2 * K + qv;
+      // Group g's scales, each row's in both words of its dword: rows 0-7, then 8-15.
+      const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g));
+      const __m256i sc0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s));
+      const __m256i sc1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s, s));
+      const int8_t* xq = xh + 32 * K;
+      __m256i p0[2], p1[2];
+      unroll<2>([&](auto pc) {
+        constexpr int P = decltype(pc)::value;
+        const __m256i xa = act_dword(xq, 8 * P), xb = act_dword(xq, 8 * P + 4);
+        const __m256i a0 = quants<K>(base + 192 * (2 * P)),
+                      b0 = quants<K>(base + 192 * (2 * P + 1));
+        p0[P] = _mm256_add_epi16(_mm256_maddubs_epi16(a0, xa), _mm256_maddubs_epi16(b0, xb));
+        const __m256i a1 = quants<K>(base + 192 * (2 * P) + 32);
+        const __m256i b1 = quants<K>(base + 192 * (2 * P + 1) + 32);
+        p1[P] = _mm256_add_epi16(_mm256_maddubs_epi16(a1, xa), _mm256_maddubs_epi16(b1, xb));
+      });
+      dsum0 = _mm256_add_epi32(dsum0, _mm256_madd_epi16(p0[0], sc0));
+      dsum0 = _mm256_add_epi32(dsum0, _mm256_madd_epi16(p0[1], sc0));
+      dsum1 = _mm256_add_epi32(dsum1, _mm256_madd_epi16(p1[0], sc1));
+      dsum1 = _mm256_add_epi32(dsum1, _mm256_madd_epi16(p1[1], sc1));
+    });
+  }
+  isum[0] = _mm256_sub_epi32(dsum0, _mm256_slli_epi32(osum0, 5));
+  isum[1] = _mm256_sub_epi32(dsum1, _mm256_slli_epi32(osum1, 5));
+}
+
 inline const std::byte* block_quants(const std::byte* grp, int64_t b) {
   return grp + b / 2 * kX16Q6KPairBytes + 64 + kX16Q6KBlockBytes * (b % 2);
 }
@@ -109,36 +165,36 @@ inline __m256 accumulate(const std::byte* grp, int64_t b, int r, __m256i isum, f
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(dx)), acc);
 }
 
-// The GEMV: S groups (far-apart streams) super-block by super-block, both row halves of each;
-// with `prefetch`, the pair one further on in each stream, a quarter per row half and block.
-// Flattened, as the AVX-512 tier's: GCC 12 left block_isums<1> out of line (one Zen 5 core,
-// BM_gemv q6_kx16_avx2 2048x2048 in cache 1.1-1.3x, alternating builds).
+// The GEMV: S groups (far-apart streams) super-block by super-block, both row halves of each in
+// one pass (block_isums_16); with `prefetch`, the pair one further on in each stream, half of it
+// per block.
+//
+// Until session 43 this ran one pass per row half (block_isums<1>), each reading 32 bytes of
+// every line 3 lines apart, and so first touched the super-block's lines in order
+// (load_lines_in_order): one Zen 4 core's prefetchers lost the stream otherwise (cold 1.7x
+// slower). One pass over whole lines needs no touch, and the touch would cost it ~20 % from L2.
+// Zen 4 guest without AVX-512 (AVX2 tier), BM_gemv q6_kx16_avx2, old and new builds alternating,
+// 3 runs: 5632x2048 at 1 thread, from L3 24.5-24.8 -> 28.7-29.4 GB/s, cold 72-80 -> 83-90 % of
+// a plain read; 32000x2048 72-73 -> 83-85 %; at 2 threads from L3 47-48 -> 54-58. 16 rows x 2048
+// columns (210 KiB, from L2; a harness calling this kernel alone, best of 3000 calls):
+// 26.9 -> 33.1 GB/s
+// without the touch. Not measured on Intel or Zen 5 (they prefetch; see isa.h).
 template <int S>
-[[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
-                                  float* const* out, bool prefetch) {
+void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
+                 bool prefetch) {
   constexpr int64_t kQuarter = kX16Q6KPairBytes / 4;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_K* xb = x + b;
     for (int s = 0; s < S; ++s) {
-      // Both row halves' passes below read the super-block's lines in sets 3 apart, and the
-      // pair's factors at its start after them: touched in order first (load_lines_in_order),
-      // they find it in L1. Zen 4 guest, PACER_ISA=avx2, old and new builds alternating, cold:
-      // 5632x2048 at 1 thread 15.6-16.5 -> 28.2-28.6 GB/s (a plain read 28-30); at 2 threads
-      // faster in 4 of 5 runs (1.08-2.1x, the fifth 0.89x); in cache (2048x2048) 38 -> 32 GB/s.
-      // Not measured on Intel or Zen 2/3.
-      if (b % 2 == 0) load_lines_in_order(group[s] + b / 2 * kX16Q6KPairBytes, 64);
-      load_lines_in_order(block_quants(group[s], b), kX16Q6KBlockBytes);
-      for (int r = 0; r < 2; ++r) {
-        if (prefetch) {
-          const std::byte* ahead = group[s] + (b / 2 + 1) * kX16Q6KPairBytes;
-          prefetch_lines(ahead + (2 * (b % 2) + r) * kQuarter, kQuarter);
-        }
-        __m256i isum;
-        block_isums<1>(block_quants(group[s], b), r, &xb, &isum);
-        acc[s][r] = accumulate(group[s], b, r, isum, xb->d, acc[s][r]);
+      if (prefetch) {
+        const std::byte* ahead = group[s] + (b / 2 + 1) * kX16Q6KPairBytes;
+        prefetch_lines(ahead + 2 * (b % 2) * kQuarter, 2 * kQuarter);
       }
+      __m256i isum[2];
+      block_isums_16(block_quants(group[s], b), xb, isum);
+      for (int r = 0; r < 2; ++r) acc[s][r] = accumulate(group[s], b, r, isum[r], xb->d, acc[s][r]);
     }
   }
   for (int s = 0; s < S; ++s) {
