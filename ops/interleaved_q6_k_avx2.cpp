@@ -117,7 +117,8 @@ inline void block_isums(const std::byte* blk, int r, const BlockQ8_K* const* x, 
   }
   __m256i dsum0 = _mm256_setzero_si256(), dsum1 = _mm256_setzero_si256();
   // Unrolled: GCC 12 then sums the groups as a tree, with some leaves on the stack, and still
-  // runs 1.07x faster from L2 than a rolled loop with one chain per row half (harness, below).
+  // runs 1.07x faster from L2 than rolled, and 1.04x faster than unrolled with one chain per row
+  // half held by an empty asm (harness, below).
 #pragma GCC unroll 4
   for (int hq = 0; hq < 4; ++hq) {
     const int h = hq / 2, qv = hq % 2;
@@ -173,12 +174,10 @@ inline __m256 accumulate(const std::byte* grp, int64_t b, int r, __m256i isum, f
 // every line 3 lines apart, and so first touched the super-block's lines in order
 // (load_lines_in_order): one Zen 4 core's prefetchers lost the stream otherwise (cold 1.7x
 // slower). One pass over whole lines needs no touch, and the touch would cost it ~20 % from L2.
-// Zen 4 guest without AVX-512 (AVX2 tier), BM_gemv q6_kx16_avx2, old and new builds alternating,
-// 3 runs: 5632x2048 at 1 thread, from L3 24.5-24.8 -> 28.7-29.4 GB/s, cold 72-80 -> 83-90 % of
-// a plain read; 32000x2048 72-73 -> 83-85 %; at 2 threads from L3 47-48 -> 54-58. 16 rows x 2048
-// columns (210 KiB, from L2; a harness calling this kernel alone, best of 3000 calls):
-// 26.9 -> 33.1 GB/s
-// without the touch. Not measured on Intel or Zen 5 (they prefetch; see isa.h).
+// Zen 4 guest without AVX-512 (AVX2 tier), old and new builds alternating, 3 runs: 128 rows x
+// 2048 columns from L2 (a harness calling this kernel alone, best of 3000 calls) 26.9 -> 38.4
+// GB/s; BM_gemv q6_kx16_avx2 5632x2048 at 1 thread cold 72-80 -> 83-90 % of a plain read,
+// 32000x2048 72-73 -> 83-85 %. Not measured on Intel or Zen 5 (they prefetch; see isa.h).
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
                  bool prefetch) {
