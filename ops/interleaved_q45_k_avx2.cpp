@@ -195,7 +195,7 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
   }
 }
 
-// Both halves of super-block sb against one token's quants xq (its super-block): isum[h] for rows
+// Both halves of super-block sb against one token's quants xqs (its super-block): isum[h] for rows
 // 8h..8h + 7, the same integers as superblock_isum<Bits, 1> per half (exact sums, any order).
 // Each 64-byte line is used whole, so each activation broadcast (and Q5_K's fifth-bit vector
 // load) serves 16 rows, and the super-block is read once, in address order.

@@ -7,11 +7,11 @@
 // A, B and C: 3 ANDs, 3 shifts, 2 ORs) go through vpmaddubsw against broadcast activation dwords;
 // a 16-bit pair is at most 2 x 63 x 128 = 16,128, so two triples' pairs add in int16 (32,256)
 // and each such sum meets the group's int8 scale in one vpmaddwd. The offset comes off as
-// 32 * sum_g sc_g * bsums[g] (the GEMM: a vpmaddwd per group against (bsums[g], 0); the GEMV: one
-// per two groups, block_isums_16), so the super-block's
-// integer sum is exactly the VNNI kernel's sum_g sc_g * (dot_g - 32 * bsums[g]), and one
-// conversion and FMA per super-block serve 8 rows, as there: the two tiers give the same bits,
-// and the GEMM (4 tokens per pass) equals the GEMV per token.
+// 32 * sum_g sc_g * bsums[g] (the GEMM: a vpmaddwd per group against (bsums[g], 0); the GEMV:
+// one per two groups, block_isums_16), so the super-block's integer sum is exactly the VNNI
+// kernel's sum_g sc_g * (dot_g - 32 * bsums[g]), and one conversion and FMA per super-block
+// serve 8 rows, as there: the two tiers give the same bits, and the GEMM (4 tokens per pass)
+// equals the GEMV per token.
 #include "ops/matmul_simd_avx2.h"  // first: wraps <immintrin.h>
 
 #include <cstring>
