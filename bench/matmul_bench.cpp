@@ -321,6 +321,9 @@ PACER_GEMV(bf16, BF16);
 // F16 and BF16 as pacer runs them on AVX-512: repacked at load (ops/interleaved.h).
 BENCHMARK_CAPTURE(BM_gemv, f16x16_avx512, WeightType::F16, Isa::Avx512, true)->Apply(gemv_args);
 BENCHMARK_CAPTURE(BM_gemv, bf16x16_avx512, WeightType::BF16, Isa::Avx512, true)->Apply(gemv_args);
+// And on AVX2 (interleaved_float_avx2.cpp).
+BENCHMARK_CAPTURE(BM_gemv, f16x16_avx2, WeightType::F16, Isa::Avx2, true)->Apply(gemv_args);
+BENCHMARK_CAPTURE(BM_gemv, bf16x16_avx2, WeightType::BF16, Isa::Avx2, true)->Apply(gemv_args);
 PACER_GEMV(f32, F32);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx2, WeightType::Q4_K, Isa::Avx2)->Apply(gemv_kquant_args);
 BENCHMARK_CAPTURE(BM_gemv, q4_k_avx512, WeightType::Q4_K, Isa::Avx512)->Apply(gemv_kquant_args);
@@ -480,6 +483,8 @@ BENCHMARK_CAPTURE(BM_gemm, q4_0x16_avx2, WeightType::Q4_0, Isa::Avx2, true)->App
 BENCHMARK_CAPTURE(BM_gemm, q8_0x16_avx2, WeightType::Q8_0, Isa::Avx2, true)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, f16_avx2, WeightType::F16, Isa::Avx2)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, bf16_avx2, WeightType::BF16, Isa::Avx2)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, f16x16_avx2, WeightType::F16, Isa::Avx2, true)->Apply(gemm_args);
+BENCHMARK_CAPTURE(BM_gemm, bf16x16_avx2, WeightType::BF16, Isa::Avx2, true)->Apply(gemm_args);
 BENCHMARK_CAPTURE(BM_gemm, f32_avx2, WeightType::F32, Isa::Avx2)->Apply(gemm_args);
 
 // The roofline itself: read-only streaming of 1 GiB (far beyond the LLC) at 1 and 2 threads.

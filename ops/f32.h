@@ -33,5 +33,8 @@ void gemm_prepared_f32_f32_avx512(int64_t n, const std::byte* w, int64_t w_strid
                                   int64_t out_stride);
 int64_t gemm_prepare_f32_avx512(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
                                 std::byte* dst, int64_t part, int64_t parts);
+// The same layout on AVX2, for the interleaved F16/BF16 GEMMs (interleaved_float_avx2.cpp).
+int64_t gemm_prepare_f32_avx2(int64_t n, const std::byte* act, int64_t act_stride, int64_t nt,
+                              std::byte* dst, int64_t part, int64_t parts);
 
 }  // namespace pacer::ops

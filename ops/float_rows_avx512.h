@@ -24,10 +24,8 @@ using avx512::VecF32;
 // ~1/3 of the FMA peak). The weights of R rows are widened to fp32 once per tile (panel); the
 // activations of up to 64 tokens are transposed (xT, padded with zero tokens) once per matmul call
 // and shared by its workers (gemm_prepare).
-// Each (row, token) sums its products in k order in chunks of kLanesChunk, then the chunk sums:
-// results agree with the GEMV within float reassociation, not bit for bit.
-constexpr int64_t kLanesMinTokens = 8;
-constexpr int64_t kLanesChunk = 128;
+// Each (row, token) sums its products in k order in chunks of kLanesChunk (float_rows_simd.h),
+// then the chunk sums: results agree with the GEMV within float reassociation, not bit for bit.
 
 template <int R, int TV>
 void lanes_tile(int64_t n, const float* panel, const float* xt, float* acc_out) {

@@ -14,6 +14,13 @@
 namespace pacer::ops::float_rows {
 namespace {  // internal to each tier's translation unit, which lets GCC inline across the helpers
 
+// The GEMMs with the tokens in the vector lanes (float_rows_avx512.h; the interleaved F16/BF16
+// ones of interleaved_float_avx2.cpp and interleaved_float_avx512.cpp): from kLanesMinTokens
+// tokens on, over activations transposed once per matmul call, each (row, token) summing its
+// products in k order in chunks of kLanesChunk, then the chunk sums.
+constexpr int64_t kLanesMinTokens = 8;
+constexpr int64_t kLanesChunk = 128;
+
 // Rows and tokens per GEMM tile: each widened weight vector serves the T tokens, each activation
 // vector the R rows. The accumulators must leave registers for the loads: on AVX-512, 2 chains
 // per (row, token) (to hide the FMA latency in a 4-row GEMV) x 4 rows x 2 tokens = 16 of 32; on

@@ -323,11 +323,11 @@ void gemm_iq4_xsx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_grou
                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
                               int64_t out_stride);
 // F16 / BF16 x one fp32 row. The references gather each row back and run dot_f16_f32_ref /
-// dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 GEMV sums column c of
-// each row into partial sum c % 4 (one FMA each, in column order) and returns
-// (p0 + p1) + (p2 + p3); the fp32 GEMM does the same below 16 tokens (bit-identical), and from
-// 16 on keeps a group's 16 rows in the lanes against 16 tokens at a time, summing chunks of 128
-// columns (within float reassociation of the GEMV).
+// dot_bf16_f32_ref on it (bit for bit the row-major result). The AVX-512 and AVX2 GEMVs sum
+// column c of each row into partial sum c % 4 (one FMA each, in column order) and return
+// (p0 + p1) + (p2 + p3); the fp32 GEMMs do the same below 16 tokens (bit-identical), and from
+// 16 on keep a group's 16 rows in the lanes against a few tokens at a time, summing chunks of 128
+// columns (within float reassociation of the GEMV; the AVX2 and AVX-512 GEMMs bit for bit alike).
 void gemv_f16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,
                          float* out);
 void gemv_bf16x16_f32_ref(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -336,6 +336,10 @@ void gemv_f16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups
                             const std::byte* act, float* out);
 void gemv_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,
                              const std::byte* act, float* out);
+void gemv_f16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                          const std::byte* act, float* out);
+void gemv_bf16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, float* out);
 // Prefill: out[t * out_stride + 16 g + i] for nt tokens (token t's act-Q8 row at
 // act + t * act_stride); every group writes all 16 of its columns.
 using X16GemmFn = void (*)(int64_t n, const std::byte* groups, int64_t n_groups,
@@ -445,6 +449,28 @@ void gemm_prepared_bf16x16_f32_avx512(int64_t n, const std::byte* groups, int64_
                                       const std::byte* act, int64_t act_stride,
                                       const std::byte* prepared, int64_t nt, float* out,
                                       int64_t out_stride);
+// The same on AVX2 (interleaved_float_avx2.cpp; activations transposed by gemm_prepare_f32_avx2,
+// f32.h's, to the same layout).
+void gemm_few_f16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                              const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                              int64_t out_stride);
+void gemm_few_bf16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                               const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                               int64_t out_stride);
+void gemm_f16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                          const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                          int64_t out_stride);
+void gemm_bf16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                           const std::byte* act, int64_t act_stride, int64_t nt, float* out,
+                           int64_t out_stride);
+void gemm_prepared_f16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                                   const std::byte* act, int64_t act_stride,
+                                   const std::byte* prepared, int64_t nt, float* out,
+                                   int64_t out_stride);
+void gemm_prepared_bf16x16_f32_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
+                                    const std::byte* act, int64_t act_stride,
+                                    const std::byte* prepared, int64_t nt, float* out,
+                                    int64_t out_stride);
 // BF16 on AVX512_BF16 (interleaved_bf16_avx512bf16.cpp): from kX16Bf16DotMinTokens on, the
 // activations are rounded to bf16 (nearest even) and each column pair of 16 rows goes through one
 // vdpbf16ps per token, as llama.cpp computes BF16 weights; below 8 tokens the prepare returns 0

@@ -18,6 +18,7 @@
 #include "ops/float_rows_avx512.h"
 #include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
+#include "ops/interleaved_float_entries.h"
 #include "ops/isa.h"
 #include "ops/unroll.h"
 
@@ -273,36 +274,7 @@ void gemm_prepared(int64_t n, const std::byte* groups, int64_t n_groups, const s
 
 }  // namespace
 
-#define PACER_X16_FLOAT_AVX512(name, Columns)                                                      \
-  void gemv_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
-                                   const std::byte* act, float* out) {                             \
-    gemv<Columns>(n, groups, n_groups, act, out);                                                  \
-  }                                                                                                \
-  void gemm_prepared_##name##x16_f32_avx512(                                                       \
-      int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act,                  \
-      int64_t act_stride, const std::byte* prepared, int64_t nt, float* out, int64_t out_stride) { \
-    gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, prepared, nt, out, out_stride);   \
-  }                                                                                                \
-  void gemm_few_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,       \
-                                       const std::byte* act, int64_t act_stride, int64_t nt,       \
-                                       float* out, int64_t out_stride) {                           \
-    gemm_few_tokens<Columns>(n, groups, n_groups, reinterpret_cast<const float*>(act),             \
-                             act_stride / static_cast<int64_t>(sizeof(float)), nt, out,            \
-                             out_stride);                                                          \
-  }                                                                                                \
-  void gemm_##name##x16_f32_avx512(int64_t n, const std::byte* groups, int64_t n_groups,           \
-                                   const std::byte* act, int64_t act_stride, int64_t nt,           \
-                                   float* out, int64_t out_stride) {                               \
-    const int64_t bytes = float_rows::gemm_prepare(n, act, act_stride, nt, nullptr, 0, 1);         \
-    std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16));                                   \
-    auto* xt = reinterpret_cast<std::byte*>(                                                       \
-        buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16);                \
-    if (bytes > 0) float_rows::gemm_prepare(n, act, act_stride, nt, xt, 0, 1);                     \
-    gemm_prepared<Columns>(n, groups, n_groups, act, act_stride, bytes > 0 ? xt : nullptr, nt,     \
-                           out, out_stride);                                                       \
-  }
-PACER_X16_FLOAT_AVX512(f16, F16Columns)
-PACER_X16_FLOAT_AVX512(bf16, BF16PairColumns)
-#undef PACER_X16_FLOAT_AVX512
+PACER_X16_FLOAT_ENTRIES(f16, F16Columns, avx512, float_rows::gemm_prepare)
+PACER_X16_FLOAT_ENTRIES(bf16, BF16PairColumns, avx512, float_rows::gemm_prepare)
 
 }  // namespace pacer::ops

@@ -123,6 +123,12 @@ KernelSet KernelSet::for_isa(Isa requested) {
                       gemm_prepare_f32_avx512,     gemm_prepared_bf16x16_f32_avx512,
                       gemm_few_bf16x16_f32_avx512, kX16FewTokensMax};
     }
+  } else if (ks.isa_ == Isa::Avx2) {  // the same steps on 8 lanes (interleaved_float_avx2.cpp)
+    ks.x16_f16_ = {gemv_f16x16_f32_avx2,          gemm_f16x16_f32_avx2,     gemm_prepare_f32_avx2,
+                   gemm_prepared_f16x16_f32_avx2, gemm_few_f16x16_f32_avx2, kX16FewTokensMax};
+    ks.x16_bf16_ = {gemv_bf16x16_f32_avx2,     gemm_bf16x16_f32_avx2,
+                    gemm_prepare_f32_avx2,     gemm_prepared_bf16x16_f32_avx2,
+                    gemm_few_bf16x16_f32_avx2, kX16FewTokensMax};
   } else {
     ks.x16_f16_.gemv = gemv_f16x16_f32_ref;
     ks.x16_bf16_.gemv = gemv_bf16x16_f32_ref;

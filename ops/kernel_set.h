@@ -38,10 +38,9 @@ struct MatmulKernels {
 };
 
 // Kernels of a matrix interleaved by 16 rows (interleaved.h: every type of x16_supported()). Below
-// AVX-512 VNNI, every quantized type runs the AVX2 GEMV and GEMM; F16/BF16 below AVX-512 the
-// scalar reference GEMV (models
-// repack only where the fast kernels run: InterleavedMatrix::pays), which prefill then calls once
-// per token.
+// AVX-512 VNNI, every quantized type runs the AVX2 GEMV and GEMM, and F16/BF16 on the AVX2 tier
+// their AVX2 ones; below AVX2 the scalar reference GEMV (models repack only where the fast kernels
+// run: InterleavedMatrix::pays), which prefill then calls once per token.
 struct X16Kernels {
   X16GemvFn gemv = nullptr;  // never null
   X16GemmFn gemm = nullptr;  // null: gemv once per token

@@ -31,14 +31,14 @@ class KernelSet;  // kernel_set.h: the kernels a call runs, resolved once per se
 // matmul weight type but F32) with 16 rows interleaved (ops/interleaved.h): decode GEMVs on it do
 // 2-4x less work per byte on AVX-512 VNNI, where the row-major GEMVs cannot quite keep up with
 // memory, and the F16/BF16 GEMV reads every shape at the same speed
-// (interleaved_float_avx512.cpp). Prefill GEMMs (VNNI, AMX for Q4_0/Q8_0, fp32 FMAs or vdpbf16ps
-// for F16/BF16, 4-token passes for the other quantized types) read it as well. Built once at
-// model load.
+// (interleaved_float_avx512.cpp, interleaved_float_avx2.cpp). Prefill GEMMs (VNNI, AMX for
+// Q4_0/Q8_0, fp32 FMAs or vdpbf16ps for F16/BF16, 4-token passes for the other quantized types)
+// read it as well. Built once at model load.
 class InterleavedMatrix {
  public:
   // Whether repacking w pays on `isa`: row-major, and any quantized type of x16_supported() on an
   // AVX-512 VNNI machine; F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS or Q3_K on an AVX-512
-  // one without VNNI; every quantized type on AVX2 (elsewhere the interleaved
+  // one without VNNI; every type of x16_supported() on AVX2 (elsewhere the interleaved
   // matrix would run the scalar reference). This machine's CPU, or `cpu` (the rule alone, for any
   // CPU's features).
   static bool pays(const WeightMatrix& w, Isa isa);

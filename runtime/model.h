@@ -4,10 +4,10 @@
 //
 // Weights are views into the mapping (nothing copied), except the matmul weights of the types
 // ops::InterleavedMatrix::pays for (Q4_0, Q8_0 and the K-quants on AVX-512 VNNI machines, the
-// same quantized types on the AVX2 tier, F16 and BF16 on AVX-512 ones): those are repacked at load into the 16-row interleaved layout with
-// which the decode GEMVs keep up with memory, and the views point at the copies; the file's pages
-// of those weights leave the resident set. The embedding table keeps the mapping (read one row per
-// token).
+// same quantized types on the AVX2 tier, F16 and BF16 on AVX2 and AVX-512 ones): those are repacked
+// at load into the 16-row interleaved layout with which the decode GEMVs keep up with memory, and
+// the views point at the copies; the file's pages of those weights leave the resident set. The
+// embedding table keeps the mapping (read one row per token).
 #include <cstdint>
 #include <filesystem>
 #include <memory>

@@ -1,7 +1,8 @@
 // The F16 / BF16 x16 layout (ops/interleaved.h): the repack against the layout's description, the
-// scalar reference against the row-major reference dot, the AVX-512 GEMV against a scalar fmaf
-// loop in the order it documents (bit for bit), the GEMMs against the GEMV and an exact double
-// dot, and matmul() over an InterleavedMatrix on every Isa.
+// scalar reference against the row-major reference dot, the AVX-512 and AVX2 GEMVs against a
+// scalar fmaf loop in the order they document (bit for bit), the GEMMs against the GEMV and an
+// exact double dot, the two tiers against each other (bit for bit), and matmul() over an
+// InterleavedMatrix on every Isa.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,10 +37,6 @@ struct Case {
 // threads).
 const Case kCases[] = {{1, 1},    {15, 7},   {16, 8},   {17, 13},   {40, 64},   {33, 200},
                        {100, 64}, {200, 40}, {300, 72}, {263, 136}, {48, 2051}, {20, 5632}};
-
-bool avx512_here() {
-  return isa_supported(Isa::Avx512);
-}
 
 float row_major_ref(WeightType t, int64_t n, const std::byte* row, const std::byte* act) {
   return t == WeightType::F16 ? dot_f16_f32_ref(n, row, act) : dot_bf16_f32_ref(n, row, act);
@@ -84,8 +81,38 @@ bool bf16_dot(WeightType type, Isa isa, int64_t tokens) {
   return type == WeightType::BF16 && isa == Isa::Avx512 && bf16_dot_prefill() && tokens >= 8;
 }
 
-X16GemvFn avx512_gemv(WeightType t) {
-  return t == WeightType::F16 ? gemv_f16x16_f32_avx512 : gemv_bf16x16_f32_avx512;
+// One tier's F16 / BF16 kernels.
+struct FloatTier {
+  Isa isa;
+  X16GemvFn gemv;
+  X16GemmFn gemm, gemm_few;
+  X16GemmPreparedFn gemm_prepared;
+  GemmPrepareFn prepare;
+};
+FloatTier float_tier(Isa isa, WeightType t) {
+  const bool f16 = t == WeightType::F16;
+  if (isa == Isa::Avx512) {
+    return {isa,
+            f16 ? gemv_f16x16_f32_avx512 : gemv_bf16x16_f32_avx512,
+            f16 ? gemm_f16x16_f32_avx512 : gemm_bf16x16_f32_avx512,
+            f16 ? gemm_few_f16x16_f32_avx512 : gemm_few_bf16x16_f32_avx512,
+            f16 ? gemm_prepared_f16x16_f32_avx512 : gemm_prepared_bf16x16_f32_avx512,
+            gemm_prepare_f32_avx512};
+  }
+  return {isa,
+          f16 ? gemv_f16x16_f32_avx2 : gemv_bf16x16_f32_avx2,
+          f16 ? gemm_f16x16_f32_avx2 : gemm_bf16x16_f32_avx2,
+          f16 ? gemm_few_f16x16_f32_avx2 : gemm_few_bf16x16_f32_avx2,
+          f16 ? gemm_prepared_f16x16_f32_avx2 : gemm_prepared_bf16x16_f32_avx2,
+          gemm_prepare_f32_avx2};
+}
+// The tiers with F16 / BF16 kernels this machine runs.
+std::vector<Isa> float_tiers() {
+  std::vector<Isa> tiers;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (isa_supported(isa)) tiers.push_back(isa);
+  }
+  return tiers;
 }
 X16GemvFn reference_gemv(WeightType t) {
   return t == WeightType::F16 ? gemv_f16x16_f32_ref : gemv_bf16x16_f32_ref;
@@ -138,80 +165,87 @@ TEST_P(InterleavedFloat, ScalarReferenceEqualsTheRowMajorReferenceBitForBit) {
   }
 }
 
-TEST_P(InterleavedFloat, Avx512GemvSumsInItsDocumentedOrderBitForBit) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512 here";
+TEST_P(InterleavedFloat, GemvSumsInItsDocumentedOrderBitForBit) {
+  if (float_tiers().empty()) GTEST_SKIP() << "no AVX2 here";
   const WeightType type = GetParam();
-  for (const Case c : kCases) {
-    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 21);
-    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
-    const std::vector<float> x = testing::normal_floats(static_cast<size_t>(c.cols), 22);
-    const int64_t groups = x16_groups(c.rows);
-    std::vector<float> y(static_cast<size_t>(groups * 16), NAN);
-    avx512_gemv(type)(c.cols, m.view().data, groups, reinterpret_cast<const std::byte*>(x.data()),
-                      y.data());
-    for (int64_t r = 0; r < c.rows; ++r) {
-      ASSERT_EQ(y[r], four_partial_sums(w, r, x.data())) << c.rows << "x" << c.cols << " row " << r;
-      const Exact e = exact_dot(w, r, x.data());
-      ASSERT_NEAR(y[r], e.value, double(c.cols / 4 + 3) * kUnitRoundoff * e.abs_sum + 1e-30);
+  for (const Isa isa : float_tiers()) {
+    const FloatTier tier = float_tier(isa, type);
+    for (const Case c : kCases) {
+      const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 21);
+      const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(c.cols), 22);
+      const int64_t groups = x16_groups(c.rows);
+      std::vector<float> y(static_cast<size_t>(groups * 16), NAN);
+      tier.gemv(c.cols, m.view().data, groups, reinterpret_cast<const std::byte*>(x.data()),
+                y.data());
+      for (int64_t r = 0; r < c.rows; ++r) {
+        ASSERT_EQ(y[r], four_partial_sums(w, r, x.data()))
+            << isa_name(isa) << " " << c.rows << "x" << c.cols << " row " << r;
+        const Exact e = exact_dot(w, r, x.data());
+        ASSERT_NEAR(y[r], e.value, double(c.cols / 4 + 3) * kUnitRoundoff * e.abs_sum + 1e-30);
+      }
+      for (int64_t r = c.rows; r < groups * 16; ++r) {
+        EXPECT_EQ(y[r], 0.0f) << isa_name(isa) << " padding row " << r;
+      }
     }
-    for (int64_t r = c.rows; r < groups * 16; ++r) EXPECT_EQ(y[r], 0.0f) << "padding row " << r;
   }
 }
 
 // Below 16 tokens the GEMM is the GEMV per token, bit for bit (the scalar fmaf loop in the GEMV's
 // order, whatever the token tiling: 4, 3, 2, 1 per pass); from 16 on (rows in lanes, with its own
 // transposed activations or matmul()'s shared copy) within float reassociation of the exact dot.
-TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
-  if (!avx512_here()) GTEST_SKIP() << "no AVX-512 here";
+TEST_P(InterleavedFloat, GemmsMatchTheGemvAndTheExactDot) {
+  if (float_tiers().empty()) GTEST_SKIP() << "no AVX2 here";
   const WeightType type = GetParam();
-  const bool f16 = type == WeightType::F16;
-  const auto gemm = f16 ? gemm_f16x16_f32_avx512 : gemm_bf16x16_f32_avx512;
-  const auto gemm_prepared =
-      f16 ? gemm_prepared_f16x16_f32_avx512 : gemm_prepared_bf16x16_f32_avx512;
-  for (const Case c : kCases) {
-    if (c.cols > 2051) continue;  // the GEMV test covers the longest rows
-    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
-    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
-    const int64_t groups = x16_groups(c.rows), padded = groups * 16;
-    for (int64_t tokens : {2, 3, 4, 5, 7, 8, 11, 15, 16, 19, 64, 70}) {
-      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 32);
-      const auto* act = reinterpret_cast<const std::byte*>(x.data());
-      const int64_t act_stride = c.cols * 4;
-      std::vector<float> y(static_cast<size_t>(tokens * padded), NAN);
-      gemm(c.cols, m.view().data, groups, act, act_stride, tokens, y.data(), padded);
-      const int64_t bytes = gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens, nullptr, 0, 1);
-      std::vector<float> xt(static_cast<size_t>(bytes / 4 + 16));
-      float* xt_aligned = xt.data() + (16 - reinterpret_cast<uintptr_t>(xt.data()) % 64 / 4) % 16;
-      if (bytes > 0) {
-        gemm_prepare_f32_avx512(c.cols, act, act_stride, tokens,
-                                reinterpret_cast<std::byte*>(xt_aligned), 0, 1);
-      }
-      std::vector<float> yf(static_cast<size_t>(tokens * padded), NAN);
-      if (tokens < kX16FewTokensMax) {  // the entry matmul() takes below kX16FewTokensMax
-        (f16 ? gemm_few_f16x16_f32_avx512 : gemm_few_bf16x16_f32_avx512)(
-            c.cols, m.view().data, groups, act, act_stride, tokens, yf.data(), padded);
-      }
-      std::vector<float> yp(static_cast<size_t>(tokens * padded), NAN);
-      gemm_prepared(c.cols, m.view().data, groups, act, act_stride,
-                    bytes > 0 ? reinterpret_cast<const std::byte*>(xt_aligned) : nullptr, tokens,
-                    yp.data(), padded);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const float* xr = x.data() + t * c.cols;
-        for (int64_t r = 0; r < padded; ++r) {
-          const float got = y[t * padded + r];
-          ASSERT_EQ(got, yp[t * padded + r]) << "prepared " << tokens << " tokens, row " << r;
-          if (tokens < kX16FewTokensMax) {
-            ASSERT_EQ(got, yf[t * padded + r]) << "gemm_few " << tokens << " tokens, row " << r;
-          }
-          if (r >= c.rows) {
-            ASSERT_EQ(got, 0.0f) << "padding row " << r;
-          } else if (tokens < 16) {
-            ASSERT_EQ(got, four_partial_sums(w, r, xr))
-                << c.rows << "x" << c.cols << " " << tokens << " tokens, t " << t << " r " << r;
-          } else {
-            const Exact e = exact_dot(w, r, xr);
-            ASSERT_NEAR(got, e.value, prefill_bound(e, c.cols))
-                << c.rows << "x" << c.cols << " " << tokens << " tokens, t " << t << " r " << r;
+  for (const Isa isa : float_tiers()) {
+    const FloatTier tier = float_tier(isa, type);
+    for (const Case c : kCases) {
+      if (c.cols > 2051) continue;  // the GEMV test covers the longest rows
+      const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 31);
+      const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+      const int64_t groups = x16_groups(c.rows), padded = groups * 16;
+      for (int64_t tokens : {2, 3, 4, 5, 7, 8, 11, 15, 16, 19, 64, 70, 131}) {
+        if (tokens > 70 && c.cols > 200) continue;  // 3 blocks of 64: the short rows suffice
+        const std::vector<float> x =
+            testing::normal_floats(static_cast<size_t>(tokens * c.cols), 32);
+        const auto* act = reinterpret_cast<const std::byte*>(x.data());
+        const int64_t act_stride = c.cols * 4;
+        std::vector<float> y(static_cast<size_t>(tokens * padded), NAN);
+        tier.gemm(c.cols, m.view().data, groups, act, act_stride, tokens, y.data(), padded);
+        const int64_t bytes = tier.prepare(c.cols, act, act_stride, tokens, nullptr, 0, 1);
+        std::vector<float> xt(static_cast<size_t>(bytes / 4 + 16));
+        float* xt_aligned = xt.data() + (16 - reinterpret_cast<uintptr_t>(xt.data()) % 64 / 4) % 16;
+        if (bytes > 0) {
+          tier.prepare(c.cols, act, act_stride, tokens, reinterpret_cast<std::byte*>(xt_aligned), 0,
+                       1);
+        }
+        std::vector<float> yf(static_cast<size_t>(tokens * padded), NAN);
+        if (tokens < kX16FewTokensMax) {  // the entry matmul() takes below kX16FewTokensMax
+          tier.gemm_few(c.cols, m.view().data, groups, act, act_stride, tokens, yf.data(), padded);
+        }
+        std::vector<float> yp(static_cast<size_t>(tokens * padded), NAN);
+        tier.gemm_prepared(c.cols, m.view().data, groups, act, act_stride,
+                           bytes > 0 ? reinterpret_cast<const std::byte*>(xt_aligned) : nullptr,
+                           tokens, yp.data(), padded);
+        for (int64_t t = 0; t < tokens; ++t) {
+          const float* xr = x.data() + t * c.cols;
+          for (int64_t r = 0; r < padded; ++r) {
+            const float got = y[t * padded + r];
+            const std::string where = std::string(isa_name(isa)) + " " + std::to_string(c.rows) +
+                                      "x" + std::to_string(c.cols) + " " + std::to_string(tokens) +
+                                      " tokens, t " + std::to_string(t) + " r " + std::to_string(r);
+            ASSERT_EQ(got, yp[t * padded + r]) << "prepared: " << where;
+            if (tokens < kX16FewTokensMax) {
+              ASSERT_EQ(got, yf[t * padded + r]) << "gemm_few: " << where;
+            }
+            if (r >= c.rows) {
+              ASSERT_EQ(got, 0.0f) << "padding row: " << where;
+            } else if (tokens < 16) {
+              ASSERT_EQ(got, four_partial_sums(w, r, xr)) << where;
+            } else {
+              const Exact e = exact_dot(w, r, xr);
+              ASSERT_NEAR(got, e.value, prefill_bound(e, c.cols)) << where;
+            }
           }
         }
       }
@@ -219,8 +253,37 @@ TEST_P(InterleavedFloat, Avx512GemmsMatchTheGemvAndTheExactDot) {
   }
 }
 
+// The AVX2 kernels take the AVX-512 ones' steps per (row, token): a machine gives the same bits
+// on either tier, GEMV and GEMMs (the lanes GEMM too: chunks of 128 columns, then their sums).
+TEST_P(InterleavedFloat, Avx2AndAvx512KernelsAgreeBitForBit) {
+  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
+  const WeightType type = GetParam();
+  const FloatTier a = float_tier(Isa::Avx2, type), b = float_tier(Isa::Avx512, type);
+  for (const Case c : {Case{100, 300}, Case{263, 2051}, Case{20, 5632}}) {
+    const testing::OwnedMatrix w = testing::make_matrix(type, c.rows, c.cols, 41);
+    const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
+    const int64_t groups = x16_groups(c.rows), padded = groups * 16;
+    for (int64_t tokens : {1, 6, 16, 70}) {
+      const std::vector<float> x = testing::normal_floats(static_cast<size_t>(tokens * c.cols), 42);
+      const auto* act = reinterpret_cast<const std::byte*>(x.data());
+      std::vector<float> ya(static_cast<size_t>(tokens * padded), NAN), yb = ya;
+      if (tokens == 1) {
+        a.gemv(c.cols, m.view().data, groups, act, ya.data());
+        b.gemv(c.cols, m.view().data, groups, act, yb.data());
+      } else {
+        a.gemm(c.cols, m.view().data, groups, act, c.cols * 4, tokens, ya.data(), padded);
+        b.gemm(c.cols, m.view().data, groups, act, c.cols * 4, tokens, yb.data(), padded);
+      }
+      for (size_t i = 0; i < ya.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(ya[i]), std::bit_cast<uint32_t>(yb[i]))
+            << c.rows << "x" << c.cols << " " << tokens << " tokens, output " << i;
+      }
+    }
+  }
+}
+
 // matmul() and matmul_rows() over the repacked view, GEMV and GEMMs, fused outputs and ranges
-// that cut groups, on every Isa (below AVX-512 the view runs the scalar reference).
+// that cut groups, on every Isa (below AVX2 the view runs the scalar reference).
 TEST_P(InterleavedFloat, MatmulOverTheRepackedViewMatchesTheExactDot) {
   const WeightType type = GetParam();
   const int64_t cols = 72;
@@ -263,10 +326,11 @@ TEST_P(InterleavedFloat, MatmulOverTheRepackedViewMatchesTheExactDot) {
   }
 }
 
-TEST_P(InterleavedFloat, RepackPaysOnAvx512WithoutVnni) {
+TEST_P(InterleavedFloat, RepackPaysOnAvx2AndAvx512WithoutVnni) {
   const testing::OwnedMatrix w = testing::make_matrix(GetParam(), 16, 64, 1);
   EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx512), isa_supported(Isa::Avx512));
-  EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Avx2));
+  EXPECT_EQ(InterleavedMatrix::pays(w.view, Isa::Avx2), isa_supported(Isa::Avx2));
+  EXPECT_FALSE(InterleavedMatrix::pays(w.view, Isa::Scalar));
   const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
   EXPECT_FALSE(InterleavedMatrix::pays(m.view(), Isa::Avx512));  // already interleaved
   EXPECT_THROW(InterleavedMatrix::repack(m.view()), MatmulError);
@@ -275,47 +339,49 @@ TEST_P(InterleavedFloat, RepackPaysOnAvx512WithoutVnni) {
 // The vdpbf16ps GEMM rounds the activations to bf16 (nearest even) from 8 tokens on and sums the
 // exact products in fp32; the prepared and self-prepared entries agree bit for bit, and below 8
 // tokens it is the exact fp32 path.
-// The transposed activations of the lanes GEMMs (f32.h's gemm_prepare_f32_avx512), element by
-// element against the layout its comment gives: blocks of up to 64 tokens at float offset
-// 64 * b * n, each n rows of tv = ceil(tokens / 16) vectors of 16 tokens, padding tokens zero;
-// rows with a stride past their n floats, n and token counts off the multiples of 16.
+// The transposed activations of the lanes GEMMs (f32.h's gemm_prepare_f32_avx512 and _avx2),
+// element by element against the layout its comment gives: blocks of up to 64 tokens at float
+// offset 64 * b * n, each n rows of tv = ceil(tokens / 16) vectors of 16 tokens, padding tokens
+// zero; rows with a stride past their n floats, n and token counts off the multiples of 16.
 TEST(FloatPrepare, TransposesEveryActivationWhereTheLayoutSays) {
-  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
-  for (const int64_t n : {16, 33, 2048, 5633}) {
-    for (const int64_t nt : {7, 8, 16, 17, 64, 70, 131}) {
-      const int64_t stride_floats = (n + 15) / 16 * 16 + 16;  // bytes a multiple of 64
-      const std::vector<float> x =
-          testing::normal_floats(static_cast<size_t>(nt * stride_floats), 5);
-      const auto* act = reinterpret_cast<const std::byte*>(x.data());
-      const int64_t bytes = gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, nullptr, 0, 1);
-      if (nt < 8) {
-        EXPECT_EQ(bytes, 0) << "below 8 tokens the GEMM reads the rows as they are";
-        continue;
-      }
-      ASSERT_EQ(bytes, (nt + 63) / 64 * 64 * n * 4);
-      std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16), NAN);
-      float* xt = buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16;
-      ASSERT_EQ(gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt,
-                                        reinterpret_cast<std::byte*>(xt), 0, 1),
-                bytes);
-      for (const int64_t parts : {2, 3, 5, 64, 400}) {  // column shares, in reverse order
-        std::vector<float> shares(buf.size(), NAN);
-        float* st = shares.data() + (16 - reinterpret_cast<uintptr_t>(shares.data()) % 64 / 4) % 16;
-        for (int64_t p = parts - 1; p >= 0; --p) {
-          gemm_prepare_f32_avx512(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(st),
-                                  p, parts);
+  if (float_tiers().empty()) GTEST_SKIP() << "no AVX2 here";
+  for (const Isa isa : float_tiers()) {
+    const GemmPrepareFn prepare = float_tier(isa, WeightType::F16).prepare;
+    for (const int64_t n : {16, 33, 2048, 5633}) {
+      for (const int64_t nt : {7, 8, 16, 17, 64, 70, 131}) {
+        const int64_t stride_floats = (n + 15) / 16 * 16 + 16;  // bytes a multiple of 64
+        const std::vector<float> x =
+            testing::normal_floats(static_cast<size_t>(nt * stride_floats), 5);
+        const auto* act = reinterpret_cast<const std::byte*>(x.data());
+        const int64_t bytes = prepare(n, act, stride_floats * 4, nt, nullptr, 0, 1);
+        if (nt < 8) {
+          EXPECT_EQ(bytes, 0) << "below 8 tokens the GEMM reads the rows as they are";
+          continue;
         }
-        ASSERT_EQ(std::memcmp(st, xt, static_cast<size_t>(bytes)), 0)
-            << "n " << n << " nt " << nt << " in " << parts << " shares";
-      }
-      for (int64_t t0 = 0; t0 < nt; t0 += 64) {
-        const int64_t tokens = std::min<int64_t>(64, nt - t0), tv = (tokens + 15) / 16;
-        for (int64_t k = 0; k < n; ++k) {
-          for (int64_t lane = 0; lane < tv * 16; ++lane) {
-            const float want = lane < tokens ? x[(t0 + lane) * stride_floats + k] : 0.0f;
-            ASSERT_EQ(xt[t0 * n + k * tv * 16 + lane], want)
-                << "n " << n << " nt " << nt << " block " << t0 / 64 << " k " << k << " lane "
-                << lane;
+        ASSERT_EQ(bytes, (nt + 63) / 64 * 64 * n * 4);
+        std::vector<float> buf(static_cast<size_t>(bytes / 4 + 16), NAN);
+        float* xt = buf.data() + (16 - reinterpret_cast<uintptr_t>(buf.data()) % 64 / 4) % 16;
+        ASSERT_EQ(prepare(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(xt), 0, 1),
+                  bytes);
+        for (const int64_t parts : {2, 3, 5, 64, 400}) {  // column shares, in reverse order
+          std::vector<float> shares(buf.size(), NAN);
+          float* st =
+              shares.data() + (16 - reinterpret_cast<uintptr_t>(shares.data()) % 64 / 4) % 16;
+          for (int64_t p = parts - 1; p >= 0; --p) {
+            prepare(n, act, stride_floats * 4, nt, reinterpret_cast<std::byte*>(st), p, parts);
+          }
+          ASSERT_EQ(std::memcmp(st, xt, static_cast<size_t>(bytes)), 0)
+              << isa_name(isa) << " n " << n << " nt " << nt << " in " << parts << " shares";
+        }
+        for (int64_t t0 = 0; t0 < nt; t0 += 64) {
+          const int64_t tokens = std::min<int64_t>(64, nt - t0), tv = (tokens + 15) / 16;
+          for (int64_t k = 0; k < n; ++k) {
+            for (int64_t lane = 0; lane < tv * 16; ++lane) {
+              const float want = lane < tokens ? x[(t0 + lane) * stride_floats + k] : 0.0f;
+              ASSERT_EQ(xt[t0 * n + k * tv * 16 + lane], want)
+                  << isa_name(isa) << " n " << n << " nt " << nt << " block " << t0 / 64 << " k "
+                  << k << " lane " << lane;
+            }
           }
         }
       }
