@@ -57,9 +57,9 @@ struct BF16PairColumns {
 // Columns per step of the dot loop (each column goes to partial sum c % 4).
 constexpr int64_t kColumnsPerStep = 8;
 // Columns per chunk where a tile's accumulators outnumber the registers (more than one group or
-// token): every sub-tile (one group, one or both row halves, up to 3 tokens) runs the chunk with
-// its accumulators in registers, kept in memory between chunks. 64 F16 columns are 2 KiB of
-// each group, read from DRAM by the first sub-tile and from L1 by the others.
+// token): every sub-tile (x16_float_chunks) runs the chunk with its accumulators in registers,
+// kept in memory between chunks. 128 F16 columns are 4 KiB of each group, read from DRAM by the
+// first sub-tile and from L1 by the others.
 constexpr int64_t kChunkColumns = 128;
 // How far ahead the GEMV prefetches where gemv_software_prefetch() is on (as the AVX-512 kernel).
 constexpr int64_t kPrefetchBytes = 2048;
