@@ -165,9 +165,9 @@ KernelSet KernelSet::for_isa(Isa requested) {
       ks.x16_q8_0_.gemm_prepared = gemm_prepared_q8_0x16_q8_0_avx512vnni;
     }
   }
-  // (Set last: the F16/BF16 assignments above replace whole structs.) The AVX-512 GEMVs read the
-  // stretches of this CPU's plan (x16_gemv_plan() in isa.h), the AVX2 ones always 2
-  // (kX16Avx2GemvStreams), the scalar references 1.
+  // (Set last: the F16/BF16 assignments above replace whole structs.) The AVX-512 GEMVs and the
+  // AVX2 F16/BF16 ones read the stretches of this CPU's plan (x16_gemv_plan() in isa.h), the
+  // AVX2 quantized ones always 2 (kX16Avx2GemvStreams), the scalar references 1.
   auto follow = [](X16Kernels& k, WeightType t) {
     const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(t));
     k.gemv_streams = plan.streams;
@@ -190,7 +190,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
     }
   }
-  if (ks.isa_ == Isa::Avx512) {
+  if (ks.isa_ >= Isa::Avx2) {
     follow(ks.x16_f16_, WeightType::F16);
     follow(ks.x16_bf16_, WeightType::BF16);
   }

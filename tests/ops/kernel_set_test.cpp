@@ -7,6 +7,7 @@
 
 #include "ops/attention_kernels.h"
 #include "ops/elementwise_kernels.h"
+#include "ops/f32.h"
 #include "ops/interleaved.h"
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
@@ -164,6 +165,31 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::IQ4_XS).gemm, vnni   ? gemm_iq4_xsx16_q8_K_avx512vnni
                                              : avx2 ? gemm_iq4_xsx16_q8_K_avx2
                                                     : nullptr);
+  // F16 / BF16: each tier's own kernels (AVX-512 F/BW or AVX2), reading the stretches of this
+  // CPU's plan; the scalar reference GEMV below them.
+  for (const WeightType t : {WeightType::F16, WeightType::BF16}) {
+    SCOPED_TRACE(type_name(t));
+    const bool f16 = t == WeightType::F16;
+    const X16Kernels& k = ks.x16(t);
+    if (isa == Isa::Avx512) {
+      EXPECT_EQ(k.gemv, f16 ? gemv_f16x16_f32_avx512 : gemv_bf16x16_f32_avx512);
+      EXPECT_EQ(k.gemm_few, f16 ? gemm_few_f16x16_f32_avx512 : gemm_few_bf16x16_f32_avx512);
+    } else if (isa == Isa::Avx2) {
+      EXPECT_EQ(k.gemv, f16 ? gemv_f16x16_f32_avx2 : gemv_bf16x16_f32_avx2);
+      EXPECT_EQ(k.gemm, f16 ? gemm_f16x16_f32_avx2 : gemm_bf16x16_f32_avx2);
+      EXPECT_EQ(k.gemm_prepare, gemm_prepare_f32_avx2);
+      EXPECT_EQ(k.gemm_prepared,
+                f16 ? gemm_prepared_f16x16_f32_avx2 : gemm_prepared_bf16x16_f32_avx2);
+      EXPECT_EQ(k.gemm_few, f16 ? gemm_few_f16x16_f32_avx2 : gemm_few_bf16x16_f32_avx2);
+      EXPECT_EQ(k.few_tokens_max, kX16FewTokensMax);
+    } else {
+      EXPECT_EQ(k.gemv, f16 ? gemv_f16x16_f32_ref : gemv_bf16x16_f32_ref);
+      EXPECT_EQ(k.gemm, nullptr);
+    }
+    const X16GemvPlan plan = x16_gemv_plan(f16 ? X16Gemv::F16 : X16Gemv::BF16);
+    EXPECT_EQ(k.gemv_streams, isa == Isa::Scalar ? 1 : plan.streams);
+    EXPECT_EQ(k.gemv_prefetch, isa == Isa::Scalar ? false : plan.prefetch);
+  }
 }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
