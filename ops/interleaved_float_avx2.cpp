@@ -66,21 +66,19 @@ constexpr int64_t kPrefetchBytes = 2048;
 // Tokens one tile takes at most (the few-token GEMM's, below kX16FewTokensMax).
 constexpr int kMaxTileTokens = static_cast<int>(kX16FewTokensMax) - 1;
 
-// acc[t][h][c % 4] += rows 8(h0 + h).. of column c * x[t][c] over columns [c0, c1) of one group,
-// in column order, for T tokens and NH row halves from h0; c0 % kColumnsPerStep == 0.
-template <class Columns, int T, int NH>
-inline void dot_columns(const std::byte* group, int h0, const float* const* x, int64_t c0,
-                        int64_t c1, __m256 (&acc)[T][NH][4]) {
+// acc[h][c % 4] += rows 8h..8h + 7 of column c * x[c] over columns [c0, c1) of one group, in
+// column order (the GEMV's steps: one token, both row halves, all 4 partial sums);
+// c0 % kColumnsPerStep == 0.
+template <class Columns>
+inline void dot_columns(const std::byte* group, const float* x, int64_t c0, int64_t c1,
+                        __m256 (&acc)[2][4]) {
   // Column c + k (k < kColumnsPerStep, c % kColumnsPerStep == 0).
   auto column = [&](int64_t c, auto k) {
     constexpr int q = decltype(k)::value % 4;
-    __m256 w[NH];
-    unroll<NH>([&](auto h) {
-      w[h()] = Columns::template load<decltype(k)::value % 2>(group, c + k(), h0 + h());
-    });
-    unroll<T>([&](auto t) {
-      const __m256 xc = _mm256_broadcast_ss(x[t()] + c + k());
-      unroll<NH>([&](auto h) { acc[t()][h()][q] = _mm256_fmadd_ps(w[h()], xc, acc[t()][h()][q]); });
+    const __m256 xc = _mm256_broadcast_ss(x + c + k());
+    unroll<2>([&](auto h) {
+      const __m256 w = Columns::template load<decltype(k)::value % 2>(group, c + k(), h());
+      acc[h()][q] = _mm256_fmadd_ps(w, xc, acc[h()][q]);
     });
   };
   int64_t c = c0;
@@ -125,17 +123,17 @@ template <class Columns, int S, bool Prefetch>
 template <class Columns, bool Prefetch>
 [[gnu::flatten]] void x16_float_one(int64_t n, const std::byte* group, const float* x, float* out,
                                     int64_t page_touch) {
-  __m256 acc[1][2][4];
-  unroll<2>([&](auto h) { unroll<4>([&](auto q) { acc[0][h()][q()] = _mm256_setzero_ps(); }); });
+  __m256 acc[2][4];
+  unroll<2>([&](auto h) { unroll<4>([&](auto q) { acc[h()][q()] = _mm256_setzero_ps(); }); });
   int64_t c = 0;
   if (page_touch > 0 || Prefetch) {
     for (; c + kColumnsPerStep <= n; c += kColumnsPerStep) {
       ahead<Columns, 1, Prefetch>(&group, c, kColumnsPerStep, page_touch);
-      dot_columns<Columns, 1, 2>(group, 0, &x, c, c + kColumnsPerStep, acc);
+      dot_columns<Columns>(group, x, c, c + kColumnsPerStep, acc);
     }
   }
-  dot_columns<Columns, 1, 2>(group, 0, &x, c, n, acc);
-  unroll<2>([&](auto h) { _mm256_storeu_ps(out + 8 * h(), four_sum(acc[0][h()])); });
+  dot_columns<Columns>(group, x, c, n, acc);
+  unroll<2>([&](auto h) { _mm256_storeu_ps(out + 8 * h(), four_sum(acc[h()])); });
 }
 
 // acc[t][p][h] += rows 8h.. of column c * x[t][c] for the columns c of [c0, c1) (c0 % 4 == 0)
@@ -217,11 +215,10 @@ template <class Columns, int S, bool Prefetch>
     constexpr int kT = decltype(tokens)::value;
     constexpr int kP = kT >= 4 ? 1 : kT >= 2 ? 2 : 4;
     if constexpr (kT == 1) {  // the GEMV's steps: all 4 partial sums, 8 columns a step
-      __m256 acc[1][2][4];
-      unroll<2>([&](auto h) { unroll<4>([&](auto q) { acc[0][h][q] = mem[s][t0][h][q]; }); });
-      const float* xs = x[t0];
-      dot_columns<Columns, 1, 2>(group[s], 0, &xs, c0, c1, acc);
-      unroll<2>([&](auto h) { unroll<4>([&](auto q) { mem[s][t0][h][q] = acc[0][h][q]; }); });
+      __m256 acc[2][4];
+      unroll<2>([&](auto h) { unroll<4>([&](auto q) { acc[h][q] = mem[s][t0][h][q]; }); });
+      dot_columns<Columns>(group[s], x[t0], c0, c1, acc);
+      unroll<2>([&](auto h) { unroll<4>([&](auto q) { mem[s][t0][h][q] = acc[h][q]; }); });
     } else {
       unroll<4 / kP>(
           [&](auto q) { sub_tile(tokens, std::integral_constant<int, kP>{}, q, s, t0, c0, c1); });
