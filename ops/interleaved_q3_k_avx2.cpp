@@ -145,9 +145,11 @@ inline __m256 accumulate(const std::byte* grp, int64_t b, int r, __m256i isum, f
 
 // The GEMV: S groups (far-apart streams) super-block by super-block, both row halves of each;
 // with `prefetch`, each stream's bytes one pair further on, half a pair per super-block.
+// Flattened (GCC 12 left superblock_isum out of line): 5632x2048 cold on one Zen 4 core (AVX2
+// tier, BM_gemv best rep) 13.0 -> 14.5 GB/s.
 template <int S>
-void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
-                 bool prefetch) {
+[[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
+                                  float* const* out, bool prefetch) {
   constexpr int64_t kHalfPair = kX16Q3KPairBytes / 2;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
