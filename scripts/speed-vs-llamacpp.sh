@@ -11,12 +11,17 @@
 # `-p PROMPT -n GEN -t THREADS -r REPS` (pacer first in odd rounds, llama.cpp first in even ones,
 # so a host that drifts one way favours neither). Environment: TYPES (default
 # "f16 q8_0 q4_0 q4_k_m q5_k_m"; any llama-quantize type name), THREADS (1,2), ROUNDS (2), REPS
-# (3), PROMPT (64), GEN (32), DEPTH (unset: none; e.g. 4096 adds `-d 4096` to both, which needs a
-# llama-bench that has -d), PACER (the pacer binary), PACER_ARGS (more `pacer bench` flags),
+# (3), PROMPT (64), GEN (32), DEPTH (unset: none; one depth, e.g. 4096, adds `-d 4096` to both;
+# a llama-bench without -d (before its n-depth option, e.g. c392e50) is replaced for the llama.cpp
+# side by llama-batched-bench from the same folder, `-npp DEPTH -ntg GEN -npl 1` per thread count,
+# whose S_TG t/s is decode after DEPTH tokens; it has no prefill at depth, so pacer then runs
+# `-p 0` and the rows are the tg rows at the depth), PACER (the pacer binary), PACER_ARGS (more
+# `pacer bench` flags),
 # LLAMA_ARGS (more `llama-bench` flags; default `--mmap 0`: llama.cpp then holds its weights in
 # anonymous memory as pacer does its repacked copies. Mapped file pages can read much slower: on a
 # 2-vCPU Zen 5 guest llama-bench's TinyLlama Q8_0 decode at 1 thread ran 9.4-15 tok/s mapped and
-# 22 with --mmap 0. LLAMA_ARGS= gives llama-bench's own defaults).
+# 22 with --mmap 0. LLAMA_ARGS= gives llama-bench's own defaults), BATCHED_ARGS (the
+# llama-batched-bench flags in its place; default `--no-mmap`).
 #
 # Prints one row per (file, threads, test): each tool's t/s per round, pacer / llama.cpp per
 # round, pacer's % of the roofline it measured around the row, llama.cpp's rate against that same
@@ -29,7 +34,7 @@
 # meets its targets, 1 when one does not, 2 on a usage error.
 set -euo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 out=$1
@@ -48,9 +53,24 @@ depth=()
 [ -z "${DEPTH:-}" ] || depth=(-d "$DEPTH")
 read -r -a pacer_args <<<"${PACER_ARGS:-}"
 read -r -a llama_args <<<"${LLAMA_ARGS---mmap 0}"
+read -r -a batched_args <<<"${BATCHED_ARGS---no-mmap}"
 for tool in "$pacer" "$bin/llama-bench" "$bin/llama-quantize"; do
   [ -x "$tool" ] || { echo "speed-vs-llamacpp: $tool: not found or not executable" >&2; exit 2; }
 done
+# llama.cpp's side at a depth: llama-bench -d where it has it, else llama-batched-bench.
+llama_runner=run_llama
+if [ -n "${DEPTH:-}" ]; then
+  [[ $DEPTH =~ ^[0-9]+$ ]] || { echo "speed-vs-llamacpp: DEPTH=$DEPTH: one depth (a number)" >&2; exit 2; }
+  help=$("$bin/llama-bench" --help 2>&1 || true)
+  if [[ $help != *n-depth* ]]; then
+    [ -x "$bin/llama-batched-bench" ] || {
+      echo "speed-vs-llamacpp: DEPTH: $bin/llama-bench has no -d and $bin/llama-batched-bench is missing" >&2
+      exit 2
+    }
+    llama_runner=run_llama_batched
+    prompt=0
+  fi
+fi
 mkdir -p "$out/raw"
 rows=$out/rows.tsv
 : >"$rows"
@@ -91,6 +111,23 @@ run_llama() {
     "${llama_args[@]}" -o md
 }
 
+# llama-batched-bench's table (columns PP, TG, B, N_KV, T_PP s, S_PP t/s, T_TG s, S_TG t/s, ...)
+# as a llama-bench-like table: one "tgGEN @ dDEPTH" row per thread count, t/s = S_TG t/s.
+run_llama_batched() {
+  local t out
+  echo "| threads | test | t/s |"
+  echo "|--:|---|--:|"
+  for t in ${threads//,/ }; do
+    out=$("$bin/llama-batched-bench" -m "$1" -c $((DEPTH + gen + 16)) -npp "$DEPTH" -ntg "$gen" \
+      -npl 1 -t "$t" "${batched_args[@]}" 2>&1) || { echo "$out" >&2; return 1; }
+    awk -F'|' -v th="$t" -v test="tg$gen @ d$DEPTH" '
+      function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+      /^\|/ && !have { for (i = 2; i < NF; ++i) col[trim($i)] = i; have = "S_TG t/s" in col; next }
+      have && /^\|/ && trim($2) ~ /^[0-9]+$/ { printf "| %s | %s | %s |\n", th, test, trim($(col["S_TG t/s"])); found = 1 }
+      END { exit !found }' <<<"$out" || { echo "$out" >&2; echo "speed-vs-llamacpp: no S_TG t/s in llama-batched-bench output" >&2; return 1; }
+  done
+}
+
 for preset in "${presets[@]}"; do
   f16=$out/$preset-f16.gguf
   [ -s "$f16" ] || "$pacer" gguf synth --arch "$preset" --type f16 -o "$f16" >/dev/null
@@ -105,7 +142,9 @@ for preset in "${presets[@]}"; do
       [ $((r % 2)) -eq 1 ] || order=(llama pacer)
       for tool in "${order[@]}"; do
         raw=$out/raw/$preset-$t-r$r-$tool.md
-        "run_$tool" "$model" >"$raw" 2>"$raw.err" ||
+        runner=run_pacer
+        [ "$tool" = pacer ] || runner=$llama_runner
+        "$runner" "$model" >"$raw" 2>"$raw.err" ||
           { echo "speed-vs-llamacpp: $tool bench failed on $model: $raw.err" >&2; exit 1; }
         table_rows <"$raw" | sed "s|^|$preset-$t\t$tool\t$r\t|" >>"$rows"
         echo "  $preset-$t round $r $tool done" >&2

@@ -9,10 +9,13 @@ trap 'rm -rf "$work"' EXIT
 fake=$work/fake
 mkdir -p "$fake/bin"
 
-# A stand-in tool: `gguf synth ... -o FILE` writes FILE; a bench prints fake/<tool>-<model>-<call>.md.
+# A stand-in tool: `gguf synth ... -o FILE` writes FILE; `--help` prints fake/<tool>-help.txt; a
+# bench prints fake/<tool>-<model>-<call>.md. Every call is logged in fake/calls.
 cat >"$fake/tool" <<'EOF'
 #!/usr/bin/env bash
 tool=$(basename "$0")
+echo "$tool $*" >>"$FAKE/calls"
+if [ "${1:-}" = --help ]; then cat "$FAKE/$tool-help.txt" 2>/dev/null; exit 0; fi
 if [ "$tool" = llama-quantize ]; then echo quantized >"$2"; exit 0; fi
 if [ "${1:-}" = gguf ]; then
   while [ $# -gt 0 ]; do [ "$1" = -o ] && echo synthetic >"$2"; shift; done
@@ -25,7 +28,7 @@ echo "$n" >"$count"
 cat "$FAKE/$tool-$model-$n.md"
 EOF
 chmod +x "$fake/tool"
-for t in pacer llama-bench llama-quantize; do ln -s "$fake/tool" "$fake/bin/$t"; done
+for t in pacer llama-bench llama-quantize llama-batched-bench; do ln -s "$fake/tool" "$fake/bin/$t"; done
 
 pacer_table() {  # rows: threads test t/s roofline
   echo "model: x (llama, q4_0)  cpu: test"
@@ -127,6 +130,38 @@ run_script q4_0 1
 [ "$rc" -eq 1 ] || fail "exit $rc, expected 1"
 expect "| t-q4_0 | 1 | tg32 | 52.00 | 50.00 | 1.04 | 83 | 80 | >= 1.10x, >= 90% roof | no: 1.04x < 1.10x; 83% < 90% roof |"
 expect "| t-q4_0 | 2 | tg32 | 55.00 | 50.00 | 1.10 | 88 | 80 | >= 1.10x, >= 90% roof | no: 88% < 90% roof |"
+
+# DEPTH with a llama-bench that has no -d (its --help, as c392e50's, lists no n-depth): the
+# llama.cpp side is llama-batched-bench per thread count, its S_TG t/s the tg row at the depth, and
+# pacer runs -p 0. 1 thread: pacer 30 at 80 % of 37.5 t/s, llama.cpp 25 (67 % of it): 1.20x but
+# 80 % < 90 %. 2 threads: 50 at 95 % of 52.6, llama.cpp 45 (86 %: the target is 1.00x): 1.11, met.
+printf '%s\n' "usage: llama-bench [options]" "  -p, --n-prompt <n>" "  -pg <pp,tg>" >"$fake/llama-bench-help.txt"
+pacer_table >"$fake/pacer-t-q4_0-1.md" <<'EOF'
+1;tg32 @ d4096;30.00;80% of 37.5 t/s (39.0 GB/s)
+2;tg32 @ d4096;50.00;95% of 52.6 t/s (78.0 GB/s)
+EOF
+batched_table() {  # llama-batched-bench's own lines (examples/batched-bench), one S_TG t/s figure
+  echo "main: n_kv_max = 4144, n_batch = 2048, n_ubatch = 512, flash_attn = 0, is_pp_shared = 0, n_gpu_layers = -1, n_threads = 1, n_threads_batch = 1"
+  echo
+  echo "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |"
+  echo "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|"
+  echo "|  4096 |     32 |    1 |   4128 |  150.123 |    27.28 |    1.280 |    $1 |  151.403 |    27.26 |"
+  echo
+  echo "llama_perf_context_print:        load time =     812.27 ms"
+}
+batched_table 25.00 >"$fake/llama-batched-bench-t-q4_0-1.md"
+batched_table 45.00 >"$fake/llama-batched-bench-t-q4_0-2.md"
+rm -f "$fake/calls"
+DEPTH=4096 run_script q4_0 1
+[ "$rc" -eq 1 ] || fail "exit $rc, expected 1 (the 1-thread row misses 90 %)"
+expect "| t-q4_0 | 1 | tg32 @ d4096 | 30.00 | 25.00 | 1.20 | 80 | 67 | >= 1.10x, >= 90% roof | no: 80% < 90% roof |"
+expect "| t-q4_0 | 2 | tg32 @ d4096 | 50.00 | 45.00 | 1.11 | 95 | 86 | >= 1.00x, >= 90% roof | yes |"
+expect "1 of 2 rows meet their targets (medians over 1 round)."
+grep -q -- "^pacer bench .*-p 0 .*-d 4096" "$fake/calls" || fail "pacer did not run -p 0 -d 4096: $(cat "$fake/calls")"
+grep -q -- "^llama-batched-bench .*-npp 4096 -ntg 32 -npl 1 -t 2 --no-mmap" "$fake/calls" ||
+  fail "no llama-batched-bench call at 2 threads: $(cat "$fake/calls")"
+if grep -q -- "^llama-bench -m" "$fake/calls"; then fail "llama-bench ran although it has no -d"; fi
+rm -f "$fake/llama-bench-help.txt"
 
 # Without LLAMA_BIN: a usage error naming it.
 set +e
