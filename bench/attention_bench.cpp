@@ -41,11 +41,12 @@ std::unique_ptr<std::byte, FreeBytes> cache_bytes(int64_t bytes, bool huge) {
 }
 
 // The `shape` argument: 0 is Llama-3.2-1B (32 query heads over 8 KV heads: groups of 4), 1 is
-// TinyLlama-1.1B (32 over 4: groups of 8), both of 64 dims.
+// TinyLlama-1.1B (32 over 4: groups of 8), 2 is Qwen2.5-0.5B (14 over 2: groups of 7), all of 64
+// dims.
 struct Shape {
   int n_heads, n_kv_heads, head_dim;
 };
-constexpr Shape kShapes[] = {{32, 8, 64}, {32, 4, 64}};
+constexpr Shape kShapes[] = {{32, 8, 64}, {32, 4, 64}, {14, 2, 64}};
 
 // The shape's attention over a cache of `positions` positions.
 ops::AttentionParams shape_params(int64_t shape, WeightType kv_type, int64_t positions) {
@@ -210,6 +211,8 @@ void depths(benchmark::internal::Benchmark* b) {
     b->Args({16384, 0, shape, 1});
     b->Args({2048, 1, shape, 32});  // 32 x 2048 positions: 64 MiB (Llama-3.2-1B, F16) from DRAM
   }
+  b->Args({512, 1, 2, 1});  // groups of 7: one pass on every tier (heads_per_pass)
+  b->Args({2048, 1, 2, 32});
 }
 
 void thread_counts(benchmark::internal::Benchmark* b) {
