@@ -34,7 +34,7 @@
 # meets its targets, 1 when one does not, 2 on a usage error.
 set -euo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 out=$1

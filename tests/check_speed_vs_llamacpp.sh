@@ -169,4 +169,12 @@ env -u LLAMA_BIN bash "$script" "$work/out" 2>"$work/err"
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q LLAMA_BIN "$work/err" || fail "a missing LLAMA_BIN was not named (exit $rc)"
+# Without arguments: the header comment as usage (its last line, none of the code), exit 2.
+set +e
+bash "$script" 2>"$work/usage"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "no arguments: exit $rc, expected 2"
+tail -n 1 "$work/usage" | grep -q "2 on a usage error.$" || fail "usage does not end with the header's last line"
+if grep -q "set -euo" "$work/usage"; then fail "usage prints code: $(tail -n 2 "$work/usage")"; fi
 echo "speed-vs-llamacpp: ok"
