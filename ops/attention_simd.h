@@ -62,8 +62,10 @@ constexpr bool kQ8ExactSums = V::kRegisters >= 32;
 // chunks), not one: on AVX2 with 8 heads per KV head, 9 loads per 8 FMAs became 6 (BM_attention
 // f16_avx2 at TinyLlama's shape, one Zen 4 core, best of 6-8 reps, 3 alternations: depth 512 in
 // cache 70.4 -> 66.8 us, 32 layers of 2048 from DRAM 10.10-10.31 -> 9.72-9.79 ms). Every score
-// and every (g, dim) sum is formed as before, whatever the passes. Not for a Q8_0 K (its query's
-// block figures are laid out per task).
+// and every (g, dim) sum is formed as before, whatever the passes. Not for a Q8_0 cache: with 32
+// registers its query's block figures are laid out per task, and on AVX2 the passes dequantize
+// each K block and V row twice (BM_attention q8_0_avx2, TinyLlama shape: 0.89x in cache and from
+// DRAM).
 template <class V, class Row, int G>
 constexpr int heads_per_pass() {
   if constexpr (Row::kBytes == 0) {
