@@ -72,6 +72,7 @@ struct Converter {
     if (op.has(OpEvent::kTokens)) base[op_key::kTokens] = op.tokens;
     if (op.has(OpEvent::kWeightBytes)) base[op_key::kWeightBytes] = op.weight_bytes;
     if (op.has(OpEvent::kKvBytes)) base[op_key::kKvBytes] = op.kv_bytes;
+    if (op.has(OpEvent::kAttentionFlops)) base[op_key::kAttentionFlops] = op.attention_flops;
     const std::string_view phase = phase_name(op.phase);
     for (const WorkerSample& w : op.workers) {
       const int64_t t0 = w.t0_ns, t1 = w.t1_ns;

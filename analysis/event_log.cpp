@@ -208,7 +208,7 @@ struct LogReader::Impl {
     e.layer = -1;
     e.kind = OpKind::Other;
     e.wtype.clear();
-    e.rows = e.cols = e.tokens = e.weight_bytes = e.kv_bytes = 0;
+    e.rows = e.cols = e.tokens = e.weight_bytes = e.kv_bytes = e.attention_flops = 0;
     e.optional_keys = 0;
     e.t0_ns = e.t1_ns = 0;
     size_t n_workers = 0;
@@ -228,6 +228,15 @@ struct LogReader::Impl {
             if (key == op_key::kPhase) {
               e.phase = parse_phase(sc.string());
               has_phase = true;
+              return;
+            }
+            break;
+          case 'a':
+            if (key == op_key::kAttentionFlops) {
+              const size_t at = sc.pos();
+              e.attention_flops = sc.integer();
+              if (e.attention_flops < 0) sc.fail(at, "negative attention_flops");
+              e.optional_keys |= OpEvent::kAttentionFlops;
               return;
             }
             break;

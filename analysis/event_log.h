@@ -96,6 +96,8 @@ struct OpEvent {
   std::string wtype;
   int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0;
   int64_t kv_bytes = 0;  // attention: the KV-cache bytes it read (0 in logs before the key)
+  // attention over a float cache: its fp32 flops (0 for a Q8_0 cache and in logs before the key)
+  int64_t attention_flops = 0;
   int64_t t0_ns = 0, t1_ns = 0;
   std::vector<WorkerSample> workers;
   // Which of the optional keys above the line had (consumers that pass a line's keys on as they
@@ -106,7 +108,8 @@ struct OpEvent {
     kCols = 4,
     kTokens = 8,
     kWeightBytes = 16,
-    kKvBytes = 32
+    kKvBytes = 32,
+    kAttentionFlops = 64
   };
   uint8_t optional_keys = 0;
 
@@ -233,6 +236,7 @@ struct Header {
   } frequency;
   std::string throttle_counters, rapl;  // `thermal`
   std::optional<double> bandwidth_gbs;  // measured memory bandwidth; nullopt: not measured
+  std::optional<double> fma_gflops;     // measured fp32 multiply-add rate; nullopt: not measured
   std::vector<double> freq_before_mhz;
   std::optional<double> load_ms;
   nlohmann::json raw;

@@ -223,6 +223,7 @@ void parse_header_json(const json& j, Header& h) {
   take(t, tw, tk::kRapl, h.rapl);
 
   take(j, "", key::kBandwidthGbs, h.bandwidth_gbs);
+  take(j, "", key::kFmaGflops, h.fma_gflops);
   take_array(j, "", key::kFreqBeforeMhz, h.freq_before_mhz);
   take(j, "", key::kLoadMs, h.load_ms);
 }

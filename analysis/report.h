@@ -162,9 +162,17 @@ struct Throughput {
   // The KV-cache bytes the decode steps' attention read, per step (0: none recorded, e.g. logs
   // written before ops carried kv_bytes).
   double decode_kv_bytes_per_token = 0;
-  // The memory-bandwidth bound of decode: bandwidth_gbs / (matmul_bytes_per_token +
-  // decode_kv_bytes_per_token), the bytes `pacer bench` counts for a tg row.
+  // The decode steps' attention fp32 flops per step (0: none recorded: a Q8_0 cache, or logs
+  // written before ops carried attention_flops) and the header's measured multiply-add rate.
+  double decode_attention_flops_per_token = 0;
+  std::optional<double> fma_gflops;
+  // The roofline of decode, as `pacer bench` holds a tg row (eventlog/roofline.h): the header's
+  // bandwidth_gbs over matmul_bytes_per_token, then attention at the slower of
+  // decode_kv_bytes_per_token at that bandwidth and its flops at fma_gflops.
   std::optional<double> decode_roofline_tok_s;
+  // Set only where the attention's flops bind: the bandwidth-only ceiling (bandwidth_gbs /
+  // (matmul + KV bytes)), for the run against it.
+  std::optional<double> decode_bandwidth_roofline_tok_s;
   // Footer values the computed ones are checked against (shown when they differ by > 1%).
   std::optional<double> footer_prefill_tok_s, footer_decode_tok_s;
 };

@@ -1,6 +1,7 @@
 // The streaming pass that turns an event log into a Report.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -8,6 +9,7 @@
 
 #include "analysis/report.h"
 #include "analysis/report_accum.h"
+#include "eventlog/roofline.h"
 
 namespace pacer::analysis {
 
@@ -140,6 +142,7 @@ class Builder : public LogVisitor {
     KeyAccum& k = accums_[it->second];
     if (e.phase == Phase::Decode) {
       decode_kv_bytes_ += e.kv_bytes;
+      decode_attention_flops_ += e.attention_flops;
       if (e.step != last_decode_op_step_) ++decode_op_steps_;
       last_decode_op_step_ = e.step;
     }
@@ -288,7 +291,8 @@ class Builder : public LogVisitor {
   int64_t pending_step_ = 0;
   int64_t prefill_last_step_ = std::numeric_limits<int64_t>::min();
   int64_t ttft_end_ns_ = 0;
-  int64_t decode_kv_bytes_ = 0;  // kv_bytes of the decode ops
+  int64_t decode_kv_bytes_ = 0;         // kv_bytes of the decode ops
+  int64_t decode_attention_flops_ = 0;  // their attention_flops
   // Decode steps seen through their ops (for logs cut before their step lines).
   int64_t decode_op_steps_ = 0;
   int64_t last_decode_op_step_ = std::numeric_limits<int64_t>::min();
@@ -517,12 +521,21 @@ void Builder::finish_steps_and_phases() {
   if (decode_count > 0) {
     t.decode_kv_bytes_per_token =
         static_cast<double>(decode_kv_bytes_) / static_cast<double>(decode_count);
+    t.decode_attention_flops_per_token =
+        static_cast<double>(decode_attention_flops_) / static_cast<double>(decode_count);
   }
+  t.fma_gflops = r_.header.fma_gflops;
   if (bw && *bw > 0 && r_.header.model.matmul_bytes_per_token &&
-      *r_.header.model.matmul_bytes_per_token > 0)
-    t.decode_roofline_tok_s = *bw * 1e9 /
-                              (static_cast<double>(*r_.header.model.matmul_bytes_per_token) +
-                               t.decode_kv_bytes_per_token);
+      *r_.header.model.matmul_bytes_per_token > 0) {
+    const int64_t weights = *r_.header.model.matmul_bytes_per_token;
+    const auto kv = static_cast<int64_t>(std::llround(t.decode_kv_bytes_per_token));
+    const auto flops = static_cast<int64_t>(std::llround(t.decode_attention_flops_per_token));
+    t.decode_roofline_tok_s =
+        eventlog::decode_ceiling_tok_s(*bw, weights, kv, flops, t.fma_gflops.value_or(0));
+    const double bytes_only = eventlog::decode_ceiling_tok_s(*bw, weights, kv, 0, 0);
+    if (*t.decode_roofline_tok_s < 0.995 * bytes_only)
+      t.decode_bandwidth_roofline_tok_s = bytes_only;
+  }
 }
 
 void Builder::finish_workers() {

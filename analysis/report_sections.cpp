@@ -200,20 +200,39 @@ Section throughput_section(const Report& r) {
                                    tp.decode_tokens, fmt_ms(r.decode_steps.p50_ns),
                                    fmt_ms(r.decode_steps.p95_ns), fmt_ms(r.decode_steps.p99_ns))
                      : no_steps});
-  if (tp.decode_roofline_tok_s && tp.decode_tokens > 0)
-    f.push_back(
-        {"decode roofline",
-         fmt::format(
-             "{:.1f} tok/s (bandwidth / {} bytes per token){}", *tp.decode_roofline_tok_s,
-             tp.decode_kv_bytes_per_token > 0
-                 ? fmt::format("(matmul + {} of KV cache)",
-                               tp.decode_kv_bytes_per_token >= 1e6
-                                   ? fmt::format("{:.1f} MB", tp.decode_kv_bytes_per_token / 1e6)
-                                   : fmt::format("{:.1f} kB", tp.decode_kv_bytes_per_token / 1e3))
-                 : std::string("matmul"),
-             tp.decode_tok_s ? fmt::format(": this run reaches {:.0f}%",
-                                           100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
-                             : "")});
+  if (tp.decode_roofline_tok_s && tp.decode_tokens > 0) {
+    std::string text = fmt::format(
+        "{:.1f} tok/s (bandwidth / {} bytes per token){}", *tp.decode_roofline_tok_s,
+        tp.decode_kv_bytes_per_token > 0
+            ? fmt::format("(matmul + {} of KV cache)",
+                          tp.decode_kv_bytes_per_token >= 1e6
+                              ? fmt::format("{:.1f} MB", tp.decode_kv_bytes_per_token / 1e6)
+                              : fmt::format("{:.1f} kB", tp.decode_kv_bytes_per_token / 1e3))
+            : std::string("matmul"),
+        tp.decode_tok_s ? fmt::format(": this run reaches {:.0f}%",
+                                      100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
+                        : "");
+    // Where the attention's flops bind, the ceiling is matmul bytes at the bandwidth plus them at
+    // the measured rate: say so, and the run against bandwidth alone.
+    if (tp.decode_bandwidth_roofline_tok_s && tp.fma_gflops) {
+      text = fmt::format(
+          "{:.1f} tok/s (matmul bytes at the bandwidth, then attention's {:.2f} GFLOP per token at "
+          "the measured {:.0f} GFLOP/s: it is bound by its flops, not its {} of KV cache){}; "
+          "bandwidth alone: {:.1f} tok/s{}",
+          *tp.decode_roofline_tok_s, tp.decode_attention_flops_per_token / 1e9, *tp.fma_gflops,
+          tp.decode_kv_bytes_per_token >= 1e6
+              ? fmt::format("{:.1f} MB", tp.decode_kv_bytes_per_token / 1e6)
+              : fmt::format("{:.1f} kB", tp.decode_kv_bytes_per_token / 1e3),
+          tp.decode_tok_s ? fmt::format(": this run reaches {:.0f}%",
+                                        100 * *tp.decode_tok_s / *tp.decode_roofline_tok_s)
+                          : "",
+          *tp.decode_bandwidth_roofline_tok_s,
+          tp.decode_tok_s ? fmt::format(" ({:.0f}%)", 100 * *tp.decode_tok_s /
+                                                          *tp.decode_bandwidth_roofline_tok_s)
+                          : "");
+    }
+    f.push_back({"decode roofline", std::move(text)});
+  }
   f.push_back({"load", fmt_opt(tp.load_ms, "{:.1f} ms")});
   f.push_back({"wall", fmt_opt(tp.wall_ms, "{:.1f} ms")});
   f.push_back(

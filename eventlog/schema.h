@@ -135,18 +135,20 @@ inline constexpr std::string_view kThermal = "thermal";
 inline constexpr std::string_view kCgroup = "cgroup";
 inline constexpr std::string_view kBandwidthGbs = "bandwidth_gbs";
 inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
+inline constexpr std::string_view kFmaGflops = "fma_gflops";
+inline constexpr std::string_view kFmaMethod = "fma_method";
 inline constexpr std::string_view kFreqBeforeMhz = "freq_before_mhz";
 inline constexpr std::string_view kFreqCpus = "freq_cpus";
 inline constexpr std::string_view kFreqBeforeSource = "freq_before_source";
 inline constexpr std::string_view kDerivedMetrics =
     "derived_metrics";  // [{"name","formula","caveat"}]
 inline constexpr std::string_view kLoadMs = "load_ms";
-inline constexpr std::array kAll{kSchema,          kPacerVersion,  kGitSha,    kTimeUtc,
-                                 kCommand,         kArgv,          kBenchTest, kOverheadRun,
-                                 kModel,           kRun,           kHost,      kCounters,
-                                 kFrequency,       kThermal,       kCgroup,    kBandwidthGbs,
-                                 kBandwidthMethod, kFreqBeforeMhz, kFreqCpus,  kFreqBeforeSource,
-                                 kDerivedMetrics,  kLoadMs};
+inline constexpr std::array kAll{
+    kSchema,       kPacerVersion,     kGitSha,         kTimeUtc,   kCommand,
+    kArgv,         kBenchTest,        kOverheadRun,    kModel,     kRun,
+    kHost,         kCounters,         kFrequency,      kThermal,   kCgroup,
+    kBandwidthGbs, kBandwidthMethod,  kFmaGflops,      kFmaMethod, kFreqBeforeMhz,
+    kFreqCpus,     kFreqBeforeSource, kDerivedMetrics, kLoadMs};
 }  // namespace header_key
 
 // Keys of the header's `model` object.
@@ -333,6 +335,7 @@ inline constexpr std::string_view kCols = "cols";
 inline constexpr std::string_view kTokens = "tokens";
 inline constexpr std::string_view kWeightBytes = "weight_bytes";
 inline constexpr std::string_view kKvBytes = "kv_bytes";
+inline constexpr std::string_view kAttentionFlops = "attention_flops";
 inline constexpr std::string_view kT0Ns = "t0_ns";
 inline constexpr std::string_view kT1Ns = "t1_ns";
 inline constexpr std::string_view kWorkers = "workers";
@@ -346,10 +349,10 @@ inline constexpr std::string_view kRunqNs = "runq_ns";
 inline constexpr std::string_view kOncpuNs = "oncpu_ns";
 inline constexpr std::string_view kCounters = "counters";
 // Every key above (op and worker), for readers and tests that check a line against the schema.
-inline constexpr std::array kAll{kStep,    kPhase,   kName,    kLayer,       kKind,   kWtype,
-                                 kRows,    kCols,    kTokens,  kWeightBytes, kT0Ns,   kT1Ns,
-                                 kWorkers, kWorker,  kCpu,     kCpuEnd,      kChunks, kFreqMhz,
-                                 kRunqNs,  kOncpuNs, kCounters};
+inline constexpr std::array kAll{
+    kStep,   kPhase,       kName,    kLayer,          kKind,   kWtype,   kRows,    kCols,
+    kTokens, kWeightBytes, kKvBytes, kAttentionFlops, kT0Ns,   kT1Ns,    kWorkers, kWorker,
+    kCpu,    kCpuEnd,      kChunks,  kFreqMhz,        kRunqNs, kOncpuNs, kCounters};
 }  // namespace op_key
 
 // Keys of `step` lines.
@@ -491,6 +494,11 @@ inline constexpr std::string_view kRooflineRepPct = "roofline_rep_pct";
 inline constexpr std::string_view kRooflineRepP50Pct = "roofline_rep_p50_pct";
 inline constexpr std::string_view kLlcBytes = "llc_bytes";
 inline constexpr std::string_view kLlcMethod = "llc_method";
+inline constexpr std::string_view kKvBytesPerToken = "kv_bytes_per_token";
+inline constexpr std::string_view kAttentionFlopsPerToken = "attention_flops_per_token";
+inline constexpr std::string_view kFmaGflops = "fma_gflops";
+inline constexpr std::string_view kFmaMethod = "fma_method";
+inline constexpr std::string_view kBandwidthCeilingTokS = "bandwidth_ceiling_tok_s";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kArch = "arch";
@@ -523,6 +531,11 @@ inline constexpr std::array kAll{kTest,
                                  kRooflineRepP50Pct,
                                  kLlcBytes,
                                  kLlcMethod,
+                                 kKvBytesPerToken,
+                                 kAttentionFlopsPerToken,
+                                 kFmaGflops,
+                                 kFmaMethod,
+                                 kBandwidthCeilingTokS,
                                  kEvents,
                                  kModel,
                                  kArch,

@@ -3,8 +3,6 @@
 // way. Every read-loop variant runs on the same buffer and threads; the best pass wins.
 #include "ops/bandwidth.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "ops/isa.h"
+#include "ops/pin_thread.h"
 
 namespace pacer::ops {
 namespace {
@@ -120,13 +119,6 @@ struct FreeDeleter {
   void operator()(std::byte* p) const noexcept { std::free(p); }
 };
 
-void pin_to(int cpu) noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: unpinned on failure
-}
-
 }  // namespace
 
 BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
@@ -203,7 +195,8 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
   std::barrier sync(threads, on_phase);
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
   auto worker = [&](int t) {
-    if (!opts.cpus.empty()) pin_to(opts.cpus[static_cast<size_t>(t) % opts.cpus.size()]);
+    if (!opts.cpus.empty())
+      pin_calling_thread_to(opts.cpus[static_cast<size_t>(t) % opts.cpus.size()]);
     std::byte* mine = buf.get() + slice * static_cast<size_t>(t);
     std::memset(mine, t + 1, slice);  // first touch by the reader: pages are mapped and local
     sync.arrive_and_wait();

@@ -17,11 +17,13 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/roofline.h"
 #include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
 #include "ops/attention.h"
 #include "ops/bandwidth.h"
+#include "ops/fma_probe.h"
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
 #include "ops/sampling.h"
@@ -135,17 +137,18 @@ double median_of(std::vector<double> v) {
 }
 }  // namespace
 
-void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token) {
+void pair_reps_with_probes(BenchRow& row, int64_t weight_bytes) {
   row.rep_roofline_pct.clear();
   row.roofline_rep_p50_pct = 0;
   std::vector<double> probes{row.bandwidth_before_gbs};
   probes.insert(probes.end(), row.bandwidth_between_gbs.begin(), row.bandwidth_between_gbs.end());
   probes.push_back(row.bandwidth_after_gbs);
-  if (bytes_per_token <= 0 || row.tok_s.empty() || probes.size() != row.tok_s.size() + 1) return;
+  if (weight_bytes <= 0 || row.tok_s.empty() || probes.size() != row.tok_s.size() + 1) return;
   if (std::any_of(probes.begin(), probes.end(), [](double g) { return g <= 0; })) return;
   for (size_t i = 0; i < row.tok_s.size(); ++i) {
-    const double ceiling =
-        (probes[i] + probes[i + 1]) / 2 * 1e9 / static_cast<double>(bytes_per_token);
+    const double ceiling = eventlog::decode_ceiling_tok_s(
+        (probes[i] + probes[i + 1]) / 2, weight_bytes, row.kv_bytes_per_token,
+        row.attention_flops_per_token, row.fma_gflops);
     row.rep_roofline_pct.push_back(100.0 * row.tok_s[i] / ceiling);
   }
   row.roofline_rep_p50_pct = median_of(row.rep_roofline_pct);
@@ -196,17 +199,31 @@ void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes) {
   }
 }
 
-int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
-                                int64_t first_pos, int64_t n) {
-  if (n <= 0) return 0;
-  const int64_t row = ops::kv_row_bytes(kv_type, cfg.n_kv_heads * cfg.head_dim);
-  int64_t keys = 0;  // over the n tokens and every layer
+namespace {
+// The keys the queries of the tokens at positions first_pos .. first_pos + n - 1 see, summed over
+// the tokens and every layer (all before each, or the sliding window's).
+int64_t keys_seen(const loader::ModelConfig& cfg, int64_t first_pos, int64_t n) {
+  int64_t keys = 0;
   for (int64_t pos = first_pos; pos < first_pos + n; ++pos) {
     for (int64_t il = 0; il < cfg.n_layers; ++il) {
       keys += cfg.is_swa_layer(il) ? std::min(pos + 1, cfg.sliding_window) : pos + 1;
     }
   }
-  return (keys * 2 * row + n / 2) / n;
+  return keys;
+}
+}  // namespace
+
+int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
+                                int64_t first_pos, int64_t n) {
+  if (n <= 0) return 0;
+  const int64_t row = ops::kv_row_bytes(kv_type, cfg.n_kv_heads * cfg.head_dim);
+  return (keys_seen(cfg, first_pos, n) * 2 * row + n / 2) / n;
+}
+
+int64_t attention_flops_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
+                                  int64_t first_pos, int64_t n) {
+  if (n <= 0 || kv_type == ops::WeightType::Q8_0) return 0;
+  return (keys_seen(cfg, first_pos, n) * 4 * cfg.n_heads * cfg.head_dim + n / 2) / n;
 }
 
 BenchResult run_bench(const Model& model, const BenchOptions& opts) {
@@ -296,6 +313,22 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
                                       .cpus = cpus,
                                       .variant = found.variant})
         .gbs;
+  };
+  // The compute side of a tg row's roofline: the fp32 multiply-add rate of its threads on its
+  // CPUs, once per placement (a peak: the best pass of every loop, unlike the bandwidth, which a
+  // shared host moves within minutes).
+  struct Flops {
+    int threads;
+    std::vector<int> cpus;
+    ops::FmaProbe probe;
+  };
+  std::vector<Flops> fma_cache;
+  auto fma_for = [&](int threads, const std::vector<int>& cpus) -> const ops::FmaProbe& {
+    for (const Flops& f : fma_cache) {
+      if (f.threads == threads && f.cpus == cpus) return f.probe;
+    }
+    fma_cache.push_back({threads, cpus, ops::probe_fma_rate({.threads = threads, .cpus = cpus})});
+    return fma_cache.back().probe;
   };
   // The last-level cache as the topology reports it (cpuid through hwloc), and as measured: a
   // tg row's weights are held against the working set its threads keep cached (re-read at 1.25x
@@ -522,6 +555,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
               go.header[eventlog::header_key::kBandwidthGbs] = row.bandwidth_before_gbs;
               go.header[eventlog::header_key::kBandwidthMethod] =
                   bw.method + ", measured again just before the row";
+              // The compute side of the report's decode roofline (attention's flops).
+              const ops::FmaProbe& fma = fma_for(row.threads, row.cpus);
+              go.header[eventlog::header_key::kFmaGflops] = fma.gflops;
+              go.header[eventlog::header_key::kFmaMethod] = fma.method;
             }
             Generation g = session->generate("The", go);
             rate = g.timings.decode_tok_s();
@@ -582,15 +619,24 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
               "row's timed reps (best of 3 passes each), their mean; and between each two reps, "
               "for each rep's own % (pacer_roofline_rep_pct)";
           // The timed tokens: after the depth, or after the BOS decode at position 0.
-          row.kv_bytes_per_token =
-              kv_read_bytes_per_token(cfg, opts.kv_type, test.depth > 0 ? test.depth : 1, test.n);
-          if (res.matmul_bytes_per_token > 0) {
-            row.ceiling_tok_s =
-                row.bandwidth_gbs * 1e9 /
-                static_cast<double>(res.matmul_bytes_per_token + row.kv_bytes_per_token);
+          const int64_t first_pos = test.depth > 0 ? test.depth : 1;
+          row.kv_bytes_per_token = kv_read_bytes_per_token(cfg, opts.kv_type, first_pos, test.n);
+          row.attention_flops_per_token =
+              attention_flops_per_token(cfg, opts.kv_type, first_pos, test.n);
+          if (row.attention_flops_per_token > 0) {
+            const ops::FmaProbe& fma = fma_for(row.threads, row.cpus);
+            row.fma_gflops = fma.gflops;
+            row.fma_method = fma.method;
+          }
+          if (res.matmul_bytes_per_token > 0 && row.bandwidth_gbs > 0) {
+            row.bandwidth_ceiling_tok_s = eventlog::decode_ceiling_tok_s(
+                row.bandwidth_gbs, res.matmul_bytes_per_token, row.kv_bytes_per_token, 0, 0);
+            row.ceiling_tok_s = eventlog::decode_ceiling_tok_s(
+                row.bandwidth_gbs, res.matmul_bytes_per_token, row.kv_bytes_per_token,
+                row.attention_flops_per_token, row.fma_gflops);
             row.roofline_pct = 100.0 * row.mean / row.ceiling_tok_s;
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
-            pair_reps_with_probes(row, res.matmul_bytes_per_token + row.kv_bytes_per_token);
+            pair_reps_with_probes(row, res.matmul_bytes_per_token);
           }
           if (std::abs(before - after) > opts.bandwidth_drift_flag * row.bandwidth_gbs) {
             std::string per_rep;
@@ -693,11 +739,21 @@ std::string render_bench_markdown_header(const BenchResult& r) {
 }
 
 std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row) {
-  const std::string roof =
-      row.ceiling_tok_s <= 0  ? "-"
-      : !row.roofline_applies ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
-                              : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
-                                            row.ceiling_tok_s, row.bandwidth_gbs);
+  std::string roof = row.ceiling_tok_s <= 0 ? "-"
+                     : !row.roofline_applies
+                         ? fmt::format("n/a ({:.1f} GB/s)", row.bandwidth_gbs)
+                         : fmt::format("{:.0f}% of {:.1f} t/s ({:.1f} GB/s)", row.roofline_pct,
+                                       row.ceiling_tok_s, row.bandwidth_gbs);
+  // Where the attention's flops bind (the ceiling is below the bandwidth-only one by more than
+  // the rounding), the rate they bind at and the row against bandwidth alone.
+  if (row.roofline_applies && row.ceiling_tok_s > 0 &&
+      row.ceiling_tok_s < 0.995 * row.bandwidth_ceiling_tok_s) {
+    roof.insert(roof.size() - 1,
+                fmt::format(", attention at {:.0f} GFLOP/s; {:.0f}% of {:.1f} t/s by bandwidth "
+                            "alone",
+                            row.fma_gflops, 100.0 * row.mean / row.bandwidth_ceiling_tok_s,
+                            row.bandwidth_ceiling_tok_s));
+  }
   std::string rep_roof;
   if (row.roofline_applies && row.rep_roofline_pct.size() > 1) {
     const auto [lo, hi] =
@@ -721,8 +777,10 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   if (r.interrupted) out += "\ninterrupted: the rows above are the ones that finished.\n";
   out +=
       "\nt/s: mean ± sd over the repetitions (after one warm-up); cv = sd/mean. tg feeds random "
-      "tokens one at a time (no sampling), as llama-bench; roofline = measured read bandwidth / "
-      "(matmul weight bytes + the KV-cache bytes attention reads) per token; reps: each rep's "
+      "tokens one at a time (no sampling), as llama-bench; roofline = a token's ops in turn at "
+      "the machine's measured limits: the matmul weight bytes at the read bandwidth, then "
+      "attention at the slower of the KV-cache bytes it reads at that bandwidth and its fp32 "
+      "flops at the measured multiply-add rate (a Q8_0 cache: bytes only); reps: each rep's "
       "rate against the bandwidth measured just before and just after it (a host whose memory "
       "bandwidth moves within a row moves these less than the row's %).\n";
   // One line per distinct non-empty text of `field` over the rows, in row order.
@@ -736,6 +794,7 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
     }
   };
   distinct_lines(&BenchRow::bandwidth_method, "bandwidth");
+  distinct_lines(&BenchRow::fma_method, "multiply-add rate (the roofline's attention flops)");
   distinct_lines(&BenchRow::llc_method, "cache (what the roofline's LLC rule uses)");
   const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
   const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
@@ -794,7 +853,9 @@ const std::vector<std::string>& llama_bench_fields() {
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
       "pacer_bandwidth_before_gbs", "pacer_bandwidth_after_gbs", "pacer_bandwidth_method",
-      "pacer_llc_bytes", "pacer_llc_method", "pacer_kv_bytes_per_token", "pacer_roofline_pct",
+      "pacer_llc_bytes", "pacer_llc_method", "pacer_kv_bytes_per_token",
+      "pacer_attention_flops_per_token", "pacer_fma_gflops", "pacer_fma_method",
+      "pacer_ceiling_tok_s", "pacer_bandwidth_ceiling_tok_s", "pacer_roofline_pct",
       "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct",
       "pacer_bandwidth_between_gbs", "pacer_roofline_rep_pct", "pacer_roofline_rep_p50_pct",
       "pacer_idle_prefetch", "pacer_flags"};
@@ -875,6 +936,12 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_llc_method", row.llc_method},
       {"pacer_kv_bytes_per_token",
        roofline ? nlohmann::json(row.kv_bytes_per_token) : nlohmann::json()},
+      {"pacer_attention_flops_per_token",
+       roofline ? nlohmann::json(row.attention_flops_per_token) : nlohmann::json()},
+      {"pacer_fma_gflops", measured(row.fma_gflops)},
+      {"pacer_fma_method", row.fma_method},
+      {"pacer_ceiling_tok_s", measured(row.ceiling_tok_s)},
+      {"pacer_bandwidth_ceiling_tok_s", measured(row.bandwidth_ceiling_tok_s)},
       {"pacer_roofline_pct", roofline ? nlohmann::json(row.roofline_pct) : nlohmann::json()},
       {"pacer_roofline_applies", roofline && row.roofline_applies},
       {"pacer_tok_s_p50", row.tok_s_p50 > 0 ? nlohmann::json(row.tok_s_p50) : nlohmann::json()},
@@ -959,6 +1026,13 @@ nlohmann::json row_json(const BenchRow& row) {
     }
     j[key::kLlcBytes] = row.llc_bytes;
     j[key::kLlcMethod] = row.llc_method;
+    j[key::kKvBytesPerToken] = row.kv_bytes_per_token;
+    j[key::kAttentionFlopsPerToken] = row.attention_flops_per_token;
+    j[key::kBandwidthCeilingTokS] = row.bandwidth_ceiling_tok_s;
+    if (row.fma_gflops > 0) {
+      j[key::kFmaGflops] = row.fma_gflops;
+      j[key::kFmaMethod] = row.fma_method;
+    }
   }
   if (!row.events_path.empty()) j[key::kEvents] = row.events_path;
   return j;

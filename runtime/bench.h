@@ -81,10 +81,19 @@ struct BenchRow {
   // whose bandwidth moves within a row, closer to the truth than one ceiling for the whole row.
   std::vector<double> rep_roofline_pct;
   double roofline_rep_p50_pct = 0;
-  // tg: the KV-cache bytes attention reads per timed token (kv_read_bytes_per_token); the
-  // ceiling is bandwidth / (matmul weight bytes + these) per token
+  // tg: the KV-cache bytes attention reads per timed token (kv_read_bytes_per_token) and the
+  // fp32 flops it does on them (attention_flops_per_token; 0 for a Q8_0 cache), the fp32
+  // multiply-add rate of the row's threads on its CPUs (ops::probe_fma_rate, once per placement)
+  // and how it was found. The ceiling is eventlog::decode_ceiling_tok_s of these: the matmul
+  // weights at the bandwidth, then attention at the slower of its bytes at the bandwidth and its
+  // flops at that rate; bandwidth_ceiling_tok_s is bandwidth / (matmul + KV bytes) alone (the same
+  // where the attention is not bound by its flops: short contexts, a Q8_0 cache).
   int64_t kv_bytes_per_token = 0;
+  int64_t attention_flops_per_token = 0;
+  double fma_gflops = 0;
+  std::string fma_method;
   double ceiling_tok_s = 0;
+  double bandwidth_ceiling_tok_s = 0;
   double roofline_pct = 0;  // tg: mean / ceiling
   // tg rows: seconds of every decode token of the timed reps not recorded (--events-out records
   // the last one), their median's rate, and that rate / ceiling. Where the mean falls well below
@@ -114,6 +123,12 @@ struct BenchRow {
 // depth 4096: 92 MB against 607 MB of Q4_0 weights), so a tg row's roofline counts them.
 int64_t kv_read_bytes_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
                                 int64_t first_pos, int64_t n);
+// The fp32 flops of attention per decode token over the same keys: per key and query head, a
+// head_dim dot product with K and a head_dim multiply-add of V (4 x head_dim flops; the softmax's
+// exp and scaling are left out, so the ceiling below stays an upper bound). 0 for a Q8_0 cache:
+// its scores are integer dot products (vpmaddubsw/vpdpbusd), not bound by the fp32 FMA rate.
+int64_t attention_flops_per_token(const loader::ModelConfig& cfg, ops::WeightType kv_type,
+                                  int64_t first_pos, int64_t n);
 
 struct BenchResult {
   std::string model_path, model_name, arch, type;
@@ -156,9 +171,10 @@ std::string render_overhead_markdown(const std::vector<OverheadRow>& rows);
 
 // Fills rep_roofline_pct and roofline_rep_p50_pct from tok_s and the probes around each rep
 // (bandwidth_before_gbs, bandwidth_between_gbs, bandwidth_after_gbs): rep i against
-// (probe i + probe i+1) / 2 * 1e9 / bytes_per_token. Leaves them empty unless there is one probe
-// more than reps, all of them positive, and bytes_per_token > 0.
-void pair_reps_with_probes(BenchRow& row, int64_t bytes_per_token);
+// eventlog::decode_ceiling_tok_s((probe i + probe i+1) / 2, weight_bytes, the row's
+// kv_bytes_per_token, attention_flops_per_token and fma_gflops). Leaves them empty unless there is
+// one probe more than reps, all of them positive, and weight_bytes > 0.
+void pair_reps_with_probes(BenchRow& row, int64_t weight_bytes);
 // mean, sample sd and CV of a set of rates (sd = 0 for fewer than two values).
 void summarize_rates(BenchRow& row);  // mean, sd, cv of tok_s; tok_s_p50 of token_s
 // Adds a flag when the mean rate of the tokens in token_s is over 5 % below the median token's

@@ -88,6 +88,7 @@ nlohmann::json header_json(const RunHeader& r) {
     h[key::kCgroup] = {{ckey::kReason, r.cgroup_reason}};
   }
   if (!h.contains(key::kBandwidthGbs)) h[key::kBandwidthGbs] = nullptr;
+  if (!h.contains(key::kFmaGflops)) h[key::kFmaGflops] = nullptr;
   if (r.freq_before_mhz) {
     json before = json::array();
     for (const double mhz : *r.freq_before_mhz) before.push_back(nan_to_null(mhz));
@@ -413,6 +414,10 @@ void append_op_line(std::string& out, const OpRecord& op, std::span<const Worker
   if (op.kv_bytes > 0) {
     w.key<key::kKvBytes>();
     w.num(op.kv_bytes);
+  }
+  if (op.attention_flops > 0) {
+    w.key<key::kAttentionFlops>();
+    w.num(op.attention_flops);
   }
   w.key<key::kT0Ns>();
   w.num(op.t0_ns);

@@ -45,7 +45,7 @@ struct OpRecord {
   OpKind kind = OpKind::Other;
   Phase phase = Phase::Decode;
   ops::WeightType wtype = ops::WeightType::F32;
-  int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0, kv_bytes = 0;
+  int64_t rows = 0, cols = 0, tokens = 0, weight_bytes = 0, kv_bytes = 0, attention_flops = 0;
   int64_t step = 0;
   int64_t t0_ns = 0, t1_ns = 0;
 };

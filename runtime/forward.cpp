@@ -50,13 +50,22 @@ OpInfo matmul_info(std::string_view name, int layer, std::span<const ops::Matmul
 }
 
 // The KV-cache bytes an attention over the tokens at [pos0, pos0 + n) reads, each cache row once:
-// the K and V rows of the positions its last token sees, back to those its first token sees.
+// the K and V rows of the positions its last token sees, back to those its first token sees. And
+// over a float cache its fp32 flops: per query token, key it sees and query head, a head_dim dot
+// with K and a head_dim multiply-add of V.
 OpInfo attention_info(int layer, const ops::AttentionParams& ap, int64_t pos0, int64_t n) {
   const int64_t end = pos0 + n;
   const int64_t first =
       ap.sliding_window > 0 ? std::max<int64_t>(0, pos0 - ap.sliding_window + 1) : 0;
   OpInfo info{.name = "attention", .layer = layer, .kind = OpKind::Attention};
   info.kv_bytes = (end - first) * 2 * ops::kv_row_bytes(ap.kv_type, ap.n_kv_heads * ap.head_dim);
+  if (ap.kv_type != ops::WeightType::Q8_0) {
+    int64_t keys = 0;  // over the n query tokens
+    for (int64_t pos = pos0; pos < end; ++pos) {
+      keys += ap.sliding_window > 0 ? std::min<int64_t>(pos + 1, ap.sliding_window) : pos + 1;
+    }
+    info.attention_flops = keys * 4 * ap.n_heads * ap.head_dim;
+  }
   return info;
 }
 

@@ -478,6 +478,7 @@ void Recorder::open_op(const OpInfo& info) noexcept {
   r.tokens = info.tokens;
   r.weight_bytes = info.weight_bytes;
   r.kv_bytes = info.kv_bytes;
+  r.attention_flops = info.attention_flops;
   r.step = im.step;
   std::fill_n(im.slice(static_cast<int>(idx), 0), im.n_slots, WorkerSlice{});
   const int d = im.depth++;

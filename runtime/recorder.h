@@ -41,6 +41,9 @@ struct OpInfo {
   int64_t rows = 0, cols = 0, tokens = 0;        // matmuls only
   int64_t weight_bytes = 0;                      // bytes of weights the op streams
   int64_t kv_bytes = 0;  // bytes of the KV cache the op reads (attention), each row counted once
+  // attention over an F16/F32 cache: its fp32 flops (4 x head_dim per key and query head), what
+  // the roofline holds against the FMA rate (eventlog/roofline.h); 0 for a Q8_0 cache
+  int64_t attention_flops = 0;
 };
 
 struct StepInfo {

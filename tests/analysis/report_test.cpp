@@ -36,8 +36,10 @@ class HandLog {
   std::string text;
 
   // attention_kv: when > 0, each decode step also runs an `attention` op of 2 us after its
-  // sample op that read attention_kv x n_past bytes of KV cache (n_past 4..7).
-  explicit HandLog(int64_t attention_kv = 0) {
+  // sample op that read attention_kv x n_past bytes of KV cache (n_past 4..7); with
+  // attention_flops > 0 it also did that many x n_past fp32 flops, and fma_gflops > 0 is the
+  // header's measured multiply-add rate.
+  explicit HandLog(int64_t attention_kv = 0, int64_t attention_flops = 0, double fma_gflops = 0) {
     json h = {{"type", "header"},
               {"schema", 1},
               {"command", "run"},
@@ -53,6 +55,7 @@ class HandLog {
               {"freq_before_mhz", {3000.0, 3000.0}},
               {"bandwidth_gbs", 10.0},
               {"load_ms", 7.5}};
+    if (fma_gflops > 0) h["fma_gflops"] = fma_gflops;
     line(h);
     op("tokenize", "tokenize", -1, "other", 0, 0, 2, 0, 1);
     step_ops(0, "prefill", 10, 20, 4);
@@ -68,21 +71,23 @@ class HandLog {
       step_ops(s, "decode", t0, s == 4 ? 40 : 20, 1);
       if (attention_kv > 0) {
         const int64_t a0 = t0 + (s == 4 ? 65 : 45);
-        line({{"type", "op"},
-              {"step", s},
-              {"phase", "decode"},
-              {"name", "attention"},
-              {"layer", 0},
-              {"kind", "attention"},
-              {"kv_bytes", attention_kv * (3 + s)},
-              {"t0_ns", a0 * 1000},
-              {"t1_ns", (a0 + 2) * 1000},
-              {"workers",
-               {{{"w", 0},
-                 {"cpu", 0},
-                 {"cpu_end", 0},
-                 {"t0_ns", a0 * 1000},
-                 {"t1_ns", (a0 + 2) * 1000}}}}});
+        json att = {{"type", "op"},
+                    {"step", s},
+                    {"phase", "decode"},
+                    {"name", "attention"},
+                    {"layer", 0},
+                    {"kind", "attention"},
+                    {"kv_bytes", attention_kv * (3 + s)},
+                    {"t0_ns", a0 * 1000},
+                    {"t1_ns", (a0 + 2) * 1000},
+                    {"workers",
+                     {{{"w", 0},
+                       {"cpu", 0},
+                       {"cpu_end", 0},
+                       {"t0_ns", a0 * 1000},
+                       {"t1_ns", (a0 + 2) * 1000}}}}};
+        if (attention_flops > 0) att["attention_flops"] = attention_flops * (3 + s);
+        line(att);
       }
       line({{"type", "step"},
             {"step", s},
@@ -356,6 +361,49 @@ TEST(Report, DecodeRooflineAndAttentionGbsCountTheKvCacheBytes) {
   EXPECT_THAT(warnings, HasSubstr("bad.jsonl:"));
   EXPECT_THAT(warnings, HasSubstr("byte offset"));
   EXPECT_THAT(warnings, HasSubstr("negative kv_bytes"));
+}
+
+// Attention ops over a float cache also carry their fp32 flops, and a bench's recorded log the
+// measured multiply-add rate: the decode roofline then takes attention at the slower of its
+// bytes at the bandwidth and its flops at that rate, as `pacer bench` holds a tg row
+// (eventlog/roofline.h), and says so next to the bandwidth-only figure.
+TEST(Report, DecodeRooflineTakesAttentionAtTheSlowerOfItsBytesAndItsFlops) {
+  // 4000..7000 KV bytes (5500 a step) and 4e5..7e5 flops (5.5e5 a step) at 1 GFLOP/s: 550 us of
+  // flops against 0.55 us of bytes at 10 GB/s; the matmuls' 250000 bytes take 25 us.
+  HandLog log(1000, 100000, 1.0);
+  log.footer();
+  const Report r = build_report_from_text(log.text, "flops.jsonl", {});
+  EXPECT_NEAR(r.throughput.decode_attention_flops_per_token, 550000.0, 1e-9);
+  ASSERT_TRUE(r.throughput.fma_gflops);
+  EXPECT_EQ(*r.throughput.fma_gflops, 1.0);
+  ASSERT_TRUE(r.throughput.decode_roofline_tok_s);
+  EXPECT_NEAR(*r.throughput.decode_roofline_tok_s, 1 / (25e-6 + 550e-6), 1e-6);
+  ASSERT_TRUE(r.throughput.decode_bandwidth_roofline_tok_s);
+  EXPECT_NEAR(*r.throughput.decode_bandwidth_roofline_tok_s, 10e9 / (250000 + 5500), 1e-6);
+  EXPECT_THAT(render_text(r), HasSubstr("attention's 0.00 GFLOP per token at the measured 1 "
+                                        "GFLOP/s: it is bound by its flops"));
+  EXPECT_THAT(render_json(r), HasSubstr("\"decode_attention_flops_per_token\": 550000.0"));
+  // At 1000 GFLOP/s the bytes bind: the ceiling is the bandwidth's, no second figure.
+  HandLog fast(1000, 100000, 1000.0);
+  fast.footer();
+  const Report f = build_report_from_text(fast.text, "fast.jsonl", {});
+  EXPECT_NEAR(*f.throughput.decode_roofline_tok_s, 10e9 / (250000 + 5500), 1e-6);
+  EXPECT_FALSE(f.throughput.decode_bandwidth_roofline_tok_s);
+  // No rate in the header (a log not written by pacer bench): bandwidth alone.
+  HandLog no_rate(1000, 100000, 0);
+  no_rate.footer();
+  EXPECT_NEAR(
+      *build_report_from_text(no_rate.text, "nr.jsonl", {}).throughput.decode_roofline_tok_s,
+      10e9 / (250000 + 5500), 1e-6);
+  // A negative attention_flops is a bad line, named by its field.
+  std::string bad = log.text;
+  const std::string key = "\"attention_flops\":400000";
+  ASSERT_NE(bad.find(key), std::string::npos);
+  bad.replace(bad.find(key), key.size(), "\"attention_flops\":-400000");
+  std::string warnings;
+  for (const std::string& w : build_report_from_text(bad, "badf.jsonl", {}).read.warnings())
+    warnings += w + "\n";
+  EXPECT_THAT(warnings, HasSubstr("negative attention_flops"));
 }
 
 // An op faster than the header's bandwidth is explained once, with the largest, not left as a

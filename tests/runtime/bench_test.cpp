@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "eventlog/roofline.h"
 #include "loader/synth.h"
 #include "runtime/model.h"
 
@@ -205,6 +206,70 @@ TEST(BenchRoofline, KvBytesPerTokenAreTheKeysEachLayerSees) {
   EXPECT_EQ(kv_read_bytes_per_token(q, ops::WeightType::Q8_0, 0, 1), 2 * 34);
 }
 
+TEST(BenchRoofline, AttentionFlopsPerTokenAreFourHeadDimsPerKeyAndQueryHead) {
+  // Hand-computed: 2 layers, 4 query heads over 2 KV heads of 4 dims. Tokens at positions 3 and
+  // 4 see 4 and 5 keys in each layer: (4 + 5) x 2 layers = 18 keys, each 4 heads x (4 dims of
+  // Q.K + 4 of p.V) x 2 flops = 64 flops: 1152 over 2 tokens = 576.
+  loader::ModelConfig c;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 4;
+  EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::F16, 3, 2), 576);
+  EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::F32, 3, 2), 576);  // flops, not bytes
+  EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::F16, 3, 0), 0);
+  // A Q8_0 cache's scores are integer dot products: no fp32 flops counted.
+  EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::Q8_0, 3, 2), 0);
+  // The sliding window of the KV bytes test: 17 keys x 64 / 2 = 544.
+  c.sliding_window = 4;
+  c.sliding_window_pattern = 2;
+  EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::F16, 3, 2), 544);
+}
+
+TEST(BenchRoofline, TheCellSaysWhenAttentionFlopsBindAndTheBandwidthOnlyFigure) {
+  BenchResult r;
+  BenchRow row;
+  row.test = "tg64 @ d4096";
+  row.tok_s = {30};
+  row.mean = 30;
+  row.bandwidth_gbs = 30;
+  row.ceiling_tok_s = 37.5;  // 80 %
+  row.roofline_pct = 80;
+  row.bandwidth_ceiling_tok_s = 46.2;  // 65 %
+  row.fma_gflops = 88.9;
+  row.fma_method = "best of 2 multiply-add loops: avx2 fma x12 accumulators per thread";
+  r.rows.push_back(row);
+  const std::string line = render_bench_markdown_row(r, row);
+  EXPECT_NE(line.find("80% of 37.5 t/s (30.0 GB/s, attention at 89 GFLOP/s; 65% of 46.2 t/s by "
+                      "bandwidth alone)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(render_bench_markdown(r).find("multiply-add rate (the roofline's attention flops): "
+                                          "best of 2 multiply-add loops"),
+            std::string::npos);
+  // Bytes bind (the two ceilings agree): the plain cell.
+  row.bandwidth_ceiling_tok_s = 37.5;
+  EXPECT_NE(render_bench_markdown_row(r, row).find("80% of 37.5 t/s (30.0 GB/s) |"),
+            std::string::npos)
+      << render_bench_markdown_row(r, row);
+}
+
+TEST(BenchStats, EachRepsCeilingCountsTheAttentionFlops) {
+  // 1e9 weight bytes, no KV bytes, 1e9 flops at 10 GFLOP/s (0.1 s): at 10 GB/s on either side a
+  // token takes 0.1 + 0.1 s, a rate of 5 is 100 %.
+  BenchRow row;
+  row.tok_s = {5, 4};
+  row.bandwidth_before_gbs = 10;
+  row.bandwidth_between_gbs = {10};
+  row.bandwidth_after_gbs = 10;
+  row.attention_flops_per_token = 1'000'000'000;
+  row.fma_gflops = 10;
+  pair_reps_with_probes(row, 1'000'000'000);
+  ASSERT_EQ(row.rep_roofline_pct.size(), 2u);
+  EXPECT_NEAR(row.rep_roofline_pct[0], 100.0, 1e-9);
+  EXPECT_NEAR(row.rep_roofline_pct[1], 80.0, 1e-9);
+}
+
 TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   const Model model = Model::load(tiny_model());
   BenchOptions o;
@@ -239,10 +304,22 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
       EXPECT_EQ(row.kv_bytes_per_token,
                 kv_read_bytes_per_token(model.config(), o.kv_type, 1, row.n_gen));
       EXPECT_GT(row.kv_bytes_per_token, 0);
-      EXPECT_NEAR(row.ceiling_tok_s,
+      EXPECT_NEAR(row.bandwidth_ceiling_tok_s,
                   row.bandwidth_gbs * 1e9 /
                       static_cast<double>(r.matmul_bytes_per_token + row.kv_bytes_per_token),
-                  1e-6 * row.ceiling_tok_s);
+                  1e-6 * row.bandwidth_ceiling_tok_s);
+      // ... and the fp32 flops of its attention against the placement's measured FMA rate.
+      EXPECT_EQ(row.attention_flops_per_token,
+                attention_flops_per_token(model.config(), o.kv_type, 1, row.n_gen));
+      EXPECT_GT(row.attention_flops_per_token, 0);
+      EXPECT_GT(row.fma_gflops, 0.0);
+      EXPECT_NE(row.fma_method.find("multiply-add loops"), std::string::npos) << row.fma_method;
+      EXPECT_NEAR(row.ceiling_tok_s,
+                  eventlog::decode_ceiling_tok_s(row.bandwidth_gbs, r.matmul_bytes_per_token,
+                                                 row.kv_bytes_per_token,
+                                                 row.attention_flops_per_token, row.fma_gflops),
+                  1e-9 * row.ceiling_tok_s);
+      EXPECT_LE(row.ceiling_tok_s, row.bandwidth_ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
       // The cache the LLC rule used: measured from 4 MiB up against the row's DRAM figure.
       EXPECT_NE(row.llc_method.find("re-read working sets at 1.25x the DRAM bandwidth"),
@@ -266,24 +343,36 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
       ASSERT_EQ(row.bandwidth_between_gbs.size(), 1u);
       EXPECT_GT(row.bandwidth_between_gbs[0], 0.0);
       ASSERT_EQ(row.rep_roofline_pct.size(), 2u);
-      const double bytes = static_cast<double>(r.matmul_bytes_per_token + row.kv_bytes_per_token);
+      const auto ceiling_at = [&](double gbs) {
+        return eventlog::decode_ceiling_tok_s(gbs, r.matmul_bytes_per_token, row.kv_bytes_per_token,
+                                              row.attention_flops_per_token, row.fma_gflops);
+      };
       EXPECT_NEAR(row.rep_roofline_pct[0],
                   100 * row.tok_s[0] /
-                      ((row.bandwidth_before_gbs + row.bandwidth_between_gbs[0]) / 2 * 1e9 / bytes),
+                      ceiling_at((row.bandwidth_before_gbs + row.bandwidth_between_gbs[0]) / 2),
                   1e-9);
       EXPECT_NEAR(row.rep_roofline_pct[1],
                   100 * row.tok_s[1] /
-                      ((row.bandwidth_between_gbs[0] + row.bandwidth_after_gbs) / 2 * 1e9 / bytes),
+                      ceiling_at((row.bandwidth_between_gbs[0] + row.bandwidth_after_gbs) / 2),
                   1e-9);
       const nlohmann::json j = llama_bench_row(r, row);
       EXPECT_EQ(j["pacer_roofline_rep_pct"].size(), 2u);
       EXPECT_EQ(j["pacer_bandwidth_between_gbs"].size(), 1u);
+      EXPECT_EQ(j["pacer_ceiling_tok_s"].get<double>(), row.ceiling_tok_s);
+      EXPECT_EQ(j["pacer_bandwidth_ceiling_tok_s"].get<double>(), row.bandwidth_ceiling_tok_s);
+      EXPECT_EQ(j["pacer_attention_flops_per_token"].get<int64_t>(), row.attention_flops_per_token);
+      EXPECT_EQ(j["pacer_fma_gflops"].get<double>(), row.fma_gflops);
+      EXPECT_EQ(j["pacer_fma_method"].get<std::string>(), row.fma_method);
       // The bench record (event log, -o json) carries them too.
       const auto at = static_cast<size_t>(&row - r.rows.data());
       const nlohmann::json rec = bench_json(r)["rows"][at];
       EXPECT_EQ(rec["roofline_rep_pct"].get<std::vector<double>>(), row.rep_roofline_pct);
       EXPECT_EQ(rec["bandwidth_between_gbs"].get<std::vector<double>>(), row.bandwidth_between_gbs);
       EXPECT_EQ(rec["roofline_rep_p50_pct"].get<double>(), row.roofline_rep_p50_pct);
+      EXPECT_EQ(rec["kv_bytes_per_token"].get<int64_t>(), row.kv_bytes_per_token);
+      EXPECT_EQ(rec["attention_flops_per_token"].get<int64_t>(), row.attention_flops_per_token);
+      EXPECT_EQ(rec["fma_gflops"].get<double>(), row.fma_gflops);
+      EXPECT_EQ(rec["bandwidth_ceiling_tok_s"].get<double>(), row.bandwidth_ceiling_tok_s);
     } else {
       EXPECT_EQ(row.ceiling_tok_s, 0.0);
       EXPECT_EQ(row.bandwidth_before_gbs, 0.0);  // prefill rows have no roofline
@@ -471,17 +560,22 @@ TEST(BenchRun, DepthRunsEachTestAfterThatManyTokens) {
   std::string line;
   int64_t max_past = 0, decode_steps = 0;
   std::map<int64_t, int64_t> kv_bytes;  // step -> sum of its attention ops' kv_bytes
+  std::map<int64_t, int64_t> flops;     // step -> sum of their attention_flops
   while (std::getline(log, line)) {
     const auto j = nlohmann::json::parse(line);
     if (j.value("type", "") == "op" && j.value("name", "") == "attention" &&
         j.value("phase", "") == "decode") {
       kv_bytes[j["step"].get<int64_t>()] += j.value("kv_bytes", int64_t{0});
+      flops[j["step"].get<int64_t>()] += j.value("attention_flops", int64_t{0});
     }
     if (j.value("type", "") == "step" && j.value("phase", "") == "decode") {
       const int64_t n_past = j.value("n_past", int64_t{0});
       max_past = std::max(max_past, n_past);
       ++decode_steps;
       EXPECT_EQ(kv_bytes[j["step"].get<int64_t>()], c.n_layers * n_past * 2 * kv_row)
+          << "step " << j["step"] << " at n_past " << n_past;
+      // ... and their fp32 flops: per key and query head, head_dim of Q.K and of p.V, 2 each.
+      EXPECT_EQ(flops[j["step"].get<int64_t>()], c.n_layers * n_past * 4 * c.n_heads * c.head_dim)
           << "step " << j["step"] << " at n_past " << n_past;
     }
   }
@@ -552,6 +646,33 @@ TEST(BenchRun, RecordsOneMoreRepOfEachRowAsACompleteLog) {
       EXPECT_EQ(row.token_s.size(), 12u);
     }
   }
+}
+
+// A recorded tg row's header carries what its roofline was measured with: the bandwidth just
+// before the row and the placement's multiply-add rate, so the report's decode roofline is the
+// row's (eventlog/roofline.h).
+TEST(BenchRun, ARecordedRowsHeaderCarriesItsBandwidthAndFmaRate) {
+  const Model model = Model::load(tiny_model());
+  const auto dir = std::filesystem::temp_directory_path() / "pacer-bench-events-roofline";
+  std::filesystem::remove_all(dir);
+  BenchOptions o;
+  o.n_prompt = {0};
+  o.n_gen = {3};
+  o.threads = {1};
+  o.reps = 1;
+  o.bandwidth_bytes = size_t{16} << 20;
+  o.events_dir = dir.string();
+  const BenchResult r = run_bench(model, o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  const BenchRow& row = r.rows[0];
+  std::ifstream in(row.events_path);
+  std::string first;
+  ASSERT_TRUE(std::getline(in, first)) << row.events_path;
+  const auto h = nlohmann::json::parse(first);
+  EXPECT_EQ(h["bandwidth_gbs"].get<double>(), row.bandwidth_before_gbs);
+  ASSERT_GT(row.fma_gflops, 0.0);
+  EXPECT_EQ(h["fma_gflops"].get<double>(), row.fma_gflops);
+  EXPECT_EQ(h["fma_method"].get<std::string>(), row.fma_method);
 }
 
 TEST(BenchRun, RecordingOverheadAlternatesOffAndOnRuns) {
