@@ -83,12 +83,12 @@ void softmax_simd(float* x, int64_t n) {
   for_each_vector<V>(
       n,
       [&](int64_t i) {
-        const R e = V::exp(V::sub(V::load(x + i), max));
+        const R e = V::exp_nonpositive(V::sub(V::load(x + i), max));
         sum = V::add(sum, e);
         V::store(x + i, e);
       },
       [&](int64_t i, auto m) {
-        const R e = V::exp(V::sub(V::load(x + i, m), max));
+        const R e = V::exp_nonpositive(V::sub(V::load(x + i, m), max));
         sum = V::add(sum, m, e);
         V::store(x + i, m, e);
       });

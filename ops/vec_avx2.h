@@ -45,6 +45,7 @@ struct VecF32 {
   static float hsum(Reg v) { return hsum_ps(v); }
   static float hmax(Reg v) { return hmax_ps(v); }
   static Reg exp(Reg v) { return exp_ps(v); }
+  static Reg exp_nonpositive(Reg v) { return exp_nonpositive_ps(v); }  // a softmax's x - max
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }

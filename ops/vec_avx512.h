@@ -38,6 +38,7 @@ struct VecF32 {
   static float hsum(Reg v) { return _mm512_reduce_add_ps(v); }
   static float hmax(Reg v) { return _mm512_reduce_max_ps(v); }
   static Reg exp(Reg v) { return exp_ps(v); }
+  static Reg exp_nonpositive(Reg v) { return exp_ps(v); }  // vscalefps: one scaling already
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }
