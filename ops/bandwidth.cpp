@@ -6,8 +6,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <barrier>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,11 +14,10 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ops/isa.h"
-#include "ops/pin_thread.h"
+#include "ops/probe_threads.h"
 
 namespace pacer::ops {
 namespace {
@@ -159,59 +156,40 @@ BandwidthProbe probe_read_bandwidth(const BandwidthOptions& opts) {
   BandwidthProbe probe;
   probe.huge_pages = thp_available() && ::madvise(buf.get(), alloc, MADV_HUGEPAGE) == 0;
 
-  using Clock = std::chrono::steady_clock;
-  // Sized for both stages up front: the workers hold references into vs while it grows.
+  // Sized for both stages up front (the refinement appends to vs between passes).
   vs.reserve(vs.size() + std::size(kRefinedPrefetch));
   std::vector<double> best_seconds(vs.size() + std::size(kRefinedPrefetch), 1e300);
-  size_t phase = 0;
-  Clock::time_point start;
-  // Completion step of the barrier (once per phase, on one thread). Phase 0: written; then per
-  // variant one warm-up pass (TLB, frequency) and `reps` timed passes.
+  // Per variant one warm-up pass (TLB, frequency) and `reps` timed passes.
   const size_t per_variant = static_cast<size_t>(opts.reps) + 1;
-  auto on_phase = [&]() noexcept {
-    const Clock::time_point now = Clock::now();
-    if (phase >= 1) {
-      const size_t pass = phase - 1;
-      if (pass % per_variant != 0) {
-        double& best = best_seconds[pass / per_variant];
-        best = std::min(best, std::chrono::duration<double>(now - start).count());
-      }
-      // The first stage's last pass: every worker waits in the barrier, so vs may grow here
-      // (within its reserved capacity) before they read its new size.
-      if (refine && pass + 1 == first_stage * per_variant) {
-        size_t around = first_stage;
-        for (size_t i = 0; i < first_stage; ++i) {
-          if (vs[i].prefetch != 0 &&
-              (around == first_stage || best_seconds[i] < best_seconds[around])) {
-            around = i;
-          }
-        }
-        append_refinement(vs[around], vs);
-      }
-    }
-    ++phase;
-    start = Clock::now();
-  };
-  std::barrier sync(threads, on_phase);
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
-  auto worker = [&](int t) {
-    if (!opts.cpus.empty())
-      pin_calling_thread_to(opts.cpus[static_cast<size_t>(t) % opts.cpus.size()]);
-    std::byte* mine = buf.get() + slice * static_cast<size_t>(t);
-    std::memset(mine, t + 1, slice);  // first touch by the reader: pages are mapped and local
-    sync.arrive_and_wait();
-    for (size_t i = 0; i < vs.size(); ++i) {  // vs grows by the second stage (on_phase)
-      for (size_t r = 0; r < per_variant; ++r) {
+  auto mine = [&](int t) { return buf.get() + slice * static_cast<size_t>(t); };
+  run_timed_passes(
+      threads, opts.cpus,
+      // First touch by the reader: pages are mapped and local.
+      [&](int t) { std::memset(mine(t), t + 1, slice); },
+      [&](int t, size_t pass) {
         for (int k = 0; k < reads; ++k)
-          sink[static_cast<size_t>(t)] += run_variant(vs[i], mine, slice);
-        sync.arrive_and_wait();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (std::thread& th : pool) th.join();
+          sink[static_cast<size_t>(t)] += run_variant(vs[pass / per_variant], mine(t), slice);
+      },
+      [&](size_t pass, double seconds) noexcept {
+        if (pass % per_variant != 0) {
+          double& best = best_seconds[pass / per_variant];
+          best = std::min(best, seconds);
+        }
+        // After the first stage's last pass: the second stage's loops around its best
+        // prefetching one.
+        if (refine && pass + 1 == first_stage * per_variant) {
+          size_t around = first_stage;
+          for (size_t i = 0; i < first_stage; ++i) {
+            if (vs[i].prefetch != 0 &&
+                (around == first_stage || best_seconds[i] < best_seconds[around])) {
+              around = i;
+            }
+          }
+          append_refinement(vs[around], vs);
+        }
+        return pass + 1 < vs.size() * per_variant;
+      });
 
   size_t best = 0;
   for (size_t i = 0; i < vs.size(); ++i) {

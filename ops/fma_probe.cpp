@@ -5,15 +5,13 @@
 
 #include <emmintrin.h>
 
-#include <barrier>
-#include <chrono>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ops/isa.h"
-#include "ops/pin_thread.h"
+#include "ops/probe_threads.h"
 
 namespace pacer::ops {
 namespace {
@@ -93,48 +91,31 @@ FmaProbe probe_fma_rate(const FmaProbeOptions& opts) {
         ", instructions=" + std::to_string(opts.instructions) + ")");
   }
   const std::vector<Variant> vs = variants();
-  using Clock = std::chrono::steady_clock;
+  const auto iterations = [&](const Variant& v) {
+    return std::max<int64_t>(1, opts.instructions / v.accumulators);
+  };
   std::vector<double> best_seconds(vs.size(), 1e300);
   const size_t per_variant = static_cast<size_t>(opts.reps) + 1;  // a warm-up pass first
-  size_t phase = 0;  // barrier completions: 0 = all threads started, then one per pass
-  Clock::time_point start;
-  auto on_phase = [&]() noexcept {
-    const Clock::time_point now = Clock::now();
-    if (phase >= 1) {
-      const size_t pass = phase - 1;
-      if (pass % per_variant != 0) {
-        double& best = best_seconds[pass / per_variant];
-        best = std::min(best, std::chrono::duration<double>(now - start).count());
-      }
-    }
-    ++phase;
-    start = Clock::now();
-  };
-  std::barrier sync(threads, on_phase);
   std::vector<float> sink(static_cast<size_t>(threads));
-  auto worker = [&](int t) {
-    if (!opts.cpus.empty())
-      pin_calling_thread_to(opts.cpus[static_cast<size_t>(t) % opts.cpus.size()]);
-    sync.arrive_and_wait();
-    for (const Variant& v : vs) {
-      const int64_t iterations = std::max<int64_t>(1, opts.instructions / v.accumulators);
-      for (size_t r = 0; r < per_variant; ++r) {
-        sink[static_cast<size_t>(t)] += run_variant(v, iterations);
-        sync.arrive_and_wait();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (std::thread& th : pool) th.join();
+  run_timed_passes(
+      threads, opts.cpus, [](int) {},
+      [&](int t, size_t pass) {
+        const Variant& v = vs[pass / per_variant];
+        sink[static_cast<size_t>(t)] += run_variant(v, iterations(v));
+      },
+      [&](size_t pass, double seconds) noexcept {
+        if (pass % per_variant != 0) {
+          double& best = best_seconds[pass / per_variant];
+          best = std::min(best, seconds);
+        }
+        return pass + 1 < vs.size() * per_variant;
+      });
 
   FmaProbe probe;
   size_t best = 0;
   for (size_t i = 0; i < vs.size(); ++i) {
-    const int64_t iterations = std::max<int64_t>(1, opts.instructions / vs[i].accumulators);
     const double flops =
-        2.0 * vs[i].lanes() * static_cast<double>(iterations) * vs[i].accumulators * threads;
+        2.0 * vs[i].lanes() * static_cast<double>(iterations(vs[i])) * vs[i].accumulators * threads;
     probe.trials.push_back({vs[i].name(), flops / best_seconds[i] / 1e9});
     if (probe.trials[i].gflops > probe.trials[best].gflops) best = i;
   }
