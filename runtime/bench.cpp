@@ -192,10 +192,12 @@ void flag_roofline(BenchRow& row, int64_t weight_bytes, int64_t llc_bytes) {
     return;
   }
   if (row.roofline_pct > 100.0) {
+    // Where attention's flops bind the ceiling, the FMA probe may be the one that under-read.
+    const bool flops_bind = row.ceiling_tok_s < 0.995 * row.bandwidth_ceiling_tok_s;
     row.flags.push_back(fmt::format(
-        "{:.0f}% of the measured roofline: the bandwidth probe under-read this machine (host "
-        "noise while it ran?); the % is not trustworthy",
-        row.roofline_pct));
+        "{:.0f}% of the measured roofline: the {} under-read this machine (host noise while it "
+        "ran?); the % is not trustworthy",
+        row.roofline_pct, flops_bind ? "bandwidth or FMA probe" : "bandwidth probe"));
   }
 }
 

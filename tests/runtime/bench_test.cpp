@@ -144,6 +144,19 @@ TEST(BenchStats, TheRooflineFollowsWhereTheWeightsLive) {
   EXPECT_EQ(
       above.flags[0].rfind("112% of the measured roofline: the bandwidth probe under-read", 0), 0u)
       << above.flags[0];
+  // Attention's flops bound that ceiling (below the bandwidth-only one): either probe may have
+  // under-read.
+  BenchRow flops_bound;
+  flops_bound.roofline_pct = 112.0;
+  flops_bound.ceiling_tok_s = 40;
+  flops_bound.bandwidth_ceiling_tok_s = 50;
+  flag_roofline(flops_bound, 2100 * kMiB, 300 * kMiB);
+  ASSERT_EQ(flops_bound.flags.size(), 1u);
+  EXPECT_EQ(flops_bound.flags[0].rfind("112% of the measured roofline: the bandwidth or FMA probe "
+                                       "under-read",
+                                       0),
+            0u)
+      << flops_bound.flags[0];
   // An unknown LLC (0): every row is judged as streamed.
   EXPECT_TRUE(judged(100 * kMiB, 0, 90.0).roofline_applies);
 }
