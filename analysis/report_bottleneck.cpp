@@ -413,7 +413,7 @@ std::optional<Loss> disturbed_steps_rule(const RuleContext& c) {
   const double median_tok_s = 1e9 / static_cast<double>(median);
   evidence += fmt::format("; the median step alone runs {:.1f} tok/s", median_tok_s);
   if (r.throughput.decode_roofline_tok_s)
-    evidence += fmt::format(" = {:.0f}% of the {:.1f} tok/s bandwidth bound",
+    evidence += fmt::format(" = {:.0f}% of the {:.1f} tok/s decode roofline",
                             100 * median_tok_s / *r.throughput.decode_roofline_tok_s,
                             *r.throughput.decode_roofline_tok_s);
   const int64_t seen = runq + steal + throttled;
@@ -594,7 +594,7 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
       r.throughput.decode_roofline_tok_s) {
     kind->evidence += fmt::format(
         "; decode runs at {:.1f} tok/s = {:.0f}% of the {:.1f} tok/s "
-        "bandwidth bound",
+        "decode roofline",
         *r.throughput.decode_tok_s,
         100 * *r.throughput.decode_tok_s / *r.throughput.decode_roofline_tok_s,
         *r.throughput.decode_roofline_tok_s);

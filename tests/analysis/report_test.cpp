@@ -650,7 +650,9 @@ TEST(Report, DisturbedStepsAreCountedAndTheirCauseIsPlaced) {
                             "around them at a normal clock (the run's median step: 2.42 ms): "
                             "4.85 ms each on average, 7.27 ms lost (13.3% of decode)"));
   // 1e9 / 2,422,800 ns; the bound is 20 GB/s / 4,000,000 B per token.
-  EXPECT_THAT(ev, HasSubstr("the median step alone runs 412.7 tok/s = 8% of the 5000.0 tok/s"));
+  EXPECT_THAT(
+      ev,
+      HasSubstr("the median step alone runs 412.7 tok/s = 8% of the 5000.0 tok/s decode roofline"));
   EXPECT_THAT(ev, HasSubstr("run-queue wait 0.00 ms, VM steal not recorded"));
   EXPECT_THAT(ev, HasSubstr("in 3 of them one op held most of the extra time (ffn_gate_up took "
                             "2.72 ms against its median"));
