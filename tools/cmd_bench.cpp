@@ -585,7 +585,8 @@ void add_bench_command(CLI::App& app) {
       ->envname("PACER_DB");
   cmd->add_option("--kv-type", args->kv_type, "f16 | f32 | q8_0")->capture_default_str();
   cmd->add_flag("--no-warmup", args->no_warmup, "skip the untimed warm-up run");
-  cmd->add_flag("--no-roofline", args->no_roofline, "skip the bandwidth probe");
+  cmd->add_flag("--no-roofline", args->no_roofline,
+                "skip the bandwidth and multiply-add probes (no roofline)");
   cmd->add_option("--cv-flag", args->cv_flag, "flag rows whose CV exceeds this %")
       ->capture_default_str();
   cmd->add_option("--drift-flag", args->drift_flag,
