@@ -28,8 +28,9 @@ struct Variant {
   }
 };
 
-// Baseline x86-64 has no FMA: a multiply then an add per lane (2 flops, as one multiply-add).
-float mul_add_chains_sse(int64_t iterations, int accumulators) {
+// Baseline x86-64 has no FMA: a multiply then an add per lane (2 flops, as one multiply-add). Not
+// instrumented in sanitizer builds (see fma_probe_avx2.cpp).
+[[gnu::no_sanitize_address]] float mul_add_chains_sse(int64_t iterations, int accumulators) {
   constexpr int kMax = 12;
   const __m128 m = _mm_set1_ps(0.999f), c = _mm_set1_ps(0.001f);
   __m128 acc[kMax];
