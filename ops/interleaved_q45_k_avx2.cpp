@@ -9,11 +9,12 @@
 // per sub-block in each row's dword). Per 64-element chunk c and quad k (quant vectors 4k..4k+3):
 // each vector splits into its low nibbles (sub-block 2c) and high nibbles (2c + 1), unsigned, and
 // vpmaddubsw dots 4 quants of all 8 rows with one broadcast activation dword: 16-bit pair sums
-// |2 x 15 x 128| = 3840, 4 of them added in int16 (15,360). One vpmaddwd against the sub-block's
-// scale (spread to both words of each row's dword by vpshufb) then gives scale x sum in int32,
-// and the mins term sum_j m_j * bsum_j is 4 vpmaddwd on (m_2k, m_2k+1) word pairs. Every integer
-// is the VNNI kernel's (its Q4_K high-nibble sums come out 16x and are shifted back exactly), and
-// the float steps are its steps (one conversion and FMA per term for 8 rows), so the two tiers
+// |2 x 15 x 128| = 3840, 4 of them added in int16 (15,360; the Q4_K GEMV adds both quads' 8:
+// 30,720, q4_k_chunk_isums). One vpmaddwd against the sub-block's scale (spread to both words of
+// each row's dword by vpshufb) then gives scale x sum in int32, and the mins term
+// sum_j m_j * bsum_j is 4 vpmaddwd on (m_2k, m_2k+1) word pairs. Every integer is the VNNI
+// kernel's (its Q4_K high-nibble sums come out 16x and are shifted back exactly), and the float
+// steps are its steps (one conversion and FMA per term for 8 rows), so the two tiers
 // give the same bits, and the GEMM (4 tokens per pass) equals the GEMV per token.
 //
 // Against the row-major AVX2 kernel (q4_k_avx2.cpp: per row and 64 quants a vpmaddubsw pair,
@@ -143,6 +144,77 @@ inline void unpack_quants(__m256i q, __m256i h, __m256i* lo, __m256i* hi) {
   }
 }
 
+// The prefill GEMM's Q4_K step for 4 tokens: one 64-element chunk (sub-blocks 2c and 2c + 1,
+// quads k = 0 and 1 at quads and quads + 256) of one half (8 rows), against the chunk's
+// activations of tokens 0..3 (x0..x3: each token's 64 quants): isum[t] += sc_2c x (low-nibble
+// dots) + sc_2c+1 x (high-nibble dots), sc: the half's 2 spread scale vectors. Each quant vector
+// is unpacked once for the 4 tokens; the 8 vpmaddubsw pair sums of a sub-block add in int16 as in
+// q4_k_chunk_isums (8 x 3840 = 30,720), in 8 registers for the 4 tokens. In assembly for the same
+// reason (from intrinsics GCC spilled the unpacked vectors and the sums). Zen 4 guest without
+// AVX-512, the GEMM of 16 groups x 2048 columns x 64 tokens (352 groups: from L3), old and new
+// alternating in one process: 88.3-90.5 -> 98.1-101.2 GMAC/s (1.11-1.12x), the same outputs;
+// TinyLlama Q4_K_M pp64 at 1 thread, the quieter 2 of 3 alternating rounds: 69-74 -> 82-84 t/s.
+inline void q4_k_chunk_isums_4(const std::byte* quads, const int8_t* x0, const int8_t* x1,
+                               const int8_t* x2, const int8_t* x3, const __m256i* sc,
+                               __m256i* isum) {
+  __m256i lo0, hi0, lo1, hi1, lo2, hi2, lo3, hi3, xl, xh, v, t1, t2;
+  // clang-format off
+  // Vector J of quad Q: its low nibbles in t1, its high ones in t2 (unsigned).
+#define PACER_Q4K4_UNPACK(Q, J)                              \
+  "vmovdqa " #Q "*256+" #J "*64(%[quads]), %[v]\n\t"         \
+  "vpsrlw $4, %[v], %[t2]\n\t"                               \
+  "vpand %[mask], %[v], %[t1]\n\t"                           \
+  "vpand %[mask], %[t2], %[t2]\n\t"
+  // Token T's activation dwords (quants 16Q + 4J.. and 32 + 16Q + 4J..) against them, added to its
+  // int16 sums (FIRST: the chunk's first step, which starts them).
+#define PACER_Q4K4_TOKEN(Q, J, T)                            \
+  "vpbroadcastd " #Q "*16+" #J "*4(%[x" #T "]), %[xl]\n\t"   \
+  "vpbroadcastd 32+" #Q "*16+" #J "*4(%[x" #T "]), %[xh]\n\t" \
+  "vpmaddubsw %[xl], %[t1], %[v]\n\t"                        \
+  "vpaddw %[v], %[lo" #T "], %[lo" #T "]\n\t"                \
+  "vpmaddubsw %[xh], %[t2], %[v]\n\t"                        \
+  "vpaddw %[v], %[hi" #T "], %[hi" #T "]\n\t"
+#define PACER_Q4K4_FIRST(T)                                  \
+  "vpbroadcastd 0(%[x" #T "]), %[xl]\n\t"                    \
+  "vpbroadcastd 32(%[x" #T "]), %[xh]\n\t"                   \
+  "vpmaddubsw %[xl], %[t1], %[lo" #T "]\n\t"                 \
+  "vpmaddubsw %[xh], %[t2], %[hi" #T "]\n\t"
+#define PACER_Q4K4_STEP(Q, J)                                \
+  PACER_Q4K4_UNPACK(Q, J)                                    \
+  PACER_Q4K4_TOKEN(Q, J, 0) PACER_Q4K4_TOKEN(Q, J, 1)        \
+  PACER_Q4K4_TOKEN(Q, J, 2) PACER_Q4K4_TOKEN(Q, J, 3)
+  // Token T's sums times the scales, added to isum[T].
+#define PACER_Q4K4_SCALE(T)                                  \
+  "vpmaddwd 0(%[sc]), %[lo" #T "], %[lo" #T "]\n\t"          \
+  "vpmaddwd 32(%[sc]), %[hi" #T "], %[hi" #T "]\n\t"         \
+  "vpaddd %[hi" #T "], %[lo" #T "], %[lo" #T "]\n\t"         \
+  "vpaddd " #T "*32(%[isum]), %[lo" #T "], %[lo" #T "]\n\t"  \
+  "vmovdqa %[lo" #T "], " #T "*32(%[isum])\n\t"
+  asm(PACER_Q4K4_UNPACK(0, 0)
+      PACER_Q4K4_FIRST(0) PACER_Q4K4_FIRST(1) PACER_Q4K4_FIRST(2) PACER_Q4K4_FIRST(3)
+      PACER_Q4K4_STEP(0, 1) PACER_Q4K4_STEP(0, 2) PACER_Q4K4_STEP(0, 3)
+      PACER_Q4K4_STEP(1, 0) PACER_Q4K4_STEP(1, 1) PACER_Q4K4_STEP(1, 2) PACER_Q4K4_STEP(1, 3)
+      PACER_Q4K4_SCALE(0) PACER_Q4K4_SCALE(1) PACER_Q4K4_SCALE(2) PACER_Q4K4_SCALE(3)
+      : [lo0] "=&x"(lo0), [hi0] "=&x"(hi0), [lo1] "=&x"(lo1), [hi1] "=&x"(hi1),
+        [lo2] "=&x"(lo2), [hi2] "=&x"(hi2), [lo3] "=&x"(lo3), [hi3] "=&x"(hi3),
+        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [t1] "=&x"(t1), [t2] "=&x"(t2),
+        "+m"(*reinterpret_cast<__m256i(*)[4]>(isum))
+      : [quads] "r"(quads), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [x3] "r"(x3),
+        [sc] "r"(sc), [isum] "r"(isum), [mask] "x"(_mm256_set1_epi8(0x0F)),
+        "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(x0)),
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(x1)),
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(x2)),
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(x3)),
+        "m"(*reinterpret_cast<const __m256i(*)[2]>(sc)));
+#undef PACER_Q4K4_SCALE
+#undef PACER_Q4K4_STEP
+#undef PACER_Q4K4_FIRST
+#undef PACER_Q4K4_TOKEN
+#undef PACER_Q4K4_UNPACK
+  // clang-format on
+}
+
 // Rows 8h..8h + 7 of super-block sb (x16 Q4_K / Q5_K layout) against tokens x[0..T) (their
 // super-block b): isum[t] = sum_j sc_j * (sub-block j's integer dot). T == 1 unpacks each vector as
 // it is used (the GEMV: no 8 weight vectors live next to its accumulators); T > 1 unpacks each quad
@@ -151,6 +223,17 @@ template <int Bits, int T>
 inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const Controls& ctl,
                             const BlockQ8_K* const* x, int64_t b, __m256i* isum) {
   for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+  if constexpr (Bits == 4 && T == 4) {
+    alignas(32) __m256i scale[8];  // sub-block j's spread scales
+    for (int j = 0; j < 8; ++j) {
+      scale[j] = _mm256_shuffle_epi8(j < 4 ? s.sc_lo : s.sc_hi, ctl.scale[j % 4]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      q4_k_chunk_isums_4(quad_at<4>(sb, c, 0, h), x[0][b].qs + 64 * c, x[1][b].qs + 64 * c,
+                         x[2][b].qs + 64 * c, x[3][b].qs + 64 * c, scale + 2 * c, isum);
+    }
+    return;
+  }
   for (int c = 0; c < 4; ++c) {
     const __m256i src = c < 2 ? s.sc_lo : s.sc_hi;
     const __m256i sc_lo = _mm256_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
@@ -195,6 +278,74 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
   }
 }
 
+// Q4_K's step of superblock_isums_16 for one 64-element chunk (sub-blocks 2c and 2c + 1, quads
+// k = 0 and 1 at quads and quads + 256, activations xq = the chunk's 64 quants) of both halves:
+// acc_h += sc_2c x (low-nibble dots) + sc_2c+1 x (high-nibble dots), sc: the 4 spread scale
+// vectors in the order (2c, h0), (2c, h1), (2c + 1, h0), (2c + 1, h1). The 8 vpmaddubsw pair sums
+// of a sub-block (both quads) add in int16: 8 x 2 x 15 x 128 = 30,720 fits, so one vpmaddwd per
+// sub-block and half. Written in assembly because GCC 12 reassociates these int16 sums into a
+// wide tree from the same intrinsics (whatever their order), keeps ~20 partial sums live and
+// spills them: that loop took ~2.8 cycles per 32-byte quant vector where these instructions in
+// this order take ~2.0 (7.5 vector ops a vector at 4 a cycle). Zen 4 guest without AVX-512, the
+// GEMV of 16 groups x 2048 columns from L2 (1024 groups from L3), old and new alternating in one
+// process, 3 rounds: 32.2-32.5 -> 40.6-41.0 GB/s (1.25-1.27x), the same outputs bit for bit.
+// (Q5_K's quad in assembly gained 3 %: its fifth bits add 6 ops a vector, and it is bound by
+// their count, so it stays in intrinsics.)
+inline void q4_k_chunk_isums(const std::byte* quads, const int8_t* xq, const __m256i* sc,
+                             __m256i& acc0, __m256i& acc1) {
+  __m256i lo0, hi0, lo1, hi1, xl, xh, v, t1, t2;
+  // clang-format off
+  // Activation dword J of quad Q for both sub-blocks (quants 16Q + 4J.. and 32 + 16Q + 4J..).
+#define PACER_Q4K_ACT(Q, J)                                  \
+  "vpbroadcastd " #Q "*16+" #J "*4(%[xq]), %[xl]\n\t"        \
+  "vpbroadcastd 32+" #Q "*16+" #J "*4(%[xq]), %[xh]\n\t"
+  // Vector J of quad Q, half H: its low nibbles in t1, its high ones in t2 (unsigned).
+#define PACER_Q4K_UNPACK(Q, J, H)                            \
+  "vmovdqa " #Q "*256+" #J "*64+" #H "*32(%[quads]), %[v]\n\t" \
+  "vpsrlw $4, %[v], %[t2]\n\t"                               \
+  "vpand %[mask], %[v], %[t1]\n\t"                           \
+  "vpand %[mask], %[t2], %[t2]\n\t"
+  // Their dots with the activation dwords, added to half H's int16 sums.
+#define PACER_Q4K_ADD(H)                                     \
+  "vpmaddubsw %[xl], %[t1], %[t1]\n\t"                       \
+  "vpaddw %[t1], %[lo" #H "], %[lo" #H "]\n\t"               \
+  "vpmaddubsw %[xh], %[t2], %[t2]\n\t"                       \
+  "vpaddw %[t2], %[hi" #H "], %[hi" #H "]\n\t"
+#define PACER_Q4K_STEP(Q, J)                                 \
+  PACER_Q4K_ACT(Q, J)                                        \
+  PACER_Q4K_UNPACK(Q, J, 0) PACER_Q4K_ADD(0)                 \
+  PACER_Q4K_UNPACK(Q, J, 1) PACER_Q4K_ADD(1)
+  asm(PACER_Q4K_ACT(0, 0)
+      PACER_Q4K_UNPACK(0, 0, 0)
+      "vpmaddubsw %[xl], %[t1], %[lo0]\n\t"
+      "vpmaddubsw %[xh], %[t2], %[hi0]\n\t"
+      PACER_Q4K_UNPACK(0, 0, 1)
+      "vpmaddubsw %[xl], %[t1], %[lo1]\n\t"
+      "vpmaddubsw %[xh], %[t2], %[hi1]\n\t"
+      PACER_Q4K_STEP(0, 1) PACER_Q4K_STEP(0, 2) PACER_Q4K_STEP(0, 3)
+      PACER_Q4K_STEP(1, 0) PACER_Q4K_STEP(1, 1) PACER_Q4K_STEP(1, 2) PACER_Q4K_STEP(1, 3)
+      "vpmaddwd 0(%[sc]), %[lo0], %[lo0]\n\t"
+      "vpmaddwd 32(%[sc]), %[lo1], %[lo1]\n\t"
+      "vpmaddwd 64(%[sc]), %[hi0], %[hi0]\n\t"
+      "vpmaddwd 96(%[sc]), %[hi1], %[hi1]\n\t"
+      "vpaddd %[lo0], %[acc0], %[acc0]\n\t"
+      "vpaddd %[lo1], %[acc1], %[acc1]\n\t"
+      "vpaddd %[hi0], %[acc0], %[acc0]\n\t"
+      "vpaddd %[hi1], %[acc1], %[acc1]"
+      : [acc0] "+x"(acc0), [acc1] "+x"(acc1), [lo0] "=&x"(lo0), [hi0] "=&x"(hi0),
+        [lo1] "=&x"(lo1), [hi1] "=&x"(hi1), [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v),
+        [t1] "=&x"(t1), [t2] "=&x"(t2)
+      : [quads] "r"(quads), [xq] "r"(xq), [sc] "r"(sc), [mask] "x"(_mm256_set1_epi8(0x0F)),
+        "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(xq)),
+        "m"(*reinterpret_cast<const __m256i(*)[4]>(sc)));
+#undef PACER_Q4K_STEP
+#undef PACER_Q4K_ADD
+#undef PACER_Q4K_UNPACK
+#undef PACER_Q4K_ACT
+  // clang-format on
+}
+
 // Both halves of super-block sb against one token's quants xqs (its super-block): isum[h] for rows
 // 8h..8h + 7, the same integers as superblock_isum<Bits, 1> per half (exact sums, any order).
 // Each 64-byte line is used whole, so each activation broadcast (and Q5_K's fifth-bit vector
@@ -202,14 +353,23 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
 template <int Bits>
 [[gnu::noinline]] void superblock_isums_16(const std::byte* sb, const Scales8* s,
                                            const Controls& ctl, const int8_t* xqs, __m256i* isum) {
-  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
-  for (int c = 0; c < 4; ++c) {
-    __m256i sc_lo[2], sc_hi[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i src = c < 2 ? s[h].sc_lo : s[h].sc_hi;
-      sc_lo[h] = _mm256_shuffle_epi8(src, ctl.scale[(2 * c) % 4]);
-      sc_hi[h] = _mm256_shuffle_epi8(src, ctl.scale[(2 * c + 1) % 4]);
+  // Sub-block j's scale vector for half h at scale[j][h], spread once for the 4 chunks.
+  alignas(32) __m256i scale[8][2];
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 8; ++j) {
+      scale[j][h] = _mm256_shuffle_epi8(j < 4 ? s[h].sc_lo : s[h].sc_hi, ctl.scale[j % 4]);
     }
+  }
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+  if constexpr (Bits == 4) {
+    for (int c = 0; c < 4; ++c) {
+      q4_k_chunk_isums(quad_at<4>(sb, c, 0, 0), xqs + 64 * c, scale[2 * c], acc0, acc1);
+    }
+    isum[0] = acc0;
+    isum[1] = acc1;
+    return;
+  }
+  for (int c = 0; c < 4; ++c) {
     for (int k = 0; k < 2; ++k) {
       const std::byte* quad = quad_at<Bits>(sb, c, k, 0);
       const __m256i hb0 = quad_high_bits<Bits>(sb, c, k, 0);
@@ -229,10 +389,10 @@ template <int Bits>
         lo1 = _mm256_add_epi16(lo1, _mm256_maddubs_epi16(wl, xl));
         hi1 = _mm256_add_epi16(hi1, _mm256_maddubs_epi16(wh, xh));
       });
-      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(lo0, sc_lo[0]),
-                                                     _mm256_madd_epi16(hi0, sc_hi[0])));
-      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(lo1, sc_lo[1]),
-                                                     _mm256_madd_epi16(hi1, sc_hi[1])));
+      acc0 = _mm256_add_epi32(acc0, _mm256_add_epi32(_mm256_madd_epi16(lo0, scale[2 * c][0]),
+                                                     _mm256_madd_epi16(hi0, scale[2 * c + 1][0])));
+      acc1 = _mm256_add_epi32(acc1, _mm256_add_epi32(_mm256_madd_epi16(lo1, scale[2 * c][1]),
+                                                     _mm256_madd_epi16(hi1, scale[2 * c + 1][1])));
     }
   }
   isum[0] = acc0;
