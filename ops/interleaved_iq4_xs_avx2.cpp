@@ -97,62 +97,6 @@ inline void superblock_isum(const std::byte* sb, int h, const BlockQ8_K* const* 
   });
 }
 
-// Sub-block J of both halves of a super-block (quants: its 4 vectors of level indices, 64 bytes
-// apart, each 32-byte half h holding rows 8h..8h + 7) against one token's quants xq and their
-// magnitudes xa (the sub-block's 32 each): dot_h = the 8 rows' exact integer dots, by
-// superblock_isum_16's scheme (|x| x sign(level, x), one vpmaddwd per vector). In assembly for
-// the Q4_K GEMV's reason (interleaved_q45_k_avx2.cpp, q4_k_chunk_isums): GCC 12 spilled. Zen 4
-// guest without AVX-512, the GEMV of 16 groups x 2048 columns from L2 (1024 groups from L3), old
-// and new alternating in one process, 3 rounds: 18.9 -> 21.2 GB/s (1.12-1.13x), the same bits.
-inline void iq4_xs_sub_block_dots(const std::byte* quants, const int8_t* xq, const int8_t* xa,
-                                  __m256i table, __m256i& dot0, __m256i& dot1) {
-  __m256i xl, xh, al, ah, q, wl, wh;
-  // clang-format off
-  // Activation dwords M (quants 4M.., 16 + 4M..) and their magnitudes.
-#define PACER_XS_ACT(M)                                    \
-  "vpbroadcastd 4*" #M "(%[xq]), %[xl]\n\t"                \
-  "vpbroadcastd 16+4*" #M "(%[xq]), %[xh]\n\t"             \
-  "vpbroadcastd 4*" #M "(%[xa]), %[al]\n\t"                \
-  "vpbroadcastd 16+4*" #M "(%[xa]), %[ah]\n\t"
-  // Vector M of half H: its low and high nibbles' levels, signed by the activations, dotted with
-  // the magnitudes, widened and added to dot_H (MOV: vpaddd, or the first vector's vmovdqa).
-#define PACER_XS_VEC(M, H, ADD)                            \
-  "vmovdqa 64*" #M "+32*" #H "(%[quants]), %[q]\n\t"       \
-  "vpsrlw $4, %[q], %[wh]\n\t"                             \
-  "vpand %[c0f], %[q], %[wl]\n\t"                          \
-  "vpand %[c0f], %[wh], %[wh]\n\t"                         \
-  "vpshufb %[wl], %[table], %[wl]\n\t"                     \
-  "vpshufb %[wh], %[table], %[wh]\n\t"                     \
-  "vpsignb %[xl], %[wl], %[wl]\n\t"                        \
-  "vpsignb %[xh], %[wh], %[wh]\n\t"                        \
-  "vpmaddubsw %[wl], %[al], %[wl]\n\t"                     \
-  "vpmaddubsw %[wh], %[ah], %[wh]\n\t"                     \
-  "vpmaddwd %[ones], %[wl], %[wl]\n\t"                     \
-  "vpmaddwd %[ones], %[wh], %[wh]\n\t"                     \
-  ADD(H)
-#define PACER_XS_FIRST(H)                                  \
-  "vpaddd %[wl], %[wh], %[d" #H "]\n\t"
-#define PACER_XS_ADD(H)                                    \
-  "vpaddd %[wl], %[d" #H "], %[d" #H "]\n\t"               \
-  "vpaddd %[wh], %[d" #H "], %[d" #H "]\n\t"
-  asm(PACER_XS_ACT(0) PACER_XS_VEC(0, 0, PACER_XS_FIRST) PACER_XS_VEC(0, 1, PACER_XS_FIRST)
-      PACER_XS_ACT(1) PACER_XS_VEC(1, 0, PACER_XS_ADD) PACER_XS_VEC(1, 1, PACER_XS_ADD)
-      PACER_XS_ACT(2) PACER_XS_VEC(2, 0, PACER_XS_ADD) PACER_XS_VEC(2, 1, PACER_XS_ADD)
-      PACER_XS_ACT(3) PACER_XS_VEC(3, 0, PACER_XS_ADD) PACER_XS_VEC(3, 1, PACER_XS_ADD)
-      : [d0] "=&x"(dot0), [d1] "=&x"(dot1), [xl] "=&x"(xl), [xh] "=&x"(xh), [al] "=&x"(al),
-        [ah] "=&x"(ah), [q] "=&x"(q), [wl] "=&x"(wl), [wh] "=&x"(wh)
-      : [quants] "r"(quants), [xq] "r"(xq), [xa] "r"(xa), [table] "x"(table),
-        [c0f] "x"(_mm256_set1_epi8(0x0F)), [ones] "x"(_mm256_set1_epi16(1)),
-        "m"(*reinterpret_cast<const std::byte(*)[256]>(quants)),
-        "m"(*reinterpret_cast<const int8_t(*)[32]>(xq)),
-        "m"(*reinterpret_cast<const int8_t(*)[32]>(xa)));
-#undef PACER_XS_ADD
-#undef PACER_XS_FIRST
-#undef PACER_XS_VEC
-#undef PACER_XS_ACT
-  // clang-format on
-}
-
 // The GEMV's step: isum[h] of both halves h of super-block sb against one token, whose
 // magnitudes |x| (xabs, 256 bytes) were taken once per call: each product is |x| x sign(level, x)
 // (vpmaddubsw's unsigned operand is then the activation, the same for 16 rows), so a level vector
@@ -166,7 +110,7 @@ inline void iq4_xs_sub_block_dots(const std::byte* quants, const int8_t* xq, con
   unroll<8>([&](auto jc) {
     constexpr int J = decltype(jc)::value;
     __m256i dot[2];
-    iq4_xs_sub_block_dots(sb + 128 + 256 * J, xq + 32 * J, xabs + 32 * J, table, dot[0], dot[1]);
+    avx2::iq4_level_dots_16(sb + 128 + 256 * J, xq + 32 * J, xabs + 32 * J, table, dot[0], dot[1]);
     for (int h = 0; h < 2; ++h) {
       isum[h] =
           _mm256_add_epi32(isum[h], _mm256_mullo_epi32(dot[h], sub_block_scale<J>(scales[h])));
