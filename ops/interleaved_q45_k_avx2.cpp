@@ -190,23 +190,20 @@ inline void q4_k_chunk_isums_4(const std::byte* quads, const int8_t* x0, const i
   "vpaddd %[hi" #T "], %[lo" #T "], %[lo" #T "]\n\t"         \
   "vpaddd " #T "*32(%[isum]), %[lo" #T "], %[lo" #T "]\n\t"  \
   "vmovdqa %[lo" #T "], " #T "*32(%[isum])\n\t"
-  asm(PACER_Q4K4_UNPACK(0, 0)
+  asm volatile(PACER_Q4K4_UNPACK(0, 0)
       PACER_Q4K4_FIRST(0) PACER_Q4K4_FIRST(1) PACER_Q4K4_FIRST(2) PACER_Q4K4_FIRST(3)
       PACER_Q4K4_STEP(0, 1) PACER_Q4K4_STEP(0, 2) PACER_Q4K4_STEP(0, 3)
       PACER_Q4K4_STEP(1, 0) PACER_Q4K4_STEP(1, 1) PACER_Q4K4_STEP(1, 2) PACER_Q4K4_STEP(1, 3)
       PACER_Q4K4_SCALE(0) PACER_Q4K4_SCALE(1) PACER_Q4K4_SCALE(2) PACER_Q4K4_SCALE(3)
       : [lo0] "=&x"(lo0), [hi0] "=&x"(hi0), [lo1] "=&x"(lo1), [hi1] "=&x"(hi1),
         [lo2] "=&x"(lo2), [hi2] "=&x"(hi2), [lo3] "=&x"(lo3), [hi3] "=&x"(hi3),
-        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [t1] "=&x"(t1), [t2] "=&x"(t2),
-        "+m"(*reinterpret_cast<__m256i(*)[4]>(isum))
+        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [t1] "=&x"(t1), [t2] "=&x"(t2)
       : [quads] "r"(quads), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [x3] "r"(x3),
-        [sc] "r"(sc), [isum] "r"(isum), [mask] "x"(_mm256_set1_epi8(0x0F)),
-        "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(x0)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(x1)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(x2)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(x3)),
-        "m"(*reinterpret_cast<const __m256i(*)[2]>(sc)));
+        [sc] "r"(sc), [isum] "r"(isum), [mask] "x"(_mm256_set1_epi8(0x0F))
+      // What it reads (quads, x0..x3, sc) and writes (isum) as one clobber, and volatile as its
+      // only effect is on memory: an "m" operand for each needs its own address register at -O0,
+      // where GCC then has too few for this asm.
+      : "memory");
 #undef PACER_Q4K4_SCALE
 #undef PACER_Q4K4_STEP
 #undef PACER_Q4K4_FIRST
