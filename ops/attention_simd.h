@@ -65,11 +65,17 @@ constexpr bool kQ8ExactSums = V::kRegisters >= 32;
 // and every (g, dim) sum is formed as before, whatever the passes. Not for a Q8_0 cache: with 32
 // registers its query's block figures are laid out per task, and on AVX2 the passes dequantize
 // each K block and V row twice (BM_attention q8_0_avx2, TinyLlama shape: 0.89x in cache and from
-// DRAM).
+// DRAM). On 16 registers with F16/F32 rows: at most 4 heads, whatever G (the passes 4 + 3 at
+// Qwen2.5's groups of 7, 4 + 2 at 6). A pass of all 7 heads had room for one key group and one
+// value chunk: 7 FMA chains and a load per FMA; 4 heads take 2 key groups (8 chains) and 3 value
+// chunks (12, value_chunks_per_step). Qwen2.5-0.5B's shape on one Zen 4 core: 1.08x from cache,
+// 1.13x from DRAM (docs/long-context.md, session 48).
 template <class V, class Row, int G>
 constexpr int heads_per_pass() {
   if constexpr (Row::kBytes == 0) {
     return G;
+  } else if constexpr (V::kRegisters == 16) {
+    return std::min(G, 4);
   } else {
     int h = G;
     while (h % 2 == 0 && V::kRegisters / 2 / h < 2) h /= 2;
@@ -85,11 +91,15 @@ constexpr int heads_per_pass() {
 // that, each product scaled. Each lane adds its dimensions in order 0..dim-1 whatever G and KB
 // are, so a score does not depend on how heads are grouped into tasks (nor the result on the
 // worker count); KB groups at once keep KB * G FMA chains in flight when G is small and share
-// each broadcast of q when it is not.
+// each broadcast of q when it is not. pf_block (F16/F32 rows): a K block to ask for into L2 as the
+// dimensions go, one line at a time (see score_tile_lanes). Forced inline: once the 4 + 3 head
+// passes added instantiations, GCC left the 1- and 2-head steps out of line (groups of 2: 0.91x).
 template <class V, class Row, int G, int KB>
-void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* k,
-                      int64_t row_bytes, int64_t j0, int j, float (*s)[kKeyTile],
-                      const QueryQ8& q8) {
+[[gnu::always_inline]] inline void score_key_groups(const float* qs, int64_t q_row, int dim,
+                                                    const std::byte* k, int64_t row_bytes,
+                                                    int64_t j0, int j, float (*s)[kKeyTile],
+                                                    const QueryQ8& q8,
+                                                    const std::byte* pf_block = nullptr) {
   constexpr int L = V::kLanes;
   const std::byte* block[KB];
   int64_t lane[KB];
@@ -105,6 +115,9 @@ void score_key_groups(const float* qs, int64_t q_row, int dim, const std::byte* 
   if constexpr (Row::kBytes > 0) {  // F16, F32: dimension d of the block's keys at d * kKvBlock
     constexpr int64_t dim_bytes = kKvBlock * Row::kBytes;
     for (int d = 0; d < dim; ++d) {
+      if (pf_block != nullptr && d * dim_bytes % 64 == 0) {  // the line holding dimension d
+        _mm_prefetch(reinterpret_cast<const char*>(pf_block + d * dim_bytes), _MM_HINT_T1);
+      }
       for (int b = 0; b < KB; ++b) {
         const auto kd = Row::load(block[b] + lane[b] * Row::kBytes + d * dim_bytes, 0);
         for (int g = 0; g < G; ++g) acc[b][g] = V::fmadd(V::set1(qs[g * q_row + d]), kd, acc[b][g]);
@@ -178,11 +191,10 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
                       int64_t row_bytes, int64_t j0, int nt, float (*s)[kKeyTile],
                       const std::byte* pf_k, int pf_keys, const QueryQ8& q8) {
   constexpr int H = heads_per_pass<V, Row, G>();
-  if constexpr (H < G) {
-    for (int h = 0; h < G; h += H) {
-      score_tile_lanes<V, Row, H>(qs + h * q_row, q_row, dim, k, row_bytes, j0, nt, s + h, pf_k,
-                                  h == 0 ? pf_keys : 0, q8);
-    }
+  if constexpr (H < G) {  // H heads, then the other G - H in passes of their own
+    score_tile_lanes<V, Row, H>(qs, q_row, dim, k, row_bytes, j0, nt, s, pf_k, pf_keys, q8);
+    score_tile_lanes<V, Row, G - H>(qs + H * q_row, q_row, dim, k, row_bytes, j0, nt, s + H, pf_k,
+                                    0, q8);
     return;
   }
   constexpr int L = V::kLanes;
@@ -195,14 +207,23 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
   const int groups = (nt + L - 1) / L;
   for (int grp = 0; grp < groups;) {
     const int n = grp + KB <= groups ? KB : 1;
-    // The next tile's block at the same place, one block at a time (see attend).
+    // The next tile's block at the same place, one block at a time (see attend). Where a step
+    // covers at most one block of F16/F32 keys (AVX2), the step asks for it one line per line
+    // of its own reads: a block's 32 lines asked for at once filled the core's miss buffers, and
+    // the step's first loads waited behind them (one Zen 4 core, TinyLlama's shape, 22 caches of
+    // 4096 positions from DRAM, alternating in one process: 1.015x on top of the interleaved exp).
+    const std::byte* pf_block = nullptr;
     for (int key = grp * L; key < (grp + n) * L; key += L) {
       if (key % kKvBlock == 0 && key < pf_keys) {
-        prefetch_rows(pf_k + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
+        if (Row::kBytes > 0 && n == KB && KB * L <= kKvBlock) {
+          pf_block = pf_k + key / kKvBlock * block_bytes;
+        } else {
+          prefetch_rows(pf_k + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
+        }
       }
     }
     if (n == KB) {
-      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8);
+      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8, pf_block);
     } else {
       score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8);
     }
@@ -227,11 +248,11 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
   vrow += j_begin * row_bytes;
   for (int j = j_begin; j < nt; ++j, vrow += row_bytes) {
     if (j < pf_rows) prefetch_whole_rows<Row>(pf_v + j * row_bytes, row_bytes, 1, pf_bytes);
-    typename V::Reg pj[G];
-    for (int g = 0; g < G; ++g) pj[g] = V::set1(p[g][j]);
-    for (int c = 0; c < DC; ++c) {
-      const auto v = Row::load(vrow, d0 + c * L);
-      for (int g = 0; g < G; ++g) a[c][g] = V::fmadd(pj[g], v, a[c][g]);
+    typename V::Reg v[DC];
+    for (int c = 0; c < DC; ++c) v[c] = Row::load(vrow, d0 + c * L);
+    for (int g = 0; g < G; ++g) {
+      const auto pj = V::set1(p[g][j]);
+      for (int c = 0; c < DC; ++c) a[c][g] = V::fmadd(pj, v[c], a[c][g]);
     }
   }
   for (int c = 0; c < DC; ++c) {
@@ -239,24 +260,65 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
   }
 }
 
+// Value chunks per pass over a tile's rows (accumulate_chunks' DC): half the registers as
+// accumulators, at most 4 chunks. On 16 registers with F16/F32 rows, as many as fit with their
+// chunks and one broadcast, (16 - 1) / (G + 1): 3 at 4 heads, 12 FMA chains instead of 8. At the
+// FMA's 4 cycles and 2 a cycle, 8 chains leave the pipes idle whenever a load is late (a tile in
+// L1 on one Zen 4 core: 91 -> 97 % of the FMA peak; with the interleaved exp and the spread K
+// prefetch, TinyLlama's shape from DRAM 1.03-1.05x -> 1.08x, same bits).
+template <class V, class Row, int G>
+constexpr int value_chunks_per_step() {
+  constexpr int half = std::clamp(V::kRegisters / 2 / G, 1, 4);
+  if constexpr (V::kRegisters == 16 && Row::kBytes > 0) {
+    return std::max(half, std::min((V::kRegisters - 1) / (G + 1), 4));
+  } else {
+    return half;
+  }
+}
+
+// f(std::integral_constant<int, n>{}) for n in [1, N], N <= 3: the pass over the whole chunks
+// that are left after the passes of DC.
+template <int N, class F>
+void with_chunk_count(int n, F&& f) {
+  static_assert(N >= 1 && N <= 3);
+  if constexpr (N >= 3) {
+    if (n == 3) return f(std::integral_constant<int, 3>{});
+  }
+  if constexpr (N >= 2) {
+    if (n == 2) return f(std::integral_constant<int, 2>{});
+  }
+  f(std::integral_constant<int, 1>{});
+}
+
 template <class V, class Row, int G>
 void accumulate_tile(const float (*p)[kKeyTile], const std::byte* vrow0, int64_t row_bytes,
                      int j_begin, int nt, int dim, float (*acc)[kMaxHeadDim], const std::byte* pf_v,
                      int pf_rows, int64_t pf_bytes) {
   constexpr int H = heads_per_pass<V, Row, G>();
-  if constexpr (H < G) {
-    for (int h = 0; h < G; h += H) {
-      accumulate_tile<V, Row, H>(p + h, vrow0, row_bytes, j_begin, nt, dim, acc + h, pf_v,
-                                 h == 0 ? pf_rows : 0, pf_bytes);
-    }
+  if constexpr (H < G) {  // as score_tile_lanes
+    accumulate_tile<V, Row, H>(p, vrow0, row_bytes, j_begin, nt, dim, acc, pf_v, pf_rows, pf_bytes);
+    accumulate_tile<V, Row, G - H>(p + H, vrow0, row_bytes, j_begin, nt, dim, acc + H, pf_v, 0,
+                                   pf_bytes);
     return;
   }
   constexpr int L = V::kLanes;
-  constexpr int DC = std::clamp(V::kRegisters / 2 / G, 1, 4);
+  constexpr int DC = value_chunks_per_step<V, Row, G>();
   int d = 0;
   for (; d + DC * L <= dim; d += DC * L) {  // the next tile's rows asked for in the first pass
     accumulate_chunks<V, Row, G, DC>(p, vrow0, row_bytes, j_begin, nt, d, acc, pf_v,
                                      d == 0 ? pf_rows : 0, pf_bytes);
+  }
+  // The whole chunks left, fewer than DC, in one more pass (64 dimensions at DC = 3: 3 + 3 + 2).
+  if constexpr (DC > 1) {
+    const int rest = (dim - d) / L;
+    if (rest > 0) {
+      const int pf = d == 0 ? pf_rows : 0;
+      with_chunk_count<DC - 1>(rest, [&](auto chunks) {
+        accumulate_chunks<V, Row, G, decltype(chunks)::value>(p, vrow0, row_bytes, j_begin, nt, d,
+                                                              acc, pf_v, pf, pf_bytes);
+      });
+      d += rest * L;
+    }
   }
   if (d == 0 && pf_rows > 0) {
     prefetch_whole_rows<Row>(pf_v, row_bytes, pf_rows, pf_bytes);
@@ -329,11 +391,16 @@ void softmax_step(float (*s)[kKeyTile], int lead, int nt, int padded, float soft
       mv[h] = V::set1(g0 + h < G ? m_new[g0 + h] : 0.0f);
       sum[h] = V::zero();
     }
+    // The HC exps of a key vector side by side (V::exp_nonpositive_n: the same bits as one at a
+    // time). Past the last head (G = 7 on AVX2: the second pass has 3) a vector repeats head
+    // g0's scores and is dropped.
     for (int j = 0; j < nt_padded; j += L) {
+      typename V::Reg e[HC];
+      for (int h = 0; h < HC; ++h) e[h] = V::sub(V::load(s[g0 + h < G ? g0 + h : g0] + j), mv[h]);
+      V::template exp_nonpositive_n<HC>(e);
       for (int h = 0; h < HC && g0 + h < G; ++h) {
-        const auto e = V::exp_nonpositive(V::sub(V::load(s[g0 + h] + j), mv[h]));
-        sum[h] = V::add(sum[h], e);
-        V::store(s[g0 + h] + j, e);
+        sum[h] = V::add(sum[h], e[h]);
+        V::store(s[g0 + h] + j, e[h]);
       }
     }
     for (int h = 0; h < HC && g0 + h < G; ++h) {

@@ -63,6 +63,43 @@ inline __m256 exp_nonpositive_ps(__m256 x) {
                        _mm256_mul_ps(e.p, _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))));
 }
 
+// exp_nonpositive_ps of N vectors, each step taken on all N before the next: per lane the same
+// operations in the same order (the same bits), as N chains side by side. One exp is a chain of
+// about 15 dependent steps (~50 cycles), and a softmax's loop that ran them one vector after
+// another kept only the few whose steps fitted the core's floating-point scheduler in flight:
+// ~10 cycles a vector where its multiplies and FMAs need ~5.5 (a tile of 8 heads x 128 scores,
+// one Zen 4 core: 11.6 -> 9.3 cycles a vector, N = 4).
+template <int N>
+inline void exp_nonpositive_ps_n(__m256* x) {
+  const __m256 flush_below = _mm256_set1_ps(kExpFlushBelow);
+  __m256 keep[N], n[N], r[N], p[N];
+  for (int i = 0; i < N; ++i) keep[i] = _mm256_cmp_ps(x[i], flush_below, _CMP_NLT_UQ);
+  for (int i = 0; i < N; ++i) x[i] = _mm256_max_ps(flush_below, x[i]);
+  for (int i = 0; i < N; ++i) {
+    n[i] = _mm256_round_ps(_mm256_mul_ps(x[i], _mm256_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(0.693359375f), x[i]);
+  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(-2.12194440e-4f), r[i]);
+  for (int i = 0; i < N; ++i) {
+    p[i] =
+        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[i], _mm256_set1_ps(1.3981999507e-3f));
+  }
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(8.3334519073e-3f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(4.1665795894e-2f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(1.6666665459e-1f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(5.0000001201e-1f));
+  for (int i = 0; i < N; ++i) {
+    p[i] =
+        _mm256_fmadd_ps(p[i], _mm256_mul_ps(r[i], r[i]), _mm256_add_ps(r[i], _mm256_set1_ps(1.0f)));
+  }
+  for (int i = 0; i < N; ++i) {
+    const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127));
+    x[i] = _mm256_and_ps(keep[i],
+                         _mm256_mul_ps(p[i], _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))));
+  }
+}
+
 // silu(x) = x / (1 + e^-x)
 inline __m256 silu_ps(__m256 x) {
   const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x));

@@ -46,6 +46,11 @@ struct VecF32 {
   static float hmax(Reg v) { return hmax_ps(v); }
   static Reg exp(Reg v) { return exp_ps(v); }
   static Reg exp_nonpositive(Reg v) { return exp_nonpositive_ps(v); }  // a softmax's x - max
+  // exp_nonpositive of v[0..N), interleaved (the same bits; softmax_math_avx2.h says why).
+  template <int N>
+  static void exp_nonpositive_n(Reg* v) {
+    exp_nonpositive_ps_n<N>(v);
+  }
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }

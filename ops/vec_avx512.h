@@ -39,6 +39,12 @@ struct VecF32 {
   static float hmax(Reg v) { return _mm512_reduce_max_ps(v); }
   static Reg exp(Reg v) { return exp_ps(v); }
   static Reg exp_nonpositive(Reg v) { return exp_ps(v); }  // vscalefps: one scaling already
+  // exp_nonpositive of v[0..N), one after another (AVX2 interleaves its steps; on AVX-512 that
+  // is not measured).
+  template <int N>
+  static void exp_nonpositive_n(Reg* v) {
+    for (int i = 0; i < N; ++i) v[i] = exp_ps(v[i]);
+  }
   static Reg silu(Reg v) { return silu_ps(v); }
   static Reg gelu_tanh(Reg v) { return gelu_tanh_ps(v); }
   static Reg softcap(Reg v, float cap) { return softcap_ps(v, cap); }

@@ -26,6 +26,19 @@ void both_exps(const float* x, uint32_t* general, uint32_t* softmax) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(softmax),
                       _mm256_castps_si256(pacer::ops::avx2::exp_nonpositive_ps(v)));
 }
+// N vectors (8N arguments) through exp_nonpositive_ps_n<N> and, one at a time, exp_nonpositive_ps.
+template <int N>
+void interleaved_and_single(const float* x, uint32_t* interleaved, uint32_t* single) {
+  __m256 v[N];
+  for (int i = 0; i < N; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+  pacer::ops::avx2::exp_nonpositive_ps_n<N>(v);
+  for (int i = 0; i < N; ++i) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(interleaved + 8 * i), _mm256_castps_si256(v[i]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(single + 8 * i),
+        _mm256_castps_si256(pacer::ops::avx2::exp_nonpositive_ps(_mm256_loadu_ps(x + 8 * i))));
+  }
+}
 }  // namespace
 #pragma GCC pop_options
 
@@ -65,6 +78,42 @@ TEST(ExpAvx2, TheSoftmaxExpIsTheGeneralOnesBits) {
     }
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+// The softmax's interleaved exp (N vectors step by step, attention_simd.h) gives each lane the bits
+// of exp_nonpositive_ps: a mixed-up index between the N chains would give one vector another's
+// reduction or scaling.
+TEST(ExpAvx2, TheInterleavedSoftmaxExpIsTheOneAtATimeBits) {
+  if (!detect_cpu_features().avx2) GTEST_SKIP() << "no AVX2 here";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-95.0f, 0.0f);
+  std::vector<float> xs(8 * 13 * 4096);  // groups of 4 + 3 + 1 + 5 vectors
+  for (float& x : xs) x = uniform(rng);
+  xs[5] = -std::numeric_limits<float>::infinity();  // a masked score
+  xs[40] = std::numeric_limits<float>::quiet_NaN();
+  xs[77] = 0.0f;
+  std::vector<uint32_t> interleaved(xs.size()), single(xs.size());
+  for (size_t i = 0; i < xs.size(); i += 8 * 13) {
+    interleaved_and_single<4>(xs.data() + i, interleaved.data() + i, single.data() + i);
+    interleaved_and_single<3>(xs.data() + i + 32, interleaved.data() + i + 32,
+                              single.data() + i + 32);
+    interleaved_and_single<1>(xs.data() + i + 56, interleaved.data() + i + 56,
+                              single.data() + i + 56);
+    interleaved_and_single<5>(xs.data() + i + 64, interleaved.data() + i + 64,
+                              single.data() + i + 64);
+  }
+  int mismatches = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (interleaved[i] != single[i] && mismatches++ < 5) {
+      ADD_FAILURE() << "x = " << xs[i] << " (element " << i << "): interleaved "
+                    << std::bit_cast<float>(interleaved[i]) << ", one at a time "
+                    << std::bit_cast<float>(single[i]);
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(single[5], 0u);  // e^-inf
+  EXPECT_TRUE(std::isnan(std::bit_cast<float>(interleaved[40])));
+  EXPECT_EQ(std::bit_cast<float>(interleaved[77]), 1.0f);
 }
 
 }  // namespace
