@@ -19,19 +19,35 @@ struct ExpParts {
   __m256 p;
   __m256i n;
 };
+// exp_parts of N vectors, each step taken on all N before the next (per lane the same operations
+// in the same order, so the same bits as N calls): see exp_nonpositive_ps_n.
+template <int N>
+inline void exp_parts_n(const __m256* x, ExpParts* e) {
+  __m256 n[N], r[N], p[N];
+  for (int i = 0; i < N; ++i) {
+    n[i] = _mm256_round_ps(_mm256_mul_ps(x[i], _mm256_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(0.693359375f), x[i]);
+  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(-2.12194440e-4f), r[i]);
+  for (int i = 0; i < N; ++i) {
+    p[i] =
+        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[i], _mm256_set1_ps(1.3981999507e-3f));
+  }
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(8.3334519073e-3f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(4.1665795894e-2f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(1.6666665459e-1f));
+  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(5.0000001201e-1f));
+  for (int i = 0; i < N; ++i) {
+    e[i].p =
+        _mm256_fmadd_ps(p[i], _mm256_mul_ps(r[i], r[i]), _mm256_add_ps(r[i], _mm256_set1_ps(1.0f)));
+  }
+  for (int i = 0; i < N; ++i) e[i].n = _mm256_cvtps_epi32(n[i]);
+}
 inline ExpParts exp_parts(__m256 x) {
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  return {p, _mm256_cvtps_epi32(n)};
+  ExpParts e;
+  exp_parts_n<1>(&x, &e);
+  return e;
 }
 
 inline __m256 exp_ps(__m256 x) {
@@ -72,31 +88,15 @@ inline __m256 exp_nonpositive_ps(__m256 x) {
 template <int N>
 inline void exp_nonpositive_ps_n(__m256* x) {
   const __m256 flush_below = _mm256_set1_ps(kExpFlushBelow);
-  __m256 keep[N], n[N], r[N], p[N];
+  __m256 keep[N];
   for (int i = 0; i < N; ++i) keep[i] = _mm256_cmp_ps(x[i], flush_below, _CMP_NLT_UQ);
   for (int i = 0; i < N; ++i) x[i] = _mm256_max_ps(flush_below, x[i]);
+  ExpParts e[N];
+  exp_parts_n<N>(x, e);
   for (int i = 0; i < N; ++i) {
-    n[i] = _mm256_round_ps(_mm256_mul_ps(x[i], _mm256_set1_ps(1.44269504088896341f)),
-                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
-  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(0.693359375f), x[i]);
-  for (int i = 0; i < N; ++i) r[i] = _mm256_fnmadd_ps(n[i], _mm256_set1_ps(-2.12194440e-4f), r[i]);
-  for (int i = 0; i < N; ++i) {
-    p[i] =
-        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r[i], _mm256_set1_ps(1.3981999507e-3f));
-  }
-  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(8.3334519073e-3f));
-  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(4.1665795894e-2f));
-  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(1.6666665459e-1f));
-  for (int i = 0; i < N; ++i) p[i] = _mm256_fmadd_ps(p[i], r[i], _mm256_set1_ps(5.0000001201e-1f));
-  for (int i = 0; i < N; ++i) {
-    p[i] =
-        _mm256_fmadd_ps(p[i], _mm256_mul_ps(r[i], r[i]), _mm256_add_ps(r[i], _mm256_set1_ps(1.0f)));
-  }
-  for (int i = 0; i < N; ++i) {
-    const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n[i]), _mm256_set1_epi32(127));
+    const __m256i biased = _mm256_add_epi32(e[i].n, _mm256_set1_epi32(127));
     x[i] = _mm256_and_ps(keep[i],
-                         _mm256_mul_ps(p[i], _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))));
+                         _mm256_mul_ps(e[i].p, _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))));
   }
 }
 
