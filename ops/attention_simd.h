@@ -91,15 +91,17 @@ constexpr int heads_per_pass() {
 // that, each product scaled. Each lane adds its dimensions in order 0..dim-1 whatever G and KB
 // are, so a score does not depend on how heads are grouped into tasks (nor the result on the
 // worker count); KB groups at once keep KB * G FMA chains in flight when G is small and share
-// each broadcast of q when it is not. pf_block (F16/F32 rows): a K block to ask for into L2 as the
-// dimensions go, one line at a time (see score_tile_lanes). Forced inline: once the 4 + 3 head
+// each broadcast of q when it is not. pf_blocks[0..n_pf) (F16/F32 rows; n_pf <= the blocks a
+// step covers): K blocks to ask for into L2 as the dimensions go, one line of each at a time
+// (see score_tile_lanes). Forced inline: once the 4 + 3 head
 // passes added instantiations, GCC left the 1- and 2-head steps out of line (groups of 2: 0.91x).
 template <class V, class Row, int G, int KB>
 [[gnu::always_inline]] inline void score_key_groups(const float* qs, int64_t q_row, int dim,
                                                     const std::byte* k, int64_t row_bytes,
                                                     int64_t j0, int j, float (*s)[kKeyTile],
                                                     const QueryQ8& q8,
-                                                    const std::byte* pf_block = nullptr) {
+                                                    const std::byte* const* pf_blocks = nullptr,
+                                                    int n_pf = 0) {
   constexpr int L = V::kLanes;
   const std::byte* block[KB];
   int64_t lane[KB];
@@ -114,9 +116,16 @@ template <class V, class Row, int G, int KB>
   }
   if constexpr (Row::kBytes > 0) {  // F16, F32: dimension d of the block's keys at d * kKvBlock
     constexpr int64_t dim_bytes = kKvBlock * Row::kBytes;
+    constexpr int kMaxPf = std::max<int>(1, KB * L / kKvBlock);
+    const std::byte* pf[kMaxPf];
+    for (int i = 0; i < kMaxPf; ++i) pf[i] = i < n_pf ? pf_blocks[i] : nullptr;
     for (int d = 0; d < dim; ++d) {
-      if (pf_block != nullptr && d * dim_bytes % 64 == 0) {  // the line holding dimension d
-        _mm_prefetch(reinterpret_cast<const char*>(pf_block + d * dim_bytes), _MM_HINT_T1);
+      if (d * dim_bytes % 64 == 0) {  // the line holding dimension d, of each block
+        for (int i = 0; i < kMaxPf; ++i) {
+          if (pf[i] != nullptr) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf[i] + d * dim_bytes), _MM_HINT_T1);
+          }
+        }
       }
       for (int b = 0; b < KB; ++b) {
         const auto kd = Row::load(block[b] + lane[b] * Row::kBytes + d * dim_bytes, 0);
@@ -207,23 +216,27 @@ void score_tile_lanes(const float* qs, int64_t q_row, int dim, const std::byte* 
   const int groups = (nt + L - 1) / L;
   for (int grp = 0; grp < groups;) {
     const int n = grp + KB <= groups ? KB : 1;
-    // The next tile's block at the same place, one block at a time (see attend). Where a step
-    // covers at most one block of F16/F32 keys (AVX2), the step asks for it one line per line
-    // of its own reads: a block's 32 lines asked for at once filled the core's miss buffers, and
-    // the step's first loads waited behind them (one Zen 4 core, TinyLlama's shape, 22 caches of
-    // 4096 positions from DRAM, alternating in one process: 1.015x on top of the interleaved exp).
-    const std::byte* pf_block = nullptr;
+    // The next tile's blocks at the same place (see attend). A full step of F16/F32 keys asks
+    // for them one line of each per line of its own reads: a block's 32 lines asked for at once
+    // (2-4 blocks a step at 1-2 heads per KV head) filled the core's miss buffers, and the step's
+    // first loads waited behind them. One Zen 4 core, 22 caches of 4096 positions from DRAM,
+    // alternating in one process: groups of 8 1.015x (on top of the interleaved exp), of 2
+    // 1.33-1.48x, of 1 (no GQA) 1.24-1.35x. AVX2 only: AVX-512 (2 blocks a step at 8 heads) is
+    // not measured and keeps the burst.
+    const std::byte* pf_blocks[kKeyTile / kKvBlock];
+    int n_pf = 0;
     for (int key = grp * L; key < (grp + n) * L; key += L) {
       if (key % kKvBlock == 0 && key < pf_keys) {
-        if (Row::kBytes > 0 && n == KB && KB * L <= kKvBlock) {
-          pf_block = pf_k + key / kKvBlock * block_bytes;
+        if (Row::kBytes > 0 && n == KB && V::kRegisters == 16) {
+          pf_blocks[n_pf++] = pf_k + key / kKvBlock * block_bytes;
         } else {
           prefetch_rows(pf_k + key / kKvBlock * block_bytes, block_bytes, 1, block_bytes);
         }
       }
     }
     if (n == KB) {
-      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8, pf_block);
+      score_key_groups<V, Row, G, KB>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8, pf_blocks,
+                                      n_pf);
     } else {
       score_key_groups<V, Row, G, 1>(qs, q_row, dim, k, row_bytes, j0, grp * L, s, q8);
     }
