@@ -93,8 +93,8 @@ constexpr int heads_per_pass() {
 // worker count); KB groups at once keep KB * G FMA chains in flight when G is small and share
 // each broadcast of q when it is not. pf_blocks[0..n_pf) (F16/F32 rows; n_pf <= the blocks a
 // step covers): K blocks to ask for into L2 as the dimensions go, one line of each at a time
-// (see score_tile_lanes). Forced inline: once the 4 + 3 head
-// passes added instantiations, GCC left the 1- and 2-head steps out of line (groups of 2: 0.91x).
+// (see score_tile_lanes; AVX2 only). Forced inline: once the 4 + 3 head passes added
+// instantiations, GCC left the 1- and 2-head steps out of line (groups of 2: 0.91x).
 template <class V, class Row, int G, int KB>
 [[gnu::always_inline]] inline void score_key_groups(const float* qs, int64_t q_row, int dim,
                                                     const std::byte* k, int64_t row_bytes,
@@ -120,7 +120,8 @@ template <class V, class Row, int G, int KB>
     const std::byte* pf[kMaxPf];
     for (int i = 0; i < kMaxPf; ++i) pf[i] = i < n_pf ? pf_blocks[i] : nullptr;
     for (int d = 0; d < dim; ++d) {
-      if (d * dim_bytes % 64 == 0) {  // the line holding dimension d, of each block
+      // The line holding dimension d, of each block (AVX-512 passes none: its loop as it was).
+      if (V::kRegisters == 16 && d * dim_bytes % 64 == 0) {
         for (int i = 0; i < kMaxPf; ++i) {
           if (pf[i] != nullptr) {
             _mm_prefetch(reinterpret_cast<const char*>(pf[i] + d * dim_bytes), _MM_HINT_T1);
