@@ -3,6 +3,7 @@
 // can issue at the clock this test measures itself, and argument checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -75,14 +76,18 @@ double measured_clock_ghz() {
 // 512-bit one in two halves), and the probe's best loop, with 8+ independent chains, issues at
 // least one every two cycles on any core with FMA units (the SSE loop: a multiply and an add).
 TEST(FmaProbe, RateIsWithinWhatTheCoreIssuesAtItsClock) {
-  const double ghz = measured_clock_ghz();
+  // The clock before and after the probe: on a shared host a slow spell (steal) during one of
+  // them once read 2.41 GHz beside a probe that ran at ~2.8. The bounds take the clock that
+  // favours the probe, 15 % more for the clock moving between the measurements.
+  const double ghz_before = measured_clock_ghz();
   const Isa isa = detect_isa();
   const int lanes = isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 4;
   const FmaProbe p = probe_fma_rate({.threads = 1, .cpus = {}, .reps = 5});
-  // 2 flops per lane and multiply-add; 15 % for the clock moving between the two measurements.
-  const double peak = 2.0 * 2 * lanes * ghz;
-  EXPECT_LE(p.gflops, 1.15 * peak) << p.method << " at " << ghz << " GHz";
-  EXPECT_GE(p.gflops, 0.5 * 2 * lanes * ghz / 1.15) << p.method << " at " << ghz << " GHz";
+  const double ghz_after = measured_clock_ghz();
+  const double ghz_hi = std::max(ghz_before, ghz_after), ghz_lo = std::min(ghz_before, ghz_after);
+  const double peak = 2.0 * 2 * lanes * ghz_hi;  // 2 flops per lane and multiply-add
+  EXPECT_LE(p.gflops, 1.15 * peak) << p.method << " at " << ghz_hi << " GHz";
+  EXPECT_GE(p.gflops, 0.5 * 2 * lanes * ghz_lo / 1.15) << p.method << " at " << ghz_lo << " GHz";
   // Every loop reported, the best one is the figure.
   ASSERT_FALSE(p.trials.empty());
   double best = 0;
