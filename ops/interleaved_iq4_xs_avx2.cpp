@@ -114,6 +114,10 @@ inline void superblock_isum(const std::byte* sb, int h, const BlockQ8_K* const* 
     for (int h = 0; h < 2; ++h) {
       isum[h] =
           _mm256_add_epi32(isum[h], _mm256_mullo_epi32(dot[h], sub_block_scale<J>(scales[h])));
+      // In order (GCC 12 otherwise regrouped the sums, 45 -> 17 stack stores in the GEMV): Zen 4,
+      // AVX2 tier, 256 rows x 2048 columns from L2, old and new kernels in one process, 21.2-21.3
+      // -> 21.6-21.7 GB/s (1.02x), the same bits.
+      asm("" : "+x"(isum[h]));
     }
   });
 }
