@@ -90,6 +90,11 @@ inline void superblock_isum(const std::byte* sb, int h, const BlockQ8_K* const* 
         dot[t] = _mm256_add_epi32(dot[t],
                                   _mm256_add_epi32(signed_quad_dot(wl, act_dword(xq, 4 * M)),
                                                    signed_quad_dot(wh, act_dword(xq, 16 + 4 * M))));
+        // Each token's sum held in order, in a flattened GEMM: GCC 12 otherwise regrouped the
+        // sums with products on the stack. Zen 4, AVX2 tier, 16 groups x 2048 columns, one
+        // process, the same bits: 64 tokens 40.6 -> 49.1 GMAC/s (1.21x), 7 tokens 1.12-1.18x,
+        // one token 1.09-1.12x. The pin alone: 1.07-1.10x; the flattening alone: level.
+        asm("" : "+x"(dot[t]));
       }
     });
     const __m256i sc = sub_block_scale<J>(scales);
@@ -154,8 +159,8 @@ template <int S>
 
 // T tokens against both halves of one group; out: token 0's 16 outputs.
 template <int T>
-void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, float* out,
-                int64_t out_stride) {
+[[gnu::flatten]] void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x,
+                                 float* out, int64_t out_stride) {
   for (int h = 0; h < 2; ++h) {
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
