@@ -121,7 +121,8 @@ inline __m256i bsums_pair(const BlockQ8_K* x, int g) {
 // regrouping the integer sums, which it did by keeping every vpmaddwd product on the stack. On
 // one Zen 4 core (AVX2 tier), same bits, old and new kernels in one process: 2048 x 256 rows in
 // L2 15.4 -> 20.0 GB/s (1.29x), 2048 x 64000 rows from DRAM 13.8 -> 17.5-17.8 GB/s; the GEMM
-// (R = 1, 4 tokens a pass, no barrier: it made the 4-token passes spill) 52-53 -> 58.5 GMAC/s.
+// (R = 1, 4 tokens a pass, flattened so the barriers' sums stay in registers; unflattened they
+// spilled, 0.77x) 52-53 -> 67 GMAC/s at 64 tokens (1.27x), 41.7 -> 51.8 at 7.
 template <int R, int T>
 inline void superblock_isum(const std::byte* blk, int r0, const BlockQ8_K* const* x,
                             __m256i (*isum)[T]) {
@@ -151,7 +152,7 @@ inline void superblock_isum(const std::byte* blk, int r0, const BlockQ8_K* const
             p16[g][r][t] = V % kPer16 == 0 ? p : _mm256_add_epi16(p16[g][r][t], p);
             if constexpr (V % kPer16 == kPer16 - 1) {
               acc[r][t] = _mm256_add_epi32(acc[r][t], _mm256_madd_epi16(p16[g][r][t], sc16[g][r]));
-              if constexpr (R * T <= 2) asm("" : "+x"(acc[r][t]));
+              asm("" : "+x"(acc[r][t]));
             }
           }
         }
@@ -255,8 +256,8 @@ template <int S>
 
 // T tokens against both row halves of one group; out: token 0's 16 outputs.
 template <int T>
-void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, float* out,
-                int64_t out_stride) {
+[[gnu::flatten]] void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x,
+                                 float* out, int64_t out_stride) {
   for (int r = 0; r < 2; ++r) {
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
