@@ -90,6 +90,10 @@ inline void block_isums(const std::byte* blk, int r, const BlockQ8_K* const* x, 
           // (bsums[g], 0) as the word pair: sc_g * bsums[g] per row.
           const auto bsum = static_cast<uint16_t>(x[t]->bsums[g]);
           osum[t] = _mm256_add_epi32(osum[t], _mm256_madd_epi16(sc, _mm256_set1_epi32(bsum)));
+          // Held in order in a flattened GEMM (as the GEMV's chains, block_isums_16): 16 groups x
+          // 2048 columns, Zen 4, AVX2 tier, one process, the same bits: 64 tokens 60.5 -> 64.3
+          // GMAC/s, 7 tokens 1.07-1.08x (osum held too: 1.04-1.06x).
+          asm("" : "+x"(dsum[t]));
         }
       });
     });
@@ -209,8 +213,8 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
 
 // T tokens against both row halves of one group; out: token 0's 16 outputs.
 template <int T>
-void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x, float* out,
-                int64_t out_stride) {
+[[gnu::flatten]] void gemm_group(int64_t nb, const std::byte* grp, const BlockQ8_K* const* x,
+                                 float* out, int64_t out_stride) {
   for (int r = 0; r < 2; ++r) {
     __m256 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
