@@ -61,6 +61,12 @@ const Case kCases[] = {
     {"decode_long_q8_0", 8, 2, 64, 1000, 1, 0, 0.0f, WeightType::Q8_0},
     {"decode_long_f16", 8, 2, 64, 1000, 1, 0, 0.0f, WeightType::F16},
     {"prefill_q8_0", 4, 2, 64, 60, 90, 0, 0.0f, WeightType::Q8_0},
+    // No GQA takes 8 value chunks a pass on AVX2: 128 dims in two passes, 80 and 96 with 2 and 4
+    // chunks left, 44 with 5 left and a 4-dim tail.
+    {"decode_mha_d128_long", 2, 2, 128, 300, 1, 0, 0.0f, WeightType::F16},
+    {"decode_mha_dim80", 3, 3, 80, 140, 1, 0, 0.0f, WeightType::F16},
+    {"prefill_mha_dim96_f32", 2, 2, 96, 20, 9, 0, 0.0f, WeightType::F32},
+    {"decode_mha_dim44_tail", 3, 3, 44, 70, 1, 0, 0.0f, WeightType::F16},
 };
 
 // Inputs of one case: q, fp32 K/V for every position up to the last query, and the cache.
