@@ -284,11 +284,12 @@ void accumulate_chunks(const float (*p)[kKeyTile], const std::byte* vrow, int64_
 // FMA's 4 cycles and 2 a cycle, 8 chains leave the pipes idle whenever a load is late (a tile in
 // L1 on one Zen 4 core: 91 -> 97 % of the FMA peak; with the interleaved exp and the spread K
 // prefetch, TinyLlama's shape from DRAM 1.03-1.05x -> 1.08x, same bits). With one head per KV
-// head (no GQA) that rule gave 4 chunks, 4 chains: one FMA a cycle. There, 8 (8 accumulators;
-// GCC interleaves the chunks' loads with their FMAs, one head): 8 heads of 64 dims, one Zen 4
-// core, old and new in one process, the same bits: depth 512 in L2 1.09-1.10x, 4096 in L3
-// 1.08-1.12x, 22 caches of 4096 from DRAM 1.14-1.20x (17.6-19.6 -> 21.2-23.4 GB/s). AVX-512 keeps
-// 4 (16 lanes: 64 dimensions in one pass; not measured).
+// head (no GQA) that rule gave 4 chunks, 4 chains: one FMA a cycle. There, 8 (8 accumulators,
+// 7 chunks in registers and one through the stack; loading each chunk just before its FMA ran
+// 0.96-1.01x): 8 heads of 64 dims, one Zen 4 core, old and new in one process, the same bits:
+// depth 512 in L2 1.09-1.10x, 4096 in L3 1.08-1.12x, 22 caches of 4096 from DRAM 1.14-1.20x
+// (17.6-19.6 -> 21.2-23.4 GB/s). AVX-512 keeps 4 (16 lanes: 64 dimensions in one pass; not
+// measured).
 template <class V, class Row, int G>
 constexpr int value_chunks_per_step() {
   constexpr int half = std::clamp(V::kRegisters / 2 / G, 1, 4);
