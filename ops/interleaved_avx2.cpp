@@ -45,6 +45,9 @@ namespace {
 // Block pairs each stream prefetches ahead, as the VNNI GEMV.
 constexpr int64_t kPrefetchPairs = 4;
 
+// Blocks the GEMV takes from one stream before it turns to the next (why: gemv_groups).
+constexpr int64_t kGemvRunBlocks = 8;
+
 // Activation dword j of a block (quants 4j..4j + 3), broadcast.
 inline __m256i act_dword(const int8_t* q, int j) {
   return avx2::act_dword(q, 4 * j);
@@ -83,6 +86,57 @@ struct Q4x16 {
     }
     return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
                             _mm256_set1_epi32(-kOffset * sum));
+  }
+  // Both halves (rows 0..15) against one token, the GEMV's step (block_both): each 64-byte line
+  // used whole when first read, each activation broadcast serving 16 rows, the 8 pair sums of a
+  // half added in int16 (<= 30,480) in one chain: dot_from's integers. In assembly because GCC 12
+  // regrouped the same intrinsics into a tree with 9 sums on the stack and hoisted broadcasts
+  // (then 35.0-35.5 GB/s from L2, where dot_from per half ran 38.1-38.5). Zen 4 guest without
+  // AVX-512, old and new kernels in one process, the same bits: Q4_0 256 rows x 2048 columns
+  // from L2 38.2 -> 40.7 GB/s (1.06x), 64000 rows 1.03x (the runs of blocks per stream of
+  // gemv_groups gave more from DRAM).
+  static void dot_from_both(const std::byte* qs, const int8_t* q, int32_t sum, __m256i* isum) {
+    __m256i s0, s1, xa, xb, v, t1, t2;
+    // clang-format off
+#define PACER_Q40_ACT(M)                                     \
+  "vpbroadcastd 4*" #M "(%[xq]), %[xa]\n\t"                   \
+  "vpbroadcastd 16+4*" #M "(%[xq]), %[xb]\n\t"
+#define PACER_Q40_UNPACK(M, H)                               \
+  "vmovdqa 64*" #M "+32*" #H "(%[qs]), %[v]\n\t"              \
+  "vpsrlw $4, %[v], %[t2]\n\t"                                \
+  "vpand %[mask], %[v], %[t1]\n\t"                            \
+  "vpand %[mask], %[t2], %[t2]\n\t"
+#define PACER_Q40_ADD(H)                                     \
+  "vpmaddubsw %[xa], %[t1], %[t1]\n\t"                        \
+  "vpaddw %[t1], %[s" #H "], %[s" #H "]\n\t"                  \
+  "vpmaddubsw %[xb], %[t2], %[t2]\n\t"                        \
+  "vpaddw %[t2], %[s" #H "], %[s" #H "]\n\t"
+#define PACER_Q40_FIRST(H)                                   \
+  "vpmaddubsw %[xa], %[t1], %[s" #H "]\n\t"                   \
+  "vpmaddubsw %[xb], %[t2], %[t2]\n\t"                        \
+  "vpaddw %[t2], %[s" #H "], %[s" #H "]\n\t"
+#define PACER_Q40_STEP(M)                                    \
+  PACER_Q40_ACT(M)                                           \
+  PACER_Q40_UNPACK(M, 0) PACER_Q40_ADD(0)                    \
+  PACER_Q40_UNPACK(M, 1) PACER_Q40_ADD(1)
+    asm(PACER_Q40_ACT(0)
+        PACER_Q40_UNPACK(0, 0) PACER_Q40_FIRST(0)
+        PACER_Q40_UNPACK(0, 1) PACER_Q40_FIRST(1)
+        PACER_Q40_STEP(1) PACER_Q40_STEP(2) PACER_Q40_STEP(3)
+        : [s0] "=&x"(s0), [s1] "=&x"(s1), [xa] "=&x"(xa), [xb] "=&x"(xb), [v] "=&x"(v),
+          [t1] "=&x"(t1), [t2] "=&x"(t2)
+        : [qs] "r"(qs), [xq] "r"(q), [mask] "x"(_mm256_set1_epi8(0x0F)),
+          "m"(*reinterpret_cast<const std::byte(*)[256]>(qs)),
+          "m"(*reinterpret_cast<const int8_t(*)[32]>(q)));
+#undef PACER_Q40_STEP
+#undef PACER_Q40_FIRST
+#undef PACER_Q40_ADD
+#undef PACER_Q40_UNPACK
+#undef PACER_Q40_ACT
+    // clang-format on
+    const __m256i ones = _mm256_set1_epi16(1), off = _mm256_set1_epi32(-kOffset * sum);
+    isum[0] = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), off);
+    isum[1] = _mm256_add_epi32(_mm256_madd_epi16(s1, ones), off);
   }
   // The 8 rows' integer dots with one token's block (quants q, their sum).
   static __m256i dot(const __m256i* w, const int8_t* q, int32_t sum) {
@@ -144,8 +198,8 @@ struct Q5x16 {
   // broadcast serves 16 rows. Zen 4 guest without AVX-512, 128 rows x 2048 columns from L2 (a
   // harness calling the kernel alone, best of 3000 calls, alternating): Q5_0 25.0 -> 27.4 GB/s;
   // BM_gemv 5632x2048 at 1 thread, 3 alternating runs: from L3 Q5_0 19-23 -> 23-26, Q5_1 21-24 ->
-  // 22-25 GB/s, cold Q5_1 67-73 -> 78-80 % of a plain read. Q4_0's dot_from gained nothing so
-  // (38.2 -> 35.9 from L2) and keeps its per-half steps.
+  // 22-25 GB/s, cold Q5_1 67-73 -> 78-80 % of a plain read. (Q4_0's took assembly to gain:
+  // Q4x16::dot_from_both.)
   static void dot_from_both(const std::byte* blk, const int8_t* q, int32_t sum, __m256i* isum) {
     const __m256i mask = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i hb[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(blk)),
@@ -319,27 +373,52 @@ concept HasDotFromBoth = requires(const std::byte* p, const int8_t* q, __m256i* 
   Layout::dot_from_both(p, q, int32_t{0}, out);
 };
 
-// S groups at once, block by block, against one token: S sequential streams (gemv_streams.h).
+// S groups at once against one token: S sequential streams (gemv_streams.h), kGemvRunBlocks
+// blocks of one stream, then of the next. Until session 50 the streams took turns block by block
+// (a Q4_0 stream moved on 288 bytes a turn, a Q8_0 one 544), and one Zen 4 core read them from
+// DRAM more slowly than a K-quant GEMV that moves on a super-block (2-3 KiB) a turn. In runs of 8
+// blocks, Zen 4 guest without AVX-512, 448000 rows x 2048 columns (0.5-1 GB on 2 MiB pages), old
+// and new kernels in one process, the same bits: Q4_0 28.3-31.3 -> 30.1-33.5 GB/s (0.99-1.11x,
+// median 1.07x, with its new both-halves step; a plain read 33.3-33.6), Q8_0 1.04-1.06x, Q4_1
+// 1.06-1.07x, Q5_0 1.06-1.08x, Q5_1 1.08-1.10x; from L2 0.98-1.06x. Runs of 16 (64000 rows):
+// Q4_0 the same, Q8_0 (8.5 KiB a turn) behind runs of 8. IQ4_NL, bound by its table lookups (~21
+// GB/s from L2 and DRAM alike), keeps the block-by-block turns: in runs (or even turns written
+// as runs) GCC's code for it ran 0.88-0.93x.
 template <class Layout, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out,
                  bool prefetch) {
   constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t pair_off = b / 2 * kPairBytes;
-    if (prefetch && b % 2 == 0) {
+  if constexpr (Layout::kType == WeightType::IQ4_NL) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t pair_off = b / 2 * kPairBytes;
+      if (prefetch && b % 2 == 0) {
+        for (int s = 0; s < S; ++s) {
+          prefetch_lines(group[s] + pair_off + kPrefetchPairs * kPairBytes, kPairBytes);
+        }
+      }
       for (int s = 0; s < S; ++s) {
-        prefetch_lines(group[s] + pair_off + kPrefetchPairs * kPairBytes, kPairBytes);
+        block_both<Layout>(group[s] + pair_off, b, x, &acc[s][0], &acc[s][1]);
       }
     }
-    for (int s = 0; s < S; ++s) {
+  } else {
+    // Block b of stream kS into its accumulators.
+    const auto step = [&]<int kS>(std::integral_constant<int, kS>, int64_t b) {
+      const std::byte* pair = group[kS] + b / 2 * kPairBytes;
+      if (prefetch && b % 2 == 0) prefetch_lines(pair + kPrefetchPairs * kPairBytes, kPairBytes);
       if constexpr (HasDotFromBoth<Layout>) {
-        block_both<Layout>(group[s] + pair_off, b, x, &acc[s][0], &acc[s][1]);
+        block_both<Layout>(pair, b, x, &acc[kS][0], &acc[kS][1]);
       } else {
-        half_block<Layout, 1>(group[s] + pair_off, b, 0, &x, &acc[s][0]);
-        half_block<Layout, 1>(group[s] + pair_off, b, 1, &x, &acc[s][1]);
+        half_block<Layout, 1>(pair, b, 0, &x, &acc[kS][0]);
+        half_block<Layout, 1>(pair, b, 1, &x, &acc[kS][1]);
       }
+    };
+    for (int64_t b0 = 0; b0 < nb; b0 += kGemvRunBlocks) {
+      const int64_t end = std::min(nb, b0 + kGemvRunBlocks);
+      unroll<S>([&](auto sc) {
+        for (int64_t b = b0; b < end; ++b) step(sc, b);
+      });
     }
   }
   for (int s = 0; s < S; ++s) {
