@@ -61,6 +61,13 @@ constexpr int64_t kColumnsPerStep = 8;
 // kept in memory between chunks. 128 F16 columns are 4 KiB of each group, read from DRAM by the
 // first sub-tile and from L1 by the others.
 constexpr int64_t kChunkColumns = 128;
+// The GEMV's chunk when its streams take turns (several groups, one token): 64 columns, 2 KiB of
+// a group a turn. Zen 4 guest without AVX-512, 4 streams (this CPU's plan), old and new kernels in
+// one process, the same bits: 12000 groups x 2048 columns (786 MB) 29.5-31.7 -> 30.8-33.2 GB/s
+// (1.05-1.06x in 4 of 5 rounds; 32 columns 1.03-1.09x, 256 and 512 0.87-0.94x), from L2 0.96x.
+// The K-quant GEMVs move on one super-block (1.3-3.3 KiB) a turn; the 32-element block ones 8
+// blocks (interleaved_avx2.cpp, gemv_groups).
+constexpr int64_t kGemvChunkColumns = 64;
 // How far ahead the GEMV prefetches where gemv_software_prefetch() is on (as the AVX-512 kernel).
 constexpr int64_t kPrefetchBytes = 2048;
 // Tokens one tile takes at most (the few-token GEMM's, below kX16FewTokensMax).
@@ -167,15 +174,15 @@ template <class Columns, int T, int P, int Q>
 
 // out[s][t * out_stride + 0..16) = the dots of group s's 16 rows with token t's activations x[t],
 // for S groups and nt tokens (1 <= nt <= kMaxTileTokens), each group read from memory once: chunk
-// by chunk of kChunkColumns, each sub-tile (group s, up to 6 tokens, one to four partial sums:
-// partial_columns) loads its accumulators, runs the chunk and stores them back. Every (row, token)
-// sums column c into partial sum c % 4 in column order and returns (p0 + p1) + (p2 + p3): the same
-// steps whatever S and nt are, as the AVX-512 kernel's (and a scalar loop of fmaf in that order;
-// tests/ops/interleaved_float_test.cpp). Against sub-tiles of one row half, 3 tokens and all 4
-// partial sums (a widened column and 3 broadcasts for 3 FMAs), one Zen 4 core, 16 groups of 2048
-// columns in L2, best of 4 alternations: 2 tokens 37 -> 52 GFLOP/s, 4 tokens 51 -> 76, 8 tokens
-// 49 -> 78, 15 tokens 57 -> 83.
-template <class Columns, int S, bool Prefetch>
+// by chunk of kChunk columns (kChunkColumns; the GEMV's kGemvChunkColumns), each sub-tile (group s,
+// up to 6 tokens, one to four partial sums: partial_columns) loads its accumulators, runs the chunk
+// and stores them back. Every (row, token) sums column c into partial sum c % 4 in column order and
+// returns (p0 + p1) + (p2 + p3): the same steps whatever S and nt are, as the AVX-512 kernel's (and
+// a scalar loop of fmaf in that order; tests/ops/interleaved_float_test.cpp). Against sub-tiles of
+// one row half, 3 tokens and all 4 partial sums (a widened column and 3 broadcasts for 3 FMAs), one
+// Zen 4 core, 16 groups of 2048 columns in L2, best of 4 alternations: 2 tokens 37 -> 52 GFLOP/s, 4
+// tokens 51 -> 76, 8 tokens 49 -> 78, 15 tokens 57 -> 83.
+template <class Columns, int S, bool Prefetch, int64_t kChunk = kChunkColumns>
 [[gnu::flatten]] void x16_float_chunks(int64_t n, const std::byte* const* group,
                                        const float* const* x, int nt, float* const* out,
                                        int64_t out_stride, int64_t page_touch) {
@@ -224,8 +231,8 @@ template <class Columns, int S, bool Prefetch>
           [&](auto q) { sub_tile(tokens, std::integral_constant<int, kP>{}, q, s, t0, c0, c1); });
     }
   };
-  for (int64_t c0 = 0; c0 < n; c0 += kChunkColumns) {
-    const int64_t c1 = std::min(n, c0 + kChunkColumns);
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t c1 = std::min(n, c0 + kChunk);
     if (page_touch > 0 || Prefetch) ahead<Columns, S, Prefetch>(group, c0, c1 - c0, page_touch);
     for (int s = 0; s < S; ++s) {
       // The partial sums' passes read a chunk's lines out of order (the first only every other
@@ -284,9 +291,11 @@ void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte*
             x16_float_one<Columns, false>(n, group[0], x, outs[0], plan.page_touch);
           }
         } else if (plan.prefetch) {
-          x16_float_chunks<Columns, kS, true>(n, group, &x, 1, outs, 0, plan.page_touch);
+          x16_float_chunks<Columns, kS, true, kGemvChunkColumns>(n, group, &x, 1, outs, 0,
+                                                                 plan.page_touch);
         } else {
-          x16_float_chunks<Columns, kS, false>(n, group, &x, 1, outs, 0, plan.page_touch);
+          x16_float_chunks<Columns, kS, false, kGemvChunkColumns>(n, group, &x, 1, outs, 0,
+                                                                  plan.page_touch);
         }
       });
 }
