@@ -16,6 +16,7 @@
 #include "ops/f16.h"
 #include "ops/iq4_nl.h"
 #include "ops/iq4_xs.h"
+#include "ops/isa.h"
 #include "ops/matmul.h"
 #include "ops/q2_k.h"
 #include "ops/q3_k.h"
@@ -787,6 +788,18 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   m.view_.data = dst;
   m.view_.layout = WeightLayout::Interleaved16;
   return m;
+}
+
+int64_t x16_avx2_run_blocks(WeightType t) noexcept {
+  return t == WeightType::IQ4_NL ? 1 : x16_avx2_runs().blocks;
+}
+
+int64_t x16_avx2_run_bytes(WeightType t) noexcept {
+  if (t == WeightType::F16 || t == WeightType::BF16) {
+    return int64_t{kX16Rows} * 2 * x16_avx2_runs().float_columns;
+  }
+  const TypeInfo& ti = type_info(t);
+  return kX16Rows * ti.block_bytes * (ti.block_elems == 32 ? x16_avx2_run_blocks(t) : 1);
 }
 
 }  // namespace pacer::ops

@@ -211,6 +211,12 @@ void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 // accumulators and 8 weight vectors overflow the 16 ymm registers: Q8_0 2048x2048 on one core, 480
 // -> 305 us).
 constexpr int kX16Avx2GemvStreams = 2;
+// Blocks of one stream the AVX2 GEMV of a 32-element block type reads before the other stream's
+// turn: x16_avx2_runs().blocks (ops/isa.h), IQ4_NL always 1 (bound by its lookups; in runs GCC's
+// code for it ran 0.88-0.93x). And the bytes of a 16-row group one turn reads, for the event
+// log: those blocks, F16/BF16's x16_avx2_runs().float_columns, a K-quant's super-block.
+int64_t x16_avx2_run_blocks(WeightType t) noexcept;
+int64_t x16_avx2_run_bytes(WeightType t) noexcept;
 void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
 // Q4_1 / Q5_0 / Q5_1 / IQ4_NL on AVX2, likewise.

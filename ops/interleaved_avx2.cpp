@@ -45,9 +45,6 @@ namespace {
 // Block pairs each stream prefetches ahead, as the VNNI GEMV.
 constexpr int64_t kPrefetchPairs = 4;
 
-// Blocks the GEMV takes from one stream before it turns to the next (why: gemv_groups).
-constexpr int64_t kGemvRunBlocks = 8;
-
 // Activation dword j of a block (quants 4j..4j + 3), broadcast.
 inline __m256i act_dword(const int8_t* q, int j) {
   return avx2::act_dword(q, 4 * j);
@@ -373,24 +370,25 @@ concept HasDotFromBoth = requires(const std::byte* p, const int8_t* q, __m256i* 
   Layout::dot_from_both(p, q, int32_t{0}, out);
 };
 
-// S groups at once against one token: S sequential streams (gemv_streams.h), kGemvRunBlocks
-// blocks of one stream, then of the next. Until session 50 the streams took turns block by block
-// (a Q4_0 stream moved on 288 bytes a turn, a Q8_0 one 544), and one Zen 4 core read them from
-// DRAM more slowly than a K-quant GEMV that moves on a super-block (2-3 KiB) a turn. In runs of 8
-// blocks, Zen 4 guest without AVX-512, 448000 rows x 2048 columns (0.5-1 GB on 2 MiB pages), old
-// and new kernels in one process, the same bits: Q4_0 28.3-31.3 -> 30.1-33.5 GB/s (0.99-1.11x,
-// median 1.07x, with its new both-halves step; a plain read 33.3-33.6), Q8_0 1.04-1.06x, Q4_1
-// 1.06-1.07x, Q5_0 1.06-1.08x, Q5_1 1.08-1.10x; from L2 0.98-1.06x. Runs of 16 (64000 rows):
-// Q4_0 the same, Q8_0 (8.5 KiB a turn) behind runs of 8. IQ4_NL, bound by its table lookups (~21
-// GB/s from L2 and DRAM alike), keeps the block-by-block turns: in runs (or even turns written
-// as runs) GCC's code for it ran 0.88-0.93x.
-template <class Layout, int S>
+// S groups at once against one token: S sequential streams (gemv_streams.h), kRun blocks of one
+// stream, then of the next (x16_avx2_run_blocks: 8 on AMD, else 1). Until session 50 the streams
+// took turns block by block everywhere (a Q4_0 stream moved on 288 bytes a turn, a Q8_0 one 544),
+// and one Zen 4 core read them from DRAM more slowly than a K-quant GEMV that moves on a
+// super-block (2-3 KiB) a turn. In runs of 8 blocks, Zen 4 guest without AVX-512, 448000 rows x
+// 2048 columns (0.5-1 GB on 2 MiB pages), old and new kernels in one process, the same bits: Q4_0
+// 28.3-31.3 -> 30.1-33.5 GB/s (0.99-1.11x, median 1.07x, with its new both-halves step; a plain
+// read 33.3-33.6), Q8_0 1.04-1.06x, Q4_1 1.06-1.07x, Q5_0 1.06-1.08x, Q5_1 1.08-1.10x; from L2
+// 0.98-1.06x. Runs of 16 (64000 rows): Q4_0 the same, Q8_0 (8.5 KiB a turn) behind runs of 8.
+// IQ4_NL, bound by its table lookups (~21 GB/s from L2 and DRAM alike), keeps the block-by-block
+// turns: in runs (or even turns written as runs) GCC's code for it ran 0.88-0.93x. A run of 1
+// keeps the loop as it was (not measured against runs on Intel).
+template <class Layout, int S, int64_t kRun>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, float* const* out,
                  bool prefetch) {
   constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
-  if constexpr (Layout::kType == WeightType::IQ4_NL) {
+  if constexpr (kRun <= 1) {
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t pair_off = b / 2 * kPairBytes;
       if (prefetch && b % 2 == 0) {
@@ -399,10 +397,15 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
         }
       }
       for (int s = 0; s < S; ++s) {
-        block_both<Layout>(group[s] + pair_off, b, x, &acc[s][0], &acc[s][1]);
+        if constexpr (HasDotFromBoth<Layout>) {
+          block_both<Layout>(group[s] + pair_off, b, x, &acc[s][0], &acc[s][1]);
+        } else {
+          half_block<Layout, 1>(group[s] + pair_off, b, 0, &x, &acc[s][0]);
+          half_block<Layout, 1>(group[s] + pair_off, b, 1, &x, &acc[s][1]);
+        }
       }
     }
-  } else {
+  } else if constexpr (Layout::kType != WeightType::IQ4_NL) {
     // Block b of stream kS into its accumulators.
     const auto step = [&]<int kS>(std::integral_constant<int, kS>, int64_t b) {
       const std::byte* pair = group[kS] + b / 2 * kPairBytes;
@@ -414,8 +417,8 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
         half_block<Layout, 1>(pair, b, 1, &x, &acc[kS][1]);
       }
     };
-    for (int64_t b0 = 0; b0 < nb; b0 += kGemvRunBlocks) {
-      const int64_t end = std::min(nb, b0 + kGemvRunBlocks);
+    for (int64_t b0 = 0; b0 < nb; b0 += kRun) {
+      const int64_t end = std::min(nb, b0 + kRun);
       unroll<S>([&](auto sc) {
         for (int64_t b = b0; b < end; ++b) step(sc, b);
       });
@@ -432,13 +435,22 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
               float* out) {
   const int64_t nb = n / 32;
   const ActQ8Row x = act_q8_row(act, n);
+  // The two runs of the table (ops/isa.h), each compiled for its length (a run length read at
+  // run time cost Q4_0 2-5 % from L2).
+  const bool long_runs = x16_avx2_run_blocks(Layout::kType) > 1;
+  static_assert(kX16Avx2ShortRuns.blocks == 1);
   // Groups from far-apart stretches, 2 at a time (kX16Avx2GemvStreams): one sequential stream
   // per core leaves DRAM bandwidth unused (as the VNNI GEMV).
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, x16_group_bytes(Layout::kType, n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
-        gemv_groups<Layout, decltype(streams)::value>(
-            nb, group, x, outs, gemv_software_prefetch(gemv_kernel_class(Layout::kType)));
+        constexpr int kS = decltype(streams)::value;
+        const bool prefetch = gemv_software_prefetch(gemv_kernel_class(Layout::kType));
+        if (long_runs) {
+          gemv_groups<Layout, kS, kX16Avx2LongRuns.blocks>(nb, group, x, outs, prefetch);
+        } else {
+          gemv_groups<Layout, kS, 1>(nb, group, x, outs, prefetch);
+        }
       });
 }
 

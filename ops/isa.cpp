@@ -179,6 +179,18 @@ bool gemv_software_prefetch(GemvKernelClass cls) noexcept {
   return cls == GemvKernelClass::Unpacking ? unpacking : streaming;
 }
 
+X16Avx2Runs x16_avx2_runs_rule(const CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "short") == 0) return kX16Avx2ShortRuns;
+  if (env && std::strcmp(env, "long") == 0) return kX16Avx2LongRuns;
+  return cpu.amd ? kX16Avx2LongRuns : kX16Avx2ShortRuns;
+}
+
+X16Avx2Runs x16_avx2_runs() noexcept {
+  static const X16Avx2Runs runs =
+      x16_avx2_runs_rule(detect_cpu_features(), std::getenv("PACER_GEMV_RUNS"));
+  return runs;
+}
+
 bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {
   if (!cpu.avx512_bf16) return false;
   if (env && std::strcmp(env, "0") == 0) return false;

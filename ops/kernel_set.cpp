@@ -188,11 +188,16 @@ KernelSet KernelSet::for_isa(Isa requested) {
     } else if (avx2) {  // the AVX2 x16 ones
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_run_bytes = x16_avx2_run_bytes(t);
     }
   }
   if (ks.isa_ >= Isa::Avx2) {
     follow(ks.x16_f16_, WeightType::F16);
     follow(ks.x16_bf16_, WeightType::BF16);
+    if (ks.isa_ == Isa::Avx2) {
+      ks.x16_f16_.gemv_run_bytes = x16_avx2_run_bytes(WeightType::F16);
+      ks.x16_bf16_.gemv_run_bytes = x16_avx2_run_bytes(WeightType::BF16);
+    }
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
   ks.attention_ = &attention_kernels(ks.isa_, vnni);
@@ -250,7 +255,8 @@ std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
     // and a plan of theirs would describe a GEMV that never runs.
     if (!InterleavedMatrix::pays(WeightMatrix{t, nullptr, kX16Rows, 256}, isa_)) continue;
     const X16Kernels& k = x16(t);
-    out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far});
+    out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far,
+                   k.gemv_run_bytes});
   }
   return out;
 }

@@ -60,6 +60,9 @@ struct X16Kernels {
   // The GEMV is the one whose prefetch and page touch reach twice as far
   // (KernelSet::for_workers(1); gemv_page_touch is then its doubled distance).
   bool gemv_prefetch_far = false;
+  // Bytes of a 16-row group the GEMV reads from one stream before the next one's turn, where the
+  // kernel says (the AVX2 tier: x16_avx2_run_bytes in interleaved.h); 0: not recorded.
+  int64_t gemv_run_bytes = 0;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;
   }
@@ -72,6 +75,7 @@ struct X16GemvChoice {
   bool prefetch = false;
   int64_t page_touch = 0;
   bool prefetch_far = false;  // twice as far ahead (one worker: KernelSet::for_workers)
+  int64_t run_bytes = 0;      // X16Kernels::gemv_run_bytes (0: not recorded)
 };
 
 class KernelSet {

@@ -294,10 +294,12 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
 nlohmann::json x16_gemv_json(const std::vector<ops::X16GemvChoice>& choices) {
   nlohmann::json j = nlohmann::json::object();
   for (const ops::X16GemvChoice& c : choices) {
-    j[std::string(ops::type_name(c.type))] = {{"streams", c.streams},
-                                              {"prefetch", c.prefetch},
-                                              {"page_touch", c.page_touch},
-                                              {"prefetch_far", c.prefetch_far}};
+    nlohmann::json& plan = j[std::string(ops::type_name(c.type))];
+    plan = {{"streams", c.streams},
+            {"prefetch", c.prefetch},
+            {"page_touch", c.page_touch},
+            {"prefetch_far", c.prefetch_far}};
+    if (c.run_bytes > 0) plan["run_bytes"] = c.run_bytes;
   }
   return j;
 }

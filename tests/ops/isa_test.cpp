@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "ops/interleaved.h"
 #include "ops/isa.h"
 
 namespace pacer::ops {
@@ -51,6 +52,33 @@ TEST(Isa, Names) {
 
 namespace pacer::ops {
 namespace {
+
+// The AVX2 GEMVs' runs (how long one stream is read before the next one's turn): 8 blocks and 64
+// F16 columns on AMD (measured on Zen 4), a block and 128 columns elsewhere; PACER_GEMV_RUNS=
+// short/long overrides, anything else leaves the table.
+TEST(X16Avx2Runs, RuleFollowsVendorAndEnvironment) {
+  CpuFeatures zen4, intel;
+  zen4.amd = true;
+  zen4.family = 0x19;
+  intel.family = 6;
+  const auto same = [](X16Avx2Runs a, X16Avx2Runs b) {
+    return a.blocks == b.blocks && a.float_columns == b.float_columns;
+  };
+  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, nullptr), X16Avx2Runs{8, 64}));
+  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, nullptr), X16Avx2Runs{1, 128}));
+  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, "short"), X16Avx2Runs{1, 128}));
+  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, "long"), X16Avx2Runs{8, 64}));
+  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, "8"), X16Avx2Runs{1, 128}));
+  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, ""), X16Avx2Runs{8, 64}));
+  // And the bytes of a 16-row group a turn reads, as the event log records them.
+  const X16Avx2Runs here = x16_avx2_runs();
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q4_0), 16 * 18 * here.blocks);
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q8_0), 16 * 34 * here.blocks);
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::IQ4_NL), 16 * 18);  // always a block
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q4_K), 16 * 144);   // a super-block
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q6_K), 16 * 210);
+  EXPECT_EQ(x16_avx2_run_bytes(WeightType::F16), 16 * 2 * here.float_columns);
+}
 
 // The software-prefetch table: on unless the vendor is AMD; on AMD Zen 5 (family 0x1a) and later
 // for the unpacking kernels (Q4_0, K-quants) only; PACER_PREFETCH=0/1 sets both classes.
