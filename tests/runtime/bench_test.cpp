@@ -443,7 +443,7 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_NE(render_bench_markdown_footer(plans).find(
                 "16-row GEMVs: q4_0 q6_K: 1 stream, prefetch, page touch 8 KiB ahead; q4_K: 2 "
                 "streams, prefetch; f16: 4 streams, page touch 100 B ahead; q8_0: 2 streams, runs "
-                "of 4352 B (the table"),
+                "of 4352 B (the tables"),
             std::string::npos)
       << render_bench_markdown_footer(plans);
   EXPECT_EQ(md.find("idle prefetch: on") != std::string::npos, idle_on);
