@@ -283,7 +283,7 @@ template <class Columns>
 void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act, float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
   const X16GemvPlan plan = x16_gemv_plan(Columns::kKind);
-  const bool short_chunks = x16_avx2_runs().float_columns == kGemvChunkColumns;
+  const bool chunks_64 = x16_avx2_runs().float_columns == kGemvChunkColumns;
   x16_gemv_stream_groups(
       plan.streams, groups, n_groups, Columns::group_bytes(n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
@@ -294,7 +294,7 @@ void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte*
           } else {
             x16_float_one<Columns, false>(n, group[0], x, outs[0], plan.page_touch);
           }
-        } else if (short_chunks) {
+        } else if (chunks_64) {
           if (plan.prefetch) {
             x16_float_chunks<Columns, kS, true, kGemvChunkColumns>(n, group, &x, 1, outs, 0,
                                                                    plan.page_touch);

@@ -194,9 +194,11 @@ KernelSet KernelSet::for_isa(Isa requested) {
   if (ks.isa_ >= Isa::Avx2) {
     follow(ks.x16_f16_, WeightType::F16);
     follow(ks.x16_bf16_, WeightType::BF16);
-    if (ks.isa_ == Isa::Avx2) {
-      ks.x16_f16_.gemv_run_bytes = x16_avx2_run_bytes(WeightType::F16);
-      ks.x16_bf16_.gemv_run_bytes = x16_avx2_run_bytes(WeightType::BF16);
+    if (ks.isa_ == Isa::Avx2) {  // turns only where there are streams to take them
+      for (auto [k, t] :
+           {std::pair{&ks.x16_f16_, WeightType::F16}, std::pair{&ks.x16_bf16_, WeightType::BF16}}) {
+        if (k->gemv_streams > 1) k->gemv_run_bytes = x16_avx2_run_bytes(t);
+      }
     }
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
