@@ -79,7 +79,16 @@ std::vector<Variant> variants(bool search) {
   for (int s : {1, 2, 4}) v.push_back({best, s, 1, 1024, kZen5PageTouchBytes});
   if (best == Isa::Avx512) {
     for (int s : {1, 4}) v.push_back({Isa::Avx2, s, 1, 0});
+    // 256-bit loads in bursts as well: on a Zen 4 guest with AVX-512 the best loop was 2 streams
+    // of them in bursts of 16 or 32 lines (33-34.5 GB/s at 1 thread, where the 512-bit loop of
+    // the same shape read 25-28 and one stream 30-31), and the 16-row GEMVs, whose long runs
+    // read 2-3.4 KiB of one stream at a time (ops/isa.h x16_gemv_long_runs), read 32-34: without
+    // these the probe read ~30 and F16 decode ran at 105 % of it (session 51).
+    for (int s : {2, 4}) v.push_back({Isa::Avx2, s, 16, 0});
+    v.push_back({Isa::Avx2, 2, 32, 0});
   }
+  // Bursts of 32 lines (2 KiB): the F16/BF16 GEMVs' long runs.
+  for (int s : {2, 4}) v.push_back({best, s, 32, 0});
   return v;
 }
 

@@ -15,7 +15,8 @@ namespace pacer::ops {
 // slice first touched by its reader) is streamed by every variant of the read loop -- load width
 // (AVX-512 / AVX2 / scalar, those this CPU runs), concurrent sequential streams per thread (1-16,
 // as a GEMV reads several weight rows at once), lines read from one stream before the next (1, or
-// a burst of 16 as the interleaved GEMVs read a group's block), software prefetch distance (0
+// a burst of 16 or 32 as the interleaved GEMVs read their runs; the 256-bit loads in bursts too
+// on an AVX-512 CPU), software prefetch distance (0
 // or 1024 B, then 256, 512, 2048 and 4096 B at the stream count and load width of the best
 // prefetching loop) and the page touch 8 KiB ahead (1, 2 and 4 streams prefetching 1024 B, then
 // as the refinement's base) -- and the best pass of the best variant is the figure. A decode that

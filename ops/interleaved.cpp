@@ -790,16 +790,30 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
   return m;
 }
 
-int64_t x16_avx2_run_blocks(WeightType t) noexcept {
-  return t == WeightType::IQ4_NL ? 1 : x16_avx2_runs().blocks;
-}
-
-int64_t x16_avx2_run_bytes(WeightType t) noexcept {
+int64_t x16_gemv_run_bytes(WeightType t, Isa isa) noexcept {
+  const bool long_runs = x16_gemv_long_runs();
+  const bool avx512 = isa == Isa::Avx512;
   if (t == WeightType::F16 || t == WeightType::BF16) {
-    return int64_t{kX16Rows} * 2 * x16_avx2_runs().float_columns;
+    const int64_t columns = long_runs ? kX16LongRunColumns : avx512 ? 8 : 128;
+    return kX16Rows * 2 * columns;
   }
   const TypeInfo& ti = type_info(t);
-  return kX16Rows * ti.block_bytes * (ti.block_elems == 32 ? x16_avx2_run_blocks(t) : 1);
+  const int64_t block = kX16Rows * ti.block_bytes;
+  if (ti.block_elems == 32) {
+    const bool runs = long_runs && (avx512 || t != WeightType::IQ4_NL);
+    return block * (runs ? kX16LongRunBlocks : 1);
+  }
+  if (!avx512) return block;
+  switch (t) {
+    case WeightType::Q6_K:
+    case WeightType::Q2_K:
+    case WeightType::IQ4_XS:
+      return long_runs ? block : block / 4;
+    case WeightType::Q5_K:
+      return long_runs ? block / 2 : block / 4;
+    default:  // Q4_K, Q3_K
+      return block / 4;
+  }
 }
 
 }  // namespace pacer::ops

@@ -111,6 +111,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/isa.h"
 #include "ops/types.h"
 
 namespace pacer::ops {
@@ -211,12 +212,17 @@ void gemv_q5_1x16_q8_0_avx512vnni(int64_t n, const std::byte* groups, int64_t n_
 // accumulators and 8 weight vectors overflow the 16 ymm registers: Q8_0 2048x2048 on one core, 480
 // -> 305 us).
 constexpr int kX16Avx2GemvStreams = 2;
-// Blocks of one stream the AVX2 GEMV of a 32-element block type reads before the other stream's
-// turn: x16_avx2_runs().blocks (ops/isa.h), IQ4_NL always 1 (bound by its lookups; in runs GCC's
-// code for it ran 0.88-0.93x). And the bytes of a 16-row group one turn reads, for the event
-// log: those blocks, F16/BF16's x16_avx2_runs().float_columns, a K-quant's super-block.
-int64_t x16_avx2_run_blocks(WeightType t) noexcept;
-int64_t x16_avx2_run_bytes(WeightType t) noexcept;
+// The long runs of ops/isa.h x16_gemv_long_runs (how much of one stream a GEMV reads before the
+// next stream's turn): blocks of a 32-element block type, F16/BF16 columns. The short ones: a
+// block; 128 columns on AVX2 (its chunk), 8 on AVX-512 (its step).
+constexpr int64_t kX16LongRunBlocks = 8;
+constexpr int64_t kX16LongRunColumns = 64;
+// The bytes of a 16-row group the GEMV of type t on `isa` (Avx2, or Avx512 with VNNI for the
+// quantized types) reads from one stream before the next stream's turn, for the event log: the
+// blocks or columns above (the AVX2 IQ4_NL always a block: bound by its lookups, in runs GCC's
+// code for it ran 0.88-0.93x); a K-quant's super-block on AVX2; on AVX-512 a quarter
+// super-block, or with long runs a whole one (Q6_K, Q2_K, IQ4_XS) or half of one (Q5_K).
+int64_t x16_gemv_run_bytes(WeightType t, Isa isa) noexcept;
 void gemv_q4_0x16_q8_0_avx2(int64_t n, const std::byte* groups, int64_t n_groups,
                             const std::byte* act, float* out);
 // Q4_1 / Q5_0 / Q5_1 / IQ4_NL on AVX2, likewise.

@@ -371,7 +371,8 @@ concept HasDotFromBoth = requires(const std::byte* p, const int8_t* q, __m256i* 
 };
 
 // S groups at once against one token: S sequential streams (gemv_streams.h), kRun blocks of one
-// stream, then of the next (x16_avx2_run_blocks: 8 on AMD, else 1). Until session 50 the streams
+// stream, then of the next (kX16LongRunBlocks where ops/isa.h x16_gemv_long_runs says: on AMD;
+// else 1). Until session 50 the streams
 // took turns block by block everywhere (a Q4_0 stream moved on 288 bytes a turn, a Q8_0 one 544),
 // and one Zen 4 core read them from DRAM more slowly than a K-quant GEMV that moves on a
 // super-block (2-3 KiB) a turn. In runs of 8 blocks, Zen 4 guest without AVX-512, 448000 rows x
@@ -437,8 +438,7 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const ActQ8Row x = act_q8_row(act, n);
   // The two runs of the table (ops/isa.h), each compiled for its length (a run length read at
   // run time cost Q4_0 2-5 % from L2).
-  const bool long_runs = x16_avx2_run_blocks(Layout::kType) > 1;
-  static_assert(kX16Avx2ShortRuns.blocks == 1);
+  const bool long_runs = Layout::kType != WeightType::IQ4_NL && x16_gemv_long_runs();
   // Groups from far-apart stretches, 2 at a time (kX16Avx2GemvStreams): one sequential stream
   // per core leaves DRAM bandwidth unused (as the VNNI GEMV).
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
@@ -447,7 +447,7 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
         constexpr int kS = decltype(streams)::value;
         const bool prefetch = gemv_software_prefetch(gemv_kernel_class(Layout::kType));
         if (long_runs) {
-          gemv_groups<Layout, kS, kX16Avx2LongRuns.blocks>(nb, group, x, outs, prefetch);
+          gemv_groups<Layout, kS, kX16LongRunBlocks>(nb, group, x, outs, prefetch);
         } else {
           gemv_groups<Layout, kS, 1>(nb, group, x, outs, prefetch);
         }

@@ -19,6 +19,7 @@
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 #include "ops/q8_0.h"
 #include "ops/repacked_gemm_avx512.h"
+#include "ops/unroll.h"
 
 #include <algorithm>
 #include <array>
@@ -141,11 +142,53 @@ inline int32_t act_dword(const int8_t* q, int j) {
   return v;
 }
 
-// S groups (16 rows each) at once, block by block, against T tokens: the S groups are S
-// sequential streams, each block's weight vectors are loaded (and for Q4_0 unpacked) once for all
-// T tokens. Every (row, token) takes the same steps whatever S and T are, so the few-token GEMM
-// equals the GEMV per token bit for bit. out[s] + t * out_stride: group s's 16 outputs of token t.
-template <class Layout, int S, int T, int64_t kAheadPairs = kPrefetchPairs>
+// Block b of one group (16 rows) against T tokens into acc[0..T): its weight vectors loaded (and
+// for Q4_0 unpacked) once for all T tokens. xb: token 0's activation dwords of block b broadcast
+// (T == 1; unused for T > 1).
+template <class Layout, int T>
+[[gnu::always_inline]] inline void group_block(const std::byte* group, int64_t b, const ActQ8Row* x,
+                                               const __m512i* xb, __m512* acc) {
+  constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
+  const std::byte* pair = group + b / 2 * kPairBytes;
+  __m512i w[8];
+  Layout::load(pair + Layout::kHeaderBytes + Layout::kQsBytes * (b % 2), w);
+  const __m512 dw =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
+  __m512 mw = _mm512_setzero_ps();
+  if constexpr (Layout::kHasMin) {
+    mw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 64 + 32 * (b % 2))));
+  }
+  for (int t = 0; t < T; ++t) {
+    auto xj = [&](int j) {
+      if constexpr (T == 1) return xb[j];
+      return _mm512_set1_epi32(act_dword(x[t].q + 32 * b, j));
+    };
+    // Two chains (vpdpbusd latency ~5), joined at the end.
+    __m512i even = _mm512_set1_epi32(-Layout::kOffset * x[t].sum[b]), odd = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j += 2) {
+      even = _mm512_dpbusd_epi32(even, w[j], xj(j));
+      odd = _mm512_dpbusd_epi32(odd, w[j + 1], xj(j + 1));
+    }
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                             _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[t]);
+    if constexpr (Layout::kHasMin) {  // + m_w * d_x * sum_b(x)
+      acc[t] =
+          _mm512_fmadd_ps(mw, _mm512_set1_ps(x[t].d[b] * static_cast<float>(x[t].sum[b])), acc[t]);
+    }
+  }
+}
+
+// S groups (16 rows each) at once against T tokens: the S groups are S sequential streams, read
+// kRun blocks of one stream, then of the next (kRun == 1: block by block). Every (row, token)
+// takes the same steps whatever S, T and kRun are, so the few-token GEMM equals the GEMV per
+// token bit for bit. out[s] + t * out_stride: group s's 16 outputs of token t. The GEMV reads
+// runs of kX16LongRunBlocks where this CPU takes long runs (ops/isa.h x16_gemv_long_runs): one
+// Zen 4 core, 448000 x 2048 weights (0.5-1 GB), old and new kernels in one process, the same
+// bits: Q4_0 30.1-30.6 -> 32.4 GB/s (1.07-1.11x), Q4_1 1.07x, Q5_0 1.07-1.11x, Q5_1 1.10x, IQ4_NL
+// 1.12x; from L2 0.95-0.97x (the activation broadcasts are made once per stream, not once for
+// both). Q8_0 reads one stream there (x16_gemv_plan), where runs change nothing.
+template <class Layout, int S, int T, int64_t kAheadPairs = kPrefetchPairs, int64_t kRun = 1>
 void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, float* const* out,
                  int64_t out_stride, bool prefetch, int64_t page_touch) {
   constexpr int64_t kPairBytes = Layout::kHeaderBytes + 2 * Layout::kQsBytes;
@@ -153,57 +196,38 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row* x, f
   for (int s = 0; s < S; ++s) {
     for (int t = 0; t < T; ++t) acc[s][t] = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t pair_off = b / 2 * kPairBytes;
-    if (page_touch > 0) {
-      for (int s = 0; s < S; ++s) {
-        touch_pages_ahead(group[s] + b * (kPairBytes / 2), kPairBytes / 2, page_touch);
-      }
-    }
+  // The touch and prefetch ahead of stream s at block b.
+  const auto ahead = [&](int s, int64_t b) [[gnu::always_inline]] {
+    if (page_touch > 0)
+      touch_pages_ahead(group[s] + b * (kPairBytes / 2), kPairBytes / 2, page_touch);
     if (prefetch && b % 2 == 0) {
-      for (int s = 0; s < S; ++s) {
-        const char* ahead =
-            reinterpret_cast<const char*>(group[s]) + pair_off + kAheadPairs * kPairBytes;
-        for (int64_t line = 0; line < kPairBytes; line += 64) {
-          _mm_prefetch(ahead + line, _MM_HINT_T0);
-        }
-      }
+      const char* p =
+          reinterpret_cast<const char*>(group[s]) + b / 2 * kPairBytes + kAheadPairs * kPairBytes;
+      for (int64_t line = 0; line < kPairBytes; line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
     }
-    // One token: its activation block broadcast once for all S groups (the GEMV's case).
-    __m512i xb[T == 1 ? 8 : 1];
-    if constexpr (T == 1) {
-      for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x[0].q + 32 * b, j));
+  };
+  if constexpr (kRun <= 1) {
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int s = 0; s < S; ++s) ahead(s, b);
+      // One token: its activation block broadcast once for all S groups (the GEMV's case).
+      __m512i xb[8];
+      if constexpr (T == 1) {
+        for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x[0].q + 32 * b, j));
+      }
+      for (int s = 0; s < S; ++s) group_block<Layout, T>(group[s], b, x, xb, acc[s]);
     }
-    for (int s = 0; s < S; ++s) {
-      const std::byte* pair = group[s] + pair_off;
-      __m512i w[8];
-      Layout::load(pair + Layout::kHeaderBytes + Layout::kQsBytes * (b % 2), w);
-      const __m512 dw =
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 32 * (b % 2))));
-      __m512 mw = _mm512_setzero_ps();
-      if constexpr (Layout::kHasMin) {
-        mw = _mm512_cvtph_ps(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 64 + 32 * (b % 2))));
-      }
-      for (int t = 0; t < T; ++t) {
-        auto xj = [&](int j) {
-          if constexpr (T == 1) return xb[j];
-          return _mm512_set1_epi32(act_dword(x[t].q + 32 * b, j));
-        };
-        // Two chains (vpdpbusd latency ~5), joined at the end.
-        __m512i even = _mm512_set1_epi32(-Layout::kOffset * x[t].sum[b]),
-                odd = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j += 2) {
-          even = _mm512_dpbusd_epi32(even, w[j], xj(j));
-          odd = _mm512_dpbusd_epi32(odd, w[j + 1], xj(j + 1));
+  } else {
+    static_assert(T == 1, "runs are the GEMV's");
+    for (int64_t b0 = 0; b0 < nb; b0 += kRun) {
+      const int64_t end = std::min(nb, b0 + kRun);
+      unroll<S>([&](auto s) {
+        for (int64_t b = b0; b < end; ++b) {
+          ahead(s, b);
+          __m512i xb[8];
+          for (int j = 0; j < 8; ++j) xb[j] = _mm512_set1_epi32(act_dword(x[0].q + 32 * b, j));
+          group_block<Layout, 1>(group[s], b, x, xb, acc[s]);
         }
-        acc[s][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
-                                    _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b])), acc[s][t]);
-        if constexpr (Layout::kHasMin) {  // + m_w * d_x * sum_b(x)
-          acc[s][t] = _mm512_fmadd_ps(
-              mw, _mm512_set1_ps(x[t].d[b] * static_cast<float>(x[t].sum[b])), acc[s][t]);
-        }
-      }
+      });
     }
   }
   for (int s = 0; s < S; ++s) {
@@ -222,10 +246,18 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
   const int64_t page_touch =
       kAheadPairs == kLonePrefetchPairs ? 2 * plan.page_touch : plan.page_touch;
+  // Runs of kX16LongRunBlocks blocks per stream where this CPU takes long runs (ops/isa.h).
+  const bool long_runs = x16_gemv_long_runs();
   x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<Layout, decltype(streams)::value, 1, kAheadPairs>(
-                               nb, group, &x, outs, 0, plan.prefetch, page_touch);
+                           constexpr int kS = decltype(streams)::value;
+                           if (kS > 1 && long_runs) {
+                             gemv_groups<Layout, kS, 1, kAheadPairs, kX16LongRunBlocks>(
+                                 nb, group, &x, outs, 0, plan.prefetch, page_touch);
+                           } else {
+                             gemv_groups<Layout, kS, 1, kAheadPairs>(nb, group, &x, outs, 0,
+                                                                     plan.prefetch, page_touch);
+                           }
                          });
 }
 

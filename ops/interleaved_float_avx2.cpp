@@ -62,15 +62,14 @@ constexpr int64_t kColumnsPerStep = 8;
 // first sub-tile and from L1 by the others.
 constexpr int64_t kChunkColumns = 128;
 // The GEMV's chunk on AMD when its streams take turns (several groups, one token; ops/isa.h
-// x16_avx2_runs): 64 columns, 2 KiB of a group a turn. Zen 4 guest without AVX-512, 4 streams
+// x16_gemv_long_runs): 64 columns, 2 KiB of a group a turn. Zen 4 guest without AVX-512, 4 streams
 // (this CPU's plan), old and new kernels in one process, the same bits: 12000 groups x 2048
 // columns (786 MB) 29.5-31.7 -> 30.8-33.2 GB/s (1.05-1.06x in 4 of 5 rounds; 32 columns
 // 1.03-1.09x, 256 and 512 0.87-0.94x), from L2 0.96x. The K-quant GEMVs move on one super-block
 // (1.3-3.3 KiB) a turn; the 32-element block ones 8 blocks (interleaved_avx2.cpp, gemv_groups).
 // Other CPUs keep kChunkColumns.
 constexpr int64_t kGemvChunkColumns = 64;
-static_assert(kX16Avx2LongRuns.float_columns == kGemvChunkColumns &&
-              kX16Avx2ShortRuns.float_columns == kChunkColumns);
+static_assert(kX16LongRunColumns == kGemvChunkColumns);
 // How far ahead the GEMV prefetches where gemv_software_prefetch() is on (as the AVX-512 kernel).
 constexpr int64_t kPrefetchBytes = 2048;
 // Tokens one tile takes at most (the few-token GEMM's, below kX16FewTokensMax).
@@ -283,7 +282,7 @@ template <class Columns>
 void gemv(int64_t n, const std::byte* groups, int64_t n_groups, const std::byte* act, float* out) {
   const auto* x = reinterpret_cast<const float*>(act);
   const X16GemvPlan plan = x16_gemv_plan(Columns::kKind);
-  const bool chunks_64 = x16_avx2_runs().float_columns == kGemvChunkColumns;
+  const bool chunks_64 = x16_gemv_long_runs();
   x16_gemv_stream_groups(
       plan.streams, groups, n_groups, Columns::group_bytes(n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {

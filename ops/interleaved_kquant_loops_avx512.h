@@ -15,6 +15,9 @@
 //   d_at(grp, b)               super-block b's fp16 factors (d; Q2_K: d, then dmin)
 //   kLoadInOrder (optional)    true: the GEMV touches each super-block's lines in order before
 //                              its quarters (load_lines_in_order, gemv_streams.h)
+//   kWholeTurnsOnLongRuns (optional)
+//                              true: with long runs (ops/isa.h x16_gemv_long_runs) the GEMV
+//                              reads each stream a super-block a turn, not a quarter
 // Internal to ops/; include after ops/matmul_simd_avx512.h (it wraps <immintrin.h>), from
 // translation units compiled for AVX-512 VNNI only.
 #include <cstddef>
@@ -74,6 +77,18 @@ constexpr bool loads_in_order() {
   }
 }
 
+// Layout::kWholeTurnsOnLongRuns, false where the layout does not say: whether the GEMV reads a
+// whole super-block of one stream before the next stream's turn where this CPU takes long runs
+// (ops/isa.h x16_gemv_long_runs), rather than a quarter.
+template <class Layout>
+constexpr bool whole_turns_on_long_runs() {
+  if constexpr (requires { Layout::kWholeTurnsOnLongRuns; }) {
+    return Layout::kWholeTurnsOnLongRuns;
+  } else {
+    return false;
+  }
+}
+
 // isum[t] = the integer sums of one super-block, quarter by quarter.
 template <class Layout, int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
@@ -100,8 +115,12 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
 // (mean 1.06x); 1.5 super-blocks no better. It is also about as far ahead as the Q4_0 and Q4_K
 // GEMVs prefetch (2.3 KiB). Not measured on Intel (the AVX2 tier still prefetches a pair ahead).
 // Prefetching on into the next group of the stretch rather than stopping at this one's end: cold
-// 32000x2048 1.11x, 2048x5632 1.08x.
-template <class Layout, int S>
+// 32000x2048 1.11x, 2048x5632 1.08x. kWholeTurns: a whole super-block of one stream, then of the
+// next, where the layout asks for it under long runs (ops/isa.h x16_gemv_long_runs, AMD): one Zen
+// 4 core, 448000 x 2048 weights (0.5-1 GB), old and new kernels in one process, the same bits:
+// Q6_K 31.4 -> 33.8-34.0 GB/s (1.09-1.10x), Q2_K 1.09x, IQ4_XS 1.14-1.15x; Q3_K 0.86x (so it
+// keeps its quarters).
+template <class Layout, int S, bool kWholeTurns = false>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                                   float* const* out, bool prefetch, int64_t page_touch) {
   constexpr int64_t kBlockStep = Layout::kBlockStep;
@@ -136,18 +155,24 @@ template <class Layout, int S>
     const BlockQ8_K* xb = x + b;
     typename Layout::Sum isum[S];
     unroll<S>([&](auto s) { isum[s] = Layout::zero(); });
-    for (int h = 0; h < 2; ++h) {
-      unroll<2>([&](auto qc) {
-        constexpr int Q = decltype(qc)::value;
-        unroll<S>([&](auto s) {
-          if (prefetch) {  // on past the group's end, as Q4_K's (why there)
-            const int64_t quarter = b * kBlockStep + (2 * h + Q) * kQuarter;
-            prefetch_lines(group[s] + quarter + kBlockStep, kQuarter);
-          }
-          Layout::template quarter_isums<1, Q>(Layout::block_at(group[s], b), h, &xb, &offp,
-                                               &isum[s]);
-        });
+    const auto quarter = [&]<int Q>(auto s, int h, std::integral_constant<int, Q>) {
+      if (prefetch) {  // on past the group's end, as Q4_K's (why there)
+        const int64_t at = b * kBlockStep + (2 * h + Q) * kQuarter;
+        prefetch_lines(group[s] + at + kBlockStep, kQuarter);
+      }
+      Layout::template quarter_isums<1, Q>(Layout::block_at(group[s], b), h, &xb, &offp, &isum[s]);
+    };
+    if constexpr (kWholeTurns) {
+      unroll<S>([&](auto s) {
+        for (int h = 0; h < 2; ++h) {
+          quarter(s, h, std::integral_constant<int, 0>{});
+          quarter(s, h, std::integral_constant<int, 1>{});
+        }
       });
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        unroll<2>([&](auto qc) { unroll<S>([&](auto s) { quarter(s, h, qc); }); });
+      }
     }
     unroll<S>([&](auto s) { acc[s] = Layout::accumulate(group[s], b, isum[s], x[b].d, acc[s]); });
   }
@@ -184,11 +209,17 @@ void gemv(WeightType t, int64_t n, const std::byte* groups, int64_t n_groups, co
   const int64_t nb = n / 256;
   const auto* x = reinterpret_cast<const BlockQ8_K*>(act);
   const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(t));
-  x16_gemv_stream_groups(plan.streams, groups, n_groups, x16_group_bytes(t, n), out,
-                         [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<Layout, decltype(streams)::value>(
-                               nb, group, x, outs, plan.prefetch, plan.page_touch);
-                         });
+  const bool whole_turns = whole_turns_on_long_runs<Layout>() && x16_gemv_long_runs();
+  x16_gemv_stream_groups(
+      plan.streams, groups, n_groups, x16_group_bytes(t, n), out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        constexpr int kS = decltype(streams)::value;
+        if (whole_turns) {
+          gemv_groups<Layout, kS, true>(nb, group, x, outs, plan.prefetch, plan.page_touch);
+        } else {
+          gemv_groups<Layout, kS>(nb, group, x, outs, plan.prefetch, plan.page_touch);
+        }
+      });
 }
 
 template <class Layout>

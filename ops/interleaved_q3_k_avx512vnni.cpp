@@ -151,6 +151,10 @@ struct Q3KLayout : kquant_x16::SuperBlockPairs<Q3KLayout, kX16Q3KPairBytes, kX16
   // 27.7; in cache (2048x2048) 35 -> 24 GB/s, the price for models that fit the LLC. The same
   // touch cost the Q6_K, IQ4_XS and Q2_K GEMVs 13-17 % cold (their quarters read in order).
   static constexpr bool kLoadInOrder = true;
+  // A quarter a turn even with long runs: a super-block a turn read 0.9 GB cold at 0.86-0.87x on
+  // one Zen 4 core (1.04x from L2): bound by its arithmetic, it needs both streams' loads in
+  // flight at once.
+  static constexpr bool kWholeTurnsOnLongRuns = false;
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>

@@ -274,8 +274,12 @@ inline void chunk_isum(const std::byte* sb, const Scales16& s, const Controls& c
 // nothing from the same interleave while its unpack held it at ~24 GB/s in L2; with a cheaper
 // unpack it now goes quarter super-block by quarter, 1.34-1.42x cold:
 // interleaved_q6_k_avx512vnni.cpp. Half-chunks here, with the prefetch spread likewise: 1.03-1.05x,
-// within the noise of that test, not taken.)
-template <int Bits, int S>
+// within the noise of that test, not taken.) kTurn: chunks of one stream per turn. Q5_K takes 2
+// (half a super-block, 1408 bytes) where this CPU takes long runs (ops/isa.h): one Zen 4 core,
+// 448000 x 2048 weights (1 GB) 1.10-1.12x from DRAM, 0.96x from L2; a whole super-block 1.07-1.08x.
+// Q4_K stays at 1 there: halves 1.01-1.02x from DRAM and 0.94x from L2, whole super-blocks 1.02x
+// and 0.80x.
+template <int Bits, int S, int kTurn = 1>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, const ActSums* sums,
                  const Controls& ctl, float* const* out, int64_t prefetch_blocks,
                  int64_t page_touch) {
@@ -306,10 +310,13 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, 
       msum[s] = mins_sum(sc[s], ctl, a);
       even[s] = odd[s] = _mm512_setzero_si512();
     });
-    unroll<4>([&](auto c) {
-      constexpr int C = decltype(c)::value;
+    // Chunks [kTurn * u, kTurn * (u + 1)) of every stream, then the next kTurn.
+    unroll<4 / kTurn>([&](auto u) {
       unroll<S>([&](auto s) {
-        chunk_isum<Bits, C>(sb[s], sc[s], ctl, a.q, &even[s], &odd[s], ahead[s]);
+        unroll<kTurn>([&](auto c) {
+          constexpr int C = kTurn * decltype(u)::value + decltype(c)::value;
+          chunk_isum<Bits, C>(sb[s], sc[s], ctl, a.q, &even[s], &odd[s], ahead[s]);
+        });
       });
     });
     unroll<S>([&](auto s) {
@@ -390,12 +397,20 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   }
   for (int64_t b = 0; b < nb; ++b) sums[b] = act_sums(x[b]);
   const X16GemvPlan plan = x16_gemv_plan(Bits == 4 ? X16Gemv::Q4_K : X16Gemv::Q5_K);
-  x16_gemv_stream_groups(plan.streams, groups, n_groups, nb * kBlockBytes<Bits>, out,
-                         [&](auto streams, const std::byte* const* group, float* const* outs) {
-                           gemv_groups<Bits, decltype(streams)::value>(nb, group, x, sums, ctl,
-                                                                       outs, plan.prefetch ? 1 : 0,
-                                                                       plan.page_touch);
-                         });
+  // Q5_K in halves of a super-block where this CPU takes long runs (ops/isa.h
+  // x16_gemv_long_runs); Q4_K by chunks either way.
+  const bool long_runs = x16_gemv_long_runs();
+  x16_gemv_stream_groups(
+      plan.streams, groups, n_groups, nb * kBlockBytes<Bits>, out,
+      [&](auto streams, const std::byte* const* group, float* const* outs) {
+        constexpr int kS = decltype(streams)::value;
+        const int64_t ahead = plan.prefetch ? 1 : 0;
+        if (Bits == 5 && long_runs) {
+          gemv_groups<Bits, kS, 2>(nb, group, x, sums, ctl, outs, ahead, plan.page_touch);
+        } else {
+          gemv_groups<Bits, kS>(nb, group, x, sums, ctl, outs, ahead, plan.page_touch);
+        }
+      });
 }
 
 // Which token an activation row of a GEMM call is (a call of one token may pass stride 0).

@@ -179,16 +179,16 @@ bool gemv_software_prefetch(GemvKernelClass cls) noexcept {
   return cls == GemvKernelClass::Unpacking ? unpacking : streaming;
 }
 
-X16Avx2Runs x16_avx2_runs_rule(const CpuFeatures& cpu, const char* env) noexcept {
-  if (env && std::strcmp(env, "short") == 0) return kX16Avx2ShortRuns;
-  if (env && std::strcmp(env, "long") == 0) return kX16Avx2LongRuns;
-  return cpu.amd ? kX16Avx2LongRuns : kX16Avx2ShortRuns;
+bool x16_gemv_long_runs_rule(const CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "short") == 0) return false;
+  if (env && std::strcmp(env, "long") == 0) return true;
+  return cpu.amd;
 }
 
-X16Avx2Runs x16_avx2_runs() noexcept {
-  static const X16Avx2Runs runs =
-      x16_avx2_runs_rule(detect_cpu_features(), std::getenv("PACER_GEMV_RUNS"));
-  return runs;
+bool x16_gemv_long_runs() noexcept {
+  static const bool long_runs =
+      x16_gemv_long_runs_rule(detect_cpu_features(), std::getenv("PACER_GEMV_RUNS"));
+  return long_runs;
 }
 
 bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {

@@ -116,27 +116,28 @@ inline constexpr int64_t kZen5PageTouchBytes = 8192;
 X16GemvPlan x16_gemv_plan(X16Gemv k) noexcept;
 X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
                                const X16GemvEnv& env) noexcept;  // the rule
-// How long the AVX2 tier's 16-row GEMVs read one of their far-apart streams before the next
-// one's turn: `blocks` of the 32-element block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1;
-// interleaved_avx2.cpp; IQ4_NL always 1) and `float_columns` of F16/BF16 (4 streams;
-// interleaved_float_avx2.cpp). The K-quant GEMVs take one super-block a turn. The table:
-//  - AMD: 8 blocks (2.3 KiB of Q4_0, 4.3 KiB of Q8_0) and 64 columns (2 KiB). One Zen 4 core
-//    (AVX2 tier) read 288-byte turns of Q4_0 and 4 KiB ones of F16 from DRAM more slowly: 0.5-1 GB
-//    of weights, old and new kernels in one process, the same bits: Q4_0 1.07x (median), Q8_0
-//    1.03-1.06x, Q4_1 1.06x, Q5_0/Q5_1 1.06-1.10x, F16 1.03-1.06x, BF16 1.00-1.10x (docs/
-//    fidelity.md, session 50). Zen 2/3/5 not measured.
-//  - Others: a block and 128 columns (4 KiB), as before session 50; not measured against the runs
-//    (Intel's AVX-512 K-quant GEMVs gained from finer turns on Sapphire Rapids, README).
-// PACER_GEMV_RUNS=short (a block, 128 columns) or long (8 blocks, 64 columns) overrides. The event
-// log header's run.x16_gemv records each type's run in bytes (`run_bytes`).
-struct X16Avx2Runs {
-  int blocks = 1;
-  int float_columns = 128;
-};
-inline constexpr X16Avx2Runs kX16Avx2ShortRuns{1, 128};
-inline constexpr X16Avx2Runs kX16Avx2LongRuns{8, 64};
-X16Avx2Runs x16_avx2_runs() noexcept;  // the rule on this CPU, chosen once per process
-X16Avx2Runs x16_avx2_runs_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// How long the 16-row GEMVs (both tiers) read one of their far-apart streams before the next
+// one's turn: long runs or short ones (per kernel, ops/interleaved.h x16_gemv_run_bytes):
+//  - long: 8 blocks of the 32-element block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 2.3 KiB
+//    of Q4_0; the AVX2 IQ4_NL keeps one block), 64 columns of F16/BF16 (2 KiB), and on AVX-512 a
+//    whole super-block of Q6_K, Q2_K and IQ4_XS and half of one of Q5_K (the AVX2 K-quant GEMVs
+//    take a super-block either way; Q4_K's AVX-512 GEMV a quarter and Q3_K's a quarter either way);
+//  - short: a block; on AVX2 128 F16/BF16 columns (4 KiB), on AVX-512 8 columns (256 bytes) and
+//    a quarter super-block of the K-quants.
+// The table: long on AMD, short elsewhere. One Zen 4 core read short turns from DRAM more slowly:
+// 0.5-1 GB of weights, old and new kernels in one process, the same bits. AVX2 tier (session 50):
+// Q4_0 1.07x (median), Q8_0 1.03-1.06x, Q4_1 1.06x, Q5_0/Q5_1 1.06-1.10x, F16 1.03-1.06x, BF16
+// 1.00-1.10x. AVX-512 tier (session 51): Q4_0 1.07-1.11x, Q4_1 1.07x, Q5_0 1.07-1.11x, Q5_1
+// 1.10x, IQ4_NL 1.12x, F16 1.09-1.11x, BF16 1.12-1.14x, Q6_K 1.09-1.10x, Q2_K 1.09x, IQ4_XS
+// 1.14-1.15x, Q5_K (halves) 1.10-1.12x; whole super-blocks of Q3_K 0.86x and of Q4_K 1.02x
+// (0.80x from L2), so those two keep their quarters (docs/fidelity.md, sessions 50 and 51). Zen
+// 2/3/5 not measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs gained from finer
+// turns on Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk by chunk
+// 1.14-1.20x), and the AVX2 tier there is not measured.
+// PACER_GEMV_RUNS=short or long overrides. The event log header's run.x16_gemv records each
+// type's run in bytes (`run_bytes`).
+bool x16_gemv_long_runs() noexcept;  // the rule on this CPU, chosen once per process
+bool x16_gemv_long_runs_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
 // Whether the prefill GEMMs of repacked BF16 weights (8 tokens or more) round the activations to
 // bf16 and multiply on vdpbf16ps, as llama.cpp does, rather than in exact fp32. Needs
 // AVX512_BF16; then a table: on for AMD (one Zen 4 core, TinyLlama BF16 pp64 47.5 -> 99 tok/s),

@@ -185,20 +185,20 @@ KernelSet KernelSet::for_isa(Isa requested) {
     X16Kernels& k = *kp;
     if (vnni) {
       follow(k, t);
+      if (k.gemv_streams > 1) k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx512);
     } else if (avx2) {  // the AVX2 x16 ones
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
-      k.gemv_run_bytes = x16_avx2_run_bytes(t);
+      k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
     }
   }
   if (ks.isa_ >= Isa::Avx2) {
     follow(ks.x16_f16_, WeightType::F16);
     follow(ks.x16_bf16_, WeightType::BF16);
-    if (ks.isa_ == Isa::Avx2) {  // turns only where there are streams to take them
-      for (auto [k, t] :
-           {std::pair{&ks.x16_f16_, WeightType::F16}, std::pair{&ks.x16_bf16_, WeightType::BF16}}) {
-        if (k->gemv_streams > 1) k->gemv_run_bytes = x16_avx2_run_bytes(t);
-      }
+    // Turns only where there are streams to take them.
+    for (auto [k, t] :
+         {std::pair{&ks.x16_f16_, WeightType::F16}, std::pair{&ks.x16_bf16_, WeightType::BF16}}) {
+      if (k->gemv_streams > 1) k->gemv_run_bytes = x16_gemv_run_bytes(t, ks.isa_);
     }
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);

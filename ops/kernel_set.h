@@ -61,7 +61,7 @@ struct X16Kernels {
   // (KernelSet::for_workers(1); gemv_page_touch is then its doubled distance).
   bool gemv_prefetch_far = false;
   // Bytes of a 16-row group the GEMV reads from one stream before the next one's turn, where the
-  // kernel says (the AVX2 tier: x16_avx2_run_bytes in interleaved.h); 0: not recorded.
+  // kernel says (x16_gemv_run_bytes in interleaved.h); 0: not recorded (one stream).
   int64_t gemv_run_bytes = 0;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;

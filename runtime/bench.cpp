@@ -826,8 +826,9 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
       far += fmt::format("{}{}", far.empty() ? "" : " ", ops::type_name(t));
     }
     out += fmt::format(
-        "16-row GEMVs: {}{} (the tables in ops/isa.h x16_gemv_plan and, for the AVX2 runs, "
-        "x16_avx2_runs; PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1, PACER_PAGE_TOUCH=0/<bytes> "
+        "16-row GEMVs: {}{} (the tables in ops/isa.h x16_gemv_plan and, for the runs, "
+        "x16_gemv_long_runs; PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1, "
+        "PACER_PAGE_TOUCH=0/<bytes> "
         "and PACER_GEMV_RUNS=short/long override).\n",
         x16_gemv_text(r.x16_gemv),
         far.empty()

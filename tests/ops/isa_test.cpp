@@ -53,31 +53,42 @@ TEST(Isa, Names) {
 namespace pacer::ops {
 namespace {
 
-// The AVX2 GEMVs' runs (how long one stream is read before the next one's turn): 8 blocks and 64
-// F16 columns on AMD (measured on Zen 4), a block and 128 columns elsewhere; PACER_GEMV_RUNS=
-// short/long overrides, anything else leaves the table.
-TEST(X16Avx2Runs, RuleFollowsVendorAndEnvironment) {
+// The GEMVs' runs (how long one stream is read before the next one's turn): long on AMD
+// (measured on Zen 4), short elsewhere; PACER_GEMV_RUNS=short/long overrides, anything else
+// leaves the table.
+TEST(X16GemvRuns, RuleFollowsVendorAndEnvironment) {
   CpuFeatures zen4, intel;
   zen4.amd = true;
   zen4.family = 0x19;
   intel.family = 6;
-  const auto same = [](X16Avx2Runs a, X16Avx2Runs b) {
-    return a.blocks == b.blocks && a.float_columns == b.float_columns;
-  };
-  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, nullptr), X16Avx2Runs{8, 64}));
-  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, nullptr), X16Avx2Runs{1, 128}));
-  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, "short"), X16Avx2Runs{1, 128}));
-  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, "long"), X16Avx2Runs{8, 64}));
-  EXPECT_TRUE(same(x16_avx2_runs_rule(intel, "8"), X16Avx2Runs{1, 128}));
-  EXPECT_TRUE(same(x16_avx2_runs_rule(zen4, ""), X16Avx2Runs{8, 64}));
-  // And the bytes of a 16-row group a turn reads, as the event log records them.
-  const X16Avx2Runs here = x16_avx2_runs();
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q4_0), 16 * 18 * here.blocks);
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q8_0), 16 * 34 * here.blocks);
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::IQ4_NL), 16 * 18);  // always a block
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q4_K), 16 * 144);   // a super-block
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::Q6_K), 16 * 210);
-  EXPECT_EQ(x16_avx2_run_bytes(WeightType::F16), 16 * 2 * here.float_columns);
+  EXPECT_TRUE(x16_gemv_long_runs_rule(zen4, nullptr));
+  EXPECT_FALSE(x16_gemv_long_runs_rule(intel, nullptr));
+  EXPECT_FALSE(x16_gemv_long_runs_rule(zen4, "short"));
+  EXPECT_TRUE(x16_gemv_long_runs_rule(intel, "long"));
+  EXPECT_FALSE(x16_gemv_long_runs_rule(intel, "8"));
+  EXPECT_TRUE(x16_gemv_long_runs_rule(zen4, ""));
+  // And the bytes of a 16-row group a turn reads, as the event log records them, per tier.
+  const int64_t runs = x16_gemv_long_runs() ? 8 : 1;
+  const int64_t avx2_columns = x16_gemv_long_runs() ? 64 : 128;
+  const int64_t avx512_columns = x16_gemv_long_runs() ? 64 : 8;
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_0, Isa::Avx2), 16 * 18 * runs);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q8_0, Isa::Avx2), 16 * 34 * runs);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::IQ4_NL, Isa::Avx2), 16 * 18);  // always a block
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_K, Isa::Avx2), 16 * 144);   // a super-block
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q6_K, Isa::Avx2), 16 * 210);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::F16, Isa::Avx2), 16 * 2 * avx2_columns);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_0, Isa::Avx512), 16 * 18 * runs);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::IQ4_NL, Isa::Avx512), 16 * 18 * runs);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q5_1, Isa::Avx512), 16 * 24 * runs);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::BF16, Isa::Avx512), 16 * 2 * avx512_columns);
+  // K-quants: a quarter super-block, or with long runs a whole one (Q6_K, Q2_K, IQ4_XS) or half
+  // of one (Q5_K); Q4_K and Q3_K a quarter either way.
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_K, Isa::Avx512), 16 * 144 / 4);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q3_K, Isa::Avx512), 16 * 110 / 4);
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q5_K, Isa::Avx512), 16 * 176 / (runs > 1 ? 2 : 4));
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q6_K, Isa::Avx512), 16 * 210 / (runs > 1 ? 1 : 4));
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q2_K, Isa::Avx512), 16 * 84 / (runs > 1 ? 1 : 4));
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::IQ4_XS, Isa::Avx512), 16 * 136 / (runs > 1 ? 1 : 4));
 }
 
 // The software-prefetch table: on unless the vendor is AMD; on AMD Zen 5 (family 0x1a) and later

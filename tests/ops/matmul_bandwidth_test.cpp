@@ -63,12 +63,16 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
         << p.method;
     if (detect_isa() == Isa::Avx512) {
       // First stage: 5 stream counts x 2 prefetch distances of 512-bit loads, 3 stream counts in
-      // bursts of 16 lines, 3 stream counts prefetching 1024 B with the 8 KiB page touch, and 2
-      // of 256-bit loads. Second stage: 4 more prefetch distances at the stream count (and page
-      // touch) of the first stage's best prefetching loop.
-      constexpr size_t kFirst = 18;
+      // bursts of 16 lines, 3 stream counts prefetching 1024 B with the 8 KiB page touch, 2 of
+      // 256-bit loads, 3 of 256-bit loads in bursts (2 and 4 streams of 16 lines, 2 of 32) and 2
+      // of 512-bit loads in bursts of 32 lines. Second stage: 4 more prefetch distances at the
+      // stream count (and page touch) of the first stage's best prefetching loop.
+      constexpr size_t kFirst = 23;
       ASSERT_EQ(p.trials.size(), kFirst + 4);
       EXPECT_EQ(p.trials[13].variant, "avx512 x1 stream, prefetch 1024 B, page touch 8192 B");
+      EXPECT_EQ(p.trials[18].variant, "avx2 x2 streams in bursts of 16 lines");
+      EXPECT_EQ(p.trials[20].variant, "avx2 x2 streams in bursts of 32 lines");
+      EXPECT_EQ(p.trials[22].variant, "avx512 x4 streams in bursts of 32 lines");
       size_t around = kFirst;
       for (size_t i = 0; i < kFirst; ++i) {
         const bool prefetching = p.trials[i].variant.find("prefetch") != std::string::npos;
