@@ -81,6 +81,24 @@ TEST_P(KernelSetIsa, OneWorkersQ4_0GemvPrefetchesTwiceAsFarWhereItReadsOneStream
   }
 }
 
+// Each 16-row GEMV records how much of one stream it reads before the next one's turn: the run
+// of its own tier (AVX-512 VNNI for the quantized types where the CPU has VNNI, else the AVX2
+// kernels; F16/BF16 the Isa's own), and nothing where it reads one stream or runs the scalar
+// reference.
+TEST_P(KernelSetIsa, GemvRunBytesAreTheirTiersRuns) {
+  const Isa isa = GetParam();
+  const KernelSet ks = KernelSet::for_isa(isa);
+  const bool vnni = isa == Isa::Avx512 && detect_cpu_features().avx512_vnni;
+  for (const X16GemvChoice& c : ks.x16_gemv_choices()) {
+    SCOPED_TRACE(type_name(c.type));
+    const bool is_float = c.type == WeightType::F16 || c.type == WeightType::BF16;
+    const Isa tier = is_float || vnni ? isa : Isa::Avx2;
+    const int64_t want =
+        isa == Isa::Scalar || c.streams == 1 ? 0 : x16_gemv_run_bytes(c.type, tier);
+    EXPECT_EQ(c.run_bytes, want);
+  }
+}
+
 TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   const Isa isa = GetParam();
   const KernelSet ks = KernelSet::for_isa(isa);
