@@ -86,19 +86,22 @@ std::optional<std::string> x16_gemv_text(const json& run, std::string_view where
     const std::string at = fmt::format("{}{}.", inside, type);
     std::optional<int64_t> streams, page_touch, run_bytes;  // run_bytes: since session 50
     std::optional<bool> prefetch, prefetch_far;             // prefetch_far: since session 35
+    std::string kernel;                                     // since session 51: "avx2" or absent
     take(plan, at, "streams", streams);
     take(plan, at, "prefetch", prefetch);
     take(plan, at, "page_touch", page_touch);
     take(plan, at, "prefetch_far", prefetch_far);
     take(plan, at, "run_bytes", run_bytes);
+    take(plan, at, "kernel", kernel);
     out += fmt::format(
-        "{}{} {} stream{}{}{}{}", out.empty() ? "" : "; ", type, streams.value_or(0),
+        "{}{} {} stream{}{}{}{}{}", out.empty() ? "" : "; ", type, streams.value_or(0),
         streams.value_or(0) == 1 ? "" : "s",
         !prefetch.value_or(false)      ? ""
         : prefetch_far.value_or(false) ? ", prefetch twice as far"
                                        : ", prefetch",
         page_touch.value_or(0) > 0 ? fmt::format(", page touch {} B", *page_touch) : std::string(),
-        run_bytes.value_or(0) > 0 ? fmt::format(", runs of {} B", *run_bytes) : std::string());
+        run_bytes.value_or(0) > 0 ? fmt::format(", runs of {} B", *run_bytes) : std::string(),
+        kernel.empty() ? std::string() : fmt::format(", the {} kernel", kernel));
   }
   return out;
 }

@@ -130,7 +130,10 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // 1.00-1.10x. AVX-512 tier (session 51): Q4_0 1.07-1.11x, Q4_1 1.07x, Q5_0 1.07-1.11x, Q5_1
 // 1.10x, IQ4_NL 1.12x, F16 1.09-1.11x, BF16 1.12-1.14x, Q6_K 1.09-1.10x, Q2_K 1.09x, IQ4_XS
 // 1.14-1.15x, Q5_K (halves) 1.10-1.12x; whole super-blocks of Q3_K 0.86x and of Q4_K 1.02x
-// (0.80x from L2), so those two keep their quarters (docs/fidelity.md, sessions 50 and 51). Zen
+// (0.80x from L2), so those two keep their quarters, and with long runs an AVX-512 VNNI CPU runs
+// the AVX2 Q4_K GEMV instead (a super-block a turn, 256-bit loads: 1.07-1.12x the AVX-512 one;
+// kernel_set.cpp; the header's run.x16_gemv.q4_K.kernel says "avx2") (docs/fidelity.md, sessions
+// 50 and 51). Zen
 // 2/3/5 not measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs gained from finer
 // turns on Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk by chunk
 // 1.14-1.20x), and the AVX2 tier there is not measured.

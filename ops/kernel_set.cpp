@@ -183,7 +183,20 @@ KernelSet KernelSet::for_isa(Isa requested) {
       {&ks.x16_q6_K_, WeightType::Q6_K},     {&ks.x16_iq4_xs_, WeightType::IQ4_XS}};
   for (const auto& [kp, t] : quant) {
     X16Kernels& k = *kp;
-    if (vnni) {
+    if (vnni && t == WeightType::Q4_K && x16_gemv_long_runs()) {
+      // The AVX2 Q4_K GEMV where this CPU takes long runs (AMD): it reads a super-block of a
+      // stream a turn with 256-bit loads and ran 1.07-1.12x the AVX-512 one from DRAM on one Zen
+      // 4 core (448000 x 2048 weights, 1 GB, in one process, the same bits: 30.6-31.9 -> 33.1-34.5
+      // GB/s, at the probe's best loop), where the AVX-512 one read a whole super-block a turn at
+      // only 1.02x and with 256-bit loads at 0.97-0.99x. From L2 it computes at ~0.63x (50 against
+      // 80 GB/s), still above what two streams of DRAM give one core.
+      k.gemv = gemv_q4_Kx16_q8_K_avx2;
+      k.gemv_avx2 = true;
+      k.gemv_streams = kX16Avx2GemvStreams;
+      k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_page_touch = 0;
+      k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
+    } else if (vnni) {
       follow(k, t);
       if (k.gemv_streams > 1) k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx512);
     } else if (avx2) {  // the AVX2 x16 ones
@@ -258,7 +271,7 @@ std::vector<X16GemvChoice> KernelSet::x16_gemv_choices() const {
     if (!InterleavedMatrix::pays(WeightMatrix{t, nullptr, kX16Rows, 256}, isa_)) continue;
     const X16Kernels& k = x16(t);
     out.push_back({t, k.gemv_streams, k.gemv_prefetch, k.gemv_page_touch, k.gemv_prefetch_far,
-                   k.gemv_run_bytes});
+                   k.gemv_run_bytes, k.gemv_avx2});
   }
   return out;
 }

@@ -708,6 +708,7 @@ std::string x16_gemv_text(const std::vector<ops::X16GemvChoice>& choices) {
                   : fmt::format(", page touch {} B ahead", c.page_touch);
     }
     if (c.run_bytes > 0) plan += fmt::format(", runs of {} B", c.run_bytes);
+    if (c.avx2_kernel) plan += ", the AVX2 kernel";
     auto it =
         std::find_if(plans.begin(), plans.end(), [&](const auto& p) { return p.first == plan; });
     if (it == plans.end()) {

@@ -300,6 +300,7 @@ nlohmann::json x16_gemv_json(const std::vector<ops::X16GemvChoice>& choices) {
             {"page_touch", c.page_touch},
             {"prefetch_far", c.prefetch_far}};
     if (c.run_bytes > 0) plan["run_bytes"] = c.run_bytes;
+    if (c.avx2_kernel) plan["kernel"] = "avx2";
   }
   return j;
 }

@@ -288,13 +288,13 @@ TEST(EventLogReader, RejectsLogsThatDoNotStartWithAHeader) {
     ASSERT_NE(far.find(q4), std::string::npos);
     far.replace(
         far.find(q4), q4.size(),
-        R"("q4_0":{"streams":1,"prefetch":true,"page_touch":8192,"prefetch_far":true,"run_bytes":2304})");
+        R"("q4_0":{"streams":1,"prefetch":true,"page_touch":8192,"prefetch_far":true,"run_bytes":2304,"kernel":"avx2"})");
     Collect f;
     LogReader::read_text(far, f);
     ASSERT_EQ(f.headers.size(), 1u);
     EXPECT_EQ(f.headers[0].run.x16_gemv,
-              "q4_0 1 stream, prefetch twice as far, page touch 8192 B, runs of 2304 B; q6_K 1 "
-              "stream, prefetch, page touch 8192 B");
+              "q4_0 1 stream, prefetch twice as far, page touch 8192 B, runs of 2304 B, the avx2 "
+              "kernel; q6_K 1 stream, prefetch, page touch 8192 B");
     std::string old_log = kDocHeader;
     for (size_t at; (at = old_log.find(",\"prefetch_far\":false")) != std::string::npos;) {
       old_log.erase(at, std::string_view(",\"prefetch_far\":false").size());

@@ -92,7 +92,9 @@ TEST_P(KernelSetIsa, GemvRunBytesAreTheirTiersRuns) {
   for (const X16GemvChoice& c : ks.x16_gemv_choices()) {
     SCOPED_TRACE(type_name(c.type));
     const bool is_float = c.type == WeightType::F16 || c.type == WeightType::BF16;
-    const Isa tier = is_float || vnni ? isa : Isa::Avx2;
+    const Isa tier = (is_float || vnni) && !c.avx2_kernel ? isa : Isa::Avx2;
+    // Only Q4_K's GEMV is ever the AVX2 one on an AVX-512 VNNI CPU, and only with long runs.
+    EXPECT_EQ(c.avx2_kernel, vnni && c.type == WeightType::Q4_K && x16_gemv_long_runs());
     const int64_t want =
         isa == Isa::Scalar || c.streams == 1 ? 0 : x16_gemv_run_bytes(c.type, tier);
     EXPECT_EQ(c.run_bytes, want);
@@ -113,9 +115,16 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q8_0).gemv, vnni   ? gemv_q8_0x16_q8_0_avx512vnni
                                            : avx2 ? gemv_q8_0x16_q8_0_avx2
                                                   : gemv_q8_0x16_q8_0_ref);
-  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv, vnni   ? gemv_q4_Kx16_q8_K_avx512vnni
-                                           : avx2 ? gemv_q4_Kx16_q8_K_avx2
-                                                  : gemv_q4_Kx16_q8_K_ref);
+  // Q4_K's GEMV is the AVX2 one on a VNNI CPU that takes long runs (AMD; kernel_set.cpp).
+  const bool q4_k_avx2 = vnni && x16_gemv_long_runs();
+  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv, q4_k_avx2 ? gemv_q4_Kx16_q8_K_avx2
+                                           : vnni    ? gemv_q4_Kx16_q8_K_avx512vnni
+                                           : avx2    ? gemv_q4_Kx16_q8_K_avx2
+                                                     : gemv_q4_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv_avx2, q4_k_avx2);
+  if (vnni) {
+    EXPECT_EQ(ks.x16(WeightType::Q4_K).gemm, gemm_q4_Kx16_q8_K_avx512vnni);
+  }
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemm != nullptr, vnni || avx2);
   EXPECT_EQ(ks.x16(WeightType::Q8_0).gemm != nullptr, vnni || avx2);
   if (avx2) {

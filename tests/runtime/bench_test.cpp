@@ -420,6 +420,7 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
     EXPECT_EQ(j["prefetch"], c.prefetch);
     EXPECT_EQ(j["page_touch"], c.page_touch);
     EXPECT_EQ(j.value("run_bytes", int64_t{0}), c.run_bytes);
+    EXPECT_EQ(j.value("kernel", std::string()), c.avx2_kernel ? "avx2" : "");
   }
   EXPECT_EQ(md.find("16-row GEMVs: q4_0") != std::string::npos, r.repacked_matrices > 0);
   // The GEMVs that prefetch twice as far in 1-thread rows (KernelSet::for_workers(1)).
@@ -437,13 +438,14 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   plans.repacked_matrices = 1;
   plans.x16_gemv = {{ops::WeightType::Q4_0, 1, true, 8192},
                     {ops::WeightType::Q4_K, 2, true, 0},
+                    {ops::WeightType::Q5_K, 2, false, 0, false, 2304, true},
                     {ops::WeightType::Q6_K, 1, true, 8192},
                     {ops::WeightType::F16, 4, false, 100},
                     {ops::WeightType::Q8_0, 2, false, 0, false, 4352}};
   EXPECT_NE(render_bench_markdown_footer(plans).find(
                 "16-row GEMVs: q4_0 q6_K: 1 stream, prefetch, page touch 8 KiB ahead; q4_K: 2 "
-                "streams, prefetch; f16: 4 streams, page touch 100 B ahead; q8_0: 2 streams, runs "
-                "of 4352 B (the tables"),
+                "streams, prefetch; q5_K: 2 streams, runs of 2304 B, the AVX2 kernel; f16: 4 "
+                "streams, page touch 100 B ahead; q8_0: 2 streams, runs of 4352 B (the tables"),
             std::string::npos)
       << render_bench_markdown_footer(plans);
   EXPECT_EQ(md.find("idle prefetch: on") != std::string::npos, idle_on);
