@@ -133,10 +133,9 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // (0.80x from L2), so those two keep their quarters, and with long runs an AVX-512 VNNI CPU runs
 // the AVX2 Q4_K GEMV instead (a super-block a turn, 256-bit loads: 1.07-1.12x the AVX-512 one;
 // kernel_set.cpp; the header's run.x16_gemv.q4_K.kernel says "avx2") (docs/fidelity.md, sessions
-// 50 and 51). Zen
-// 2/3/5 not measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs gained from finer
-// turns on Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk by chunk
-// 1.14-1.20x), and the AVX2 tier there is not measured.
+// 50 and 51). Zen 2/3/5 not measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs
+// gained from finer turns on Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk
+// by chunk 1.14-1.20x), and the AVX2 tier there is not measured.
 // PACER_GEMV_RUNS=short or long overrides. The event log header's run.x16_gemv records each
 // type's run in bytes (`run_bytes`).
 bool x16_gemv_long_runs() noexcept;  // the rule on this CPU, chosen once per process
