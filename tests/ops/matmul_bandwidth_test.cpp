@@ -88,6 +88,13 @@ TEST(Bandwidth, ProbeTriesEveryVariantAndReportsTheBest) {
         EXPECT_EQ(p.trials[kFirst + k].variant, std::string(a).replace(at, 6, distances[k]));
       }
     }
+    if (detect_isa() == Isa::Avx2) {
+      // First stage: 5 stream counts x 2 prefetch distances, 3 in bursts of 16 lines, 3 with the
+      // page touch and 2 in bursts of 32 lines; then the 4 refined prefetch distances.
+      ASSERT_EQ(p.trials.size(), 18u + 4u);
+      EXPECT_EQ(p.trials[16].variant, "avx2 x2 streams in bursts of 32 lines");
+      EXPECT_EQ(p.trials[17].variant, "avx2 x4 streams in bursts of 32 lines");
+    }
     // Without the search: one variant, the same figure family.
     EXPECT_EQ(
         probe_read_bandwidth({.threads = threads, .bytes = 8u << 20, .reps = 1, .search = false})
