@@ -372,8 +372,8 @@ concept HasDotFromBoth = requires(const std::byte* p, const int8_t* q, __m256i* 
 
 // S groups at once against one token: S sequential streams (gemv_streams.h), kRun blocks of one
 // stream, then of the next (kX16LongRunBlocks where ops/isa.h x16_gemv_long_runs says: on AMD;
-// else 1). Until session 50 the streams
-// took turns block by block everywhere (a Q4_0 stream moved on 288 bytes a turn, a Q8_0 one 544),
+// else 1). Until session 50 the streams took turns block by block everywhere (a Q4_0 stream moved
+// on 288 bytes a turn, a Q8_0 one 544),
 // and one Zen 4 core read them from DRAM more slowly than a K-quant GEMV that moves on a
 // super-block (2-3 KiB) a turn. In runs of 8 blocks, Zen 4 guest without AVX-512, 448000 rows x
 // 2048 columns (0.5-1 GB on 2 MiB pages), old and new kernels in one process, the same bits: Q4_0

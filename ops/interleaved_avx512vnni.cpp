@@ -251,13 +251,16 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   x16_gemv_stream_groups(plan.streams, groups, n_groups, group_bytes, out,
                          [&](auto streams, const std::byte* const* group, float* const* outs) {
                            constexpr int kS = decltype(streams)::value;
-                           if (kS > 1 && long_runs) {
-                             gemv_groups<Layout, kS, 1, kAheadPairs, kX16LongRunBlocks>(
-                                 nb, group, &x, outs, 0, plan.prefetch, page_touch);
-                           } else {
-                             gemv_groups<Layout, kS, 1, kAheadPairs>(nb, group, &x, outs, 0,
-                                                                     plan.prefetch, page_touch);
+                           // (Runs only where there are streams to take turns.)
+                           if constexpr (kS > 1) {
+                             if (long_runs) {
+                               gemv_groups<Layout, kS, 1, kAheadPairs, kX16LongRunBlocks>(
+                                   nb, group, &x, outs, 0, plan.prefetch, page_touch);
+                               return;
+                             }
                            }
+                           gemv_groups<Layout, kS, 1, kAheadPairs>(nb, group, &x, outs, 0,
+                                                                   plan.prefetch, page_touch);
                          });
 }
 
