@@ -13,8 +13,9 @@
 //   accumulate(grp, b, sum, d_x, acc)
 //                              acc + the super-block's 16 row dots, from its sums and factors
 //   d_at(grp, b)               super-block b's fp16 factors (d; Q2_K: d, then dmin)
-//   kLoadInOrder (optional)    true: the GEMV touches each super-block's lines in order before
-//                              its quarters (load_lines_in_order, gemv_streams.h)
+//   kLoadInOrder (optional)    true: the GEMV over several streams touches each super-block's
+//                              lines in order before its quarters (load_lines_in_order,
+//                              gemv_streams.h)
 //   kWholeTurnsOnLongRuns (optional)
 //                              true: with long runs (ops/isa.h x16_gemv_long_runs) the GEMV
 //                              reads each stream a super-block a turn, not a quarter
@@ -142,7 +143,7 @@ template <class Layout, int S, bool kWholeTurns = false>
     // 2048x5632 at 1 and 2 threads: 1.024-1.030x in 4 of 4 runs; IQ4_XS and Q2_K level.
     // (A layout that touches its lines in order reads the factors' line with them.)
     unroll<S>([&](auto s) {
-      if constexpr (loads_in_order<Layout>()) {
+      if constexpr (loads_in_order<Layout>() && S > 1) {
         load_lines_in_order(group[s] + b * kBlockStep, kBlockStep);
       } else {
         const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};

@@ -17,7 +17,8 @@
 // super-block's sum: 1.5 ops per group where a vpmulld would take a multiply, an add and the
 // sign extension. |isum| <= 16 * 32 * 8192 = 2^22: exact in int32 and in its conversion to
 // float; then one FMA per super-block for all 16 rows. The loops over super-blocks, streams and
-// tokens are the Q6_K GEMV's (interleaved_kquant_loops_avx512.h), its plan too (x16_gemv_kind).
+// tokens are the Q6_K GEMV's (interleaved_kquant_loops_avx512.h); its plan is its own entry
+// (x16_gemv_kind: one stream on Zen 4).
 #include "ops/interleaved.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
@@ -150,6 +151,8 @@ struct Q3KLayout : kquant_x16::SuperBlockPairs<Q3KLayout, kX16Q3KPairBytes, kX16
   // thread 20.3-20.6 -> 22.5-22.8 GB/s (a plain read 29-31), 2048x5632 at 2 threads 20.6 ->
   // 27.7; in cache (2048x2048) 35 -> 24 GB/s, the price for models that fit the LLC. The same
   // touch cost the Q6_K, IQ4_XS and Q2_K GEMVs 13-17 % cold (their quarters read in order).
+  // Over one stream (Zen 4's plan since session 52) it costs: 448000 x 2048 from DRAM 27.4
+  // against 29.0-29.5 GB/s without, 37.7 against 39.7 from L2; so only over several streams.
   static constexpr bool kLoadInOrder = true;
   // A quarter a turn even with long runs: a super-block a turn read 0.9 GB cold at 0.86-0.87x on
   // one Zen 4 core (1.04x from L2): bound by its arithmetic, it needs both streams' loads in

@@ -139,7 +139,7 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
     plan.streams = two_streams ? 2 : 1;
     plan.page_touch = two_streams ? 0 : kZen5PageTouchBytes;
   } else if (cpu.amd) {
-    plan.streams = is_float ? 4 : k == X16Gemv::Q8_0 ? 1 : 2;
+    plan.streams = is_float ? 4 : k == X16Gemv::Q8_0 || k == X16Gemv::Q3_K ? 1 : 2;
   } else {
     plan.streams = 4;
   }
@@ -189,6 +189,15 @@ bool x16_gemv_long_runs() noexcept {
   static const bool long_runs =
       x16_gemv_long_runs_rule(detect_cpu_features(), std::getenv("PACER_GEMV_RUNS"));
   return long_runs;
+}
+
+bool x16_gemv_avx2_kernel_rule(const CpuFeatures& cpu, X16Gemv k, bool long_runs) noexcept {
+  const bool measured = cpu.amd && cpu.family < kAmdZen5Family;
+  return long_runs && measured && (k == X16Gemv::Q4_K || k == X16Gemv::Q8_0);
+}
+
+bool x16_gemv_avx2_kernel(X16Gemv k) noexcept {
+  return x16_gemv_avx2_kernel_rule(detect_cpu_features(), k, x16_gemv_long_runs());
 }
 
 bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {

@@ -67,10 +67,10 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
 std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const char* env) noexcept;
 // The 16-row interleaved GEMV kernels of the AVX-512 tier (ops/interleaved.h), for the choices
 // of x16_gemv_plan().
-enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 };
+enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, Q3_K, F16, BF16 };
 inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gemv::Q4_K,
-                                            X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::F16,
-                                            X16Gemv::BF16};
+                                            X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::Q3_K,
+                                            X16Gemv::F16,  X16Gemv::BF16};
 
 // How one of those kernels reads its weights from DRAM.
 //  - streams: far-apart stretches of groups one worker reads at once (gemv_streams.h).
@@ -82,7 +82,11 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    from 2 to 4 streams there (1.05x -> 1.2x the row-major kernel).
 //  - AMD before Zen 5 (Zen 4: the only one with these kernels): 2 streams for the quantized
 //    kernels (one Zen 4 core streams a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4),
-//    but one for Q8_0, 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
+//    but one for Q8_0 and Q3_K, 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off);
+//    no touch. Q3_K's GEMV is bound by its arithmetic (37-40 GB/s from L2), and with 2 streams
+//    GCC 12 spills its broadcasts: one Zen 4 core read 448000 x 2048 weights (0.8 GB) from DRAM
+//    at 27.4-29.5 GB/s with one stream against 20.5-23.9 with two, 17 with four (session 52).
+//    (With long runs Zen 4 runs the AVX2 Q8_0 GEMV, on 2 streams: x16_gemv_avx2_kernel below.)
 //    Q8_0 against 2 streams on a 2-vCPU Genoa guest (session 40, 2 alternating rounds each):
 //    TinyLlama decode 1.10x at 1 thread and 1.11-1.20x at 2, Llama-3.2-1B 1.14-1.20x and
 //    1.10-1.18x. One stream for the others was level (Q4_0, Q4_K_M) or slower (Q5_K_M 0.92-1.02x,
@@ -130,16 +134,23 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // 1.00-1.10x. AVX-512 tier (session 51): Q4_0 1.07-1.11x, Q4_1 1.07x, Q5_0 1.07-1.11x, Q5_1
 // 1.10x, IQ4_NL 1.12x, F16 1.09-1.11x, BF16 1.12-1.14x, Q6_K 1.09-1.10x, Q2_K 1.09x, IQ4_XS
 // 1.14-1.15x, Q5_K (halves) 1.10-1.12x; whole super-blocks of Q3_K 0.86x and of Q4_K 1.02x
-// (0.80x from L2), so those two keep their quarters, and with long runs an AVX-512 VNNI CPU runs
-// the AVX2 Q4_K GEMV instead (a super-block a turn, 256-bit loads: 1.07-1.12x the AVX-512 one;
-// kernel_set.cpp; the header's run.x16_gemv.q4_K.kernel says "avx2") (docs/fidelity.md, sessions
-// 50 and 51). Zen 2/3/5 not measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs
-// gained from finer turns on Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk
-// by chunk 1.14-1.20x), and the AVX2 tier there is not measured.
-// PACER_GEMV_RUNS=short or long overrides. The event log header's run.x16_gemv records each
-// type's run in bytes (`run_bytes`).
+// (0.80x from L2), so those two keep their quarters, and with long runs an AVX-512 VNNI Zen 4
+// runs the AVX2 Q4_K GEMV instead (a super-block a turn, 256-bit loads: 1.07-1.12x the AVX-512
+// one), and Q8_0's (x16_gemv_avx2_kernel below) (docs/fidelity.md, sessions 50-52). Zen 2/3/5 not
+// measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs gained from finer turns on
+// Sapphire Rapids (Q6_K quarter by quarter 1.34-1.42x; Q4_K/Q5_K chunk by chunk 1.14-1.20x), and
+// the AVX2 tier there is not measured. PACER_GEMV_RUNS=short or long overrides. The event log
+// header's run.x16_gemv records each type's run in bytes (`run_bytes`).
 bool x16_gemv_long_runs() noexcept;  // the rule on this CPU, chosen once per process
 bool x16_gemv_long_runs_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// Whether an AVX-512 VNNI CPU runs the AVX2 tier's 16-row GEMV for kind `k` (the same bits):
+// Q4_K and Q8_0 with long runs on AMD before Zen 5. On one Zen 4 core their AVX2 GEMVs read a
+// cold matrix 1.07-1.12x the AVX-512 ones (256-bit loads, 2 streams; kernel_set.cpp has the
+// figures). Zen 5 keeps its own plan (one stream and a page touch for Q8_0), unmeasured with
+// these; PACER_GEMV_RUNS=short turns it off with the runs. The header's run.x16_gemv.<type>.kernel
+// says "avx2" where it ran.
+bool x16_gemv_avx2_kernel(X16Gemv k) noexcept;  // the rule on this CPU
+bool x16_gemv_avx2_kernel_rule(const CpuFeatures& cpu, X16Gemv k, bool long_runs) noexcept;
 // Whether the prefill GEMMs of repacked BF16 weights (8 tokens or more) round the activations to
 // bf16 and multiply on vdpbf16ps, as llama.cpp does, rather than in exact fp32. Needs
 // AVX512_BF16; then a table: on for AMD (one Zen 4 core, TinyLlama BF16 pp64 47.5 -> 99 tok/s),

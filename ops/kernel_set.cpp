@@ -52,6 +52,26 @@ MatmulKernels resolve(const TypeTraits& tt, Isa isa) {
   return k;
 }
 
+// The AVX2 tier's GEMV that an AVX-512 VNNI CPU runs for `t` where the rule says so
+// (x16_gemv_avx2_kernel in isa.h: Q4_K and Q8_0 with long runs on AMD before Zen 5), or null.
+// Both give the same bits; on one Zen 4 core, from DRAM (448000 x 2048 weights in one process,
+// call by call):
+// - Q4_K: the AVX2 GEMV reads a super-block of a stream a turn with 256-bit loads, 1.07-1.12x the
+//   AVX-512 one (30.6-31.9 -> 33.1-34.5 GB/s, at the probe's best loop), where the AVX-512 one
+//   read a whole super-block a turn at only 1.02x and with 256-bit loads at 0.97-0.99x. From L2
+//   it computes at ~0.63x (50 against 80 GB/s), still above what two streams of DRAM give a core.
+// - Q8_0: the AVX2 GEMV reads two streams in runs of 8 blocks, 1.08-1.12x the AVX-512 one (one
+//   stream of 512-bit loads; 31.6-32.5 -> 34.9-35.6 GB/s), and TinyLlama / Qwen2.5-0.5B Q8_0
+//   decode at 1 thread 1.03-1.10x. The AVX-512 GEMV on two streams in runs of 4 or 8 had read
+//   1.11-1.15x in the same harness but decoded at 0.92-0.99x (Session 51).
+// The other types' AVX2 GEMVs read 0.71x (IQ4_NL) to 1.01x (F16/BF16) of the AVX-512 ones there,
+// Q3_K 1.07x but at ~22 GB/s where both compute-bound (docs/fidelity.md, Session 52).
+X16GemvFn avx2_gemv_in_place_of_avx512(WeightType t) {
+  if (t == WeightType::Q4_K) return gemv_q4_Kx16_q8_K_avx2;
+  if (t == WeightType::Q8_0) return gemv_q8_0x16_q8_0_avx2;
+  return nullptr;
+}
+
 }  // namespace
 
 KernelSet KernelSet::for_isa(Isa requested) {
@@ -183,14 +203,10 @@ KernelSet KernelSet::for_isa(Isa requested) {
       {&ks.x16_q6_K_, WeightType::Q6_K},     {&ks.x16_iq4_xs_, WeightType::IQ4_XS}};
   for (const auto& [kp, t] : quant) {
     X16Kernels& k = *kp;
-    if (vnni && t == WeightType::Q4_K && x16_gemv_long_runs()) {
-      // The AVX2 Q4_K GEMV where this CPU takes long runs (AMD): it reads a super-block of a
-      // stream a turn with 256-bit loads and ran 1.07-1.12x the AVX-512 one from DRAM on one Zen
-      // 4 core (448000 x 2048 weights, 1 GB, in one process, the same bits: 30.6-31.9 -> 33.1-34.5
-      // GB/s, at the probe's best loop), where the AVX-512 one read a whole super-block a turn at
-      // only 1.02x and with 256-bit loads at 0.97-0.99x. From L2 it computes at ~0.63x (50 against
-      // 80 GB/s), still above what two streams of DRAM give one core.
-      k.gemv = gemv_q4_Kx16_q8_K_avx2;
+    const X16GemvFn avx2_gemv =
+        vnni && x16_gemv_avx2_kernel(x16_gemv_kind(t)) ? avx2_gemv_in_place_of_avx512(t) : nullptr;
+    if (avx2_gemv != nullptr) {
+      k.gemv = avx2_gemv;
       k.gemv_avx2 = true;
       k.gemv_streams = kX16Avx2GemvStreams;
       k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));

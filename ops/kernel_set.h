@@ -63,8 +63,8 @@ struct X16Kernels {
   // Bytes of a 16-row group the GEMV reads from one stream before the next one's turn, where the
   // kernel says (x16_gemv_run_bytes in interleaved.h); 0: not recorded (one stream).
   int64_t gemv_run_bytes = 0;
-  // The GEMV is the AVX2 tier's, on an AVX-512 VNNI CPU: Q4_K where this CPU takes long runs
-  // (ops/isa.h x16_gemv_long_runs; why in kernel_set.cpp).
+  // The GEMV is the AVX2 tier's, on an AVX-512 VNNI CPU: Q4_K and Q8_0 where the rule says so
+  // (ops/isa.h x16_gemv_avx2_kernel: long runs, AMD before Zen 5; why in kernel_set.cpp).
   bool gemv_avx2 = false;
   bool few_tokens(int64_t tokens) const noexcept {
     return gemm_few != nullptr && tokens > 1 && tokens < few_tokens_max;

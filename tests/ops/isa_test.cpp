@@ -67,6 +67,17 @@ TEST(X16GemvRuns, RuleFollowsVendorAndEnvironment) {
   EXPECT_TRUE(x16_gemv_long_runs_rule(intel, "long"));
   EXPECT_FALSE(x16_gemv_long_runs_rule(intel, "8"));
   EXPECT_TRUE(x16_gemv_long_runs_rule(zen4, ""));
+  // The AVX2 GEMVs in place of the AVX-512 ones: Q4_K and Q8_0, with long runs, on AMD before
+  // Zen 5 only.
+  CpuFeatures zen5 = zen4;
+  zen5.family = 0x1a;
+  for (X16Gemv k : kX16GemvKinds) {
+    const bool measured_kind = k == X16Gemv::Q4_K || k == X16Gemv::Q8_0;
+    EXPECT_EQ(x16_gemv_avx2_kernel_rule(zen4, k, true), measured_kind);
+    EXPECT_FALSE(x16_gemv_avx2_kernel_rule(zen4, k, false));
+    EXPECT_FALSE(x16_gemv_avx2_kernel_rule(zen5, k, true));
+    EXPECT_FALSE(x16_gemv_avx2_kernel_rule(intel, k, true));
+  }
   // And the bytes of a 16-row group a turn reads, as the event log records them, per tier.
   const int64_t runs = x16_gemv_long_runs() ? 8 : 1;
   const int64_t avx2_columns = x16_gemv_long_runs() ? 64 : 128;
@@ -195,7 +206,7 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
     SCOPED_TRACE(static_cast<int>(k));
     const bool is_float = k == X16Gemv::F16 || k == X16Gemv::BF16;
     EXPECT_EQ(plan(intel, k), std::tuple(4, true, int64_t{0}));
-    const int zen4_streams = is_float ? 4 : (k == X16Gemv::Q8_0 ? 1 : 2);
+    const int zen4_streams = is_float ? 4 : (k == X16Gemv::Q8_0 || k == X16Gemv::Q3_K ? 1 : 2);
     EXPECT_EQ(plan(zen4, k), std::tuple(zen4_streams, false, int64_t{0}));
     const bool unpacks = !is_float && k != X16Gemv::Q8_0;
     const bool two_streams = k == X16Gemv::Q4_K || k == X16Gemv::Q5_K;

@@ -8,6 +8,7 @@
 #include "ops/attention_kernels.h"
 #include "ops/elementwise_kernels.h"
 #include "ops/f32.h"
+#include "ops/gemv_streams.h"
 #include "ops/interleaved.h"
 #include "ops/isa.h"
 #include "ops/kernel_set.h"
@@ -93,8 +94,10 @@ TEST_P(KernelSetIsa, GemvRunBytesAreTheirTiersRuns) {
     SCOPED_TRACE(type_name(c.type));
     const bool is_float = c.type == WeightType::F16 || c.type == WeightType::BF16;
     const Isa tier = (is_float || vnni) && !c.avx2_kernel ? isa : Isa::Avx2;
-    // Only Q4_K's GEMV is ever the AVX2 one on an AVX-512 VNNI CPU, and only with long runs.
-    EXPECT_EQ(c.avx2_kernel, vnni && c.type == WeightType::Q4_K && x16_gemv_long_runs());
+    // Only the Q4_K and Q8_0 GEMVs are ever the AVX2 ones on an AVX-512 VNNI CPU, where the
+    // rule says (long runs, AMD before Zen 5).
+    const bool avx2_type = c.type == WeightType::Q4_K || c.type == WeightType::Q8_0;
+    EXPECT_EQ(c.avx2_kernel, vnni && avx2_type && x16_gemv_avx2_kernel(x16_gemv_kind(c.type)));
     const int64_t want =
         isa == Isa::Scalar || c.streams == 1 ? 0 : x16_gemv_run_bytes(c.type, tier);
     EXPECT_EQ(c.run_bytes, want);
@@ -112,16 +115,20 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemv, vnni   ? gemv_q4_0x16_q8_0_avx512vnni
                                            : avx2 ? gemv_q4_0x16_q8_0_avx2
                                                   : gemv_q4_0x16_q8_0_ref);
-  EXPECT_EQ(ks.x16(WeightType::Q8_0).gemv, vnni   ? gemv_q8_0x16_q8_0_avx512vnni
-                                           : avx2 ? gemv_q8_0x16_q8_0_avx2
-                                                  : gemv_q8_0x16_q8_0_ref);
-  // Q4_K's GEMV is the AVX2 one on a VNNI CPU that takes long runs (AMD; kernel_set.cpp).
-  const bool q4_k_avx2 = vnni && x16_gemv_long_runs();
-  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv, q4_k_avx2 ? gemv_q4_Kx16_q8_K_avx2
-                                           : vnni    ? gemv_q4_Kx16_q8_K_avx512vnni
-                                           : avx2    ? gemv_q4_Kx16_q8_K_avx2
-                                                     : gemv_q4_Kx16_q8_K_ref);
-  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv_avx2, q4_k_avx2);
+  // The Q4_K and Q8_0 GEMVs are the AVX2 ones on a VNNI CPU where the rule says (long runs, AMD
+  // before Zen 5; kernel_set.cpp).
+  const bool long_runs_avx2 = vnni && x16_gemv_avx2_kernel(X16Gemv::Q4_K);
+  EXPECT_EQ(x16_gemv_avx2_kernel(X16Gemv::Q8_0), x16_gemv_avx2_kernel(X16Gemv::Q4_K));
+  EXPECT_EQ(ks.x16(WeightType::Q8_0).gemv, long_runs_avx2 ? gemv_q8_0x16_q8_0_avx2
+                                           : vnni         ? gemv_q8_0x16_q8_0_avx512vnni
+                                           : avx2         ? gemv_q8_0x16_q8_0_avx2
+                                                          : gemv_q8_0x16_q8_0_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv, long_runs_avx2 ? gemv_q4_Kx16_q8_K_avx2
+                                           : vnni         ? gemv_q4_Kx16_q8_K_avx512vnni
+                                           : avx2         ? gemv_q4_Kx16_q8_K_avx2
+                                                          : gemv_q4_Kx16_q8_K_ref);
+  EXPECT_EQ(ks.x16(WeightType::Q4_K).gemv_avx2, long_runs_avx2);
+  EXPECT_EQ(ks.x16(WeightType::Q8_0).gemv_avx2, long_runs_avx2);
   if (vnni) {
     EXPECT_EQ(ks.x16(WeightType::Q4_K).gemm, gemm_q4_Kx16_q8_K_avx512vnni);
   }
