@@ -45,11 +45,11 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
 }
 
 // The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type. Q4_1, Q5_0, Q5_1 and
-// IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked; Q2_K and IQ4_XS take Q6_K's,
-// whose loop they run; Q3_K runs it too but has its own entry (one stream on Zen 4). (Not tuned
-// apart: on the Zen 5 dev VM, whole-model variants of the plan for Qwen2.5-0.5B Q5_K_M moved with
-// the host's probe more than between themselves; Q5_0 alone without prefetch in its Q4_K_M file,
-// 0.91-1.04x; TinyLlama IQ4_XS on 2 streams without the touch, 0.94-1.00x at 1 thread.)
+// IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked; Q2_K, Q3_K and IQ4_XS take
+// Q6_K's, whose loop they run. (Not tuned apart: on the Zen 5 dev VM, whole-model variants of the
+// plan for Qwen2.5-0.5B Q5_K_M moved with the host's probe more than between themselves; Q5_0
+// alone without prefetch in its Q4_K_M file, 0.91-1.04x; TinyLlama IQ4_XS on 2 streams without the
+// touch, 0.94-1.00x at 1 thread.)
 constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
   switch (t) {
     case WeightType::Q8_0:
@@ -58,9 +58,8 @@ constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
       return X16Gemv::Q4_K;
     case WeightType::Q5_K:
       return X16Gemv::Q5_K;
-    case WeightType::Q3_K:  // Q6_K's plan but one stream on Zen 4 (isa.h)
-      return X16Gemv::Q3_K;
     case WeightType::Q6_K:
+    case WeightType::Q3_K:    // the same pairs of super-blocks and triples, unpacked
     case WeightType::IQ4_XS:  // the same loop (interleaved_kquant_loops_avx512.h)
     case WeightType::Q2_K:
       return X16Gemv::Q6_K;

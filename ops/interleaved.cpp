@@ -808,10 +808,11 @@ int64_t x16_gemv_run_bytes(WeightType t, Isa isa) noexcept {
     case WeightType::Q6_K:
     case WeightType::Q2_K:
     case WeightType::IQ4_XS:
+    case WeightType::Q3_K:
       return long_runs ? block : block / 4;
     case WeightType::Q5_K:
       return long_runs ? block / 2 : block / 4;
-    default:  // Q4_K, Q3_K
+    default:  // Q4_K
       return block / 4;
   }
 }

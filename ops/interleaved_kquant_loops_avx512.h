@@ -13,9 +13,9 @@
 //   accumulate(grp, b, sum, d_x, acc)
 //                              acc + the super-block's 16 row dots, from its sums and factors
 //   d_at(grp, b)               super-block b's fp16 factors (d; Q2_K: d, then dmin)
-//   kLoadInOrder (optional)    true: the GEMV over several streams touches each super-block's
-//                              lines in order before its quarters (load_lines_in_order,
-//                              gemv_streams.h)
+//   kLoadInOrder (optional)    true: the GEMV touches each super-block's lines in order before
+//                              its quarters (load_lines_in_order, gemv_streams.h), where it
+//                              reads the streams a quarter a turn
 //   kWholeTurnsOnLongRuns (optional)
 //                              true: with long runs (ops/isa.h x16_gemv_long_runs) the GEMV
 //                              reads each stream a super-block a turn, not a quarter
@@ -119,8 +119,8 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
 // 32000x2048 1.11x, 2048x5632 1.08x. kWholeTurns: a whole super-block of one stream, then of the
 // next, where the layout asks for it under long runs (ops/isa.h x16_gemv_long_runs, AMD): one Zen
 // 4 core, 448000 x 2048 weights (0.5-1 GB), old and new kernels in one process, the same bits:
-// Q6_K 31.4 -> 33.8-34.0 GB/s (1.09-1.10x), Q2_K 1.09x, IQ4_XS 1.14-1.15x; Q3_K 0.86x (so it
-// keeps its quarters).
+// Q6_K 31.4 -> 33.8-34.0 GB/s (1.09-1.10x), Q2_K 1.09x, IQ4_XS 1.14-1.15x; Q3_K 0.86x while it
+// touched its lines in order first, 1.42-1.47x without that touch (Q3KLayout).
 template <class Layout, int S, bool kWholeTurns = false>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                                   float* const* out, bool prefetch, int64_t page_touch) {
@@ -143,7 +143,7 @@ template <class Layout, int S, bool kWholeTurns = false>
     // 2048x5632 at 1 and 2 threads: 1.024-1.030x in 4 of 4 runs; IQ4_XS and Q2_K level.
     // (A layout that touches its lines in order reads the factors' line with them.)
     unroll<S>([&](auto s) {
-      if constexpr (loads_in_order<Layout>() && S > 1) {
+      if constexpr (loads_in_order<Layout>() && !kWholeTurns) {
         load_lines_in_order(group[s] + b * kBlockStep, kBlockStep);
       } else {
         const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};

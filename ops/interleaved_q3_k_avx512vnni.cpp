@@ -17,8 +17,7 @@
 // super-block's sum: 1.5 ops per group where a vpmulld would take a multiply, an add and the
 // sign extension. |isum| <= 16 * 32 * 8192 = 2^22: exact in int32 and in its conversion to
 // float; then one FMA per super-block for all 16 rows. The loops over super-blocks, streams and
-// tokens are the Q6_K GEMV's (interleaved_kquant_loops_avx512.h); its plan is its own entry
-// (x16_gemv_kind: one stream on Zen 4).
+// tokens are the Q6_K GEMV's (interleaved_kquant_loops_avx512.h), its plan too (x16_gemv_kind).
 #include "ops/interleaved.h"
 #include "ops/matmul_simd_avx512.h"  // first: wraps <immintrin.h>
 
@@ -147,17 +146,16 @@ inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const
 struct Q3KLayout : kquant_x16::SuperBlockPairs<Q3KLayout, kX16Q3KPairBytes, kX16Q3KBlockBytes> {
   // A half's first quarter reads lines 0-1 of each of its triples, the second line 2, and each
   // quarter its scales (the block's first lines) after its quants: so the GEMV touches the
-  // super-block's lines in order first. Zen 4 guest, builds alternating, cold: 5632x2048 at 1
-  // thread 20.3-20.6 -> 22.5-22.8 GB/s (a plain read 29-31), 2048x5632 at 2 threads 20.6 ->
-  // 27.7; in cache (2048x2048) 35 -> 24 GB/s, the price for models that fit the LLC. The same
-  // touch cost the Q6_K, IQ4_XS and Q2_K GEMVs 13-17 % cold (their quarters read in order).
-  // Over one stream (Zen 4's plan since session 52) it costs: 448000 x 2048 from DRAM 27.4
-  // against 29.0-29.5 GB/s without, 37.7 against 39.7 from L2; so only over several streams.
+  // super-block's lines in order first where it reads its streams a quarter a turn. Zen 4 guest,
+  // builds alternating, cold: 5632x2048 at 1 thread 20.3-20.6 -> 22.5-22.8 GB/s (a plain read
+  // 29-31), 2048x5632 at 2 threads 20.6 -> 27.7; in cache (2048x2048) 35 -> 24 GB/s, the price
+  // for models that fit the LLC. The same touch cost the Q6_K, IQ4_XS and Q2_K GEMVs 13-17 %
+  // cold (their quarters read in order).
   static constexpr bool kLoadInOrder = true;
-  // A quarter a turn even with long runs: a super-block a turn read 0.9 GB cold at 0.86-0.87x on
-  // one Zen 4 core (1.04x from L2): bound by its arithmetic, it needs both streams' loads in
-  // flight at once.
-  static constexpr bool kWholeTurnsOnLongRuns = false;
+  // With long runs, a super-block a turn and no touch in order: one Zen 4 core, 448000 x 2048
+  // (0.8 GB) cold, 2 streams, 31.0-32.3 GB/s against 20.5-23.9 a quarter a turn in order (and
+  // 23.6-24.6 a super-block a turn in order, 27.4-29.5 on one stream); from L2 40 against 33-35.
+  static constexpr bool kWholeTurnsOnLongRuns = true;
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>

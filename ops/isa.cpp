@@ -139,7 +139,7 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
     plan.streams = two_streams ? 2 : 1;
     plan.page_touch = two_streams ? 0 : kZen5PageTouchBytes;
   } else if (cpu.amd) {
-    plan.streams = is_float ? 4 : k == X16Gemv::Q8_0 || k == X16Gemv::Q3_K ? 1 : 2;
+    plan.streams = is_float ? 4 : k == X16Gemv::Q8_0 ? 1 : 2;
   } else {
     plan.streams = 4;
   }

@@ -67,10 +67,10 @@ bool gemv_software_prefetch_rule(const CpuFeatures& cpu, const char* env,
 std::string_view gemv_software_prefetch_reason(const CpuFeatures& cpu, const char* env) noexcept;
 // The 16-row interleaved GEMV kernels of the AVX-512 tier (ops/interleaved.h), for the choices
 // of x16_gemv_plan().
-enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, Q3_K, F16, BF16 };
+enum class X16Gemv { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 };
 inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gemv::Q4_K,
-                                            X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::Q3_K,
-                                            X16Gemv::F16,  X16Gemv::BF16};
+                                            X16Gemv::Q5_K, X16Gemv::Q6_K, X16Gemv::F16,
+                                            X16Gemv::BF16};
 
 // How one of those kernels reads its weights from DRAM.
 //  - streams: far-apart stretches of groups one worker reads at once (gemv_streams.h).
@@ -82,10 +82,7 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    from 2 to 4 streams there (1.05x -> 1.2x the row-major kernel).
 //  - AMD before Zen 5 (Zen 4: the only one with these kernels): 2 streams for the quantized
 //    kernels (one Zen 4 core streams a cold 32000x2048 Q6_K at ~33 GB/s with 2 and ~27 with 4),
-//    but one for Q8_0 and Q3_K, 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off);
-//    no touch. Q3_K's GEMV is bound by its arithmetic (37-40 GB/s from L2), and with 2 streams
-//    GCC 12 spills its broadcasts: one Zen 4 core read 448000 x 2048 weights (0.8 GB) from DRAM
-//    at 27.4-29.5 GB/s with one stream against 20.5-23.9 with two, 17 with four (session 52).
+//    but one for Q8_0, 4 for F16/BF16; prefetch per gemv_software_prefetch_rule (off); no touch.
 //    (With long runs Zen 4 runs the AVX2 Q8_0 GEMV, on 2 streams: x16_gemv_avx2_kernel below.)
 //    Q8_0 against 2 streams on a 2-vCPU Genoa guest (session 40, 2 alternating rounds each):
 //    TinyLlama decode 1.10x at 1 thread and 1.11-1.20x at 2, Llama-3.2-1B 1.14-1.20x and
@@ -124,8 +121,8 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // one's turn: long runs or short ones (per kernel, ops/interleaved.h x16_gemv_run_bytes):
 //  - long: 8 blocks of the 32-element block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 2.3 KiB
 //    of Q4_0; the AVX2 IQ4_NL keeps one block), 64 columns of F16/BF16 (2 KiB), and on AVX-512 a
-//    whole super-block of Q6_K, Q2_K and IQ4_XS and half of one of Q5_K (the AVX2 K-quant GEMVs
-//    take a super-block either way; Q4_K's AVX-512 GEMV a quarter and Q3_K's a quarter either way);
+//    whole super-block of Q6_K, Q2_K, IQ4_XS and Q3_K and half of one of Q5_K (the AVX2 K-quant
+//    GEMVs take a super-block either way; Q4_K's AVX-512 GEMV a quarter either way);
 //  - short: a block; on AVX2 128 F16/BF16 columns (4 KiB), on AVX-512 8 columns (256 bytes) and
 //    a quarter super-block of the K-quants.
 // The table: long on AMD, short elsewhere. One Zen 4 core read short turns from DRAM more slowly:
@@ -133,8 +130,9 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // Q4_0 1.07x (median), Q8_0 1.03-1.06x, Q4_1 1.06x, Q5_0/Q5_1 1.06-1.10x, F16 1.03-1.06x, BF16
 // 1.00-1.10x. AVX-512 tier (session 51): Q4_0 1.07-1.11x, Q4_1 1.07x, Q5_0 1.07-1.11x, Q5_1
 // 1.10x, IQ4_NL 1.12x, F16 1.09-1.11x, BF16 1.12-1.14x, Q6_K 1.09-1.10x, Q2_K 1.09x, IQ4_XS
-// 1.14-1.15x, Q5_K (halves) 1.10-1.12x; whole super-blocks of Q3_K 0.86x and of Q4_K 1.02x
-// (0.80x from L2), so those two keep their quarters, and with long runs an AVX-512 VNNI Zen 4
+// 1.14-1.15x, Q5_K (halves) 1.10-1.12x; Q3_K 1.42-1.47x once its lines were no longer touched in
+// order first (session 52; in order, whole super-blocks had read 0.86x); whole super-blocks of
+// Q4_K 1.02x (0.80x from L2), so it keeps its quarters, and with long runs an AVX-512 VNNI Zen 4
 // runs the AVX2 Q4_K GEMV instead (a super-block a turn, 256-bit loads: 1.07-1.12x the AVX-512
 // one), and Q8_0's (x16_gemv_avx2_kernel below) (docs/fidelity.md, sessions 50-52). Zen 2/3/5 not
 // measured. Intel keeps the short turns: its AVX-512 K-quant GEMVs gained from finer turns on

@@ -62,10 +62,10 @@ MatmulKernels resolve(const TypeTraits& tt, Isa isa) {
 //   it computes at ~0.63x (50 against 80 GB/s), still above what two streams of DRAM give a core.
 // - Q8_0: the AVX2 GEMV reads two streams in runs of 8 blocks, 1.08-1.12x the AVX-512 one (one
 //   stream of 512-bit loads; 31.6-32.5 -> 34.9-35.6 GB/s), and TinyLlama / Qwen2.5-0.5B Q8_0
-//   decode at 1 thread 1.03-1.10x. The AVX-512 GEMV on two streams in runs of 4 or 8 had read
+//   decode at 1 thread 1.00-1.12x. The AVX-512 GEMV on two streams in runs of 4 or 8 had read
 //   1.11-1.15x in the same harness but decoded at 0.92-0.99x (Session 51).
-// The other types' AVX2 GEMVs read 0.71x (IQ4_NL) to 1.01x (F16/BF16) of the AVX-512 ones there,
-// Q3_K 1.07x but at ~22 GB/s where both compute-bound (docs/fidelity.md, Session 52).
+// The other types' AVX2 GEMVs read 0.64x (Q3_K) to 1.01x (F16/BF16) of the AVX-512 ones there
+// (docs/fidelity.md, Session 52).
 X16GemvFn avx2_gemv_in_place_of_avx512(WeightType t) {
   if (t == WeightType::Q4_K) return gemv_q4_Kx16_q8_K_avx2;
   if (t == WeightType::Q8_0) return gemv_q8_0x16_q8_0_avx2;
