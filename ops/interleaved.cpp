@@ -489,10 +489,10 @@ void x16_repack_group(WeightType t, const std::byte* src, int64_t rows, int64_t 
     }
   }
   if (t == WeightType::Q8_0) {  // q -> q + 128, one pass over the group's quants (vectorizes)
-    const int64_t pairs = (nb + 1) / 2;
-    for (int64_t p = 0; p < pairs; ++p) {
+    for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
       auto* q = reinterpret_cast<uint8_t*>(dst + p * x16_pair_bytes(t) + 64);
-      for (int64_t k = 0; k < 2 * qs_bytes; ++k) q[k] ^= 0x80;
+      const int64_t blocks = std::min<int64_t>(2, nb - 2 * p);  // an odd last block is alone
+      for (int64_t k = 0; k < blocks * qs_bytes; ++k) q[k] ^= 0x80;
     }
   }
 }

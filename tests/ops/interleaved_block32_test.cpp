@@ -30,8 +30,8 @@ using testing::kUnitRoundoff;
 struct Shape {
   int64_t rows, cols;
 };
-// A row, a partial group, exact groups, a partial last group, an odd block count (the last pair
-// padded with a zero block), Qwen2.5-0.5B's 896 columns and a long row.
+// A row, a partial group, exact groups, a partial last group, an odd block count (the last block
+// alone after its pair's header), Qwen2.5-0.5B's 896 columns and a long row.
 const Shape kShapes[] = {{1, 32},   {15, 96},  {16, 64},   {17, 96},
                          {40, 288}, {64, 896}, {100, 288}, {33, 32 * 151}};
 
@@ -149,6 +149,8 @@ TEST_P(InterleavedBlock32, RepackKeepsEveryQuantAndTheReferenceMatchesTheRowMajo
     const int64_t groups = x16_groups(c.rows), nb = c.cols / 32;
     ASSERT_EQ(m.storage_bytes(), groups * x16_group_bytes(type, c.cols));
     const int64_t header = with_m ? 128 : 64, fifth_bytes = k.fifth_bits ? 64 : 0;
+    EXPECT_EQ(x16_group_bytes(type, c.cols),
+              nb / 2 * 2 * 16 * k.block_bytes + nb % 2 * (header + fifth_bytes + 256));
     for (int64_t r = 0; r < groups * 16; ++r) {
       const std::byte* grp = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
       const int64_t i = r % 16;

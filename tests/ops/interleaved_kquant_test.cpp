@@ -516,7 +516,8 @@ TEST(InterleavedQ6K, RepackPutsEveryByteWhereTheLayoutSays) {
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t nb = c.cols / 256;
     EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
-    EXPECT_EQ(x16_group_bytes(WeightType::Q6_K, c.cols), (nb + 1) / 2 * 2 * 16 * 210);
+    // Whole pairs, then an odd last super-block alone (its pair's 64 bytes of d, 3328 of its own).
+    EXPECT_EQ(x16_group_bytes(WeightType::Q6_K, c.cols), nb / 2 * 2 * 16 * 210 + nb % 2 * 3392);
     EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q6_K, c.cols));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
     for (int64_t r = 0; r < x16_groups(c.rows) * 16; ++r) {
@@ -595,7 +596,7 @@ TEST(InterleavedQ3K, RepackPutsEveryByteWhereTheLayoutSays) {
     const InterleavedMatrix m = InterleavedMatrix::repack(w.view);
     const int64_t nb = c.cols / 256;
     EXPECT_EQ(m.view().bytes(), w.view.bytes()) << "streamed bytes are the type's";
-    EXPECT_EQ(x16_group_bytes(WeightType::Q3_K, c.cols), (nb + 1) / 2 * 2 * 16 * 110);
+    EXPECT_EQ(x16_group_bytes(WeightType::Q3_K, c.cols), nb / 2 * 2 * 16 * 110 + nb % 2 * 1792);
     EXPECT_EQ(m.storage_bytes(), x16_groups(c.rows) * x16_group_bytes(WeightType::Q3_K, c.cols));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(m.view().data) % 64, 0u);
     const auto at = [](const std::byte* p, int64_t off) { return static_cast<uint8_t>(p[off]); };

@@ -25,7 +25,7 @@ struct Case {
   int64_t rows, cols;
 };
 // Rows around the group of 16 (one row, a partial group, exact groups, a partial last group)
-// and cols with an odd block count (the last block pair is padded) and a large k.
+// and cols with an odd block count (the last block alone, no zero block after it) and a large k.
 // 64, 100 and 200 rows (4, 7 and 13 groups): as short as one worker's share on many threads,
 // read as 2 or 4 short far-apart streams (gemv_streams.h) with leftover groups.
 const Case kCases[] = {{1, 32},    {15, 96},  {16, 64},   {17, 96},       {40, 288}, {64, 896},
@@ -67,6 +67,9 @@ TEST_P(Interleaved, RepackKeepsTheQuantsAndTheScalarReferenceMatchesBitForBit) {
     // The layout, read straight from interleaved.h's description: d of block b of row r, and
     // the quant bytes (Q4_0: the byte holding elements e and e + 16; Q8_0: element e, + 128).
     const int64_t nb = c.cols / 32, pair_bytes = q4 ? 576 : 1088, qs_bytes = q4 ? 256 : 512;
+    // Whole pairs, then an odd last block alone: its pair's 64 header bytes and its quants, so
+    // the group holds no block the GEMV skips.
+    EXPECT_EQ(x16_group_bytes(type, c.cols), nb / 2 * pair_bytes + nb % 2 * (64 + qs_bytes));
     for (int64_t r = 0; r < c.rows; ++r) {
       const std::byte* group = m.view().data + r / 16 * x16_group_bytes(type, c.cols);
       for (int64_t b = 0; b < nb; ++b) {

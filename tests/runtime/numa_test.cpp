@@ -215,7 +215,7 @@ TEST(WeightNodeSpans, APageSharedByTwoWorkersGoesToTheOneWhoseRowsStartInIt) {
 }
 
 TEST(WeightNodeSpans, InterleavedMatricesUseWholeGroupsAndAreOwned) {
-  // Q8_0 x16, 32 columns: one block pair per 16-row group = 64 + 2 * 512 = 1088 bytes; 64 rows
+  // Q8_0 x16, 64 columns: one block pair per 16-row group = 64 + 2 * 512 = 1088 bytes; 64 rows
   // = 4 groups = 4352 bytes. Worker 1 (rows 32-63) starts at byte 2176, inside page 0: it takes
   // the page, worker 0's span is empty, and the span runs to the end of page 1.
   ops::WeightMatrix m;
@@ -223,7 +223,7 @@ TEST(WeightNodeSpans, InterleavedMatricesUseWholeGroupsAndAreOwned) {
   m.layout = ops::WeightLayout::Interleaved16;
   m.data = reinterpret_cast<const std::byte*>(kBase);
   m.rows = 64;
-  m.cols = 32;
+  m.cols = 64;
   const std::vector<std::vector<ops::WeightMatrix>> groups{{m}};
   const auto spans = weight_node_spans(groups, std::vector<int>{0, 1}, kPage);
   ASSERT_EQ(spans.size(), 1u);
