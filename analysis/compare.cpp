@@ -488,8 +488,10 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   compare_field(work, "KV cache type", a.run.kv_type, b.run.kv_type);
   compare_field(work, "prompt length (attention cost grows with position)",
                 opt_text(a.run.n_prompt), opt_text(b.run.n_prompt));
-  compare_recorded(work, "work stealing (PACER_WORK_STEALING)", a.run.work_stealing,
-                   b.run.work_stealing);
+  compare_recorded(work, "work stealing in the decode matmuls (PACER_WORK_STEALING)",
+                   a.run.work_stealing, b.run.work_stealing);
+  compare_recorded(work, "work stealing in the prefill GEMMs (PACER_WORK_STEALING)",
+                   a.run.work_stealing_balanced, b.run.work_stealing_balanced);
   compare_recorded(work, "idle workers' prefetch of the next matmul (PACER_IDLE_PREFETCH)",
                    a.run.idle_prefetch, b.run.idle_prefetch);
   compare_recorded(work, "GEMV streams per worker (PACER_GEMV_STREAMS)", a.run.gemv_streams,

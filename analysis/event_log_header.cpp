@@ -168,6 +168,7 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kGemvStreams, h.run.gemv_streams);
   h.run.x16_gemv = x16_gemv_text(r, rw);
   take(r, rw, rk::kWorkStealing, h.run.work_stealing);
+  take(r, rw, rk::kWorkStealingBalanced, h.run.work_stealing_balanced);
   take(r, rw, rk::kIdlePrefetch, h.run.idle_prefetch);
   take(r, rw, rk::kRepackedMatrices, h.run.repacked_matrices);
   if (const json* numa = member(r, rk::kNuma)) {

@@ -203,7 +203,8 @@ inline constexpr std::string_view kGemvPrefetch = "gemv_prefetch";
 inline constexpr std::string_view kGemvPrefetchUnpacking = "gemv_prefetch_unpacking";
 inline constexpr std::string_view kGemvStreams = "gemv_streams";
 inline constexpr std::string_view kX16Gemv = "x16_gemv";  // {type: {streams, prefetch, page_touch}}
-inline constexpr std::string_view kWorkStealing = "work_stealing";
+inline constexpr std::string_view kWorkStealing = "work_stealing";  // the decode GEMVs' jobs
+inline constexpr std::string_view kWorkStealingBalanced = "work_stealing_balanced";  // the GEMMs'
 inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
 inline constexpr std::string_view kKvType = "kv_type";
 inline constexpr std::string_view kRecording = "recording";
@@ -232,6 +233,7 @@ inline constexpr std::array kAll{kThreads,
                                  kGemvStreams,
                                  kX16Gemv,
                                  kWorkStealing,
+                                 kWorkStealingBalanced,
                                  kIdlePrefetch,
                                  kKvType,
                                  kRecording,

@@ -66,10 +66,10 @@ int set_thread_affinity(const std::vector<int>& cpus) noexcept {
   return rc;
 }
 
-// PACER_WORK_STEALING=0 turns stealing off (every worker runs exactly its static share).
-bool work_stealing_from_env() noexcept {
-  const char* env = std::getenv("PACER_WORK_STEALING");
-  return env == nullptr || std::strcmp(env, "0") != 0;
+// PACER_WORK_STEALING: "0" turns stealing off for every job, "1" on; unset (or anything else),
+// on except for the streaming jobs of an AMD CPU before Zen 5 (default_work_stealing).
+const char* work_stealing_env() noexcept {
+  return std::getenv("PACER_WORK_STEALING");
 }
 
 // PACER_IDLE_PREFETCH=0 turns the idle workers' prefetch of the next matmul off.
@@ -215,7 +215,12 @@ struct Executor::Impl {
         workers(resolve_threads(topo, pin, s.threads)),
         cpus(assign_cpus(topo, pin, workers)),
         spin_ns(int64_t{s.spin_us < 0 ? kDefaultSpinUs : s.spin_us} * 1000),
-        steal(s.work_stealing < 0 ? work_stealing_from_env() : s.work_stealing != 0),
+        steal(s.work_stealing < 0
+                  ? default_work_stealing(ops::detect_cpu_features(), work_stealing_env())
+                  : s.work_stealing != 0),
+        steal_balanced(s.work_stealing_balanced < 0
+                           ? default_work_stealing_balanced(work_stealing_env())
+                           : s.work_stealing_balanced != 0),
         prefetch_budget(
             workers > 1 && (s.idle_prefetch < 0 ? idle_prefetch_from_env() : s.idle_prefetch != 0)
                 ? idle_prefetch_budget(topo)
@@ -324,13 +329,14 @@ struct Executor::Impl {
       // value can only meet a word of the newer generation: the CAS below fails otherwise).
       if (owner && owner_min < 0) owner_min = job_owner_min.load(std::memory_order_relaxed);
       // Without stealing, whoever claims a share takes all of it, as its owner would.
-      const uint64_t next = !steal  ? pack_claim(g24, b, b)
-                            : owner ? pack_claim(g24, f + owner_take(b - f, owner_min), b)
-                                    : pack_claim(g24, f, b - thief_take(b - f));
+      const bool stealing = job_steal.load(std::memory_order_relaxed);  // as job_owner_min
+      const uint64_t next = !stealing ? pack_claim(g24, b, b)
+                            : owner   ? pack_claim(g24, f + owner_take(b - f, owner_min), b)
+                                      : pack_claim(g24, f, b - thief_take(b - f));
       if (word.compare_exchange_weak(cur, next, std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
-        gb = owner || !steal ? f : claim_back(next);
-        ge = owner || !steal ? claim_front(next) : b;
+        gb = owner || !stealing ? f : claim_back(next);
+        ge = owner || !stealing ? claim_front(next) : b;
         return true;
       }
     }
@@ -494,6 +500,7 @@ struct Executor::Impl {
     job = Job{grain, &body, observer};
     job_owner_min.store(balanced ? kBalancedOwnerMinGrains : kOwnerMinGrains,
                         std::memory_order_relaxed);
+    job_steal.store(balanced ? steal_balanced : steal, std::memory_order_relaxed);
     const uint32_t g = generation.load(std::memory_order_relaxed) + 1;
     int64_t total = 0;
     for (int c = 0; c < workers; ++c) {
@@ -525,7 +532,10 @@ struct Executor::Impl {
   int64_t spin_ns;
   std::vector<int> caller_mask;
   bool caller_pinned = false;
-  bool steal;  // pieces of a share may run on other workers (ExecutorSettings::work_stealing)
+  // Pieces of a share may run on other workers (ExecutorSettings::work_stealing): in the
+  // streaming jobs (run_chunks: the decode GEMVs) and in the compute-bound ones (the GEMMs).
+  bool steal;
+  bool steal_balanced;
   int64_t prefetch_budget;  // bytes a worker prefetches per plan; 0: idle prefetch off
   std::unique_ptr<ShareClaim[]> claims;
   std::unique_ptr<int64_t[]> share_begin, share_end;  // the current job's shares, set with `job`
@@ -538,6 +548,7 @@ struct Executor::Impl {
   // The current job's least owner piece, in grains: atomic, since a worker that lost the race
   // for the job's last grains may read it while the next job is being set up.
   std::atomic<int64_t> job_owner_min{kOwnerMinGrains};
+  std::atomic<bool> job_steal{true};  // the current job's steal or steal_balanced, likewise
   alignas(64) std::atomic<uint32_t> generation{0};
   alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> sleepers{0};
@@ -571,6 +582,16 @@ Executor::Executor(const Topology& topo, ExecutorSettings settings)
 
 Executor::~Executor() = default;
 
+bool default_work_stealing(const ops::CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "0") == 0) return false;
+  if (env && std::strcmp(env, "1") == 0) return true;
+  return !(cpu.amd && cpu.family < ops::kAmdZen5Family);
+}
+
+bool default_work_stealing_balanced(const char* env) noexcept {
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 int Executor::workers() const noexcept {
   return impl_->workers;
 }
@@ -591,6 +612,10 @@ int Executor::spin_us() const noexcept {
 
 bool Executor::work_stealing() const noexcept {
   return impl_->steal;
+}
+
+bool Executor::work_stealing_balanced() const noexcept {
+  return impl_->steal_balanced;
 }
 
 void Executor::run_chunks(int64_t n, int64_t align, const ops::ChunkFn& body) const {

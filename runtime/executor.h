@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/isa.h"
 #include "ops/parallel.h"
 #include "runtime/chunk_observer.h"
 #include "runtime/topology.h"
@@ -29,8 +30,11 @@ struct ExecutorSettings {
   // worker yields its CPU between looks at the job word.
   int spin_us = -1;
   // 1: a worker done with its share takes pieces of the others' (see run_chunks); 0: every
-  // share runs whole on one worker; -1: on unless the environment has PACER_WORK_STEALING=0.
+  // share runs whole on one worker; -1: default_work_stealing(). For run_chunks (the decode
+  // GEMVs); work_stealing_balanced likewise for run_chunks_balanced (the prefill GEMMs), -1:
+  // default_work_stealing_balanced().
   int work_stealing = -1;
+  int work_stealing_balanced = -1;
   // 1: a worker waiting for the next job prefetches its share of the bytes prefetch_next()
   // named into its L2; 0: hints are ignored; -1: on unless PACER_IDLE_PREFETCH=0.
   int idle_prefetch = -1;
@@ -47,8 +51,12 @@ struct ExecutorSettings {
     spin_us = us;
     return *this;
   }
-  ExecutorSettings& set_work_stealing(bool on) {
-    work_stealing = on ? 1 : 0;
+  ExecutorSettings& set_work_stealing(bool on) {  // both kinds of job
+    work_stealing = work_stealing_balanced = on ? 1 : 0;
+    return *this;
+  }
+  ExecutorSettings& set_work_stealing_balanced(bool on) {
+    work_stealing_balanced = on ? 1 : 0;
     return *this;
   }
   ExecutorSettings& set_idle_prefetch(bool on) {
@@ -56,6 +64,21 @@ struct ExecutorSettings {
     return *this;
   }
 };
+
+// Whether run_chunks' jobs (the streaming ones: decode GEMVs) steal by default on `cpu`, with
+// PACER_WORK_STEALING's value `env` (nullptr: unset): "0" no, "1" yes, else yes except on AMD
+// before Zen 5. There an owner's pieces cost more than they balance: each piece is a GEMV call
+// whose streams start afresh from DRAM, and two Zen 4 cores of a guest pull about the same. One
+// Zen 4 core pair (2-vCPU guest, the host's 70 GB/s state), TinyLlama decode at 2 threads, whole
+// shares against halving pieces, alternating rows: Q4_0 median 1.08x over 15 rounds (0.94-1.20,
+// 14 above 1; 106-110 against 94-101 tok/s), Q4_K_M median 1.06x over 9 (0.59-1.27, 8 above 1);
+// the pieces of a 2048-row matmul ran 3-9 % slower there in session 41's harness. Zen
+// 5 (sessions 14, 34) and Sapphire Rapids at 8-16 threads (session 15) measured stealing as a gain:
+// they keep it.
+bool default_work_stealing(const ops::CpuFeatures& cpu, const char* env) noexcept;
+// The same for run_chunks_balanced's compute-bound jobs, whose pieces start no streams: yes
+// unless `env` is "0".
+bool default_work_stealing_balanced(const char* env) noexcept;
 
 // Where one worker slot ran: the CPU it was pinned to and the CPUs it was seen on.
 struct WorkerPlacement {
@@ -103,7 +126,9 @@ class Executor final : public ops::Parallel {
   // Call from the thread that calls run_chunks. No-op without workers or with idle_prefetch off.
   void prefetch_next(const ops::PrefetchPlan& plan) const override;
   bool idle_prefetch() const noexcept;
+  // Whether run_chunks' jobs steal (the event log's run.work_stealing); and run_chunks_balanced's.
   bool work_stealing() const noexcept;
+  bool work_stealing_balanced() const noexcept;
   // How long an idle worker spins before it sleeps (ExecutorSettings::spin_us, resolved).
   int spin_us() const noexcept;
 

@@ -277,6 +277,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kGemvStreams, state_.kernels.x16(ops::WeightType::Q4_0).gemv_streams},
         {rkey::kX16Gemv, x16_gemv_json(state_.kernels.x16_gemv_choices())},
         {rkey::kWorkStealing, executor_->work_stealing()},
+        {rkey::kWorkStealingBalanced, executor_->work_stealing_balanced()},
         {rkey::kIdlePrefetch, executor_->idle_prefetch()},
         {rkey::kKvType, ops::type_name(kv_.type())},
         {rkey::kRecording, "full"}};

@@ -150,6 +150,62 @@ TEST(Executor, ObserverBracketsEachThreadsPiecesOnceOnItsThread) {
   ex.set_observer(nullptr);
 }
 
+TEST(Executor, StealingDefaultsFollowTheCpuAndTheEnvironment) {
+  ops::CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;  // Zen 4 (and Zen 3): family 25
+  zen5.family = 0x1a;
+  intel.family = 6;
+  // The decode GEMVs' jobs: off on AMD before Zen 5 only; PACER_WORK_STEALING=0/1 decides alone.
+  EXPECT_FALSE(default_work_stealing(zen4, nullptr));
+  EXPECT_TRUE(default_work_stealing(zen5, nullptr));
+  EXPECT_TRUE(default_work_stealing(intel, nullptr));
+  EXPECT_TRUE(default_work_stealing(zen4, "1"));
+  EXPECT_FALSE(default_work_stealing(zen5, "0"));
+  EXPECT_FALSE(default_work_stealing(intel, "0"));
+  EXPECT_FALSE(default_work_stealing(zen4, "yes"));  // not "1": the CPU's default
+  // The compute-bound GEMMs': on unless "0", on every CPU.
+  EXPECT_TRUE(default_work_stealing_balanced(nullptr));
+  EXPECT_TRUE(default_work_stealing_balanced("1"));
+  EXPECT_FALSE(default_work_stealing_balanced("0"));
+}
+
+TEST(Executor, StreamingAndBalancedJobsStealByTheirOwnSettings) {
+  // Decode jobs whole, prefill jobs in pieces (the default on a Zen 4): run_chunks runs each share
+  // in one call, run_chunks_balanced the caller's share in several owner pieces.
+  Executor ex(
+      ExecutorSettings{}.set_threads(2).set_work_stealing(false).set_work_stealing_balanced(true));
+  EXPECT_FALSE(ex.work_stealing());
+  EXPECT_TRUE(ex.work_stealing_balanced());
+  constexpr int64_t kN = 256;
+  for (bool balanced : {false, true}) {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> calls0;
+    const ops::ChunkFn body = [&](int c, int64_t b, int64_t e) {
+      if (c != 0) return;
+      std::lock_guard<std::mutex> lock(mu);
+      calls0.emplace_back(b, e);
+    };
+    if (balanced) {
+      ex.run_chunks_balanced(kN, 1, body);
+    } else {
+      ex.run_chunks(kN, 1, body);
+    }
+    const auto share0 = ops::static_chunk(kN, 1, 2, 0);
+    int64_t covered = 0;
+    for (auto [b, e] : calls0) covered += e - b;
+    EXPECT_EQ(covered, share0.second - share0.first) << "balanced " << balanced;
+    if (balanced) {
+      // Owner pieces of half of what is left: 64, 32, ... of its 128 (fewer calls only if the
+      // other worker took some of them, which needs at least 2 pieces still).
+      EXPECT_GE(calls0.size(), 2u);
+    } else {
+      ASSERT_EQ(calls0.size(), 1u);
+      EXPECT_EQ(calls0[0], share0);
+    }
+  }
+}
+
 TEST(Executor, AWorkerDoneEarlyTakesTheTailOfASlowShare) {
   // Share 0 (the caller's) is slow, share 1 is instant: worker 1 finishes its share at once and
   // must take pieces of share 0 from its back while the caller sleeps in its first piece.
