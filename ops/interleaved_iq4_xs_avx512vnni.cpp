@@ -31,6 +31,9 @@ namespace {
 
 using kquant_x16::act_dword;
 
+// Where a super-block's quants start: after d, scales_h and scales_l (interleaved.h).
+constexpr int64_t kQuantsAt = 128;
+
 // The 16 levels + 128, unsigned.
 struct alignas(16) LevelTable {
   uint8_t v[16];
@@ -83,7 +86,7 @@ inline void quarter_sums(const std::byte* sb, int h, const BlockQ8_K* const* x,
   unroll<2>([&](auto jc) {
     constexpr int JQ = 2 * Q + decltype(jc)::value;  // the sub-block within half h
     const int j = 4 * h + JQ;
-    const std::byte* quants = sb + 128 + 256 * j;
+    const std::byte* quants = sb + kQuantsAt + 256 * j;
     __m512i lo[T], hi[T];
     for (int t = 0; t < T; ++t) {
       lo[t] = _mm512_set1_epi32(off[t]->v[j]);
@@ -112,6 +115,8 @@ struct IQ4XSLayout : kquant_x16::OneSum<IQ4XSLayout> {
   static constexpr int64_t kBlockStep = kX16IQ4XSBlockBytes;
   // With long runs, a super-block a turn: one Zen 4 core, 0.9 GB cold, 1.14-1.15x (ops/isa.h).
   static constexpr bool kWholeTurnsOnLongRuns = true;
+  // d, scales_h and scales_l read in order first (kLeadBytes at interleaved_kquant_loops_avx512.h).
+  static constexpr int64_t kLeadBytes = kQuantsAt;
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b * kX16IQ4XSBlockBytes;
   }

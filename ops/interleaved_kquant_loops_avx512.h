@@ -16,6 +16,10 @@
 //   kLoadInOrder (optional)    true: the GEMV touches each super-block's lines in order before
 //                              its quarters (load_lines_in_order, gemv_streams.h), where it
 //                              reads the streams a quarter a turn
+//   kLeadBytes (optional)      bytes at block_at(grp, b) (the scales, ahead of the quants) that
+//                              the GEMV reads line by line, in order, when it starts a
+//                              super-block: where a quarter takes its scales' line after its
+//                              quants, each quarter's stream steps back (why at gemv_groups)
 //   kWholeTurnsOnLongRuns (optional)
 //                              true: with long runs (ops/isa.h x16_gemv_long_runs) the GEMV
 //                              reads each stream a super-block a turn, not a quarter
@@ -90,6 +94,16 @@ constexpr bool whole_turns_on_long_runs() {
   }
 }
 
+// Layout::kLeadBytes, 0 where the layout does not say.
+template <class Layout>
+constexpr int64_t lead_bytes() {
+  if constexpr (requires { Layout::kLeadBytes; }) {
+    return Layout::kLeadBytes;
+  } else {
+    return 0;
+  }
+}
+
 // isum[t] = the integer sums of one super-block, quarter by quarter.
 template <class Layout, int T>
 inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
@@ -120,7 +134,14 @@ inline void block_isums(const std::byte* blk, const BlockQ8_K* const* x,
 // next, where the layout asks for it under long runs (ops/isa.h x16_gemv_long_runs, AMD): one Zen
 // 4 core, 448000 x 2048 weights (0.5-1 GB), old and new kernels in one process, the same bits:
 // Q6_K 31.4 -> 33.8-34.0 GB/s (1.09-1.10x), Q2_K 1.09x, IQ4_XS 1.14-1.15x; Q3_K 0.86x while it
-// touched its lines in order first, 1.42-1.47x without that touch (Q3KLayout).
+// touched its lines in order first, 1.42-1.47x without that touch (Q3KLayout). kLeadBytes: a
+// quarter of Q2_K, Q3_K or IQ4_XS reads its quants, then its scales' line from the super-block's
+// head, so the stream stepped back by 0.3-1.5 KiB four times a super-block; its scales' lines
+// read in order with the factors' line, one Zen 4 core, old and new GEMVs alternating in one
+// process (2 streams, super-block turns, 0.9 GB cold, the same bits): Q2_K 1.08-1.14x at 1536 to
+// 14336 columns (31 -> 33.5 GB/s at 2048), Q3_K 0.99-1.07x (1.07 at 5632), IQ4_XS 1.05-1.09x at
+// 1536-5632, level at 3072 and 8192-14336; Q6_K (256 bytes of scales) 0.98-0.99x, so not there.
+// A quarter a turn (PACER_GEMV_RUNS=short): Q2_K 1.07-1.17x, IQ4_XS level.
 template <class Layout, int S, bool kWholeTurns = false>
 [[gnu::flatten]] void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                                   float* const* out, bool prefetch, int64_t page_touch) {
@@ -148,6 +169,11 @@ template <class Layout, int S, bool kWholeTurns = false>
       } else {
         const auto line = reinterpret_cast<uintptr_t>(Layout::d_at(group[s], b)) & ~uintptr_t{63};
         avx512::load_line_here(reinterpret_cast<const void*>(line));
+        const auto lead = reinterpret_cast<uintptr_t>(Layout::block_at(group[s], b));
+        for (int64_t l = 0; l < lead_bytes<Layout>(); l += 64) {
+          const uintptr_t at = (lead + l) & ~uintptr_t{63};
+          if (at != line) avx512::load_line_here(reinterpret_cast<const void*>(at));
+        }
       }
     });
     typename Layout::Offsets off;

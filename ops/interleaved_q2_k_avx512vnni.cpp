@@ -31,6 +31,9 @@ namespace {
 
 using kquant_x16::act_dword;
 
+// Where a super-block's quants start: after d, dmin and the scales (interleaved.h).
+constexpr int64_t kQuantsAt = 320;
+
 // Per activation block, for the mins term of each quarter k (groups 4k..4k+3): the int16 pairs
 // (bsums[4k], bsums[4k + 2]) and (bsums[4k + 1], bsums[4k + 3]) as dwords.
 struct MinPairs {
@@ -68,7 +71,7 @@ template <int T, int Q>
 inline void quarter_sums(const std::byte* sb, int h, const BlockQ8_K* const* x,
                          const MinPairs* const* off, Sums* sum) {
   const int k = 2 * h + Q;
-  const std::byte* quants = sb + 320 + 256 * k;
+  const std::byte* quants = sb + kQuantsAt + 256 * k;
   __m512i acc[T][4];
   for (int t = 0; t < T; ++t) {
     for (int s = 0; s < 4; ++s) acc[t][s] = _mm512_setzero_si512();
@@ -105,6 +108,9 @@ struct Q2KLayout {
   static constexpr int64_t kBlockStep = kX16Q2KBlockBytes;
   // With long runs, a super-block a turn: one Zen 4 core, 0.9 GB cold, 1.09x (ops/isa.h).
   static constexpr bool kWholeTurnsOnLongRuns = true;
+  // d, dmin and the scales read in order first: TinyLlama Q2_K (Q2_K in q, k, gate, up), one Zen
+  // 4 core, builds alternating, tg32 75.5 -> 81.0 tok/s (4 rounds).
+  static constexpr int64_t kLeadBytes = kQuantsAt;
   static const std::byte* block_at(const std::byte* grp, int64_t b) {
     return grp + b * kX16Q2KBlockBytes;
   }

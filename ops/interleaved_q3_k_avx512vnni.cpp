@@ -41,6 +41,9 @@ constexpr int kSetShift[8] = {0, 4, 0, 4, 0, 4, 3, 5};
 
 using kquant_x16::act_dword;
 
+// The packed scale bytes at the head of each super-block, ahead of its quants (interleaved.h).
+constexpr int64_t kScaleBytes = 192;
+
 // (a & mask) | (b & ~mask), one vpternlogd.
 inline __m512i select_bits(__m512i a, __m512i b, char mask) {
   return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(mask), 0xE4);
@@ -112,7 +115,7 @@ inline __m512i dot_pair(__m512i acc_a, __m512i acc_b) {
 template <int T, int Q>
 inline void quarter_isums_of(const std::byte* blk, int h, const BlockQ8_K* const* x,
                              const GroupOffsets* const* off, __m512i* sum) {
-  const std::byte* half = blk + 192 + 768 * h;
+  const std::byte* half = blk + kScaleBytes + 768 * h;
   __m512i acc[T][4];
   for (int t = 0; t < T; ++t) {
     for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_set1_epi32(off[t]->v[8 * h + 4 * Q + k]);
@@ -149,13 +152,17 @@ struct Q3KLayout : kquant_x16::SuperBlockPairs<Q3KLayout, kX16Q3KPairBytes, kX16
   // super-block's lines in order first where it reads its streams a quarter a turn. Zen 4 guest,
   // builds alternating, cold: 5632x2048 at 1 thread 20.3-20.6 -> 22.5-22.8 GB/s (a plain read
   // 29-31), 2048x5632 at 2 threads 20.6 -> 27.7; in cache (2048x2048) 35 -> 24 GB/s, the price
-  // for models that fit the LLC. The same touch cost the Q6_K, IQ4_XS and Q2_K GEMVs 13-17 %
-  // cold (their quarters read in order).
+  // for models that fit the LLC. The same touch of every line cost the Q6_K, IQ4_XS and Q2_K
+  // GEMVs 13-17 % cold (their quants read in order; only their scales' lines, kLeadBytes, go
+  // first now).
   static constexpr bool kLoadInOrder = true;
   // With long runs, a super-block a turn and no touch in order: one Zen 4 core, 448000 x 2048
   // (0.8 GB) cold, 2 streams, 31.0-32.3 GB/s against 20.5-23.9 a quarter a turn in order (and
   // 23.6-24.6 a super-block a turn in order, 27.4-29.5 on one stream); from L2 40 against 33-35.
   static constexpr bool kWholeTurnsOnLongRuns = true;
+  // Its scales read in order first where it reads a super-block a turn (kLeadBytes at
+  // interleaved_kquant_loops_avx512.h).
+  static constexpr int64_t kLeadBytes = kScaleBytes;
   using Offsets = GroupOffsets;
   static void offsets(const BlockQ8_K& x, Offsets& o) { group_offsets(x, o); }
   template <int T, int Q>
