@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "ops/interleaved.h"
@@ -251,7 +252,6 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
             PackedActivations& scratch, const Parallel& par, const KernelSet& kernels) {
   if (outs.empty()) return;
   const int64_t cols = outs[0].w.cols;
-  int64_t total_rows = 0;
   for (const MatmulOutput& o : outs) {
     check_matrix(o.w);
     if (o.w.cols != cols) {
@@ -263,7 +263,6 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
                         " floats is smaller than n_tokens*rows for weight " + shape_of(o.w));
     }
     kernels.matmul(o.w.type);  // throws for types without kernels
-    total_rows += o.w.rows;
   }
   if (n_tokens <= 0) return;
 
@@ -299,23 +298,63 @@ void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_
     }
   }
 
-  // One parallel region over the concatenated rows of every output. A GEMM over many tokens is
-  // bound by its arithmetic, not its weight streams: short pieces there cost nothing and let a
-  // worker done early help a slow one.
+  // One parallel region over the rows of every output, split by their bytes. A GEMM over many
+  // tokens is bound by its arithmetic, not its weight streams: short pieces there cost nothing
+  // and let a worker done early help a slow one.
+  const StreamPartition part(outs);
   const auto rows = [&](int, int64_t begin, int64_t end) {
-    int64_t first = 0;
     for (size_t i = 0; i < outs.size(); ++i) {
-      const int64_t last = first + outs[i].w.rows;
-      const int64_t b = std::max(begin, first), e = std::min(end, last);
-      if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b - first, e - first, kernels);
-      first = last;
+      const auto [b, e] = part.rows(i, begin, end);
+      if (b < e) matmul_rows(outs[i].w, *packed[i], outs[i].y, b, e, kernels);
     }
   };
   if (n_tokens >= kX16FewTokensMax) {
-    par.run_chunks_balanced(total_rows, kMatmulRowAlign, rows);
+    par.run_chunks_balanced(part.total_units(), part.align(), rows);
   } else {
-    par.run_chunks(total_rows, kMatmulRowAlign, rows);
+    par.run_chunks(part.total_units(), part.align(), rows);
   }
+}
+
+StreamPartition::StreamPartition(std::span<const WeightMatrix> ws) {
+  parts_.reserve(ws.size());
+  for (const WeightMatrix& w : ws) add(w);
+  finish();
+}
+
+StreamPartition::StreamPartition(std::span<const MatmulOutput> outs) {
+  parts_.reserve(outs.size());
+  for (const MatmulOutput& o : outs) add(o.w);
+  finish();
+}
+
+void StreamPartition::add(const WeightMatrix& w) {
+  Part p;
+  p.rows = std::max<int64_t>(w.rows, 0);
+  p.blocks = (p.rows + kMatmulRowAlign - 1) / kMatmulRowAlign;
+  if (p.rows > 0) {
+    const auto [lo, hi] = row_byte_range(w, 0, std::min(p.rows, kMatmulRowAlign));
+    p.bytes = std::max<int64_t>(hi - lo, 1);
+  }
+  parts_.push_back(p);
+}
+
+void StreamPartition::finish() {
+  int64_t divisor = 0;
+  for (const Part& p : parts_) divisor = std::gcd(divisor, p.bytes);
+  int64_t cheapest = 0;
+  for (Part& p : parts_) {
+    p.units = divisor > 0 ? p.bytes / divisor : 0;
+    p.first = total_;
+    total_ += p.blocks * p.units;
+    if (p.units > 0 && (cheapest == 0 || p.units < cheapest)) cheapest = p.units;
+  }
+  align_ = cheapest > 0 ? cheapest : 1;
+}
+
+std::pair<int64_t, int64_t> StreamPartition::rows(size_t i, int64_t b, int64_t e) const noexcept {
+  const Part& p = parts_[i];
+  const auto [k0, k1] = blocks_starting_in(p.first, p.units, p.blocks, b, e);
+  return {k0 * kMatmulRowAlign, std::min(k1 * kMatmulRowAlign, p.rows)};
 }
 
 std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_begin,
@@ -331,12 +370,17 @@ std::pair<int64_t, int64_t> row_byte_range(const WeightMatrix& w, int64_t row_be
 
 PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws, const KernelSet& kernels) {
   PrefetchPlan plan;
-  plan.align = kMatmulRowAlign;
-  for (const WeightMatrix& w : ws) {
+  const StreamPartition part(ws);
+  plan.align = part.align();
+  plan.total_units = part.total_units();
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const WeightMatrix& w = ws[i];
     if (plan.n_segments == PrefetchPlan::kMaxSegments) break;
     PrefetchSegment& sg = plan.segments[static_cast<size_t>(plan.n_segments++)];
     sg.data = w.data;
     sg.rows = w.rows;
+    sg.block_rows = kMatmulRowAlign;
+    sg.block_units = part.block_units(i);
     if (w.layout == WeightLayout::Interleaved16) {
       sg.group_rows = kX16Rows;
       sg.group_bytes = x16_group_bytes(w.type, w.cols);
@@ -346,7 +390,6 @@ PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws, const Kernel
       sg.group_bytes = row_bytes(w.type, w.cols);
       sg.streams = 1;
     }
-    plan.total_rows += w.rows;
   }
   return plan;
 }

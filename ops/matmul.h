@@ -124,16 +124,45 @@ struct MatmulOutput {
 void matmul_rows(const WeightMatrix& w, const PackedActivations& x, std::span<float> y,
                  int64_t row_begin, int64_t row_end, const KernelSet& kernels);
 
-// Packs x once and runs every output over `par` (rows of all outputs concatenated, static
-// partition). x: (n_tokens, cols) with cols equal to every output's w.cols. n_tokens == 1 is the
-// decode GEMV; n_tokens > 1 the prefill GEMM (weights stream once per tile of tokens, not once per
-// token).
+// How matmul() splits the rows of fused matrices (Q, K, V; gate, up) over workers: each
+// matrix's rows in blocks of kMatmulRowAlign (one 16-row group of the interleaved layouts), each
+// block as many units as it has bytes (over their common divisor), blocks end to end; shares are
+// static_chunk(total_units(), align(), workers, c) and a share (or a piece of one) runs the
+// blocks that start in it (blocks_starting_in, ops/parallel.h). Why bytes, not rows: a decode
+// GEMV's time is its bytes, and fused matrices of different types (Q4_K_M: q and k Q4_K, v Q6_K
+// at 1.46x the bytes a row) split by rows gave the worker holding v more: TinyLlama Q4_K_M on 16
+// workers, the last share's qkv bytes 1.4x the mean. One type: the same shares as by rows. Shared
+// by matmul(), matmul_prefetch_plan() and the NUMA placement (runtime/numa.h), so each worker
+// prefetches and first-touches the rows it runs.
+class StreamPartition {
+ public:
+  explicit StreamPartition(std::span<const WeightMatrix> ws);
+  explicit StreamPartition(std::span<const MatmulOutput> outs);
+  int64_t total_units() const noexcept { return total_; }
+  int64_t align() const noexcept { return align_; }  // the cheapest block's units
+  int64_t block_units(size_t i) const noexcept { return parts_[i].units; }
+  // Matrix i's rows [begin, end) that units [b, e) run: its blocks starting in [b, e).
+  std::pair<int64_t, int64_t> rows(size_t i, int64_t b, int64_t e) const noexcept;
+
+ private:
+  struct Part {
+    int64_t rows = 0, blocks = 0, bytes = 0, units = 0, first = 0;
+  };
+  void add(const WeightMatrix& w);
+  void finish();
+  std::vector<Part> parts_;
+  int64_t total_ = 0, align_ = 1;
+};
+
+// Packs x once and runs every output over `par` (rows of all outputs in a StreamPartition). x:
+// (n_tokens, cols) with cols equal to every output's w.cols. n_tokens == 1 is the decode GEMV;
+// n_tokens > 1 the prefill GEMM (weights stream once per tile of tokens, not once per token).
 void matmul(std::span<const MatmulOutput> outs, std::span<const float> x, int64_t n_tokens,
             PackedActivations& scratch, const Parallel& par, const KernelSet& kernels);
 
-// The bytes a decode matmul (n_tokens == 1) over these matrices, rows end to end as matmul()
-// fuses them, reads: for Parallel::prefetch_next. At most PrefetchPlan::kMaxSegments matrices
-// (the rest are left out).
+// The bytes a decode matmul (n_tokens == 1) over these matrices, split as matmul() splits them
+// (StreamPartition), reads: for Parallel::prefetch_next. At most PrefetchPlan::kMaxSegments
+// matrices (the rest are left out).
 PrefetchPlan matmul_prefetch_plan(std::span<const WeightMatrix> ws, const KernelSet& kernels);
 
 // Convenience for one matrix.

@@ -11,14 +11,16 @@ namespace pacer::ops {
 ChunkPrefetcher::ChunkPrefetcher(const PrefetchPlan& plan, int workers, int c,
                                  int64_t budget_bytes) noexcept
     : budget_(budget_bytes) {
-  if (workers < 1 || c < 0 || c >= workers || plan.total_rows <= 0) return;
-  const auto [b, e] = static_chunk(plan.total_rows, plan.align < 1 ? 1 : plan.align, workers, c);
+  if (workers < 1 || c < 0 || c >= workers || plan.total_units <= 0) return;
+  const auto [b, e] = static_chunk(plan.total_units, plan.align < 1 ? 1 : plan.align, workers, c);
   int64_t first = 0;
   for (int i = 0; i < plan.n_segments && i < PrefetchPlan::kMaxSegments; ++i) {
     const PrefetchSegment& sg = plan.segments[static_cast<size_t>(i)];
-    const int64_t last = first + sg.rows;
-    const int64_t rb = std::max(b, first) - first, re = std::min(e, last) - first;
-    first = last;
+    const int64_t block_rows = std::max<int64_t>(sg.block_rows, 1);
+    const int64_t blocks = (sg.rows + block_rows - 1) / block_rows;
+    const auto [k0, k1] = blocks_starting_in(first, sg.block_units, blocks, b, e);
+    first += blocks * sg.block_units;
+    const int64_t rb = k0 * block_rows, re = std::min(k1 * block_rows, sg.rows);
     if (rb >= re || sg.data == nullptr || sg.group_bytes <= 0 || sg.group_rows <= 0) continue;
     Run& r = runs_[static_cast<size_t>(n_runs_++)];
     r.data = sg.data;

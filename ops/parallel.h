@@ -29,6 +29,19 @@ inline std::pair<int64_t, int64_t> static_chunk(int64_t n, int64_t align, int ch
   return {b, e};
 }
 
+// A weighted partition lays matrices' rows end to end as blocks of a few rows, each block a
+// number of units in proportion to the bytes it streams, and cuts the units with static_chunk:
+// a chunk [b, e) runs the blocks that start in it. These are blocks [k0, k1) of a matrix whose
+// block k covers units [first + k * units, first + (k + 1) * units), `blocks` blocks in all.
+inline std::pair<int64_t, int64_t> blocks_starting_in(int64_t first, int64_t units, int64_t blocks,
+                                                      int64_t b, int64_t e) {
+  const auto ceil_div = [](int64_t a, int64_t d) { return a <= 0 ? int64_t{0} : (a + d - 1) / d; };
+  if (units <= 0 || blocks <= 0) return {0, 0};
+  const int64_t k0 = ceil_div(b - first, units) < blocks ? ceil_div(b - first, units) : blocks;
+  const int64_t k1 = ceil_div(e - first, units) < blocks ? ceil_div(e - first, units) : blocks;
+  return {k0, k1 > k0 ? k1 : k0};
+}
+
 // body(chunk, begin, end): called for sub-ranges that together cover each non-empty chunk once
 // (the whole chunk, or pieces starting at multiples of align from its start), possibly
 // concurrently.
@@ -37,21 +50,24 @@ using ChunkFn = std::function<void(int, int64_t, int64_t)>;
 // The weight bytes the next parallel matmul will read, row by row, so that workers waiting for it
 // can bring their share into their own L2 first (Parallel::prefetch_next). Between two decode
 // matmuls the caller runs norms, rope, residual adds alone while every other core waits and DRAM
-// idles; a worker done early with one matmul waits the same way. Rows [0, total_rows) are the
-// rows of up to kMaxSegments matrices laid end to end (a fused matmul: Q,K,V or gate,up),
-// partitioned as run_chunks(total_rows, align) will: chunk c holds static_chunk(total_rows,
-// align, workers, c).
+// idles; a worker done early with one matmul waits the same way. The rows of up to kMaxSegments
+// matrices (a fused matmul: Q,K,V or gate,up) are laid end to end as blocks of block_rows rows,
+// block_units units each (blocks_starting_in above; matmul.h StreamPartition), in [0,
+// total_units), partitioned as run_chunks(total_units, align) will: chunk c holds
+// static_chunk(total_units, align, workers, c) and runs the blocks that start in it.
 struct PrefetchSegment {
   const std::byte* data = nullptr;
   int64_t rows = 0;         // this matrix's rows
   int64_t group_rows = 1;   // rows stored together (16 in the interleaved layouts)
   int64_t group_bytes = 0;  // bytes of one group
   int streams = 1;          // a kernel call reads its groups as this many far-apart stretches
+  int64_t block_rows = 1;   // rows of a block of the partition (the last one may be short)
+  int64_t block_units = 1;  // units of each block; the segment's start where the last one's ends
 };
 
 struct PrefetchPlan {
   static constexpr int kMaxSegments = 4;
-  int64_t total_rows = 0;
+  int64_t total_units = 0;
   int64_t align = 1;
   int n_segments = 0;
   std::array<PrefetchSegment, kMaxSegments> segments{};

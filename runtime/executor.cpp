@@ -598,7 +598,7 @@ int Executor::workers() const noexcept {
 
 void Executor::prefetch_next(const ops::PrefetchPlan& plan) const {
   Impl& im = *impl_;
-  if (im.prefetch_budget == 0 || plan.total_rows <= 0) return;
+  if (im.prefetch_budget == 0 || plan.total_units <= 0) return;
   im.publish_plan(plan);
 }
 

@@ -118,7 +118,7 @@ class Executor final : public ops::Parallel {
   // owner pieces of half of what is left down to 2 grains instead of 4, so shares of a few
   // grains (a 2048-row GEMM on 16 workers: 8 each) leave something for a worker done early.
   void run_chunks_balanced(int64_t n, int64_t align, const ops::ChunkFn& body) const override;
-  // Publishes the bytes the next run_chunks(plan.total_rows, plan.align) will read: every worker
+  // Publishes the bytes the next run_chunks(plan.total_units, plan.align) will read: every worker
   // slot but the caller's, while it waits, prefetches its share of them into its L2 (up to a
   // quarter of the L2, a few lines at a time between looks at the job word, so a job still starts
   // at once); they start that job with their share's head in L2 and, done first, take the back

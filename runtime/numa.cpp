@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eventlog/schema.h"
+#include "ops/matmul.h"
 #include "ops/matmul_rows.h"
 #include "ops/parallel.h"
 #include "runtime/forward.h"
@@ -212,25 +213,20 @@ std::vector<NodeSpan> weight_node_spans(std::span<const std::vector<ops::WeightM
   if (workers == 0 || page <= 0) return out;
   const auto pg = static_cast<std::uintptr_t>(page);
   for (const auto& group : groups) {
-    int64_t total = 0;
-    for (const ops::WeightMatrix& m : group) total += m.rows;
-    int64_t first = 0;
-    for (const ops::WeightMatrix& m : group) {
-      const int64_t last = first + m.rows;
-      if (m.data == nullptr || m.rows == 0) {
-        first = last;
-        continue;
-      }
+    const ops::StreamPartition part(group);
+    for (size_t i = 0; i < group.size(); ++i) {
+      const ops::WeightMatrix& m = group[i];
+      if (m.data == nullptr || m.rows == 0) continue;
       const auto base = reinterpret_cast<std::uintptr_t>(m.data);
       const auto [all_b, all_e] = ops::row_byte_range(m, 0, m.rows);
       const std::uintptr_t matrix_end =
           (base + static_cast<std::uintptr_t>(all_e) + pg - 1) / pg * pg;
       std::vector<NodeSpan> spans;  // this matrix's, in address order
       for (int w = 0; w < workers; ++w) {
-        const auto [cb, ce] = ops::static_chunk(total, ops::kMatmulRowAlign, workers, w);
-        const int64_t b = std::max(cb, first), e = std::min(ce, last);
+        const auto [cb, ce] = ops::static_chunk(part.total_units(), part.align(), workers, w);
+        const auto [b, e] = part.rows(i, cb, ce);
         if (b >= e) continue;
-        const auto [ob, oe] = ops::row_byte_range(m, b - first, e - first);
+        const auto [ob, oe] = ops::row_byte_range(m, b, e);
         (void)oe;
         const std::uintptr_t sb = (base + static_cast<std::uintptr_t>(ob)) / pg * pg;
         if (!spans.empty() && spans.back().node == worker_node[static_cast<size_t>(w)]) continue;
@@ -242,7 +238,6 @@ std::vector<NodeSpan> weight_node_spans(std::span<const std::vector<ops::WeightM
       for (const NodeSpan& s : spans) {
         if (s.begin < s.end) out.push_back(s);
       }
-      first = last;
     }
   }
   return out;

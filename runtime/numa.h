@@ -69,10 +69,10 @@ struct NodeSpan {
 };
 
 // The pages each node's workers stream in forward()'s matmuls: per group (runtime::matmul_groups),
-// worker w's rows are ops::static_chunk(total rows, ops::kMatmulRowAlign, workers, w), placed on
-// worker_node[w]. Consecutive workers on one node merge into one span. A page shared by two
-// workers' rows goes to the worker whose rows start in it (the boundary is rounded down to a
-// page); the span of a matrix's last rows is rounded up to the page end. Pure.
+// worker w's rows are those of its share of the group's ops::StreamPartition (the split matmul()
+// runs), placed on worker_node[w]. Consecutive workers on one node merge into one span. A page
+// shared by two workers' rows goes to the worker whose rows start in it (the boundary is rounded
+// down to a page); the span of a matrix's last rows is rounded up to the page end. Pure.
 std::vector<NodeSpan> weight_node_spans(std::span<const std::vector<ops::WeightMatrix>> groups,
                                         std::span<const int> worker_node, int64_t page_bytes);
 

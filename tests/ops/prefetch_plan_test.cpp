@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -36,7 +37,7 @@ TEST(ChunkPrefetcher, StretchOrderByHand) {
   // 10 groups of 2 lines, 4 streams: 2 groups a stretch, stretches at groups 0, 2, 4, 6, read
   // j-th group of each in turn (0 2 4 6, then 1 3 5 7), then groups 8 and 9 one at a time.
   PrefetchPlan plan;
-  plan.total_rows = 160;
+  plan.total_units = 160;
   plan.align = 16;
   plan.n_segments = 1;
   plan.segments[0] = {g_arena, 160, 16, 128, 4};
@@ -65,7 +66,7 @@ TEST(ChunkPrefetcher, GroupOrderIsTheGemvLoops) {
       std::vector<float> out(static_cast<size_t>(n_groups * 16));
       x16_gemv_stream_groups(streams, g_arena, n_groups, 64, out.data(), record);
       PrefetchPlan plan;
-      plan.total_rows = n_groups * 16;
+      plan.total_units = n_groups * 16;
       plan.align = 16;
       plan.n_segments = 1;
       plan.segments[0] = {g_arena, n_groups * 16, 16, 64, streams};
@@ -78,31 +79,30 @@ TEST(ChunkPrefetcher, GroupOrderIsTheGemvLoops) {
 
 TEST(ChunkPrefetcher, ChunksOfAFusedMatmulCoverTheirRowsBytes) {
   // Q (x16 Q4_K, 256 rows), K (x16 Q6_K, 32 rows) and V (row-major Q8_0, 48 rows of 544 bytes,
-  // not line-aligned) end to end, as matmul() fuses them: over 1-5 workers, the cache lines each
-  // chunk walks are exactly those holding row_byte_range of its rows of each matrix (the bytes
-  // its kernels read), and the x16 lines come once each.
+  // not line-aligned) as matmul() fuses them: over 1-5 workers, the cache lines each chunk walks
+  // are exactly those holding row_byte_range of the rows its share of the StreamPartition runs
+  // (the bytes its kernels read), and the x16 lines come once each.
   const int64_t cols = 512;
   std::vector<WeightMatrix> ws(3);
   ws[0] = {WeightType::Q4_K, g_arena, 256, cols, WeightLayout::Interleaved16};
   ws[1] = {WeightType::Q6_K, g_arena + (1 << 17), 32, cols, WeightLayout::Interleaved16};
   ws[2] = {WeightType::Q8_0, g_arena + (1 << 18) + 8, 48, cols, WeightLayout::RowMajor};
   const PrefetchPlan plan = matmul_prefetch_plan(ws, KernelSet::for_isa(detect_isa()));
-  ASSERT_EQ(plan.total_rows, 336);
+  const StreamPartition part(ws);
+  ASSERT_EQ(plan.total_units, part.total_units());
+  ASSERT_EQ(plan.align, part.align());
   ASSERT_EQ(plan.n_segments, 3);
   for (int workers = 1; workers <= 5; ++workers) {
     std::set<int64_t> seen, expect;  // line indices
     int64_t x16_lines = 0;
     std::set<int64_t> x16_seen;
     for (int c = 0; c < workers; ++c) {
-      const auto [b, e] = static_chunk(plan.total_rows, plan.align, workers, c);
-      int64_t first = 0;
-      for (const WeightMatrix& w : ws) {
-        const int64_t rb = std::max(b, first) - first;
-        const int64_t re = std::min(e, first + w.rows) - first;
-        first += w.rows;
+      const auto [b, e] = static_chunk(part.total_units(), part.align(), workers, c);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const auto [rb, re] = part.rows(i, b, e);
         if (rb >= re) continue;
-        const auto [lo, hi] = row_byte_range(w, rb, re);
-        const int64_t at = w.data - g_arena;
+        const auto [lo, hi] = row_byte_range(ws[i], rb, re);
+        const int64_t at = ws[i].data - g_arena;
         for (int64_t line = (at + lo) / 64; line <= (at + hi - 1) / 64; ++line) expect.insert(line);
       }
       for (int64_t v : walk(ChunkPrefetcher(plan, workers, c, 1 << 20), g_arena)) {
@@ -116,6 +116,97 @@ TEST(ChunkPrefetcher, ChunksOfAFusedMatmulCoverTheirRowsBytes) {
     }
     EXPECT_EQ(seen, expect) << workers << " workers";
     EXPECT_EQ(static_cast<int64_t>(x16_seen.size()), x16_lines) << workers << " workers";
+  }
+}
+
+// The same three matrices split by hand: blocks of 16 rows cost 4608 (Q4_K group: 2 super-blocks
+// of 16 x 144), 6720 (Q6_K: one pair, 16 x 2 x 210) and 8704 bytes (16 Q8_0 rows of 544), over
+// their divisor 64: 72, 105 and 136 units, 16 + 2 + 3 blocks = 1770 units, cut at multiples of 72.
+// 2 workers: 25 cuts, 13 and 12; the first share [0, 936) holds Q4_K blocks 0-12 (59904 bytes),
+// the second the rest (53376 bytes). Split by rows (176 and 160) they held 50688 and 62592.
+TEST(StreamPartition, MixedTypesSplitByTheirBytesByHand) {
+  std::vector<WeightMatrix> ws(3);
+  ws[0] = {WeightType::Q4_K, g_arena, 256, 512, WeightLayout::Interleaved16};
+  ws[1] = {WeightType::Q6_K, g_arena, 32, 512, WeightLayout::Interleaved16};
+  ws[2] = {WeightType::Q8_0, g_arena, 48, 512, WeightLayout::RowMajor};
+  const StreamPartition part(ws);
+  EXPECT_EQ(part.block_units(0), 72);
+  EXPECT_EQ(part.block_units(1), 105);
+  EXPECT_EQ(part.block_units(2), 136);
+  EXPECT_EQ(part.total_units(), 1770);
+  EXPECT_EQ(part.align(), 72);
+  const auto [b0, e0] = static_chunk(part.total_units(), part.align(), 2, 0);
+  const auto [b1, e1] = static_chunk(part.total_units(), part.align(), 2, 1);
+  EXPECT_EQ(b0, 0);
+  EXPECT_EQ(e0, 936);
+  EXPECT_EQ(b1, 936);
+  EXPECT_EQ(e1, 1770);
+  using Rows = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(part.rows(0, b0, e0), Rows(0, 208));
+  EXPECT_EQ(part.rows(1, b0, e0), Rows(0, 0));
+  EXPECT_EQ(part.rows(2, b0, e0), Rows(0, 0));
+  EXPECT_EQ(part.rows(0, b1, e1), Rows(208, 256));
+  EXPECT_EQ(part.rows(1, b1, e1), Rows(0, 32));
+  EXPECT_EQ(part.rows(2, b1, e1), Rows(0, 48));
+}
+
+// Over 1-16 workers and fused sets of one or mixed types (a short last block included): every
+// row runs in exactly one share, and no share holds more bytes than the mean plus its largest
+// block (the one starting last in it) plus the cuts' rounding (at most two cheapest blocks). With
+// one type the shares are the row split matmul() used before bytes: static_chunk(total rows, 16,
+// workers, c).
+TEST(StreamPartition, EveryRowOnceAndSharesWithinABlockOfTheMean) {
+  const std::vector<std::vector<WeightMatrix>> sets = {
+      {{WeightType::Q4_K, g_arena, 2048, 2048, WeightLayout::Interleaved16},
+       {WeightType::Q4_K, g_arena, 256, 2048, WeightLayout::Interleaved16},
+       {WeightType::Q6_K, g_arena, 256, 2048, WeightLayout::Interleaved16}},
+      {{WeightType::Q2_K, g_arena, 2048, 2048, WeightLayout::Interleaved16},
+       {WeightType::Q2_K, g_arena, 256, 2048, WeightLayout::Interleaved16},
+       {WeightType::Q4_K, g_arena, 256, 2048, WeightLayout::Interleaved16}},
+      {{WeightType::Q8_0, g_arena, 100, 256, WeightLayout::RowMajor},
+       {WeightType::F16, g_arena, 40, 256, WeightLayout::RowMajor}},
+      {{WeightType::Q4_0, g_arena, 5632, 2048, WeightLayout::Interleaved16},
+       {WeightType::Q4_0, g_arena, 5632, 2048, WeightLayout::Interleaved16}},
+  };
+  for (size_t si = 0; si < sets.size(); ++si) {
+    const auto& ws = sets[si];
+    const StreamPartition part(ws);
+    const bool one_type = ws.front().type == ws.back().type && ws.size() == 2;
+    int64_t total_rows = 0, total_bytes = 0, largest = 0, cheapest = INT64_MAX;
+    for (const WeightMatrix& w : ws) {
+      total_rows += w.rows;
+      total_bytes += row_byte_range(w, 0, w.rows).second;
+      const int64_t block = row_byte_range(w, 0, 16).second;
+      largest = std::max(largest, block);
+      cheapest = std::min(cheapest, block);
+    }
+    for (int workers = 1; workers <= 16; ++workers) {
+      std::vector<std::vector<int>> runs(ws.size());
+      for (size_t i = 0; i < ws.size(); ++i) runs[i].assign(static_cast<size_t>(ws[i].rows), 0);
+      for (int c = 0; c < workers; ++c) {
+        const auto [b, e] = static_chunk(part.total_units(), part.align(), workers, c);
+        int64_t bytes = 0, first = 0;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const auto [rb, re] = part.rows(i, b, e);
+          for (int64_t r = rb; r < re; ++r) ++runs[i][static_cast<size_t>(r)];
+          if (rb < re) {
+            const auto [lo, hi] = row_byte_range(ws[i], rb, re);
+            bytes += hi - lo;
+          }
+          if (one_type) {
+            const auto [ob, oe] = static_chunk(total_rows, 16, workers, c);
+            EXPECT_EQ(rb, std::clamp(ob - first, int64_t{0}, ws[i].rows)) << si << " " << c;
+            EXPECT_EQ(re, std::clamp(oe - first, int64_t{0}, ws[i].rows)) << si << " " << c;
+          }
+          first += ws[i].rows;
+        }
+        EXPECT_LE(bytes, total_bytes / workers + largest + 2 * cheapest)
+            << "set " << si << ", " << workers << " workers, share " << c;
+      }
+      for (size_t i = 0; i < ws.size(); ++i) {
+        for (int v : runs[i]) ASSERT_EQ(v, 1) << "set " << si << ", " << workers << " workers";
+      }
+    }
   }
 }
 
@@ -146,7 +237,7 @@ TEST(ChunkPrefetcher, PlanStreamsFollowTheKernelSetsGemv) {
 TEST(ChunkPrefetcher, NothingForAnEmptyPlanOrAnotherWorkersSlot) {
   PrefetchPlan plan;
   EXPECT_EQ(ChunkPrefetcher(plan, 4, 1, 1 << 20).next_line(), nullptr);
-  plan.total_rows = 32;
+  plan.total_units = 32;
   plan.align = 16;
   plan.n_segments = 1;
   plan.segments[0] = {g_arena, 32, 16, 64, 4};

@@ -281,14 +281,14 @@ TEST(Executor, AnOwnerTakesItsShareInHalvesDownToFourGrains) {
   ASSERT_TRUE(ex.idle_prefetch());
   alignas(64) static std::byte weights[25 * 64];
   ops::PrefetchPlan plan;
-  plan.total_rows = 24;
+  plan.total_units = 24;
   plan.align = 1;
   plan.n_segments = 1;
   plan.segments[0] = {weights, 24, 1, 64, 1};
   EXPECT_EQ(callers_pieces(ex), want);
   ex.prefetch_next(plan);
   EXPECT_EQ(callers_pieces(ex), want);
-  plan.total_rows = 25;
+  plan.total_units = 25;
   plan.segments[0].rows = 25;
   ex.prefetch_next(plan);
   EXPECT_EQ(callers_pieces(ex), want);
@@ -363,10 +363,10 @@ TEST(Executor, RegionsAfterPrefetchHintsCoverEveryIndexOnce) {
     for (int round = 0; round < 200; ++round) {
       const int64_t n = 100 + 37 * (round % 50);
       ops::PrefetchPlan plan;
-      plan.total_rows = round % 3 == 0 ? n + 1 : n;
+      plan.total_units = round % 3 == 0 ? n + 1 : n;
       plan.align = 16;
       plan.n_segments = 1;
-      plan.segments[0] = {weights, plan.total_rows, 1, 64, 1};
+      plan.segments[0] = {weights, plan.total_units, 1, 64, 1};
       ex.prefetch_next(plan);
       std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
       ex.run_chunks(n, 16, [&](int, int64_t b, int64_t e) {

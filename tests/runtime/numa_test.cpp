@@ -201,6 +201,24 @@ TEST(WeightNodeSpans, FusedMatricesShareOnePartition) {
   EXPECT_EQ(spans[1].node, 5);
 }
 
+TEST(WeightNodeSpans, FusedMatricesOfTwoTypesSplitByBytes) {
+  // A: 32 F32 rows of 1024 (a page each, 32 pages); B: 64 F16 rows of 1024 (half a page each,
+  // 32 pages). By bytes (ops::StreamPartition, as matmul() runs them), worker 0 has all of A
+  // and worker 1 all of B; by rows (48 each) worker 0 would also have had B's first 16 rows.
+  const std::uintptr_t b = kBase + 0x100000;
+  ops::WeightMatrix half = f32_matrix(b, 64, 1024);
+  half.type = ops::WeightType::F16;
+  const std::vector<std::vector<ops::WeightMatrix>> groups{{f32_matrix(kBase, 32, 1024), half}};
+  const auto spans = weight_node_spans(groups, std::vector<int>{3, 5}, kPage);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].begin, kBase);
+  EXPECT_EQ(spans[0].end, kBase + 32 * kPage);
+  EXPECT_EQ(spans[0].node, 3);
+  EXPECT_EQ(spans[1].begin, b);
+  EXPECT_EQ(spans[1].end, b + 32 * kPage);
+  EXPECT_EQ(spans[1].node, 5);
+}
+
 TEST(WeightNodeSpans, APageSharedByTwoWorkersGoesToTheOneWhoseRowsStartInIt) {
   // 256 rows of 128 bytes (8 pages), 3 workers: 16 units of 16 rows split 6/5/5, so rows
   // [0, 96), [96, 176), [176, 256): byte 12288 (page 3 exactly) and byte 22528 (inside page 5).
