@@ -193,6 +193,7 @@ struct Header {
   std::vector<std::string> argv;
   struct Model {
     std::string path, name, arch, type;
+    std::string file_type;  // llama.cpp's name for the file's type ("Q4_K - Medium"), or empty
     std::optional<int64_t> params, bytes, matmul_bytes_per_token;
     std::optional<int64_t> n_layers, n_embd, n_heads, n_kv_heads, n_ff, n_vocab;
   } model;

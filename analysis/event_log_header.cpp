@@ -137,6 +137,7 @@ void parse_header_json(const json& j, Header& h) {
   take(m, mw, mk::kName, h.model.name);
   take(m, mw, mk::kArch, h.model.arch);
   take(m, mw, mk::kType, h.model.type);
+  take(m, mw, mk::kFileType, h.model.file_type);
   take(m, mw, mk::kParams, h.model.params);
   take(m, mw, mk::kBytes, h.model.bytes);
   take(m, mw, mk::kMatmulBytesPerToken, h.model.matmul_bytes_per_token);

@@ -111,8 +111,9 @@ Section run_section(const Report& r) {
   std::string params = h.model.params ? fmt::format("{:.1f}M params", *h.model.params / 1e6) : "";
   f.push_back(
       {"model",
-       fmt::format("{} arch={} type={} {}{}", h.model.name.empty() ? h.model.path : h.model.name,
-                   h.model.arch, h.model.type, params,
+       fmt::format("{} arch={} type={}{} {}{}", h.model.name.empty() ? h.model.path : h.model.name,
+                   h.model.arch, h.model.type,
+                   h.model.file_type.empty() ? "" : fmt::format(" ({})", h.model.file_type), params,
                    h.model.bytes ? fmt::format(", {:.1f} MB", *h.model.bytes / 1e6) : "")});
   if (h.model.n_layers)
     f.push_back({"shape", fmt::format("n_layers={} n_embd={} n_heads={} n_kv_heads={} n_ff={} "

@@ -157,6 +157,8 @@ inline constexpr std::string_view kPath = "path";
 inline constexpr std::string_view kName = "name";
 inline constexpr std::string_view kArch = "arch";
 inline constexpr std::string_view kType = "type";
+// llama.cpp's name for the file's general.file_type ("Q4_K - Medium"); absent where it has none.
+inline constexpr std::string_view kFileType = "file_type";
 inline constexpr std::string_view kParams = "params";
 inline constexpr std::string_view kBytes = "bytes";
 inline constexpr std::string_view kMatmulBytesPerToken = "matmul_bytes_per_token";
@@ -172,10 +174,11 @@ inline constexpr std::string_view kRopeBase = "rope_base";
 inline constexpr std::string_view kNormEps = "norm_eps";
 inline constexpr std::string_view kTiedEmbeddings = "tied_embeddings";
 inline constexpr std::string_view kSlidingWindow = "sliding_window";
-inline constexpr std::array kAll{
-    kPath,      kName,     kArch,    kType,           kParams,       kBytes, kMatmulBytesPerToken,
-    kNLayers,   kNEmbd,    kNHeads,  kNKvHeads,       kHeadDim,      kNFf,   kNVocab,
-    kNCtxTrain, kRopeBase, kNormEps, kTiedEmbeddings, kSlidingWindow};
+inline constexpr std::array kAll{kPath,     kName,    kArch,           kType,
+                                 kFileType, kParams,  kBytes,          kMatmulBytesPerToken,
+                                 kNLayers,  kNEmbd,   kNHeads,         kNKvHeads,
+                                 kHeadDim,  kNFf,     kNVocab,         kNCtxTrain,
+                                 kRopeBase, kNormEps, kTiedEmbeddings, kSlidingWindow};
 }  // namespace model_key
 
 // Keys of the header's `run` object.

@@ -179,6 +179,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = traits->arch;
   c.name = std::string(f.find_string("general.name").value_or(""));
+  c.file_type = f.find_int("general.file_type").value_or(-1);
   c.n_layers = r.positive("block_count");
   c.n_embd = r.positive("embedding_length");
   c.n_heads = r.positive("attention.head_count");

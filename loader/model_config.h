@@ -23,6 +23,7 @@ enum class RopeScaling { None, Linear, Yarn };
 struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string name;                  // general.name (may be empty)
+  int64_t file_type = -1;            // general.file_type (llama_ftype), -1 where the file has none
   int64_t n_layers = 0;              // <arch>.block_count
   int64_t n_embd = 0;                // <arch>.embedding_length
   int64_t n_heads = 0;               // <arch>.attention.head_count

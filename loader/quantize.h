@@ -30,6 +30,12 @@ struct QuantizeStats {
 // std::invalid_argument for a type with none.
 uint32_t llama_file_type(ops::WeightType t);
 
+// The name llama.cpp gives a general.file_type in its model description (llama-bench's
+// model_type, "llama 1B Q4_K - Medium"; llama_model_ftype_name): "Q4_K - Medium" for 15,
+// "IQ4_XS - 4.25 bpw" for 30, with " (guessed)" where bit 1024 is set, and "unknown, may not
+// work" for a value it does not know.
+std::string llama_file_type_name(int64_t ftype);
+
 // Whether `t` is one the quantizer converts: a 2-D tensor (matmul weight or embedding).
 bool is_quantizable(const GgufTensor& t) noexcept;
 

@@ -21,6 +21,7 @@
 #include "eventlog/schema.h"
 #include "hwcounters/frequency.h"
 #include "hwcounters/host_facts.h"
+#include "loader/quantize.h"
 #include "ops/attention.h"
 #include "ops/bandwidth.h"
 #include "ops/fma_probe.h"
@@ -236,6 +237,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.model_name = cfg.name;
   res.arch = std::string(loader::arch_name(cfg.arch));
   res.type = std::string(ops::type_name(model.weights().main_type));
+  // As llama-bench's model_type names the file (a Q4_K_M file holds Q6_K and Q4_K matrices).
+  res.file_type = cfg.file_type >= 0 ? loader::llama_file_type_name(cfg.file_type) : res.type;
   res.model_bytes = static_cast<int64_t>(model.file().file_size());
   for (const auto& t : model.file().tensors()) res.tensor_bytes += static_cast<int64_t>(t.bytes);
   res.params = cfg.n_params;
@@ -729,12 +732,19 @@ std::string freq_text(const BenchRow& r) {
   return fmt::format("{:.0f} ({:.0f}-{:.0f})", r.freq_mean_mhz, r.freq_min_mhz, r.freq_max_mhz);
 }
 
+// The model's type as the tables show it: the file's (file_type), or the main matmul type
+// where a result was built without one.
+std::string type_text(const BenchResult& r) {
+  return r.file_type.empty() ? r.type : r.file_type;
+}
+
 }  // namespace
 
 std::string render_bench_markdown_header(const BenchResult& r) {
-  std::string out = fmt::format(
-      "model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n", r.model_path, r.arch,
-      r.type, size_text(r.tensor_bytes), params_text(r.params), r.cpu_model, r.frequency_source);
+  std::string out =
+      fmt::format("model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n",
+                  r.model_path, r.arch, type_text(r), size_text(r.tensor_bytes),
+                  params_text(r.params), r.cpu_model, r.frequency_source);
   out +=
       "| model | size | params | type | threads | pin | test | t/s | cv | freq MHz (min-max) | "
       "roofline | flags |\n"
@@ -768,9 +778,9 @@ std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row)
   for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
   const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n",
-                     r.arch, size_text(r.tensor_bytes), params_text(r.params), r.type, row.threads,
-                     row.pin, row.test, row.mean, row.sd, cv, freq_text(row), roof + rep_roof,
-                     flags.empty() ? "ok" : flags);
+                     r.arch, size_text(r.tensor_bytes), params_text(r.params), type_text(r),
+                     row.threads, row.pin, row.test, row.mean, row.sd, cv, freq_text(row),
+                     roof + rep_roof, flags.empty() ? "ok" : flags);
 }
 
 std::string render_bench_markdown_footer(const BenchResult& r) {
@@ -892,7 +902,7 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"gpu_info", ""},
       {"backends", "CPU"},
       {"model_filename", r.model_path},
-      {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), r.type)},
+      {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), type_text(r))},
       {"model_size", r.tensor_bytes},  // llama-bench's: the tensors' bytes, not the file's
       {"model_n_params", r.params},
       {"n_batch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
@@ -1053,6 +1063,7 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"name", r.model_name},
             {"arch", r.arch},
             {"type", r.type},
+            {"file_type", type_text(r)},
             {"bytes", r.model_bytes},
             {"params", r.params},
             {"matmul_bytes_per_token", r.matmul_bytes_per_token},

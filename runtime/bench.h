@@ -131,7 +131,9 @@ int64_t attention_flops_per_token(const loader::ModelConfig& cfg, ops::WeightTyp
                                   int64_t first_pos, int64_t n);
 
 struct BenchResult {
-  std::string model_path, model_name, arch, type;
+  std::string model_path, model_name, arch;
+  std::string type;          // the type of most matmul bytes (ggml's name: "q4_K")
+  std::string file_type;     // llama.cpp's name for general.file_type ("Q4_K - Medium"), else type
   int64_t model_bytes = 0;   // the file's size
   int64_t tensor_bytes = 0;  // its tensors' bytes (llama-bench's model_size)
   int64_t params = 0, matmul_bytes_per_token = 0;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eventlog/schema.h"
+#include "loader/quantize.h"
 #include "runtime/forward.h"
 
 namespace pacer::runtime {
@@ -246,6 +247,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
     nlohmann::json& model = fields[key::kModel] = cfg;
     model[mkey::kPath] = model_.file().path().string();
     model[mkey::kType] = ops::type_name(model_.weights().main_type);
+    if (cfg.file_type >= 0) model[mkey::kFileType] = loader::llama_file_type_name(cfg.file_type);
     model[mkey::kBytes] = model_.file().file_size();
     model[mkey::kMatmulBytesPerToken] = model_.weights().matmul_bytes;
     const auto& sp = opts_.sampler;

@@ -228,8 +228,11 @@ void inspect(const std::string& path, bool json) {
   size_t key_w = 0;
   for (const auto& kv : f.metadata()) key_w = std::max(key_w, std::min<size_t>(kv.key.size(), 48));
   for (const auto& kv : f.metadata()) {
-    fmt::print("  {:<{}}  {:<16}  {}\n", printable(kv.key, 48), key_w, type_text(kv.value),
-               value_text(kv.value));
+    std::string value = value_text(kv.value);
+    if (kv.key == "general.file_type" && kv.value.as_int()) {  // as llama.cpp names it
+      value += fmt::format(" ({})", loader::llama_file_type_name(*kv.value.as_int()));
+    }
+    fmt::print("  {:<{}}  {:<16}  {}\n", printable(kv.key, 48), key_w, type_text(kv.value), value);
   }
   fmt::print("\ntensors ({})\n", f.tensors().size());
   size_t name_w = 4;

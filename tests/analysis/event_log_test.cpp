@@ -61,6 +61,8 @@ TEST(EventLogReader, ReadsEveryRecordOfTheDocExamples) {
   const Header& h = c.headers[0];
   EXPECT_EQ(h.schema, 1);
   EXPECT_EQ(h.model.arch, "qwen2");
+  EXPECT_EQ(h.model.type, "q8_0");
+  EXPECT_EQ(h.model.file_type, "Q8_0");
   EXPECT_EQ(h.model.params, 494032768);
   EXPECT_EQ(h.model.matmul_bytes_per_token, 500000000);
   EXPECT_EQ(h.run.threads, 2);

@@ -134,6 +134,10 @@ TEST_F(GgufCli, SynthInspectQuantizeEndToEnd) {
       EXPECT_EQ(kv["value"].get<int>(), 2);
     }
   }
+  // The text listing names the file type as llama.cpp does (LLAMA_FTYPE_MOSTLY_Q4_0 = 2).
+  r = pacer("gguf inspect " + shell_quote(q4));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 (Q4_0)"), std::string::npos) << r.out;
 
   // Usage errors are one line too.
   r = pacer("gguf quantize " + shell_quote(f32) + " " + shell_quote(q4) + " --type q7_k");

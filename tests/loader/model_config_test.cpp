@@ -230,6 +230,11 @@ TEST(ModelConfig, BadMetadataNamesTheKey) {
                     "llama.rope.scaling.type");
   expect_load_error(*with_kv("llama.rope.dimension_count", GgufMetaValue::u32(16)),
                     "llama.rope.dimension_count");
+  expect_load_error(*with_kv("general.file_type", GgufMetaValue::string("Q4_K_M")),
+                    "general.file_type");
+  EXPECT_EQ(
+      ModelConfig::from_gguf(with_kv("general.file_type", GgufMetaValue::u32(15))->file).file_type,
+      15);
   // Linear scaling is read, with factor as written.
   auto scaled = with_kv("llama.rope.scaling.factor", GgufMetaValue::f32(4.0f));
   const ModelConfig c = ModelConfig::from_gguf(scaled->file);

@@ -2,6 +2,8 @@
 // error bounds, and `quantize_gguf` on a synthetic model (metadata, untouched norms, file type).
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -29,6 +31,40 @@ uint16_t le16(const std::byte* p) {
 }
 
 // Q8_0 block (34 bytes): fp16 d | int8 q[32];  d = amax / 127, q = round(x / d).
+TEST(LlamaFileType, NamesAreLlamaCpps) {
+  // As llama-bench (c392e50) printed them in model_type for files llama-quantize wrote: Q4_K_M,
+  // Q2_K, IQ4_XS, Q3_K_M, BF16 (general.file_type 15, 10, 30, 12, 32).
+  EXPECT_EQ(llama_file_type_name(15), "Q4_K - Medium");
+  EXPECT_EQ(llama_file_type_name(10), "Q2_K - Medium");
+  EXPECT_EQ(llama_file_type_name(30), "IQ4_XS - 4.25 bpw");
+  EXPECT_EQ(llama_file_type_name(12), "Q3_K - Medium");
+  EXPECT_EQ(llama_file_type_name(32), "BF16");
+  // llama.h: 14 Q4_K_S, 17 Q5_K_M, 21 Q2_K_S, 0 all F32; bit 1024 marks a guessed type.
+  EXPECT_EQ(llama_file_type_name(14), "Q4_K - Small");
+  EXPECT_EQ(llama_file_type_name(17), "Q5_K - Medium");
+  EXPECT_EQ(llama_file_type_name(21), "Q2_K - Small");
+  EXPECT_EQ(llama_file_type_name(0), "all F32");
+  EXPECT_EQ(llama_file_type_name(1024 + 2), "Q4_0 (guessed)");
+  // Removed (4-6, 33-35) or never defined values.
+  for (int64_t v : {4, 5, 6, 33, 34, 35, 38, 1023, -2}) {
+    EXPECT_EQ(llama_file_type_name(v), "unknown, may not work") << v;
+  }
+}
+
+TEST(LlamaFileType, EveryTargetTypesFileTypeNamesThatType) {
+  // The file type pacer's quantizer writes for each target names the target's own type first
+  // (Q4_K -> "Q4_K - Medium", IQ4_NL -> "IQ4_NL - 4.5 bpw"), upper-cased as llama.cpp writes it.
+  for (ops::WeightType t : {ops::WeightType::F16, ops::WeightType::BF16, ops::WeightType::Q4_0,
+                            ops::WeightType::Q4_1, ops::WeightType::Q5_0, ops::WeightType::Q5_1,
+                            ops::WeightType::Q8_0, ops::WeightType::IQ4_NL, ops::WeightType::Q2_K,
+                            ops::WeightType::Q3_K, ops::WeightType::Q4_K, ops::WeightType::Q5_K,
+                            ops::WeightType::Q6_K, ops::WeightType::IQ4_XS}) {
+    std::string upper(ops::type_name(t));
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(llama_file_type_name(llama_file_type(t)).rfind(upper, 0), 0u) << upper;
+  }
+}
+
 TEST(QuantizeBlocks, Q8_0MatchesHandComputedBytes) {
   float x[32];
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>((i - 16) * 0.3);

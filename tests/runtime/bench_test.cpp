@@ -239,6 +239,34 @@ TEST(BenchRoofline, AttentionFlopsPerTokenAreFourHeadDimsPerKeyAndQueryHead) {
   EXPECT_EQ(attention_flops_per_token(c, ops::WeightType::F16, 3, 2), 544);
 }
 
+TEST(BenchTable, TheTypeIsTheFilesAsLlamaBenchNamesIt) {
+  // A Q4_K_M file: most matmul bytes Q4_K, the file's type "Q4_K - Medium" (llama-bench c392e50
+  // on a llama-quantize Q4_K_M file: model_type "llama 1B Q4_K - Medium").
+  BenchResult r;
+  r.arch = "llama";
+  r.type = "q4_K";
+  r.file_type = "Q4_K - Medium";
+  r.params = 1'100'000'000;
+  BenchRow row;
+  row.test = "tg32";
+  row.threads = 1;
+  row.tok_s = {50};
+  row.mean = 50;
+  r.rows.push_back(row);
+  EXPECT_NE(render_bench_markdown_row(r, row).find("| Q4_K - Medium | 1 |"), std::string::npos)
+      << render_bench_markdown_row(r, row);
+  EXPECT_NE(render_bench_markdown_header(r).find("(llama, Q4_K - Medium, "), std::string::npos)
+      << render_bench_markdown_header(r);
+  const nlohmann::json j = bench_json(r);
+  EXPECT_EQ(j["model"]["type"], "q4_K");
+  EXPECT_EQ(j["model"]["file_type"], "Q4_K - Medium");
+  EXPECT_NE(render_bench_csv(r).find("llama 1.10 B Q4_K - Medium"), std::string::npos)
+      << render_bench_csv(r);
+  // A result without the file's type shows the main matmul type.
+  r.file_type.clear();
+  EXPECT_NE(render_bench_markdown_row(r, row).find("| q4_K | 1 |"), std::string::npos);
+}
+
 TEST(BenchRoofline, TheCellSaysWhenAttentionFlopsBindAndTheBandwidthOnlyFigure) {
   BenchResult r;
   BenchRow row;
@@ -295,6 +323,7 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   ASSERT_EQ(r.rows.size(), 6u);  // (pp16, tg8, tg4) x (1, 2 threads)
   EXPECT_EQ(r.arch, "llama");
   EXPECT_EQ(r.type, "q8_0");
+  EXPECT_EQ(r.file_type, "Q8_0");  // general.file_type 7, as llama-bench names it
   EXPECT_EQ(r.matmul_bytes_per_token, model.weights().matmul_bytes);
   for (const BenchRow& row : r.rows) {
     SCOPED_TRACE(row.test);
