@@ -152,10 +152,11 @@ constexpr int kMaxArrayDepth = 8;
 // holds; empty for ids ggml never assigned or retired.
 std::string_view ggml_type_name(uint32_t id) noexcept {
   static constexpr std::string_view kNames[] = {
-      "f32",     "f16",   "q4_0",   "q4_1",  "",      "",       "q5_0", "q5_1",    "q8_0",
-      "q8_1",    "q2_K",  "q3_K",   "q4_K",  "q5_K",  "q6_K",   "q8_K", "iq2_xxs", "iq2_xs",
-      "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8",   "i16",     "i32",
-      "i64",     "f64",   "iq1_m",  "bf16",  "",      "",       "",     "tq1_0",   "tq2_0"};
+      "f32",     "f16",    "q4_0",    "q4_1",  "",       "",      "q5_0",  "q5_1",
+      "q8_0",    "q8_1",   "q2_K",    "q3_K",  "q4_K",   "q5_K",  "q6_K",  "q8_K",
+      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+      "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m", "bf16",  "",
+      "",        "",       "tq1_0",   "tq2_0", "",       "",      "",      "mxfp4"};
   return id < std::size(kNames) ? kNames[id] : std::string_view();
 }
 constexpr uint32_t kMaxDims = 4;
@@ -482,9 +483,8 @@ void parse_into(Image& f) {
       const std::string_view known = ggml_type_name(type_id);
       f.fail(field + " type", type_at,
              known.empty() ? fmt::format("unknown ggml type id {}", type_id)
-                           : fmt::format("unsupported ggml type id {} ({}); pacer reads f32, f16, "
-                                         "bf16, q8_0, q4_0, q4_K, q6_K",
-                                         type_id, known));
+                           : fmt::format("unsupported ggml type id {} ({}); pacer reads {}",
+                                         type_id, known, ops::weight_type_names()));
     }
     t.type = *type;
     const ops::TypeInfo& ti = ops::type_info(t.type);

@@ -59,6 +59,16 @@ std::optional<WeightType> weight_type_from_id(uint32_t id) noexcept {
   return std::nullopt;
 }
 
+std::string weight_type_names() {
+  std::string out;
+  for (WeightType t : kAll) {
+    if (t == WeightType::Q8_K) continue;
+    if (!out.empty()) out += ", ";
+    out += type_info(t).name;
+  }
+  return out;
+}
+
 std::optional<WeightType> weight_type_from_name(std::string_view name) noexcept {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace pacer::ops {
@@ -45,6 +46,8 @@ inline std::string_view type_name(WeightType t) noexcept {
 // Parses every name of type_info except q8_k: "f32", "f16", "bf16", "q8_0", "q4_0",
 // "q4_1", "q5_0", "q5_1", "iq4_nl", "q4_k", "q5_k", "q6_k", ... (case-insensitive).
 std::optional<WeightType> weight_type_from_name(std::string_view name) noexcept;
+// Every weight type pacer reads, by name ("f32, f16, bf16, ..."), for error messages.
+std::string weight_type_names();
 
 // Bytes of a row of n elements; n must be a multiple of block_elems (checked by callers that take
 // untrusted shapes: the loader and the kernels' shape checks).

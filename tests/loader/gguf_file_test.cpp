@@ -507,6 +507,29 @@ TEST(GgufFile, StructuralDefectsAreLoadErrorsWithFieldAndOffset) {
   }
 }
 
+TEST(GgufFile, AKnownTypePacerDoesNotReadIsNamedWithTheTypesItReads) {
+  // ggml type 18 (iq3_xxs) in tensor "w", whose type field is at offset 45.
+  RawGguf r;
+  r.header(3, 1, 0).str("w").u32(1).i64(256).u32(18).u64(0);
+  r.pad_to(32).zeros(128);
+  try {
+    GgufFile::parse(r.bytes, "iq3.gguf");
+    FAIL() << "parsed without error";
+  } catch (const LoadError& e) {
+    EXPECT_EQ(e.field(), "tensor 'w' type");
+    EXPECT_EQ(e.offset(), 45);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unsupported ggml type id 18 (iq3_xxs)"), std::string::npos) << what;
+    for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
+                          "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_xs"}) {
+      EXPECT_NE(what.find(std::string(t) + (std::string_view(t) == "iq4_xs" ? "" : ",")),
+                std::string::npos)
+          << t << ": " << what;
+    }
+    EXPECT_EQ(what.find("q8_K"), std::string::npos) << what;  // activations only
+  }
+}
+
 TEST(GgufFile, EveryTruncationOfAValidFileIsALoadError) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
