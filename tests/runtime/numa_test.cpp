@@ -186,37 +186,26 @@ TEST(WeightNodeSpans, ConsecutiveWorkersOfANodeMergeIntoOneSpan) {
   EXPECT_FALSE(spans[0].owned);
 }
 
-TEST(WeightNodeSpans, FusedMatricesShareOnePartition) {
-  // {A, B} of 32 rows each run as 64 concatenated rows: worker 0 has all of A, worker 1 all of B.
-  const std::uintptr_t b = kBase + 0x100000;
-  const std::vector<std::vector<ops::WeightMatrix>> groups{
-      {f32_matrix(kBase, 32, 1024), f32_matrix(b, 32, 1024)}};
-  const auto spans = weight_node_spans(groups, std::vector<int>{3, 5}, kPage);
-  ASSERT_EQ(spans.size(), 2u);
-  EXPECT_EQ(spans[0].begin, kBase);
-  EXPECT_EQ(spans[0].end, kBase + 32 * kPage);
-  EXPECT_EQ(spans[0].node, 3);
-  EXPECT_EQ(spans[1].begin, b);
-  EXPECT_EQ(spans[1].end, b + 32 * kPage);
-  EXPECT_EQ(spans[1].node, 5);
-}
-
-TEST(WeightNodeSpans, FusedMatricesOfTwoTypesSplitByBytes) {
-  // A: 32 F32 rows of 1024 (a page each, 32 pages); B: 64 F16 rows of 1024 (half a page each,
-  // 32 pages). By bytes (ops::StreamPartition, as matmul() runs them), worker 0 has all of A
-  // and worker 1 all of B; by rows (48 each) worker 0 would also have had B's first 16 rows.
+TEST(WeightNodeSpans, FusedMatricesShareOnePartitionSplitByBytes) {
+  // {A, B} run as one partition: worker 0 has all of A, worker 1 all of B, both when A and B are
+  // 32 F32 rows of 1024 (a page a row) and when B is 64 F16 rows of 1024 (half a page a row,
+  // 32 pages): the shares are cut by bytes (ops::StreamPartition, as matmul() runs them); by
+  // rows (48 each) worker 0 would also have had that B's first 16 rows.
   const std::uintptr_t b = kBase + 0x100000;
   ops::WeightMatrix half = f32_matrix(b, 64, 1024);
   half.type = ops::WeightType::F16;
-  const std::vector<std::vector<ops::WeightMatrix>> groups{{f32_matrix(kBase, 32, 1024), half}};
-  const auto spans = weight_node_spans(groups, std::vector<int>{3, 5}, kPage);
-  ASSERT_EQ(spans.size(), 2u);
-  EXPECT_EQ(spans[0].begin, kBase);
-  EXPECT_EQ(spans[0].end, kBase + 32 * kPage);
-  EXPECT_EQ(spans[0].node, 3);
-  EXPECT_EQ(spans[1].begin, b);
-  EXPECT_EQ(spans[1].end, b + 32 * kPage);
-  EXPECT_EQ(spans[1].node, 5);
+  for (const ops::WeightMatrix& second : {f32_matrix(b, 32, 1024), half}) {
+    SCOPED_TRACE(ops::type_name(second.type));
+    const std::vector<std::vector<ops::WeightMatrix>> groups{{f32_matrix(kBase, 32, 1024), second}};
+    const auto spans = weight_node_spans(groups, std::vector<int>{3, 5}, kPage);
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_EQ(spans[0].begin, kBase);
+    EXPECT_EQ(spans[0].end, kBase + 32 * kPage);
+    EXPECT_EQ(spans[0].node, 3);
+    EXPECT_EQ(spans[1].begin, b);
+    EXPECT_EQ(spans[1].end, b + 32 * kPage);
+    EXPECT_EQ(spans[1].node, 5);
+  }
 }
 
 TEST(WeightNodeSpans, APageSharedByTwoWorkersGoesToTheOneWhoseRowsStartInIt) {
