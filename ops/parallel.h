@@ -10,6 +10,7 @@
 // worker done with its own chunk take the unstarted tail of a slower one's (work stealing,
 // runtime/executor.h), so body(c, b, e) can run for several sub-ranges of chunk c, on different
 // threads at once: c names the range, not a thread.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -37,9 +38,9 @@ inline std::pair<int64_t, int64_t> blocks_starting_in(int64_t first, int64_t uni
                                                       int64_t b, int64_t e) {
   const auto ceil_div = [](int64_t a, int64_t d) { return a <= 0 ? int64_t{0} : (a + d - 1) / d; };
   if (units <= 0 || blocks <= 0) return {0, 0};
-  const int64_t k0 = ceil_div(b - first, units) < blocks ? ceil_div(b - first, units) : blocks;
-  const int64_t k1 = ceil_div(e - first, units) < blocks ? ceil_div(e - first, units) : blocks;
-  return {k0, k1 > k0 ? k1 : k0};
+  const int64_t k0 = std::min(ceil_div(b - first, units), blocks);
+  const int64_t k1 = std::min(ceil_div(e - first, units), blocks);
+  return {k0, std::max(k0, k1)};
 }
 
 // body(chunk, begin, end): called for sub-ranges that together cover each non-empty chunk once
