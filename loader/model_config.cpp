@@ -29,6 +29,96 @@ std::string_view arch_name(Arch a) noexcept {
   return "?";
 }
 
+std::string llama_size_class(const ModelConfig& c) {
+  // llama.cpp's load_hparams tables for these architectures (src/llama-model.cpp), by layers.
+  const int64_t L = c.n_layers;
+  switch (c.arch) {
+    case Arch::Llama:
+      switch (L) {
+        case 16:  // Llama 3.2 1B
+        case 22:  // TinyLlama
+          return "1B";
+        case 26:
+        case 28:  // Llama 3.2 3B
+          return "3B";
+        case 30:
+          return "256M";
+        case 32:  // granite's vocabulary is 49152; Llama 2 7B's 32000, Llama 3 8B's 128256
+          return c.n_vocab == 49152 ? "3B" : c.n_vocab < 40000 ? "7B" : "8B";
+        case 36:
+          return "8B";
+        case 40:
+          return "13B";
+        case 48:
+          return "34B";
+        case 60:
+          return "30B";
+        case 80:
+          return c.n_heads == c.n_kv_heads ? "65B" : "70B";
+      }
+      break;
+    case Arch::Qwen2:
+      switch (L) {
+        case 24:
+          return c.n_embd == 1024 ? "0.5B" : "1B";
+        case 28:
+          return c.n_embd == 1536 ? "1.5B" : "7B";
+        case 32:
+          return "7B";
+        case 36:
+          return "3B";
+        case 40:
+          return c.n_heads == 20 ? "4B" : "13B";
+        case 48:
+          return "14B";
+        case 64:
+          return "32B";
+        case 80:
+          return "70B";
+      }
+      break;
+    case Arch::Qwen3:
+      switch (L) {
+        case 28:
+          return c.n_embd == 1024 ? "0.6B" : "1.7B";
+        case 36:
+          return c.n_embd == 2560 ? "4B" : "8B";
+        case 40:
+          return "14B";
+        case 64:
+          return "32B";
+      }
+      break;
+    case Arch::Gemma3:
+      switch (L) {
+        case 18:
+          return "270M";
+        case 26:
+          return "1B";
+        case 32:
+          return "8B";
+        case 34:
+          return "4B";
+        case 48:
+          return "12B";
+        case 62:
+          return "27B";
+      }
+      break;
+    case Arch::Phi3:
+      switch (L) {
+        case 24:
+          return "1B";
+        case 32:
+          return "3B";
+        case 40:
+          return "14B";
+      }
+      break;
+  }
+  return "?B";
+}
+
 void to_json(nlohmann::json& j, const ModelConfig& c) {
   j = {{"arch", arch_name(c.arch)},
        {"name", c.name},

@@ -65,6 +65,12 @@ struct ModelConfig {
   int64_t n_params = 0;  // total elements of all tensors
 };
 
+// The size class llama.cpp gives this shape (llm_type, chosen per architecture from the layer
+// count and, where two models share it, the width, heads or vocabulary): "1B", "0.5B", "70B";
+// "?B" for a shape it has no class for, as llama.cpp prints. llama-bench's model_type is
+// "<arch> <this> <file type>", so pacer's llama-bench rows carry the same key to join on.
+std::string llama_size_class(const ModelConfig& c);
+
 // The model's shape as JSON: arch, name, params, n_layers, n_embd, n_heads, n_kv_heads, head_dim,
 // n_ff, n_vocab, n_ctx_train, rope_base, norm_eps, tied_embeddings, sliding_window. The one
 // rendering of a config: the event-log header's `model` and `pacer gguf --json` both use it

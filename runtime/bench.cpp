@@ -239,6 +239,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.type = std::string(ops::type_name(model.weights().main_type));
   // As llama-bench's model_type names the file (a Q4_K_M file holds Q6_K and Q4_K matrices).
   res.file_type = cfg.file_type >= 0 ? loader::llama_file_type_name(cfg.file_type) : res.type;
+  res.size_class = loader::llama_size_class(cfg);
   res.model_bytes = static_cast<int64_t>(model.file().file_size());
   for (const auto& t : model.file().tensors()) res.tensor_bytes += static_cast<int64_t>(t.bytes);
   res.params = cfg.n_params;
@@ -902,7 +903,11 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"gpu_info", ""},
       {"backends", "CPU"},
       {"model_filename", r.model_path},
-      {"model_type", fmt::format("{} {} {}", r.arch, params_text(r.params), type_text(r))},
+      // llama-bench's "llama 1B Q4_K - Medium" (its size class, not the parameter count), so
+      // rows of the two join on it; a result built without the class shows the count.
+      {"model_type",
+       fmt::format("{} {} {}", r.arch, r.size_class.empty() ? params_text(r.params) : r.size_class,
+                   type_text(r))},
       {"model_size", r.tensor_bytes},  // llama-bench's: the tensors' bytes, not the file's
       {"model_n_params", r.params},
       {"n_batch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
@@ -1064,6 +1069,7 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"arch", r.arch},
             {"type", r.type},
             {"file_type", type_text(r)},
+            {"size_class", r.size_class},
             {"bytes", r.model_bytes},
             {"params", r.params},
             {"matmul_bytes_per_token", r.matmul_bytes_per_token},

@@ -134,6 +134,7 @@ struct BenchResult {
   std::string model_path, model_name, arch;
   std::string type;          // the type of most matmul bytes (ggml's name: "q4_K")
   std::string file_type;     // llama.cpp's name for general.file_type ("Q4_K - Medium"), else type
+  std::string size_class;    // llama.cpp's size class of the shape ("1B", "?B": llama_size_class)
   int64_t model_bytes = 0;   // the file's size
   int64_t tensor_bytes = 0;  // its tensors' bytes (llama-bench's model_size)
   int64_t params = 0, matmul_bytes_per_token = 0;

@@ -202,6 +202,8 @@ TEST_F(BenchOutputCli, JsonIsAnArrayOfLlamaBenchRows) {
   }
   EXPECT_EQ(j[0]["n_prompt"], 8);
   EXPECT_EQ(j[1]["n_gen"], 4);
+  // The tiny model's 2 layers have no llama.cpp size class: "?B", as llama-bench prints.
+  EXPECT_THAT(j[0]["model_type"].get<std::string>(), ::testing::StartsWith("llama ?B "));
   EXPECT_EQ(j[1]["samples_ts"].size(), 2u);
   // avg_ts is the mean of samples_ts, and avg_ns the mean time of a repetition's tokens.
   const double a = j[1]["samples_ts"][0], b = j[1]["samples_ts"][1];

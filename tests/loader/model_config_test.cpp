@@ -61,6 +61,80 @@ TEST(ModelConfig, TinyLlama) {
   EXPECT_EQ(c.n_params, 2 * 512 * 128 + 128 + 2 * per_layer);
 }
 
+ModelConfig shape_of(const SynthSpec& s) {
+  ModelConfig c;
+  c.arch = s.arch;
+  c.n_layers = s.n_layers;
+  c.n_embd = s.n_embd;
+  c.n_heads = s.n_heads;
+  c.n_kv_heads = s.n_kv_heads;
+  c.n_vocab = s.n_vocab;
+  return c;
+}
+
+TEST(ModelConfig, SizeClassIsLlamaCppsForTheRealShapes) {
+  // What llama-bench (c392e50) printed in model_type for llama-quantize files of the presets:
+  // "llama 1B" for TinyLlama and Llama-3.2-1B, and "qwen2 1B" for Qwen2.5-0.5B, whose 896-wide
+  // 24 layers miss llama.cpp's 0.5B class (1024 wide: Qwen1.5-0.5B); llama.cpp's load_hparams
+  // tables for the other presets' layer counts.
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("tinyllama-1.1b"))), "1B");
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("llama3.2-1b"))), "1B");
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("qwen2.5-0.5b"))), "1B");
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("qwen3-0.6b"))), "0.6B");
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("gemma3-1b"))), "1B");
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("phi3-mini"))), "3B");
+  // The tiny test preset (2 layers) has no class: "?B", as llama.cpp's LLM_TYPE_UNKNOWN.
+  EXPECT_EQ(llama_size_class(shape_of(synth_preset("tiny"))), "?B");
+}
+
+TEST(ModelConfig, SizeClassSplitsSharedLayerCountsAsLlamaCppDoes) {
+  ModelConfig c;
+  c.arch = Arch::Llama;
+  c.n_layers = 32;
+  c.n_vocab = 32000;  // Llama 2 7B, Mistral 7B
+  EXPECT_EQ(llama_size_class(c), "7B");
+  c.n_vocab = 128256;  // Llama 3 8B
+  EXPECT_EQ(llama_size_class(c), "8B");
+  c.n_vocab = 49152;  // granite 3B
+  EXPECT_EQ(llama_size_class(c), "3B");
+  c.n_layers = 80;
+  c.n_heads = c.n_kv_heads = 64;  // Llama 1 65B: no GQA
+  EXPECT_EQ(llama_size_class(c), "65B");
+  c.n_kv_heads = 8;  // Llama 2/3 70B
+  EXPECT_EQ(llama_size_class(c), "70B");
+  c.n_layers = 33;
+  EXPECT_EQ(llama_size_class(c), "?B");
+
+  c.arch = Arch::Qwen2;
+  c.n_layers = 24;
+  c.n_embd = 1024;  // Qwen1.5-0.5B
+  EXPECT_EQ(llama_size_class(c), "0.5B");
+  c.n_layers = 28;
+  c.n_embd = 1536;  // Qwen2.5-1.5B
+  EXPECT_EQ(llama_size_class(c), "1.5B");
+  c.n_embd = 3584;  // Qwen2.5-7B
+  EXPECT_EQ(llama_size_class(c), "7B");
+  c.n_layers = 40;
+  c.n_heads = 20;  // Qwen1.5-4B
+  EXPECT_EQ(llama_size_class(c), "4B");
+  c.n_heads = 40;
+  EXPECT_EQ(llama_size_class(c), "13B");
+
+  c.arch = Arch::Qwen3;
+  c.n_layers = 36;
+  c.n_embd = 2560;  // Qwen3-4B
+  EXPECT_EQ(llama_size_class(c), "4B");
+  c.n_embd = 4096;  // Qwen3-8B
+  EXPECT_EQ(llama_size_class(c), "8B");
+
+  c.arch = Arch::Gemma3;
+  c.n_layers = 62;
+  EXPECT_EQ(llama_size_class(c), "27B");
+  c.arch = Arch::Phi3;
+  c.n_layers = 40;  // Phi-3-medium
+  EXPECT_EQ(llama_size_class(c), "14B");
+}
+
 // to_json is the one rendering of a config (event-log header, `pacer gguf --json`): every field
 // it promises, with the tiny preset's values.
 TEST(ModelConfig, ToJsonCarriesTheShape) {

@@ -260,8 +260,13 @@ TEST(BenchTable, TheTypeIsTheFilesAsLlamaBenchNamesIt) {
   const nlohmann::json j = bench_json(r);
   EXPECT_EQ(j["model"]["type"], "q4_K");
   EXPECT_EQ(j["model"]["file_type"], "Q4_K - Medium");
+  // Without the size class (a result built by hand) model_type carries the parameter count;
+  // with it, llama-bench's key exactly.
   EXPECT_NE(render_bench_csv(r).find("llama 1.10 B Q4_K - Medium"), std::string::npos)
       << render_bench_csv(r);
+  r.size_class = "1B";
+  EXPECT_EQ(llama_bench_row(r, row)["model_type"], "llama 1B Q4_K - Medium");
+  EXPECT_EQ(bench_json(r)["model"]["size_class"], "1B");
   // A result without the file's type shows the main matmul type.
   r.file_type.clear();
   EXPECT_NE(render_bench_markdown_row(r, row).find("| q4_K | 1 |"), std::string::npos);
