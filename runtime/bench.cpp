@@ -254,6 +254,7 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   }
   res.cpu_model = hwcounters::collect_host_facts().cpu_model;
   res.kv_type = opts.kv_type;
+  res.n_batch_opt = opts.n_batch;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
   res.frequency_source = std::string(freq.source->name());
 
@@ -864,8 +865,9 @@ const std::vector<std::string>& llama_bench_fields() {
       "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "cpu_mask",
       "cpu_strict", "poll", "type_k", "type_v", "n_gpu_layers", "n_cpu_moe", "split_mode",
       "main_gpu", "no_kv_offload", "flash_attn", "devices", "tensor_split", "tensor_buft_overrides",
-      "load_mode", "embeddings", "no_op_offload", "no_host", "fit_target", "fit_min_ctx",
-      "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+      "use_mmap", "load_mode", "embeddings", "no_op_offload", "no_host", "fit_target",
+      "fit_min_ctx", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts",
+      "stddev_ts",
       // llama-bench's JSON adds the samples; then pacer's own
       "samples_ns", "samples_ts", "pacer_pin", "pacer_cpus", "pacer_cv", "pacer_freq_mhz_mean",
       "pacer_freq_mhz_min", "pacer_freq_mhz_max", "pacer_bandwidth_gbs",
@@ -892,6 +894,9 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
   for (int64_t v : samples_ns) sd_ns += (v - avg_ns) * (v - avg_ns);
   if (samples_ns.size() > 1) sd_ns = std::sqrt(sd_ns / static_cast<double>(samples_ns.size() - 1));
   const std::string kv(ops::type_name(r.kv_type));
+  // The prefill step: -b's, else a prompt's max(512, pp) tokens; a tg row prefills nothing of
+  // its own (its depth's context takes the same step), so llama-bench's default 512 stands.
+  const int64_t step = r.n_batch_opt > 0 ? r.n_batch_opt : std::max<int64_t>(512, row.n_prompt);
   // What was not measured (a pp row's roofline, --no-roofline, no frequency source) is null,
   // never 0, as in the event log.
   const bool roofline = row.ceiling_tok_s > 0;
@@ -910,11 +915,16 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
                    type_text(r))},
       {"model_size", r.tensor_bytes},  // llama-bench's: the tensors' bytes, not the file's
       {"model_n_params", r.params},
-      {"n_batch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
-      {"n_ubatch", row.n_batch > 0 ? row.n_batch : std::max<int64_t>(512, row.n_prompt)},
+      // n_ubatch: the prefill step. n_batch: llama-bench's default 2048 (its most tokens per
+      // decode call; pacer hands over the whole prompt) unless -b set the step. Where the two
+      // tools ran the same configuration their key fields agree, so compare-llama-bench.py pairs
+      // the rows (checked against llama-bench c392e50's JSON of the same file).
+      {"n_batch", r.n_batch_opt > 0 ? step : std::max<int64_t>(2048, step)},
+      {"n_ubatch", step},
       {"n_cpu_moe", 0},
       {"devices", "auto"},
       {"tensor_buft_overrides", "none"},
+      {"use_mmap", true},  // llama-bench before load_mode (compare-llama-bench.py keys on it)
       {"load_mode", "mmap"},
       {"no_op_offload", 0},
       {"no_host", 0},
@@ -926,7 +936,7 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"poll", 50},
       {"type_k", kv},
       {"type_v", kv},
-      {"n_gpu_layers", 0},
+      {"n_gpu_layers", 99},  // llama-bench's default, which a CPU-only build writes too
       {"split_mode", "layer"},
       {"main_gpu", 0},
       {"no_kv_offload", false},

@@ -146,6 +146,7 @@ struct BenchResult {
   std::vector<ops::WeightType> x16_prefetch_far_one_worker;
   std::string cpu_model, frequency_source;
   ops::WeightType kv_type = ops::WeightType::F16;
+  int64_t n_batch_opt = 0;  // BenchOptions::n_batch (0: the default, llama-bench's -b 2048)
   std::vector<BenchRow> rows;
   bool interrupted = false;  // BenchOptions::stop ended the run early
 };

@@ -204,6 +204,16 @@ TEST_F(BenchOutputCli, JsonIsAnArrayOfLlamaBenchRows) {
   EXPECT_EQ(j[1]["n_gen"], 4);
   // The tiny model's 2 layers have no llama.cpp size class: "?B", as llama-bench prints.
   EXPECT_THAT(j[0]["model_type"].get<std::string>(), ::testing::StartsWith("llama ?B "));
+  // The key fields compare-llama-bench.py pairs rows on, as llama-bench c392e50 (a CPU-only
+  // build, default flags) wrote them for the same file: -b 2048 -ub 512 -ngl 99, mmap.
+  for (const auto& row : j) {
+    EXPECT_EQ(row["n_batch"], 2048);
+    EXPECT_EQ(row["n_ubatch"], 512);
+    EXPECT_EQ(row["n_gpu_layers"], 99);
+    EXPECT_EQ(row["use_mmap"], true);
+    EXPECT_EQ(row["flash_attn"], 0);
+    EXPECT_EQ(row["backends"], "CPU");
+  }
   EXPECT_EQ(j[1]["samples_ts"].size(), 2u);
   // avg_ts is the mean of samples_ts, and avg_ns the mean time of a repetition's tokens.
   const double a = j[1]["samples_ts"][0], b = j[1]["samples_ts"][1];
