@@ -67,6 +67,30 @@ std::string llama_file_type_name(int64_t ftype) {
   return "unknown, may not work";
 }
 
+uint32_t llama_guessed_file_type(const GgufFile& f) {
+  // llama.cpp's model loader walks its tensors in a std::map by name, counting each type and
+  // taking a type only when its count passes the leader's.
+  std::vector<const GgufTensor*> by_name;
+  for (const GgufTensor& t : f.tensors()) by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->name < b->name; });
+  std::map<ops::WeightType, int64_t> count;
+  ops::WeightType lead = ops::WeightType::F32;
+  int64_t lead_count = 0;
+  for (const GgufTensor* t : by_name) {
+    if (++count[t->type] > lead_count) {
+      lead_count = count[t->type];
+      lead = t->type;
+    }
+  }
+  constexpr uint32_t kGuessed = 1024;
+  try {
+    return llama_file_type(lead) | kGuessed;
+  } catch (const std::invalid_argument&) {
+    return kGuessed;  // a type llama.cpp has no file type for: it says "all F32", as here
+  }
+}
+
 uint32_t llama_file_type(ops::WeightType t) {
   switch (t) {
     case ops::WeightType::F32:

@@ -36,6 +36,11 @@ uint32_t llama_file_type(ops::WeightType t);
 // work" for a value it does not know.
 std::string llama_file_type_name(int64_t ftype);
 
+// The general.file_type llama.cpp assumes for a file without one: the type most tensors have
+// (counted in name order, the first to lead keeps ties), as llama_file_type maps it, with bit
+// 1024 (LLAMA_FTYPE_GUESSED) set, so llama_file_type_name says "Q8_0 (guessed)".
+uint32_t llama_guessed_file_type(const GgufFile& f);
+
 // Whether `t` is one the quantizer converts: a 2-D tensor (matmul weight or embedding).
 bool is_quantizable(const GgufTensor& t) noexcept;
 

@@ -238,7 +238,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   res.arch = std::string(loader::arch_name(cfg.arch));
   res.type = std::string(ops::type_name(model.weights().main_type));
   // As llama-bench's model_type names the file (a Q4_K_M file holds Q6_K and Q4_K matrices).
-  res.file_type = cfg.file_type >= 0 ? loader::llama_file_type_name(cfg.file_type) : res.type;
+  res.file_type = loader::llama_file_type_name(
+      cfg.file_type >= 0 ? cfg.file_type : loader::llama_guessed_file_type(model.file()));
   res.size_class = loader::llama_size_class(cfg);
   res.model_bytes = static_cast<int64_t>(model.file().file_size());
   for (const auto& t : model.file().tensors()) res.tensor_bytes += static_cast<int64_t>(t.bytes);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "loader/gguf_file.h"
+#include "loader/gguf_writer.h"
 #include "loader/model_config.h"
 #include "loader/quantize.h"
 #include "loader/synth.h"
@@ -49,6 +50,37 @@ TEST(LlamaFileType, NamesAreLlamaCpps) {
   for (int64_t v : {4, 5, 6, 33, 34, 35, 38, 1023, -2}) {
     EXPECT_EQ(llama_file_type_name(v), "unknown, may not work") << v;
   }
+}
+
+TEST(LlamaFileType, AFileWithoutOneGetsTheTypeMostTensorsHaveAsLlamaCppGuesses) {
+  // Tensors added out of name order; llama.cpp counts them in name order and a type leads only
+  // once its count passes the leader's: a F32, b Q4_0, c Q4_0 (leads at 2), d F32 (ties, stays
+  // behind), e Q8_0.
+  const auto file = [](std::vector<std::pair<std::string, ops::WeightType>> tensors) {
+    GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    for (const auto& [name, type] : tensors) {
+      w.add_tensor(name, type, {256, 2},
+                   std::vector<std::byte>(ops::row_bytes(type, 256) * 2, std::byte{0}));
+    }
+    return w.to_bytes();
+  };
+  using ops::WeightType;
+  const auto tie = file({{"e", WeightType::Q8_0},
+                         {"d", WeightType::F32},
+                         {"c", WeightType::Q4_0},
+                         {"a", WeightType::F32},
+                         {"b", WeightType::Q4_0}});
+  const uint32_t guess = llama_guessed_file_type(GgufFile::parse(tie, "tie.gguf"));
+  EXPECT_EQ(guess, 1024u + 2u);  // LLAMA_FTYPE_MOSTLY_Q4_0 | LLAMA_FTYPE_GUESSED
+  EXPECT_EQ(llama_file_type_name(guess), "Q4_0 (guessed)");
+  // Most tensors Q4_K: llama.cpp assumes the Medium mix; all F32: "all F32 (guessed)".
+  const auto k = file({{"a", WeightType::Q4_K}, {"b", WeightType::F32}, {"c", WeightType::Q4_K}});
+  EXPECT_EQ(llama_file_type_name(llama_guessed_file_type(GgufFile::parse(k, "k.gguf"))),
+            "Q4_K - Medium (guessed)");
+  const auto f32 = file({{"a", WeightType::F32}});
+  EXPECT_EQ(llama_file_type_name(llama_guessed_file_type(GgufFile::parse(f32, "f.gguf"))),
+            "all F32 (guessed)");
 }
 
 TEST(LlamaFileType, EveryTargetTypesFileTypeNamesThatType) {
