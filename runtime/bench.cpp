@@ -735,6 +735,12 @@ std::string freq_text(const BenchRow& r) {
   return fmt::format("{:.0f} ({:.0f}-{:.0f})", r.freq_mean_mhz, r.freq_min_mhz, r.freq_max_mhz);
 }
 
+// The model column: the architecture and llama.cpp's size class ("llama 1B"), as llama-bench's
+// model column starts.
+std::string model_text(const BenchResult& r) {
+  return r.size_class.empty() ? r.arch : fmt::format("{} {}", r.arch, r.size_class);
+}
+
 // The model's type as the tables show it: the file's (file_type), or the main matmul type
 // where a result was built without one.
 std::string type_text(const BenchResult& r) {
@@ -781,7 +787,7 @@ std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row)
   for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
   const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
   return fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} |\n",
-                     r.arch, size_text(r.tensor_bytes), params_text(r.params), type_text(r),
+                     model_text(r), size_text(r.tensor_bytes), params_text(r.params), type_text(r),
                      row.threads, row.pin, row.test, row.mean, row.sd, cv, freq_text(row),
                      roof + rep_roof, flags.empty() ? "ok" : flags);
 }

@@ -266,6 +266,8 @@ TEST(BenchTable, TheTypeIsTheFilesAsLlamaBenchNamesIt) {
       << render_bench_csv(r);
   r.size_class = "1B";
   EXPECT_EQ(llama_bench_row(r, row)["model_type"], "llama 1B Q4_K - Medium");
+  EXPECT_EQ(render_bench_markdown_row(r, row).rfind("| llama 1B | ", 0), 0u)
+      << render_bench_markdown_row(r, row);
   EXPECT_EQ(bench_json(r)["model"]["size_class"], "1B");
   // A result without the file's type shows the main matmul type.
   r.file_type.clear();
