@@ -91,6 +91,12 @@ uint32_t llama_guessed_file_type(const GgufFile& f) {
   }
 }
 
+std::string llama_model_desc(const GgufFile& f, const ModelConfig& c) {
+  return fmt::format(
+      "{} {} {}", arch_name(c.arch), llama_size_class(c),
+      llama_file_type_name(c.file_type >= 0 ? c.file_type : llama_guessed_file_type(f)));
+}
+
 uint32_t llama_file_type(ops::WeightType t) {
   switch (t) {
     case ops::WeightType::F32:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loader/gguf_file.h"
+#include "loader/model_config.h"
 #include "ops/types.h"
 
 namespace pacer::loader {
@@ -40,6 +41,11 @@ std::string llama_file_type_name(int64_t ftype);
 // (counted in name order, the first to lead keeps ties), as llama_file_type maps it, with bit
 // 1024 (LLAMA_FTYPE_GUESSED) set, so llama_file_type_name says "Q8_0 (guessed)".
 uint32_t llama_guessed_file_type(const GgufFile& f);
+
+// llama.cpp's one-line description of the model (llama_model_desc, llama-bench's model_type):
+// "<arch> <size class> <file type>", e.g. "llama 1B Q4_K - Medium"; the file type guessed where
+// the file has none.
+std::string llama_model_desc(const GgufFile& f, const ModelConfig& c);
 
 // Whether `t` is one the quantizer converts: a 2-D tensor (matmul weight or embedding).
 bool is_quantizable(const GgufTensor& t) noexcept;

@@ -213,6 +213,7 @@ void inspect(const std::string& path, bool json) {
     if (cfg) {
       nlohmann::json& model = j["model"] = *cfg;
       model["main_type"] = ops::type_name(weights->main_type);
+      model["llama_desc"] = loader::llama_model_desc(f, *cfg);
       model["matmul_bytes_per_token"] = weights->matmul_bytes;
     } else {
       j["model"] = nullptr;
@@ -265,6 +266,7 @@ void inspect(const std::string& path, bool json) {
     fmt::print("  weights streamed per decode token: {} (mostly {})\n",
                human_bytes(static_cast<uint64_t>(weights->matmul_bytes)),
                ops::type_name(weights->main_type));
+    fmt::print("  llama.cpp describes it as: {}\n", loader::llama_model_desc(f, *cfg));
   } else {
     fmt::print("\nmodel: not loadable by pacer: {}\n", model_error);
   }

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -104,6 +105,17 @@ int main(int argc, char** argv) {
   } catch (const pacer::tools::ExitRequest& e) {
     std::fflush(stdout);
     return e.code;
+  } catch (const std::system_error& e) {
+    // fmt::print throws when a write to stdout fails mid-run (its buffer flushed into a full
+    // disk or a closed pipe): the same error the exit check below gives, with its reason.
+    if (std::ferror(stdout)) {
+      std::fprintf(stderr, "pacer: error: writing to stdout failed: %s\n",
+                   std::strerror(e.code().value() ? e.code().value() : EIO));
+      return kRunError;
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr, "pacer: error: %s\n", e.what());
+    return kRunError;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "pacer: error: %s\n", e.what());

@@ -138,6 +138,9 @@ TEST_F(GgufCli, SynthInspectQuantizeEndToEnd) {
   r = pacer("gguf inspect " + shell_quote(q4));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("2 (Q4_0)"), std::string::npos) << r.out;
+  // And the model as llama_model_desc does: no size class for 2 layers ("?B"), then the type.
+  EXPECT_NE(r.out.find("llama.cpp describes it as: llama ?B Q4_0\n"), std::string::npos) << r.out;
+  EXPECT_EQ(jq["model"]["llama_desc"], "llama ?B Q4_0");
 
   // Usage errors are one line too.
   r = pacer("gguf quantize " + shell_quote(f32) + " " + shell_quote(q4) + " --type q7_k");
