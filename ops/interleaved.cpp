@@ -14,6 +14,7 @@
 
 #include "ops/bf16.h"
 #include "ops/f16.h"
+#include "ops/gemv_streams.h"
 #include "ops/iq4_nl.h"
 #include "ops/iq4_xs.h"
 #include "ops/isa.h"
@@ -791,7 +792,7 @@ InterleavedMatrix InterleavedMatrix::repack(const WeightMatrix& w) {
 }
 
 int64_t x16_gemv_run_bytes(WeightType t, Isa isa) noexcept {
-  const bool long_runs = x16_gemv_long_runs();
+  const bool long_runs = x16_gemv_long_runs(x16_gemv_kind(t));
   const bool avx512 = isa == Isa::Avx512;
   if (t == WeightType::F16 || t == WeightType::BF16) {
     const int64_t columns = long_runs ? kX16LongRunColumns : avx512 ? 8 : 128;

@@ -437,15 +437,17 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
   const int64_t nb = n / 32;
   const ActQ8Row x = act_q8_row(act, n);
   // The two runs of the table (ops/isa.h), each compiled for its length (a run length read at
-  // run time cost Q4_0 2-5 % from L2).
-  const bool long_runs = Layout::kType != WeightType::IQ4_NL && x16_gemv_long_runs();
+  // run time cost Q4_0 2-5 % from L2); the prefetch of the type's plan (Zen 1's differs from the
+  // class rule for the Q4_0 kind).
+  const X16GemvPlan plan = x16_gemv_plan(x16_gemv_kind(Layout::kType));
+  const bool long_runs = Layout::kType != WeightType::IQ4_NL && plan.long_runs;
   // Groups from far-apart stretches, 2 at a time (kX16Avx2GemvStreams): one sequential stream
   // per core leaves DRAM bandwidth unused (as the VNNI GEMV).
   x16_gemv_stream_groups<kX16Avx2GemvStreams>(
       groups, n_groups, x16_group_bytes(Layout::kType, n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
         constexpr int kS = decltype(streams)::value;
-        const bool prefetch = gemv_software_prefetch(gemv_kernel_class(Layout::kType));
+        const bool prefetch = plan.prefetch;
         if (long_runs) {
           gemv_groups<Layout, kS, kX16LongRunBlocks>(nb, group, x, outs, prefetch);
         } else {

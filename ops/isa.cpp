@@ -20,6 +20,20 @@ uint64_t xgetbv0() noexcept {
 
 }  // namespace
 
+int cpuid_display_family(unsigned eax) noexcept {
+  // The base family, plus the extended family where the base reads 0xf.
+  const unsigned base = (eax >> 8) & 0xfu;
+  return static_cast<int>(base == 0xfu ? base + ((eax >> 20) & 0xffu) : base);
+}
+
+int cpuid_display_model(unsigned eax) noexcept {
+  // The base model, with the extended model as its high nibble where the base family reads 6 or
+  // 0xf.
+  const unsigned base_family = (eax >> 8) & 0xfu, base = (eax >> 4) & 0xfu;
+  const bool extended = base_family == 0xfu || base_family == 6u;
+  return static_cast<int>(extended ? base | (((eax >> 16) & 0xfu) << 4) : base);
+}
+
 bool vnni_allowed_rule(const char* env) noexcept {
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
@@ -36,10 +50,8 @@ CpuFeatures read_cpu_features() noexcept {
     f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  // The display family: the base family, plus the extended family where the base reads 0xf.
-  const unsigned base_family = (a >> 8) & 0xfu;
-  f.family =
-      static_cast<int>(base_family == 0xfu ? base_family + ((a >> 20) & 0xffu) : base_family);
+  f.family = cpuid_display_family(a);
+  f.model = cpuid_display_model(a);
   const bool osxsave = (c >> 27) & 1u;
   const bool fma = (c >> 12) & 1u;
   const bool f16c = (c >> 29) & 1u;
@@ -143,6 +155,13 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
   } else {
     plan.streams = 4;
   }
+  plan.long_runs = x16_gemv_long_runs_rule(cpu, env.runs);
+  if (amd_zen1(cpu)) {
+    if (k == X16Gemv::Q4_0) plan.prefetch = true;
+    const bool runs_set =
+        env.runs && (std::strcmp(env.runs, "short") == 0 || std::strcmp(env.runs, "long") == 0);
+    if (k == X16Gemv::Q8_0 && !runs_set) plan.long_runs = false;
+  }
   if (env.streams && std::strcmp(env.streams, "1") == 0) plan.streams = 1;
   if (env.streams && std::strcmp(env.streams, "2") == 0) plan.streams = 2;
   if (env.streams && std::strcmp(env.streams, "4") == 0) plan.streams = 4;
@@ -161,7 +180,7 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
 X16GemvPlan x16_gemv_plan(X16Gemv k) noexcept {
   static const auto plans = [] {
     const X16GemvEnv env{std::getenv("PACER_GEMV_STREAMS"), std::getenv("PACER_PREFETCH"),
-                         std::getenv("PACER_PAGE_TOUCH")};
+                         std::getenv("PACER_PAGE_TOUCH"), std::getenv("PACER_GEMV_RUNS")};
     std::array<X16GemvPlan, std::size(kX16GemvKinds)> p{};
     for (X16Gemv g : kX16GemvKinds) {
       p[static_cast<size_t>(g)] = x16_gemv_plan_rule(detect_cpu_features(), g, env);
@@ -189,6 +208,10 @@ bool x16_gemv_long_runs() noexcept {
   static const bool long_runs =
       x16_gemv_long_runs_rule(detect_cpu_features(), std::getenv("PACER_GEMV_RUNS"));
   return long_runs;
+}
+
+bool x16_gemv_long_runs(X16Gemv k) noexcept {
+  return x16_gemv_plan(k).long_runs;
 }
 
 bool x16_gemv_avx2_kernel_rule(const CpuFeatures& cpu, X16Gemv k, bool long_runs) noexcept {

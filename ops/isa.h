@@ -26,13 +26,26 @@ struct CpuFeatures {
   bool amx_int8 = false;
   bool amd = false;  // CPUID vendor "AuthenticAMD" (kernel tuning choices, see below)
   int family = 0;    // CPUID display family (AMD: 0x17 Zen 1-2, 0x19 Zen 3-4, 0x1a Zen 5)
+  int model = 0;     // CPUID display model (AMD family 0x17: below 0x30 Zen 1 / Zen+, Zen 2 from)
 };
 inline constexpr int kAmdZen5Family = 0x1a;
+inline constexpr int kAmdZen1Family = 0x17;
+inline constexpr int kAmdZen2FirstModel = 0x30;
+// AMD Zen 1 or Zen+ (EPYC 7001, Ryzen 1000-2000): 256-bit AVX2 split into two 128-bit halves, a
+// table of its own in x16_gemv_plan_rule.
+constexpr bool amd_zen1(const CpuFeatures& cpu) noexcept {
+  return cpu.amd && cpu.family == kAmdZen1Family && cpu.model < kAmdZen2FirstModel;
+}
 
 // Whether AVX512_VNNI may be used: PACER_VNNI=0 (`env`) says no, and the process then runs the
 // kernels of an AVX-512 CPU without VNNI (Skylake-SP, Cascade Lake's predecessor): no VNNI, no
 // AVX512_BF16, no AMX. The rule detect_cpu_features() applies.
 bool vnni_allowed_rule(const char* env) noexcept;
+// The display family and model of CPUID leaf 1's EAX (the processor signature), as the vendors
+// define them: 0x00800F12 (EPYC 7601) is family 0x17 model 0x01, 0x000806F8 (Sapphire Rapids)
+// family 6 model 0x8F.
+int cpuid_display_family(unsigned eax) noexcept;
+int cpuid_display_model(unsigned eax) noexcept;
 // Reads CPUID/XGETBV once per process (CPUID traps in a VM) and returns the cached answer.
 CpuFeatures detect_cpu_features() noexcept;
 // Best Isa this CPU and OS support, or the one named by PACER_ISA (scalar|avx2|avx512) if it is
@@ -101,17 +114,27 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    level. Q5_K likewise, once its 2-stream loop kept its state in registers (ops/unroll.h):
 //    TinyLlama Q5_K_M decode 1.16-1.23x at 1 thread and 1.15-1.23x at 2 against one stream with the
 //    touch (4 and 3 alternating rounds), a cold Q5_K matrix 1.19x.
-// PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1 and PACER_PAGE_TOUCH=0/<bytes> override every
-// kernel's choice. The event log header's run.x16_gemv (and run.gemv_streams, Q4_0's) records it.
+//  - AMD Zen 1 / Zen+ (family 0x17 below model 0x30; AVX2 only, so the AVX2 GEMVs): as Zen 4,
+//    except that the Q4_0 kind (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) prefetches and Q8_0 reads short
+//    runs (long_runs below). A 2-vCPU EPYC 7001 guest (session 56), TinyLlama decode, 2
+//    alternating rounds, on / off: prefetch Q4_0 1.23x at 1 thread and 1.29x at 2, Q4_1 1.33x,
+//    Q5_0 1.29x; the same prefetch cost the others a third (Q8_0 0.81x, F16 0.69x, Q4_K_M 0.73x,
+//    Q5_K_M 0.69x, Q6_K 0.65x). Q8_0 in short runs 1.15x at 1 thread and 1.12x at 2; F16 0.95x
+//    and Q4_0 level, so they keep the long ones. Stream counts 1/2/4 were level or slower.
+// PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1, PACER_PAGE_TOUCH=0/<bytes> and
+// PACER_GEMV_RUNS=short/long override every kernel's choice. The event log header's run.x16_gemv
+// (and run.gemv_streams, Q4_0's) records it.
 struct X16GemvPlan {
   int streams = 4;
   bool prefetch = true;
   int64_t page_touch = 0;
+  bool long_runs = false;  // x16_gemv_long_runs_rule, but per kind (Zen 1's Q8_0)
 };
 struct X16GemvEnv {  // the environment's overrides (null: not set)
   const char* streams = nullptr;
   const char* prefetch = nullptr;
   const char* page_touch = nullptr;
+  const char* runs = nullptr;
 };
 inline constexpr int64_t kZen5PageTouchBytes = 8192;
 X16GemvPlan x16_gemv_plan(X16Gemv k) noexcept;
@@ -140,6 +163,8 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k,
 // the AVX2 tier there is not measured. PACER_GEMV_RUNS=short or long overrides. The event log
 // header's run.x16_gemv records each type's run in bytes (`run_bytes`).
 bool x16_gemv_long_runs() noexcept;  // the rule on this CPU, chosen once per process
+// The runs of kind k's GEMV: x16_gemv_plan(k).long_runs (the rule above but for Zen 1's Q8_0).
+bool x16_gemv_long_runs(X16Gemv k) noexcept;
 bool x16_gemv_long_runs_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
 // Whether an AVX-512 VNNI CPU runs the AVX2 tier's 16-row GEMV for kind `k` (the same bits):
 // Q4_K and Q8_0 with long runs on AMD before Zen 5. On one Zen 4 core their AVX2 GEMVs read a

@@ -215,9 +215,11 @@ KernelSet KernelSet::for_isa(Isa requested) {
     } else if (vnni) {
       follow(k, t);
       if (k.gemv_streams > 1) k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx512);
-    } else if (avx2) {  // the AVX2 x16 ones
+    } else if (avx2) {  // the AVX2 x16 ones: the 32-element block types prefetch by their plan
       k.gemv_streams = kX16Avx2GemvStreams;
-      k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_prefetch = type_info(t).block_elems == 32
+                            ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
+                            : gemv_software_prefetch(gemv_kernel_class(t));
       k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
     }
   }

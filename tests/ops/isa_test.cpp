@@ -83,7 +83,9 @@ TEST(X16GemvRuns, RuleFollowsVendorAndEnvironment) {
   const int64_t avx2_columns = x16_gemv_long_runs() ? 64 : 128;
   const int64_t avx512_columns = x16_gemv_long_runs() ? 64 : 8;
   EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_0, Isa::Avx2), 16 * 18 * runs);
-  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q8_0, Isa::Avx2), 16 * 34 * runs);
+  // (Q8_0 by its own plan: short runs on Zen 1.)
+  EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q8_0, Isa::Avx2),
+            16 * 34 * (x16_gemv_long_runs(X16Gemv::Q8_0) ? 8 : 1));
   EXPECT_EQ(x16_gemv_run_bytes(WeightType::IQ4_NL, Isa::Avx2), 16 * 18);  // always a block
   EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q4_K, Isa::Avx2), 16 * 144);   // a super-block
   EXPECT_EQ(x16_gemv_run_bytes(WeightType::Q6_K, Isa::Avx2), 16 * 210);
@@ -227,12 +229,72 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
     EXPECT_EQ(std::get<2>(plan(zen5, k, {.page_touch = "4194304"})), zen5_touch);  // over 1 MiB
   }
   // The process's plans: the rule's for this CPU and environment.
+  const X16GemvEnv process_env{std::getenv("PACER_GEMV_STREAMS"), std::getenv("PACER_PREFETCH"),
+                               std::getenv("PACER_PAGE_TOUCH"), std::getenv("PACER_GEMV_RUNS")};
   for (X16Gemv k : kX16GemvKinds) {
     EXPECT_EQ(std::tuple(x16_gemv_plan(k).streams, x16_gemv_plan(k).prefetch,
                          x16_gemv_plan(k).page_touch),
-              plan(detect_cpu_features(), k,
-                   {std::getenv("PACER_GEMV_STREAMS"), std::getenv("PACER_PREFETCH"),
-                    std::getenv("PACER_PAGE_TOUCH")}));
+              plan(detect_cpu_features(), k, process_env));
+    EXPECT_EQ(x16_gemv_long_runs(k),
+              x16_gemv_plan_rule(detect_cpu_features(), k, process_env).long_runs);
+  }
+}
+
+// Zen 1 / Zen+ (family 0x17 below model 0x30): Zen 4's plan, but the Q4_0 kind prefetches and
+// Q8_0 reads short runs; Zen 2 (model 0x31) and everything else keep their tables, and the
+// environment still overrides.
+TEST(X16GemvPlan, Zen1PrefetchesTheQ4_0KindAndReadsQ8_0InShortRuns) {
+  CpuFeatures zen1, zen2, zen4, intel;
+  zen1.amd = zen2.amd = zen4.amd = true;
+  zen1.family = zen2.family = 0x17;
+  zen1.model = 0x01;
+  zen2.model = 0x31;
+  zen4.family = 0x19;
+  zen4.model = 0x11;
+  intel.family = 6;
+  intel.model = 0x8f;
+  EXPECT_TRUE(amd_zen1(zen1));
+  EXPECT_FALSE(amd_zen1(zen2));
+  EXPECT_FALSE(amd_zen1(zen4));
+  EXPECT_FALSE(amd_zen1(intel));
+  for (X16Gemv k : kX16GemvKinds) {
+    SCOPED_TRACE(static_cast<int>(k));
+    const X16GemvPlan z1 = x16_gemv_plan_rule(zen1, k, {});
+    const X16GemvPlan z2 = x16_gemv_plan_rule(zen2, k, {});
+    const X16GemvPlan z4 = x16_gemv_plan_rule(zen4, k, {});
+    EXPECT_EQ(z1.streams, z4.streams);
+    EXPECT_EQ(z1.page_touch, 0);
+    EXPECT_EQ(z1.prefetch, k == X16Gemv::Q4_0);
+    EXPECT_EQ(z1.long_runs, k != X16Gemv::Q8_0);
+    EXPECT_EQ(std::tuple(z2.streams, z2.prefetch, z2.long_runs),
+              std::tuple(z4.streams, z4.prefetch, z4.long_runs));
+    EXPECT_TRUE(z4.long_runs);
+    EXPECT_FALSE(x16_gemv_plan_rule(intel, k, {}).long_runs);
+    EXPECT_FALSE(x16_gemv_plan_rule(zen1, k, {.prefetch = "0"}).prefetch);
+    EXPECT_TRUE(x16_gemv_plan_rule(zen1, k, {.runs = "long"}).long_runs);
+    EXPECT_FALSE(x16_gemv_plan_rule(zen1, k, {.runs = "short"}).long_runs);
+    EXPECT_EQ(x16_gemv_plan_rule(zen1, k, {.runs = "8"}).long_runs, z1.long_runs);
+  }
+}
+
+// CPUID leaf 1's signature as the vendors' manuals decode it (family 0xf adds the extended family;
+// families 6 and 0xf take the extended model as the high nibble).
+TEST(CpuSignature, DisplayFamilyAndModel) {
+  const std::tuple<unsigned, int, int> known[] = {
+      {0x00800F12u, 0x17, 0x01},  // EPYC 7601 (Zen 1)
+      {0x00800F82u, 0x17, 0x08},  // Ryzen 7 2700X (Zen+)
+      {0x00830F10u, 0x17, 0x31},  // EPYC 7742 (Zen 2)
+      {0x00A10F11u, 0x19, 0x11},  // EPYC 9654 (Zen 4)
+      {0x00B00F21u, 0x1a, 0x02},  // EPYC 9005 (Zen 5)
+      {0x000806F8u, 6, 0x8f},     // Xeon Sapphire Rapids
+      {0x00050654u, 6, 0x55},     // Xeon Skylake-SP
+      {0x00000F29u, 0xf, 0x02},   // Pentium 4 (family 0xf, no extension)
+      {0x00000633u, 6, 0x03},     // Pentium II
+  };
+  for (const auto& [eax, family, model] : known) {
+    SCOPED_TRACE(eax);
+    EXPECT_EQ(cpuid_display_family(eax), family);
+    EXPECT_EQ(cpuid_display_model(eax), model);
   }
 }
 
