@@ -513,6 +513,10 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   w = work;
   compare_field(w, "recording mode", a.run.recording, b.run.recording);
   compare_field(w, "CPU model", a.host.cpu_model, b.host.cpu_model);
+  // (A log older than the key has none: not a difference.)
+  if (!a.host.cpu_signature.empty() && !b.host.cpu_signature.empty())
+    compare_field(w, "CPU signature (family/model/stepping)", a.host.cpu_signature,
+                  b.host.cpu_signature);
   compare_field(w, "host", a.host.hostname, b.host.hostname);
   compare_field(w, "governor", a.host.governor, b.host.governor);
   compare_field(w, "counter mode", a.counters.mode, b.counters.mode);

@@ -214,6 +214,7 @@ struct Header {
   } run;
   struct Host {
     std::string hostname, cpu_model, microcode, kernel, governor;  // governor empty when null
+    std::string cpu_signature;  // "family 23 model 1 stepping 2"; empty in logs before it
     std::optional<bool> smt, virtualized;
     std::optional<double> tsc_mhz;
     std::optional<int64_t> packages, numa_nodes, cores, pus, l3_bytes;  // host.topology

@@ -181,6 +181,7 @@ void parse_header_json(const json& j, Header& h) {
   take(host, hw, hk::kHostname, h.host.hostname);
   take(host, hw, hk::kCpuModel, h.host.cpu_model);
   take(host, hw, hk::kMicrocode, h.host.microcode);
+  take(host, hw, hk::kCpuSignature, h.host.cpu_signature);
   take(host, hw, hk::kKernel, h.host.kernel);
   take(host, hw, hk::kGovernor, h.host.governor);
   take(host, hw, hk::kSmt, h.host.smt);

@@ -128,7 +128,8 @@ Section run_section(const Report& r) {
                           opt_str(h.run.ctx), opt_str(h.run.n_prompt), opt_str(h.run.n_predict),
                           or_dash(h.run.isa), or_dash(h.run.kv_type), or_dash(h.run.recording))});
   f.push_back(
-      {"cpu", fmt::format("{} ({} packages, {} cores, {} PUs, L3 {}){}{}", h.host.cpu_model,
+      {"cpu", fmt::format("{}{} ({} packages, {} cores, {} PUs, L3 {}){}{}", h.host.cpu_model,
+                          h.host.cpu_signature.empty() ? "" : " [" + h.host.cpu_signature + "]",
                           opt_str(h.host.packages), opt_str(h.host.cores), opt_str(h.host.pus),
                           h.host.l3_bytes ? fmt::format("{:.1f} MB", *h.host.l3_bytes / 1e6) : "-",
                           h.host.virtualized.value_or(false) ? ", virtualized" : "",

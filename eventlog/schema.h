@@ -248,6 +248,7 @@ namespace host_key {
 inline constexpr std::string_view kHostname = "hostname";
 inline constexpr std::string_view kCpuModel = "cpu_model";
 inline constexpr std::string_view kMicrocode = "microcode";
+inline constexpr std::string_view kCpuSignature = "cpu_signature";
 inline constexpr std::string_view kKernel = "kernel";
 inline constexpr std::string_view kGovernor = "governor";
 inline constexpr std::string_view kSmt = "smt";
@@ -259,8 +260,9 @@ inline constexpr std::string_view kAllowedCpus = "allowed_cpus";
 inline constexpr std::string_view kPerfEventParanoid = "perf_event_paranoid";
 inline constexpr std::string_view kTopology = "topology";
 inline constexpr std::array kAll{
-    kHostname,   kCpuModel, kMicrocode,  kKernel,      kGovernor,          kSmt,     kVirtualized,
-    kHypervisor, kTscMhz,   kOnlineCpus, kAllowedCpus, kPerfEventParanoid, kTopology};
+    kHostname,   kCpuModel,    kMicrocode,         kCpuSignature, kKernel,
+    kGovernor,   kSmt,         kVirtualized,       kHypervisor,   kTscMhz,
+    kOnlineCpus, kAllowedCpus, kPerfEventParanoid, kTopology};
 // topology
 inline constexpr std::string_view kPackages = "packages";
 inline constexpr std::string_view kNumaNodes = "numa_nodes";

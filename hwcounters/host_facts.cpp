@@ -71,6 +71,14 @@ std::vector<int> parse_cpu_list(const std::string& s) {
   return out;
 }
 
+std::string cpu_signature_from_cpuinfo(const std::string& cpuinfo) {
+  const std::string family = cpuinfo_field(cpuinfo, "cpu family"),
+                    model = cpuinfo_field(cpuinfo, "model"),
+                    stepping = cpuinfo_field(cpuinfo, "stepping");
+  if (family.empty() || model.empty() || stepping.empty()) return {};
+  return "family " + family + " model " + model + " stepping " + stepping;
+}
+
 HostFacts collect_host_facts() {
   HostFacts h;
   char host[256] = {};
@@ -82,6 +90,7 @@ HostFacts collect_host_facts() {
     const std::string cpuinfo = ss.str();
     h.cpu_model = cpuinfo_field(cpuinfo, "model name");
     h.microcode = cpuinfo_field(cpuinfo, "microcode");
+    h.cpu_signature = cpu_signature_from_cpuinfo(cpuinfo);
   }
   utsname u;
   if (uname(&u) == 0) h.kernel = u.release;

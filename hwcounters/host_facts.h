@@ -12,6 +12,10 @@ struct HostFacts {
   std::string hostname;
   std::string cpu_model;                // /proc/cpuinfo "model name"
   std::string microcode;                // /proc/cpuinfo "microcode"
+  // "family 23 model 1 stepping 2" (/proc/cpuinfo "cpu family", "model", "stepping", decimal as
+  // lscpu prints them; empty where the kernel gives none): tells CPUs apart that a VM names alike
+  // ("AMD EPYC" for a Zen 1 and a Zen 4 guest), and picks pacer's kernel table (ops/isa.h).
+  std::string cpu_signature;
   std::string kernel;                   // uname release
   std::optional<std::string> governor;  // cpufreq scaling_governor of cpu0; nullopt: no cpufreq
   std::optional<bool> smt;              // /sys/devices/system/cpu/smt/active
@@ -29,5 +33,9 @@ HostFacts collect_host_facts();
 
 // Parses "0-3,8,10-11" (sysfs CPU lists); stops at the first malformed item.
 std::vector<int> parse_cpu_list(const std::string& s);
+
+// The signature of /proc/cpuinfo's text (its first processor): "family F model M stepping S", or
+// "" when any of the three is missing.
+std::string cpu_signature_from_cpuinfo(const std::string& cpuinfo);
 
 }  // namespace pacer::hwcounters

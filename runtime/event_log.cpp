@@ -106,6 +106,7 @@ nlohmann::json host_json(const hwcounters::HostFacts& h) {
   return {{key::kHostname, h.hostname},
           {key::kCpuModel, h.cpu_model},
           {key::kMicrocode, h.microcode},
+          {key::kCpuSignature, h.cpu_signature},
           {key::kKernel, h.kernel},
           {key::kGovernor, h.governor ? json(*h.governor) : json()},
           {key::kSmt, h.smt ? json(*h.smt) : json()},

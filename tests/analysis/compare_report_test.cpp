@@ -80,6 +80,24 @@ TEST(CompareCompat, EnvironmentDifferencesAreWarnings) {
   EXPECT_FALSE(has("threads"));
 }
 
+// Two guests that both call themselves "AMD EPYC" (a Zen 1 and a Zen 4) differ by signature; a
+// log without one (written before the key) is no difference.
+TEST(CompareCompat, ADifferentCpuSignatureIsAWarning) {
+  Header a = load({}, "a").header, b = a;
+  EXPECT_TRUE(a.host.cpu_signature.empty());
+  auto warned = [](const Compatibility& c) {
+    for (const auto& w : c.warnings)
+      if (w.find("CPU signature (family/model/stepping) differs") != std::string::npos) return true;
+    return false;
+  };
+  a.host.cpu_signature = "family 23 model 1 stepping 2";
+  EXPECT_FALSE(warned(check_compatibility(a, b)));
+  b.host.cpu_signature = "family 25 model 17 stepping 1";
+  EXPECT_TRUE(warned(check_compatibility(a, b)));
+  b.host.cpu_signature = a.host.cpu_signature;
+  EXPECT_FALSE(warned(check_compatibility(a, b)));
+}
+
 TEST(CompareCompat, ADifferentNumaPolicyIsAConfigurationChange) {
   const Header a = load({}, "a").header;
   Header b = a;

@@ -25,6 +25,28 @@ TEST(HostFacts, ReadsKernelCpuModelAndAllowedCpus) {
   EXPECT_EQ(h.virtualized, !h.hypervisor.empty());
 }
 
+// The signature as lscpu prints it, from /proc/cpuinfo text (an EPYC 7601 guest's first
+// processor; "model name" must not be read as "model"), and nothing where a field is missing.
+TEST(HostFacts, CpuSignatureFromCpuinfo) {
+  const std::string epyc =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 1\n"
+      "model name\t: AMD EPYC\nstepping\t: 2\nmicrocode\t: 0x1000065\n\n"
+      "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+      "stepping\t: 1\n";
+  EXPECT_EQ(cpu_signature_from_cpuinfo(epyc), "family 23 model 1 stepping 2");
+  const std::string spr =
+      "model name\t: Intel(R) Xeon(R) Platinum 8480+\ncpu family\t: 6\n"
+      "stepping\t: 8\nmodel\t\t: 143\n";
+  EXPECT_EQ(cpu_signature_from_cpuinfo(spr), "family 6 model 143 stepping 8");
+  EXPECT_EQ(cpu_signature_from_cpuinfo("model name\t: X\ncpu family\t: 6\nstepping\t: 1\n"), "");
+  EXPECT_EQ(cpu_signature_from_cpuinfo(""), "");
+  // This machine's, where its kernel lists the fields (x86 Linux does).
+  const HostFacts h = collect_host_facts();
+  if (!h.cpu_signature.empty()) {
+    EXPECT_EQ(h.cpu_signature.rfind("family ", 0), 0u) << h.cpu_signature;
+  }
+}
+
 TEST(HostFacts, ParsesSysfsCpuLists) {
   EXPECT_EQ(parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(parse_cpu_list("5"), (std::vector<int>{5}));
