@@ -14,7 +14,7 @@ struct HostFacts {
   std::string microcode;                // /proc/cpuinfo "microcode"
   // "family 23 model 1 stepping 2" (/proc/cpuinfo "cpu family", "model", "stepping", decimal as
   // lscpu prints them; empty where the kernel gives none): tells CPUs apart that a VM names alike
-  // ("AMD EPYC" for a Zen 1 and a Zen 4 guest), and picks pacer's kernel table (ops/isa.h).
+  // ("AMD EPYC" for a Zen 1 and a Zen 4 guest); ops/isa.h's kernel table reads the same CPUID.
   std::string cpu_signature;
   std::string kernel;                   // uname release
   std::optional<std::string> governor;  // cpufreq scaling_governor of cpu0; nullopt: no cpufreq
