@@ -82,6 +82,10 @@ CREATE TABLE model_fingerprints (
   PRIMARY KEY (path, bytes, mtime_ns)
 );
 )sql",
+    // 1 -> 2: the CPU's family/model/stepping beside its brand string.
+    R"sql(
+ALTER TABLE runs ADD COLUMN cpu_signature TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // The only encoding this version writes: no compression library is linked into pacer, and SQLite
@@ -92,8 +96,15 @@ constexpr std::string_view kRunColumns =
     "run_uuid, time_utc, host, host_id, cpu_model, kernel, governor, microcode, pacer_version, "
     "git_sha, model_name, model_path, model_hash, model_bytes, params, arch, type, kv_type, test, "
     "n_prompt, n_gen, n_depth, threads, pin, cpus, tok_s, tok_s_mean, tok_s_sd, cv, freq_min_mhz, "
-    "freq_mean_mhz, freq_max_mhz, bandwidth_gbs, roofline_pct, flags";
-constexpr int kRunColumnCount = 35;
+    "freq_mean_mhz, freq_max_mhz, bandwidth_gbs, roofline_pct, flags, cpu_signature";
+constexpr int kRunColumnCount = 36;
+// kRunColumns as a SELECT list for a file of `schema` (a read-only file may be older): a column
+// its schema lacks reads as ''.
+std::string run_select_columns(int schema) {
+  std::string cols(kRunColumns);
+  if (schema < 2) cols.replace(cols.rfind("cpu_signature"), 13, "'' AS cpu_signature");
+  return cols;
+}
 
 std::string read_whole_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -179,6 +190,7 @@ void fill_from_header(BenchRecord& r, const Header& h) {
   };
   fill(r.host, h.host.hostname);
   fill(r.cpu_model, h.host.cpu_model);
+  fill(r.cpu_signature, h.host.cpu_signature);
   fill(r.kernel, h.host.kernel);
   fill(r.governor, h.host.governor);
   fill(r.microcode, h.host.microcode);
@@ -268,6 +280,7 @@ StoredRun read_run_row(const sql::Statement& s, const fs::path& db) {
   r.bandwidth_gbs = number(c++, "bandwidth_gbs");
   r.roofline_pct = number(c++, "roofline_pct");
   r.flags = parse_json_array<std::string>(s.text(c++), db, run.id, "flags");
+  r.cpu_signature = s.text(c++);
   run.has_log = s.int64(c++) != 0;
   return run;
 }
@@ -339,6 +352,7 @@ struct HistoryDb::Impl {
                      r.freq_max_mhz, r.bandwidth_gbs, r.roofline_pct})
       bind(v);
     bind(nlohmann::json(r.flags).dump());
+    bind(r.cpu_signature);
     ins.run();
     const int64_t id = db.last_insert_rowid();
 
@@ -586,7 +600,7 @@ std::vector<StoredRun> HistoryDb::runs(const RunFilter& f) const {
   sql::Statement s = impl_->db.prepare(fmt::format(
       "SELECT id, {}, EXISTS (SELECT 1 FROM event_logs e WHERE e.run_id = runs.id) FROM runs "
       "WHERE {} ORDER BY time_utc, id",
-      kRunColumns, where));
+      run_select_columns(impl_->schema), where));
   if (!f.host.empty()) s.bind(1, f.host);
   if (!f.model.empty()) s.bind(2, f.model);
   if (!f.test.empty()) s.bind(3, f.test);
@@ -602,7 +616,7 @@ std::optional<StoredRun> HistoryDb::find_run(const std::string& run_uuid) const 
   sql::Statement s = impl_->db.prepare(fmt::format(
       "SELECT id, {}, EXISTS (SELECT 1 FROM event_logs e WHERE e.run_id = runs.id) FROM runs "
       "WHERE run_uuid = ?1",
-      kRunColumns));
+      run_select_columns(impl_->schema)));
   s.bind(1, run_uuid);
   if (!s.step()) return std::nullopt;
   return read_run_row(s, impl_->path);

@@ -14,7 +14,8 @@
 // writing. Writers use WAL and a busy timeout, so concurrent `pacer bench --db` processes on one
 // file each keep every row.
 //
-// Tables (schema 1): meta(key, value); runs (one row per bench row, unique run_uuid);
+// Tables (schema 2): meta(key, value); runs (one row per bench row, unique run_uuid; schema 2
+// added cpu_signature, '' in rows written before it);
 // op_summary (run_id, phase, op, ...); event_logs (run_id, encoding, raw_bytes, data);
 // model_fingerprints (a cache of file_fingerprint). docs/history.md.
 #include <cstdint>
@@ -28,7 +29,7 @@
 
 namespace pacer::analysis {
 
-inline constexpr int kHistorySchemaVersion = 1;
+inline constexpr int kHistorySchemaVersion = 2;
 // SQLite's PRAGMA application_id of a pacer history file: "PcrH".
 inline constexpr int32_t kHistoryApplicationId = 0x50637248;
 
@@ -39,6 +40,10 @@ struct BenchRecord {
   std::string run_uuid;  // empty: append() makes one (random, RFC 4122 version 4)
   std::string time_utc;  // row start, ISO 8601 UTC ("2026-11-24T08:10:00Z")
   std::string host, host_id, cpu_model, kernel, governor, microcode;
+  // CPUID family/model/stepping ("family 23 model 1 stepping 2"): one host name (a cloud VM, a
+  // re-imaged server) can run on another CPU generation under the same brand string ("AMD EPYC"
+  // for Zen 1 to Zen 5 guests). Empty in rows stored before schema 2.
+  std::string cpu_signature;
   std::string pacer_version, git_sha;
   std::string model_name, model_path, model_hash, arch, type, kv_type;
   int64_t model_bytes = 0, params = 0;

@@ -187,7 +187,8 @@ std::string render_history_markdown(const std::vector<StoredRun>& runs) {
 
 std::string render_history_csv(const std::vector<StoredRun>& runs) {
   std::string out =
-      "run_uuid,time_utc,host,host_id,cpu_model,kernel,governor,microcode,pacer_version,git_sha,"
+      "run_uuid,time_utc,host,host_id,cpu_model,cpu_signature,kernel,governor,microcode,pacer_"
+      "version,git_sha,"
       "model_name,model_path,model_hash,model_bytes,params,arch,type,kv_type,test,n_prompt,n_gen,"
       "n_depth,threads,pin,cpus,tok_s,tok_s_mean,tok_s_sd,cv,freq_min_mhz,freq_mean_mhz,"
       "freq_max_mhz,bandwidth_gbs,roofline_pct,flags,has_log\n";
@@ -201,6 +202,7 @@ std::string render_history_csv(const std::vector<StoredRun>& runs) {
                                         r.host,
                                         r.host_id,
                                         r.cpu_model,
+                                        r.cpu_signature,
                                         r.kernel,
                                         r.governor,
                                         r.microcode,
@@ -250,6 +252,7 @@ std::string render_history_json(const std::vector<StoredRun>& runs) {
                    {"host", r.host},
                    {"host_id", r.host_id},
                    {"cpu_model", r.cpu_model},
+                   {"cpu_signature", r.cpu_signature},
                    {"kernel", r.kernel},
                    {"governor", r.governor},
                    {"microcode", r.microcode},
@@ -407,10 +410,11 @@ std::string render_history_openmetrics(const std::vector<StoredRun>& runs) {
       const BenchRecord& r = run->record;
       out += fmt::format(
           "pacer_bench_run_labels{{{},run_uuid=\"{}\",pacer_version=\"{}\",git_sha=\"{}\","
-          "cpu_model=\"{}\",kernel=\"{}\",governor=\"{}\",microcode=\"{}\"}} 1\n",
+          "cpu_model=\"{}\",cpu_signature=\"{}\",kernel=\"{}\",governor=\"{}\",microcode=\"{}\"}} "
+          "1\n",
           labels(key), label_value(r.run_uuid), label_value(r.pacer_version),
-          label_value(r.git_sha), label_value(r.cpu_model), label_value(r.kernel),
-          label_value(r.governor), label_value(r.microcode));
+          label_value(r.git_sha), label_value(r.cpu_model), label_value(r.cpu_signature),
+          label_value(r.kernel), label_value(r.governor), label_value(r.microcode));
     }
   }
   return out + "# EOF\n";

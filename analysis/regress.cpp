@@ -83,6 +83,26 @@ bool matches(const Selector& s, const BenchRecord& r) {
   return true;
 }
 
+// Whether two runs may have run on one CPU: brand strings, then CPUID signatures, compared where
+// both runs recorded one (rows from before schema 2 have no signature).
+bool same_cpu(const BenchRecord& a, const BenchRecord& b) {
+  const auto differ = [](const std::string& x, const std::string& y) {
+    return !x.empty() && !y.empty() && x != y;
+  };
+  return !differ(a.cpu_model, b.cpu_model) && !differ(a.cpu_signature, b.cpu_signature);
+}
+
+std::string cpu_label(const BenchRecord& r) {
+  const std::string model = r.cpu_model.empty() ? "unknown CPU" : r.cpu_model;
+  return r.cpu_signature.empty() ? model : fmt::format("{} [{}]", model, r.cpu_signature);
+}
+
+std::string cpus_of(const std::vector<const StoredRun*>& runs) {
+  std::set<std::string> labels;
+  for (const StoredRun* r : runs) labels.insert(cpu_label(r->record));
+  return fmt::format("{}", fmt::join(labels, ", "));
+}
+
 double median(std::vector<double> v) {
   return stats::quantile(v, 0.5);
 }
@@ -177,12 +197,15 @@ RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) 
     std::set<std::string> cand_hosts;
     for (const StoredRun* r : cand) cand_hosts.insert(r->record.host);
 
-    std::vector<const StoredRun*> base;
+    std::vector<const StoredRun*> base, other_cpu;
     for (const StoredRun* r : members) {
       if (in_cand.count(r)) continue;
       if (fleet && cand_hosts.count(r->record.host)) continue;  // the fleet is the other hosts
       if (!matches(base_sel, r->record)) continue;
-      base.push_back(r);
+      const bool shares_cpu = std::any_of(cand.begin(), cand.end(), [&](const StoredRun* c) {
+        return same_cpu(r->record, c->record);
+      });
+      (shares_cpu || cand.empty() ? base : other_cpu).push_back(r);
     }
     if (base_sel.latest && !base.empty()) base = {base.back()};
 
@@ -198,8 +221,18 @@ RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) 
     g.candidate_runs = static_cast<int>(cand.size());
     g.baseline_tok_s = pooled_rates(base);
     g.candidate_tok_s = pooled_rates(cand);
+    g.baseline_other_cpu = static_cast<int>(other_cpu.size());
+    if (!other_cpu.empty()) {
+      g.candidate_cpus = cpus_of(cand);
+      g.other_cpus = cpus_of(other_cpu);
+    }
     if (g.baseline_tok_s.empty() || g.candidate_tok_s.empty()) {
       ++res.untested;
+      if (!g.candidate_tok_s.empty() && !other_cpu.empty()) {
+        g.candidate_time = cand.back()->record.time_utc;
+        g.candidate_commit = commits_of(cand);
+        res.other_cpu.push_back(std::move(g));
+      }
       continue;
     }
     g.baseline_median = median(g.baseline_tok_s);
@@ -257,6 +290,11 @@ std::string render_regress_text(const RegressResult& r, const RegressOptions& op
         g.baseline_runs, g.baseline_runs == 1 ? "" : "s", g.baseline_tok_s.size(),
         g.baseline_commits, g.candidate_runs, g.candidate_runs == 1 ? "" : "s",
         g.candidate_tok_s.size(), g.candidate_commit, g.candidate_time);
+    if (g.baseline_other_cpu > 0) {
+      out += fmt::format("  left out of the baseline: {} run{} on {} (candidate on {})\n",
+                         g.baseline_other_cpu, g.baseline_other_cpu == 1 ? "" : "s", g.other_cpus,
+                         g.candidate_cpus);
+    }
     if (!g.verdict.empty()) {
       out += fmt::format("  compare (baseline run {} vs candidate run {}):\n  {}\n",
                          g.baseline_run.substr(0, 8), g.candidate_run.substr(0, 8), g.verdict);
@@ -264,13 +302,23 @@ std::string render_regress_text(const RegressResult& r, const RegressOptions& op
       out += fmt::format("  compare: not run: {}\n", g.compare_error);
     }
   }
+  for (const GroupTest& g : r.other_cpu) {
+    out += fmt::format(
+        "\nnot tested, CPU changed: {}\n  candidate on {} (commit {}, {}); the {} baseline "
+        "run{} on {}\n",
+        title(g), g.candidate_cpus, g.candidate_commit, g.candidate_time, g.baseline_other_cpu,
+        g.baseline_other_cpu == 1 ? "" : "s", g.other_cpus);
+  }
   int failing = 0;
   for (const GroupTest& g : r.regressions) failing += g.fails;
   out += fmt::format(
       "\n{} significant slowdown{} ({} above {}%), {} group{} without one, {} without baseline or "
-      "candidate runs\n",
+      "candidate runs{}\n",
       r.regressions.size(), r.regressions.size() == 1 ? "" : "s", failing, opts.fail_above_pct,
-      r.others.size(), r.others.size() == 1 ? "" : "s", r.untested);
+      r.others.size(), r.others.size() == 1 ? "" : "s", r.untested,
+      r.other_cpu.empty()
+          ? ""
+          : fmt::format(" ({} with a baseline only on another CPU)", r.other_cpu.size()));
   return out;
 }
 
@@ -301,16 +349,23 @@ std::string render_regress_json(const RegressResult& r, const RegressOptions& op
     if (!g.candidate_run.empty()) j["candidate_run"] = g.candidate_run;
     if (!g.verdict.empty()) j["verdict"] = g.verdict;
     if (!g.compare_error.empty()) j["compare_error"] = g.compare_error;
+    if (g.baseline_other_cpu > 0) {
+      j["baseline_other_cpu"] = g.baseline_other_cpu;
+      j["candidate_cpus"] = g.candidate_cpus;
+      j["other_cpus"] = g.other_cpus;
+    }
     return j;
   };
   nlohmann::json regressions = nlohmann::json::array(), others = nlohmann::json::array();
   for (const GroupTest& g : r.regressions) regressions.push_back(group(g));
   for (const GroupTest& g : r.others) others.push_back(group(g));
+  nlohmann::json other_cpu = nlohmann::json::array();
+  for (const GroupTest& g : r.other_cpu) other_cpu.push_back(group(g));
   const nlohmann::json j = {{"baseline", opts.baseline}, {"candidate", opts.candidate},
                             {"alpha", opts.alpha},       {"fail_above_pct", opts.fail_above_pct},
                             {"groups", r.groups},        {"untested", r.untested},
                             {"fails", r.fails},          {"regressions", regressions},
-                            {"others", others}};
+                            {"others", others},          {"other_cpu", other_cpu}};
   return j.dump(2) + "\n";
 }
 

@@ -22,6 +22,12 @@
 //   fleet           (baseline only) the other hosts' runs of the same (model, type, test, threads,
 //                   pin): groups then span hosts, and the candidate should name one (host:NAME)
 // The default candidate is `latest`, the default baseline `rest`.
+//
+// A baseline run on another CPU than every candidate run (brand string or CPUID family/model/
+// stepping differ, where both runs recorded one) is left out of the test: one host name can move
+// to another CPU generation (a cloud VM, a re-imaged server) under the same brand string, and a
+// Zen 4 baseline makes a Zen 1 candidate "slower" without any change in pacer. A group whose only
+// baseline runs were on another CPU is untested and listed (RegressResult::other_cpu).
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +60,8 @@ struct GroupTest {
   bool fails = false;                       // significant and slowdown_pct > fail_above_pct
   std::string baseline_run, candidate_run;  // UUIDs of the runs compared
   std::string candidate_time, candidate_commit, baseline_commits;
+  int baseline_other_cpu = 0;  // baseline runs left out: on another CPU than the candidate's
+  std::string candidate_cpus, other_cpus;  // "brand [signature]" of each, ", "-joined
   std::string verdict;        // compare's verdict line ("" when not compared)
   std::string compare_error;  // why the compare could not run
   double confidence() const noexcept { return 1 - p; }
@@ -64,6 +72,7 @@ struct RegressResult {
   std::vector<GroupTest> others;       // tested groups without a significant slowdown
   int groups = 0;                      // groups with runs after the filter
   int untested = 0;                    // groups without baseline or candidate runs
+  std::vector<GroupTest> other_cpu;    // of those: every baseline run on another CPU
   bool fails = false;                  // some regression is above fail_above_pct
 };
 

@@ -253,7 +253,9 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   for (const ops::X16GemvChoice& c : kernels.for_workers(1).x16_gemv_choices()) {
     if (c.prefetch_far) res.x16_prefetch_far_one_worker.push_back(c.type);
   }
-  res.cpu_model = hwcounters::collect_host_facts().cpu_model;
+  const hwcounters::HostFacts host = hwcounters::collect_host_facts();
+  res.cpu_model = host.cpu_model;
+  res.cpu_signature = host.cpu_signature;
   res.kv_type = opts.kv_type;
   res.n_batch_opt = opts.n_batch;
   auto freq = hwcounters::choose_frequency_source(hwcounters::tsc_info().mhz);
@@ -750,10 +752,10 @@ std::string type_text(const BenchResult& r) {
 }  // namespace
 
 std::string render_bench_markdown_header(const BenchResult& r) {
-  std::string out =
-      fmt::format("model: {} ({}, {}, {}, {} params)  cpu: {}  frequency source: {}\n\n",
-                  r.model_path, r.arch, type_text(r), size_text(r.tensor_bytes),
-                  params_text(r.params), r.cpu_model, r.frequency_source);
+  std::string out = fmt::format(
+      "model: {} ({}, {}, {}, {} params)  cpu: {}{}  frequency source: {}\n\n", r.model_path,
+      r.arch, type_text(r), size_text(r.tensor_bytes), params_text(r.params), r.cpu_model,
+      r.cpu_signature.empty() ? "" : " [" + r.cpu_signature + "]", r.frequency_source);
   out +=
       "| model | size | params | type | threads | pin | test | t/s | cv | freq MHz (min-max) | "
       "roofline | flags |\n"
@@ -1092,6 +1094,7 @@ nlohmann::json bench_json(const BenchResult& r) {
             {"matmul_bytes_per_token", r.matmul_bytes_per_token},
             {"repacked_matrices", r.repacked_matrices}}},
           {"cpu_model", r.cpu_model},
+          {"cpu_signature", r.cpu_signature},
           {"frequency_source", r.frequency_source},
           {"gemv_prefetch", ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming)},
           {"gemv_prefetch_unpacking", ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking)},

@@ -145,6 +145,7 @@ struct BenchResult {
   // The types whose GEMV prefetches twice as far in rows of one thread (KernelSet::for_workers).
   std::vector<ops::WeightType> x16_prefetch_far_one_worker;
   std::string cpu_model, frequency_source;
+  std::string cpu_signature;  // "family 23 model 1 stepping 2" (/proc/cpuinfo); may be empty
   ops::WeightType kv_type = ops::WeightType::F16;
   int64_t n_batch_opt = 0;  // BenchOptions::n_batch (0: the default, llama-bench's -b 2048)
   std::vector<BenchRow> rows;

@@ -344,6 +344,7 @@ analysis::BenchRecord history_record(const runtime::BenchResult& r, const runtim
   rec.time_utc = row.test_time;
   rec.host_id = host_id;
   rec.cpu_model = r.cpu_model;
+  rec.cpu_signature = r.cpu_signature;
   rec.pacer_version = kVersion;
   rec.git_sha = kGitSha;
   rec.model_name = r.model_name;

@@ -299,6 +299,66 @@ TEST(HistoryDb, RefusesANewerSchemaAndReadsNoneWhenMissing) {
   EXPECT_THROW(HistoryDb::open(dir.path(), HistoryDb::Mode::ReadWrite), HistoryError);
 }
 
+// A file as pacer wrote it before schema 2 (no cpu_signature column), written here by hand:
+// read-only it reads with empty signatures and stays as it is; opened for writing it is migrated,
+// its row kept, and new rows keep their signature.
+TEST(HistoryDb, ASchema1FileReadsAndMigrates) {
+  TempDir dir;
+  const fs::path file = dir.path() / "v1.sqlite";
+  raw_sql(file,
+          "PRAGMA application_id = 1348694600;"  // 0x50637248, "PcrH"
+          "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+          "INSERT INTO meta VALUES ('schema_version', '1'), ('application', 'pacer');"
+          "CREATE TABLE runs (id INTEGER PRIMARY KEY, run_uuid TEXT NOT NULL UNIQUE, time_utc TEXT "
+          "NOT NULL, host TEXT NOT NULL, host_id TEXT NOT NULL, cpu_model TEXT NOT NULL, kernel "
+          "TEXT NOT NULL, governor TEXT NOT NULL, microcode TEXT NOT NULL, pacer_version TEXT NOT "
+          "NULL, git_sha TEXT NOT NULL, model_name TEXT NOT NULL, model_path TEXT NOT NULL, "
+          "model_hash TEXT NOT NULL, model_bytes INTEGER NOT NULL, params INTEGER NOT NULL, arch "
+          "TEXT NOT NULL, type TEXT NOT NULL, kv_type TEXT NOT NULL, test TEXT NOT NULL, n_prompt "
+          "INTEGER NOT NULL, n_gen INTEGER NOT NULL, n_depth INTEGER NOT NULL, threads INTEGER NOT "
+          "NULL, pin TEXT NOT NULL, cpus TEXT NOT NULL, tok_s TEXT NOT NULL, tok_s_mean REAL, "
+          "tok_s_sd REAL, cv REAL, freq_min_mhz REAL, freq_mean_mhz REAL, freq_max_mhz REAL, "
+          "bandwidth_gbs REAL, roofline_pct REAL, flags TEXT NOT NULL);"
+          "CREATE TABLE op_summary (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE "
+          "CASCADE, phase TEXT NOT NULL, op TEXT NOT NULL, count INTEGER NOT NULL, mean_ns REAL, "
+          "p50_ns REAL, p95_ns REAL, mean_mhz REAL, gbs REAL, offcpu_share REAL);"
+          "CREATE TABLE event_logs (run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE "
+          "CASCADE, name TEXT NOT NULL, encoding TEXT NOT NULL, raw_bytes INTEGER NOT NULL, data "
+          "BLOB NOT NULL);"
+          "CREATE TABLE model_fingerprints (path TEXT NOT NULL, bytes INTEGER NOT NULL, mtime_ns "
+          "INTEGER NOT NULL, fingerprint TEXT NOT NULL, PRIMARY KEY (path, bytes, mtime_ns));"
+          "INSERT INTO runs VALUES (1, 'old-run', '2026-11-20T10:00:00Z', 'host-a', 'id-a', "
+          "'AMD EPYC', '6.1', '', '0x1', '0.1.0', 'abc', 'tiny', '/m/tiny.gguf', 'fp64:0', 10, 1, "
+          "'llama', 'q8_0', 'f16', 'tg64', 0, 64, 0, 2, 'compact', '[0,1]', '[40.5,41.5]', 41, "
+          "0.7, 0.017, 0, 2900, 0, 0, 0, '[]');");
+  {
+    const HistoryDb ro = HistoryDb::open(file, HistoryDb::Mode::ReadOnly);
+    EXPECT_EQ(ro.schema_version(), 1);
+    const std::vector<StoredRun> runs = ro.runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].record.run_uuid, "old-run");
+    EXPECT_EQ(runs[0].record.cpu_model, "AMD EPYC");
+    EXPECT_EQ(runs[0].record.cpu_signature, "");
+    EXPECT_EQ(runs[0].record.tok_s, (std::vector<double>{40.5, 41.5}));
+    ASSERT_TRUE(ro.find_run("old-run").has_value());
+  }
+  {
+    const HistoryDb again = HistoryDb::open(file, HistoryDb::Mode::ReadOnly);
+    EXPECT_EQ(again.schema_version(), 1);  // reading migrated nothing
+  }
+  HistoryDb db = HistoryDb::open(file, HistoryDb::Mode::ReadWrite);
+  EXPECT_EQ(db.schema_version(), 2);
+  BenchRecord r = make_record("2026-11-21T10:00:00Z", {30});
+  r.cpu_signature = "family 23 model 1 stepping 2";
+  db.append(r);
+  const std::vector<StoredRun> runs = db.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].record.run_uuid, "old-run");
+  EXPECT_EQ(runs[0].record.cpu_signature, "");
+  EXPECT_DOUBLE_EQ(runs[0].record.tok_s_mean, 41);
+  EXPECT_EQ(runs[1].record.cpu_signature, "family 23 model 1 stepping 2");
+}
+
 TEST(HistoryDb, AnEmptyFileIsInitialized) {
   TempDir dir;
   const fs::path file = dir.path() / "empty.sqlite";

@@ -126,7 +126,8 @@ TEST(HistoryRender, CsvAndJsonCarryEveryRun) {
   std::string header, line;
   std::getline(in, header);
   const auto columns = std::count(header.begin(), header.end(), ',') + 1;
-  EXPECT_EQ(columns, 36);
+  EXPECT_EQ(columns, 37);
+  EXPECT_THAT(header, HasSubstr(",cpu_model,cpu_signature,kernel,"));
   int rows = 0;
   while (std::getline(in, line)) ++rows;
   EXPECT_EQ(rows, 5);

@@ -72,6 +72,66 @@ TEST(Regress, FindsAKnownSlowdownWithItsExactConfidence) {
   EXPECT_EQ(j["regressions"][0]["candidate_tok_s"], nlohmann::json({80, 81, 79}));
 }
 
+// One host name, two CPU generations under one brand string (a cloud VM moved from Zen 4 to
+// Zen 1): the older CPU's runs are no baseline for the newer one's, until it has its own.
+TEST(Regress, ARunOnAnotherCpuIsNoBaseline) {
+  TempDir dir;
+  HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);
+  const std::string zen4 = "family 25 model 17 stepping 1", zen1 = "family 23 model 1 stepping 2";
+  int day = 10;
+  const auto add = [&](const std::string& sig, std::vector<double> tok_s,
+                       const std::string& brand = "AMD EPYC") {
+    BenchRecord r = make_record(fmt::format("2026-11-{:02}T10:00:00Z", day++), tok_s);
+    r.cpu_model = brand;
+    r.cpu_signature = sig;
+    db.append(r);
+  };
+  add(zen4, {100, 102, 98});
+  add(zen4, {101, 99, 103});
+  add(zen1, {60, 61, 59});
+  RegressOptions o;
+  o.explain = false;
+  RegressResult r = find_regressions(db, o);
+  EXPECT_TRUE(r.regressions.empty());
+  EXPECT_TRUE(r.others.empty());
+  EXPECT_FALSE(r.fails);
+  EXPECT_EQ(r.untested, 1);
+  ASSERT_EQ(r.other_cpu.size(), 1u);
+  EXPECT_EQ(r.other_cpu[0].baseline_other_cpu, 2);
+  EXPECT_EQ(r.other_cpu[0].candidate_cpus, "AMD EPYC [" + zen1 + "]");
+  EXPECT_EQ(r.other_cpu[0].other_cpus, "AMD EPYC [" + zen4 + "]");
+  const std::string text = render_regress_text(r, o);
+  EXPECT_THAT(text, HasSubstr("not tested, CPU changed: host-a | tiny q8_0 | tg64"));
+  EXPECT_THAT(text, HasSubstr("(1 with a baseline only on another CPU)"));
+  const nlohmann::json j = nlohmann::json::parse(render_regress_json(r, o));
+  ASSERT_EQ(j["other_cpu"].size(), 1u);
+  EXPECT_EQ(j["other_cpu"][0]["baseline_other_cpu"], 2);
+
+  // Zen 1 runs of its own, then a slower one: tested against those only (medians 60.75 -> 40,
+  // no ties and every baseline value above every candidate value: exact p = 1 / C(9, 3)).
+  add(zen1, {62.5, 60.5, 61.5});
+  add(zen1, {40, 41, 39});
+  r = find_regressions(db, o);
+  ASSERT_EQ(r.regressions.size(), 1u);
+  const GroupTest& g = r.regressions[0];
+  EXPECT_EQ(g.baseline_runs, 2);
+  EXPECT_EQ(g.baseline_other_cpu, 2);
+  EXPECT_DOUBLE_EQ(g.baseline_median, 60.75);
+  EXPECT_NEAR(g.p, 1.0 / 84, 1e-12);
+  EXPECT_THAT(render_regress_text(r, o),
+              HasSubstr("left out of the baseline: 2 runs on AMD EPYC [" + zen4 + "]"));
+
+  // A row without a signature (stored before schema 2) stays comparable on the same brand; a
+  // different brand string is another CPU whatever the signatures.
+  add("", {61, 60, 62});
+  add(zen1, {60, 61, 62}, "Intel(R) Xeon(R) Platinum 8480+");
+  add(zen1, {41, 40, 39});
+  r = find_regressions(db, o);
+  ASSERT_EQ(r.regressions.size(), 1u);
+  EXPECT_EQ(r.regressions[0].baseline_runs, 4);  // 3 Zen 1 runs and the unsigned one
+  EXPECT_EQ(r.regressions[0].baseline_other_cpu, 3);
+}
+
 TEST(Regress, ACleanDatabasePasses) {
   TempDir dir;
   HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);

@@ -57,6 +57,25 @@ nlohmann::json history_json(const std::string& db) {
   return nlohmann::json::parse(r.out);
 }
 
+// "family F model M stepping S" of the first processor in /proc/cpuinfo, read here on its own
+// ("" where it lacks one of the three, as on non-x86 kernels).
+std::string cpuinfo_signature() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, family, model, stepping;
+  const auto value = [&](const std::string& key, std::string& out) {
+    if (out.empty() && line.rfind(key, 0) == 0 && line.find(':') != std::string::npos &&
+        line.substr(0, line.find(':')).find_last_not_of(" \t") + 1 == key.size())
+      out = line.substr(line.find(':') + 2);
+  };
+  while (std::getline(f, line) && !line.empty()) {
+    value("cpu family", family);
+    value("model", model);
+    value("stepping", stepping);
+  }
+  if (family.empty() || model.empty() || stepping.empty()) return "";
+  return "family " + family + " model " + model + " stepping " + stepping;
+}
+
 // A tiny model, bench rows of a few tokens: seconds per bench.
 std::string tiny_model(const TempDir& dir) {
   const std::string model = dir / "tiny.gguf";
@@ -98,6 +117,7 @@ TEST(HistoryCli, ConcurrentBenchProcessesKeepEveryRow) {
     EXPECT_FALSE(run["host"].get<std::string>().empty());
     EXPECT_FALSE(run["git_sha"].get<std::string>().empty());
     EXPECT_THAT(run["model_hash"].get<std::string>(), ::testing::StartsWith("fp64:"));
+    EXPECT_EQ(run["cpu_signature"], cpuinfo_signature());
   }
   EXPECT_EQ(uuids.size(), 5u);
   EXPECT_EQ(tests, (std::multiset<std::string>{"tg4", "tg4", "tg8", "tg8", "tg16"}));
