@@ -723,6 +723,18 @@ std::string history_date_error(std::string_view date) {
   return {};
 }
 
+bool same_cpu(const BenchRecord& a, const BenchRecord& b) {
+  const auto differ = [](const std::string& x, const std::string& y) {
+    return !x.empty() && !y.empty() && x != y;
+  };
+  return !differ(a.cpu_model, b.cpu_model) && !differ(a.cpu_signature, b.cpu_signature);
+}
+
+std::string cpu_label(const BenchRecord& r) {
+  const std::string model = r.cpu_model.empty() ? "unknown CPU" : r.cpu_model;
+  return r.cpu_signature.empty() ? model : fmt::format("{} [{}]", model, r.cpu_signature);
+}
+
 std::string local_host_id() {
   for (const char* p : {"/etc/machine-id", "/var/lib/dbus/machine-id"}) {
     std::ifstream f(p);

@@ -142,6 +142,12 @@ class HistoryDb {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether two rows may have run on one CPU: the brand strings, then the CPUID signatures,
+// compared where both rows recorded one (rows from before schema 2 have no signature).
+bool same_cpu(const BenchRecord& a, const BenchRecord& b);
+// "AMD EPYC [family 23 model 1 stepping 2]"; the brand alone without a signature.
+std::string cpu_label(const BenchRecord& r);
+
 // This machine's stable id: /etc/machine-id (systemd), else /var/lib/dbus/machine-id, else "".
 std::string local_host_id();
 

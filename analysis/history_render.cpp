@@ -127,6 +127,24 @@ double epoch_seconds(const std::string& iso) {
   return days * 86400 + h * 3600 + mi * 60 + s;
 }
 
+// One line per host whose CPU changed between two of its runs (oldest first, as listed): the
+// brand or the signature, where both runs recorded one. A rate that steps there is the CPU's.
+std::vector<std::string> cpu_changes(const std::vector<StoredRun>& runs) {
+  std::map<std::string, const BenchRecord*> last;  // per host
+  std::vector<std::string> out;
+  for (const StoredRun& s : runs) {
+    const BenchRecord& r = s.record;
+    const BenchRecord*& prev = last[r.host];
+    if (prev && !same_cpu(*prev, r)) {
+      out.push_back(fmt::format("CPU changed on {} at {} (run {}): {} -> {}", r.host, r.time_utc,
+                                r.run_uuid.substr(0, 8), cpu_label(*prev), cpu_label(r)));
+    }
+    // An unsigned row (schema 1) matches either side: keep the last one that names its CPU.
+    if (!prev || !r.cpu_signature.empty() || prev->cpu_signature.empty()) prev = &r;
+  }
+  return out;
+}
+
 }  // namespace
 
 HistoryFormat parse_history_format(std::string_view s) {
@@ -165,7 +183,9 @@ std::string render_history_text(const std::vector<StoredRun>& runs) {
   for (const StoredRun& s : runs) flagged += !s.record.flags.empty();
   out += fmt::format("{} run{}", runs.size(), runs.size() == 1 ? "" : "s");
   if (flagged) out += fmt::format("; * = flagged ({}), see --format json for the reasons", flagged);
-  return out + "\n";
+  out += "\n";
+  for (const std::string& line : cpu_changes(runs)) out += line + "\n";
+  return out;
 }
 
 std::string render_history_markdown(const std::vector<StoredRun>& runs) {
@@ -182,6 +202,9 @@ std::string render_history_markdown(const std::vector<StoredRun>& runs) {
     }
     out += "| " + join(row, " | ") + " |\n";
   }
+  const std::vector<std::string> changes = cpu_changes(runs);
+  if (!changes.empty()) out += "\n";
+  for (const std::string& line : changes) out += "- " + line + "\n";
   return out;
 }
 

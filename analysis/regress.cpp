@@ -83,20 +83,6 @@ bool matches(const Selector& s, const BenchRecord& r) {
   return true;
 }
 
-// Whether two runs may have run on one CPU: brand strings, then CPUID signatures, compared where
-// both runs recorded one (rows from before schema 2 have no signature).
-bool same_cpu(const BenchRecord& a, const BenchRecord& b) {
-  const auto differ = [](const std::string& x, const std::string& y) {
-    return !x.empty() && !y.empty() && x != y;
-  };
-  return !differ(a.cpu_model, b.cpu_model) && !differ(a.cpu_signature, b.cpu_signature);
-}
-
-std::string cpu_label(const BenchRecord& r) {
-  const std::string model = r.cpu_model.empty() ? "unknown CPU" : r.cpu_model;
-  return r.cpu_signature.empty() ? model : fmt::format("{} [{}]", model, r.cpu_signature);
-}
-
 std::string cpus_of(const std::vector<const StoredRun*>& runs) {
   std::set<std::string> labels;
   for (const StoredRun* r : runs) labels.insert(cpu_label(r->record));

@@ -148,6 +148,31 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
+// A host whose CPU changed under one brand string (Zen 4 -> Zen 1 guests, both "AMD EPYC"): the
+// text and Markdown tables say where; a row without a signature (schema 1) or on another host is
+// no change.
+TEST(HistoryRender, TextNamesWhereAHostsCpuChanged) {
+  std::vector<StoredRun> runs = sample_runs();
+  for (StoredRun& s : runs) s.record.cpu_model = "AMD EPYC";
+  runs[0].record.cpu_signature = "family 25 model 17 stepping 1";
+  runs[1].record.cpu_signature = "";  // unsigned: matches either side
+  runs[2].record.cpu_signature = "family 23 model 1 stepping 2";
+  runs[3].record.cpu_signature = "family 23 model 49 stepping 0";  // host-b's own
+  runs[4].record.cpu_signature = "family 23 model 1 stepping 2";   // pp512, after runs[2]
+  // Oldest first, as the database lists them.
+  std::stable_sort(runs.begin(), runs.end(), [](const StoredRun& a, const StoredRun& b) {
+    return a.record.time_utc < b.record.time_utc;
+  });
+  const std::string text = render_history_text(runs);
+  // host-a: runs[0] (Zen 4), runs[1] (none), runs[4] 2026-11-21T12 (Zen 1): one change, there.
+  EXPECT_THAT(text, HasSubstr("CPU changed on host-a at 2026-11-21T12:00:00Z (run 00000000): AMD "
+                              "EPYC [family 25 model 17 stepping 1] -> AMD EPYC [family 23 model "
+                              "1 stepping 2]\n"));
+  EXPECT_EQ(count(text, "CPU changed"), 1u);
+  EXPECT_THAT(render_history_markdown(runs), HasSubstr("\n- CPU changed on host-a at "));
+  EXPECT_THAT(render_history_text(sample_runs()), Not(HasSubstr("CPU changed")));
+}
+
 // The markup between an element's start `open` and the next `close` after it.
 std::vector<std::string> elements(const std::string& dom, const std::string& open,
                                   const std::string& close) {
