@@ -506,6 +506,10 @@ inline constexpr std::string_view kAttentionFlopsPerToken = "attention_flops_per
 inline constexpr std::string_view kFmaGflops = "fma_gflops";
 inline constexpr std::string_view kFmaMethod = "fma_method";
 inline constexpr std::string_view kBandwidthCeilingTokS = "bandwidth_ceiling_tok_s";
+// The matmul kernels' ceiling with their weights in cache (runtime/kernel_ceiling.h) and the row
+// against it.
+inline constexpr std::string_view kKernelCeilingTokS = "kernel_ceiling_tok_s";
+inline constexpr std::string_view kKernelPct = "kernel_pct";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kArch = "arch";
@@ -543,6 +547,8 @@ inline constexpr std::array kAll{kTest,
                                  kFmaGflops,
                                  kFmaMethod,
                                  kBandwidthCeilingTokS,
+                                 kKernelCeilingTokS,
+                                 kKernelPct,
                                  kEvents,
                                  kModel,
                                  kArch,

@@ -30,6 +30,7 @@
 #include "ops/sampling.h"
 #include "pacer/version.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_ceiling.h"
 #include "runtime/recorder.h"
 #include "runtime/session.h"
 
@@ -401,6 +402,18 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
     return reach_cache.back();
   };
 
+  // The kernels' ceiling with their weights in cache: once, on this thread, before the first tg
+  // row with a roofline (kernel_ceiling.h).
+  double kernel_core_tok_s = -1;
+  auto kernel_ceiling_core = [&]() {
+    if (kernel_core_tok_s < 0) {
+      const KernelCeiling kc = measure_kernel_ceiling(model.weights(), kernels);
+      kernel_core_tok_s = kc.core_tok_s;
+      res.kernel_ceiling_method = kc.method;
+    }
+    return kernel_core_tok_s;
+  };
+
   int done = 0;
   const int start_cpu = current_cpu();  // --numa isolate's node
   for (const PinSpec& listed_pin : opts.pins) {
@@ -648,6 +661,10 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
             row.roofline_p50_pct = 100.0 * row.tok_s_p50 / row.ceiling_tok_s;
             pair_reps_with_probes(row, res.matmul_bytes_per_token);
           }
+          if (const double core = kernel_ceiling_core(); core > 0) {
+            row.kernel_ceiling_tok_s = core * row.threads;
+            row.kernel_pct = 100.0 * row.mean / row.kernel_ceiling_tok_s;
+          }
           if (std::abs(before - after) > opts.bandwidth_drift_flag * row.bandwidth_gbs) {
             std::string per_rep;
             if (row.rep_roofline_pct.size() > 1) {
@@ -785,6 +802,14 @@ std::string render_bench_markdown_row(const BenchResult& r, const BenchRow& row)
         std::minmax_element(row.rep_roofline_pct.begin(), row.rep_roofline_pct.end());
     rep_roof = fmt::format("; reps {:.0f}-{:.0f}%", *lo, *hi);
   }
+  // The kernels' own ceiling, weights in cache; below the DRAM ceiling the row is compute-bound.
+  if (row.roofline_applies && row.kernel_ceiling_tok_s > 0) {
+    rep_roof += fmt::format("; kernels from L2 {:.1f} t/s ({:.0f}%){}", row.kernel_ceiling_tok_s,
+                            row.kernel_pct,
+                            row.ceiling_tok_s > 0 && row.kernel_ceiling_tok_s < row.ceiling_tok_s
+                                ? ": compute-bound on this CPU"
+                                : "");
+  }
   std::string flags;
   for (const auto& f : row.flags) flags += (flags.empty() ? "" : "; ") + f;
   const std::string cv = row.tok_s.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * row.cv);
@@ -821,6 +846,12 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
   distinct_lines(&BenchRow::bandwidth_method, "bandwidth");
   distinct_lines(&BenchRow::fma_method, "multiply-add rate (the roofline's attention flops)");
   distinct_lines(&BenchRow::llc_method, "cache (what the roofline's LLC rule uses)");
+  if (!r.kernel_ceiling_method.empty()) {
+    out += fmt::format(
+        "kernels from L2 (the matmuls alone, weights in cache; a row's is one core's rate times "
+        "its threads): {}.\n",
+        r.kernel_ceiling_method);
+  }
   const bool pf_stream = ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming);
   const bool pf_unpack = ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking);
   out += fmt::format(
@@ -886,7 +917,7 @@ const std::vector<std::string>& llama_bench_fields() {
       "pacer_ceiling_tok_s", "pacer_bandwidth_ceiling_tok_s", "pacer_roofline_pct",
       "pacer_roofline_applies", "pacer_tok_s_p50", "pacer_roofline_p50_pct",
       "pacer_bandwidth_between_gbs", "pacer_roofline_rep_pct", "pacer_roofline_rep_p50_pct",
-      "pacer_idle_prefetch", "pacer_flags"};
+      "pacer_kernel_ceiling_tok_s", "pacer_kernel_pct", "pacer_idle_prefetch", "pacer_flags"};
   return f;
 }
 }  // namespace
@@ -991,6 +1022,8 @@ nlohmann::json llama_bench_row(const BenchResult& r, const BenchRow& row) {
       {"pacer_roofline_rep_pct", row.rep_roofline_pct},
       {"pacer_roofline_rep_p50_pct",
        row.roofline_rep_p50_pct > 0 ? nlohmann::json(row.roofline_rep_p50_pct) : nlohmann::json()},
+      {"pacer_kernel_ceiling_tok_s", measured(row.kernel_ceiling_tok_s)},
+      {"pacer_kernel_pct", measured(row.kernel_pct)},
       {"pacer_idle_prefetch", row.idle_prefetch},
       {"pacer_flags", row.flags}};
   return j;
@@ -1073,6 +1106,10 @@ nlohmann::json row_json(const BenchRow& row) {
       j[key::kFmaGflops] = row.fma_gflops;
       j[key::kFmaMethod] = row.fma_method;
     }
+    if (row.kernel_ceiling_tok_s > 0) {
+      j[key::kKernelCeilingTokS] = row.kernel_ceiling_tok_s;
+      j[key::kKernelPct] = row.kernel_pct;
+    }
   }
   if (!row.events_path.empty()) j[key::kEvents] = row.events_path;
   return j;
@@ -1096,6 +1133,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"cpu_model", r.cpu_model},
           {"cpu_signature", r.cpu_signature},
           {"frequency_source", r.frequency_source},
+          {"kernel_ceiling_method", r.kernel_ceiling_method},
           {"gemv_prefetch", ops::gemv_software_prefetch(ops::GemvKernelClass::Streaming)},
           {"gemv_prefetch_unpacking", ops::gemv_software_prefetch(ops::GemvKernelClass::Unpacking)},
           {"gemv_streams", r.gemv_streams},

@@ -332,6 +332,8 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
   EXPECT_EQ(r.type, "q8_0");
   EXPECT_EQ(r.file_type, "Q8_0");  // general.file_type 7, as llama-bench names it
   EXPECT_EQ(r.matmul_bytes_per_token, model.weights().matmul_bytes);
+  EXPECT_NE(r.kernel_ceiling_method.find("slice of its first matrix"), std::string::npos)
+      << r.kernel_ceiling_method;
   for (const BenchRow& row : r.rows) {
     SCOPED_TRACE(row.test);
     ASSERT_EQ(row.tok_s.size(), 2u);
@@ -370,6 +372,15 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
                   1e-9 * row.ceiling_tok_s);
       EXPECT_LE(row.ceiling_tok_s, row.bandwidth_ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
+      // The kernels' ceiling from cache: one core's rate (measured once) times the row's threads.
+      ASSERT_GT(row.kernel_ceiling_tok_s, 0.0);
+      EXPECT_NEAR(row.kernel_pct, 100 * row.mean / row.kernel_ceiling_tok_s, 1e-9);
+      for (const BenchRow& other : r.rows) {
+        if (other.n_gen > 0) {
+          EXPECT_NEAR(row.kernel_ceiling_tok_s / row.threads,
+                      other.kernel_ceiling_tok_s / other.threads, 1e-9 * row.kernel_ceiling_tok_s);
+        }
+      }
       // The cache the LLC rule used: measured from 4 MiB up against the row's DRAM figure.
       EXPECT_NE(row.llc_method.find("re-read working sets at 1.25x the DRAM bandwidth"),
                 std::string::npos)
@@ -519,6 +530,8 @@ TEST(BenchRun, NoisyRowsAreFlaggedWithTheReason) {
   o.cv_flag = 0.0;  // any spread at all is "too noisy": the flag must appear with its reason
   const BenchResult r = run_bench(model, o);
   ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].kernel_ceiling_tok_s, 0.0);  // no roofline: no ceiling measured either
+  EXPECT_TRUE(r.kernel_ceiling_method.empty());
   ASSERT_GT(r.rows[0].cv, 0.0);
   const auto& flags = r.rows[0].flags;
   EXPECT_TRUE(std::any_of(flags.begin(), flags.end(), [](const std::string& f) {
