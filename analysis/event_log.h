@@ -239,6 +239,9 @@ struct Header {
   std::string throttle_counters, rapl;  // `thermal`
   std::optional<double> bandwidth_gbs;  // measured memory bandwidth; nullopt: not measured
   std::optional<double> fma_gflops;     // measured fp32 multiply-add rate; nullopt: not measured
+  // The decode matmuls alone with their weights in L2, for the run's threads (tok/s); nullopt:
+  // not measured (runtime/kernel_ceiling.h).
+  std::optional<double> kernel_ceiling_tok_s;
   std::vector<double> freq_before_mhz;
   std::optional<double> load_ms;
   nlohmann::json raw;

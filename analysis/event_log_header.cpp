@@ -232,6 +232,7 @@ void parse_header_json(const json& j, Header& h) {
 
   take(j, "", key::kBandwidthGbs, h.bandwidth_gbs);
   take(j, "", key::kFmaGflops, h.fma_gflops);
+  take(j, "", key::kKernelCeilingTokS, h.kernel_ceiling_tok_s);
   take_array(j, "", key::kFreqBeforeMhz, h.freq_before_mhz);
   take(j, "", key::kLoadMs, h.load_ms);
 }

@@ -64,6 +64,75 @@ Phase focus_phase(const std::string& dominant) {
   return Phase::Decode;
 }
 
+// Decode's nature with the header's kernel ceiling (the matmul kernels alone, weights in L2:
+// runtime/kernel_ceiling.h). Without cycle counters "below the roofline" cannot tell the kernels'
+// arithmetic from waits on memory, and a run at 65% of the roofline reads memory-bound by the
+// threshold when its kernels could not go faster from cache (TinyLlama Q4_0 on one Zen 1 core: 88%
+// of them). Below the DRAM roofline the kernels bound decode on this CPU: compute-bound, said with
+// the figure. At or above it, a run the threshold called compute-bound waits on memory below its
+// bandwidth (memory-bound: latency, the prefetchers); one it called memory-bound keeps that, with
+// the figure.
+void weigh_kernel_ceiling(const Report& r, Finding& f) {
+  const auto& kernel = r.header.kernel_ceiling_tok_s;
+  const auto& tok_s = r.throughput.decode_tok_s;
+  const auto& roof = r.throughput.decode_roofline_tok_s;
+  if ((f.kind != BottleneckKind::ComputeBound && f.kind != BottleneckKind::MemoryBound) ||
+      !kernel || !(*kernel > 0) || !tok_s || !roof || !(*roof > 0))
+    return;
+  const std::string caveat =
+      "; judged from the roofline alone (no IPC: no hardware counters), so stalls on memory "
+      "latency read the same";
+  if (const size_t at = f.evidence.find(caveat); at != std::string::npos)
+    f.evidence.erase(at, caveat.size());
+  const double pct = 100 * *tok_s / *kernel;
+  if (*kernel < *roof) {
+    f.kind = BottleneckKind::ComputeBound;
+    f.evidence += fmt::format(
+        "; the matmul kernels alone, weights in L2, reach {:.1f} tok/s on these cores, below the "
+        "{:.1f} tok/s DRAM roofline, and decode runs at {:.0f}% of that: their arithmetic on this "
+        "CPU bounds it, not memory",
+        *kernel, *roof, pct);
+    f.suggestions = {
+        "the kernels cannot stream this type at the bandwidth on this CPU: a type with less "
+        "arithmetic per byte (q8_0 over q4_0 and the K-quants), more cores, or a CPU with wider "
+        "integer SIMD (AVX-512 VNNI) moves the limit"};
+    return;
+  }
+  f.evidence += fmt::format(
+      "; the matmul kernels alone, weights in L2, reach {:.1f} tok/s on these cores, above the "
+      "{:.1f} tok/s DRAM roofline; decode runs at {:.0f}% of them",
+      *kernel, *roof, pct);
+  if (f.kind == BottleneckKind::MemoryBound) return;  // at the threshold by its own streaming
+  f.kind = BottleneckKind::MemoryBound;
+  f.evidence +=
+      ": the time beyond theirs is waiting on memory below its bandwidth (latency, prefetch "
+      "distance)";
+  f.suggestions = {
+      "the kernels outrun memory here but do not keep enough of it in flight: try the GEMV read "
+      "plan's overrides (PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1, PACER_PAGE_TOUCH) with "
+      "`pacer bench`",
+      "pin threads (--pin compact) so each worker keeps its share's pages and prefetch state"};
+}
+
+// The same for decode's largest op, in GB/s: the kernels' ceiling as the bytes of a token's
+// matmuls over its time (every kind of the model together), against the op's own streaming rate.
+void weigh_kernel_ceiling_op(const Report& r, const CpuMetrics& cpu, Finding& f) {
+  const Header& h = r.header;
+  const auto& kernel = h.kernel_ceiling_tok_s;
+  const auto& bytes = h.model.matmul_bytes_per_token;
+  const std::optional<double> rate = cpu.slice_gbs ? cpu.slice_gbs : cpu.gbs;
+  if (f.kind != BottleneckKind::MemoryBound || !kernel || !(*kernel > 0) || !bytes ||
+      !(*bytes > 0) || !h.bandwidth_gbs || !rate)
+    return;
+  const double kernel_gbs = *kernel * static_cast<double>(*bytes) / 1e9;
+  if (kernel_gbs >= *h.bandwidth_gbs) return;
+  f.kind = BottleneckKind::ComputeBound;
+  f.evidence += fmt::format(
+      "; the model's matmul kernels alone, weights in L2, stream {:.1f} GB/s on these cores, "
+      "below the roofline: {:.0f}% of them",
+      kernel_gbs, 100 * *rate / kernel_gbs);
+}
+
 // The nature of the work (memory / compute) from the roofline, or from IPC without one.
 std::optional<Finding> nature(const Report& r, const std::string& subject, const CpuMetrics& cpu,
                               const BottleneckThresholds& t, std::vector<std::string>* notes) {
@@ -590,6 +659,7 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   std::stable_sort(losses.begin(), losses.end(),
                    [](const Loss& a, const Loss& c) { return a.lost_ns > c.lost_ns; });
   std::optional<Finding> kind = nature(r, focus_name, cpu, t, &b.notes);
+  if (kind && focus == Phase::Decode) weigh_kernel_ceiling(r, *kind);
   if (kind && focus == Phase::Decode && r.throughput.decode_tok_s &&
       r.throughput.decode_roofline_tok_s) {
     kind->evidence += fmt::format(
@@ -610,6 +680,7 @@ void classify_bottleneck(Report& r, const BottleneckThresholds& t) {
   if (top_op) {
     std::optional<Finding> op_kind =
         nature(r, fmt::format("{} :: {}", focus_name, top_op->name), top_op->cpu, t, nullptr);
+    if (op_kind && focus == Phase::Decode) weigh_kernel_ceiling_op(r, top_op->cpu, *op_kind);
     if (op_kind) {
       op_kind->evidence =
           fmt::format("the largest op ({} of {} op time); ", pct(top_op->share), focus_name) +

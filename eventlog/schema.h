@@ -137,18 +137,42 @@ inline constexpr std::string_view kBandwidthGbs = "bandwidth_gbs";
 inline constexpr std::string_view kBandwidthMethod = "bandwidth_method";
 inline constexpr std::string_view kFmaGflops = "fma_gflops";
 inline constexpr std::string_view kFmaMethod = "fma_method";
+// The decode matmuls' tokens per second with their weights in L2, for the run's threads
+// (runtime/kernel_ceiling.h; pacer bench's recorded tg rows), and how it was measured.
+inline constexpr std::string_view kKernelCeilingTokS = "kernel_ceiling_tok_s";
+inline constexpr std::string_view kKernelCeilingMethod = "kernel_ceiling_method";
 inline constexpr std::string_view kFreqBeforeMhz = "freq_before_mhz";
 inline constexpr std::string_view kFreqCpus = "freq_cpus";
 inline constexpr std::string_view kFreqBeforeSource = "freq_before_source";
 inline constexpr std::string_view kDerivedMetrics =
     "derived_metrics";  // [{"name","formula","caveat"}]
 inline constexpr std::string_view kLoadMs = "load_ms";
-inline constexpr std::array kAll{
-    kSchema,       kPacerVersion,     kGitSha,         kTimeUtc,   kCommand,
-    kArgv,         kBenchTest,        kOverheadRun,    kModel,     kRun,
-    kHost,         kCounters,         kFrequency,      kThermal,   kCgroup,
-    kBandwidthGbs, kBandwidthMethod,  kFmaGflops,      kFmaMethod, kFreqBeforeMhz,
-    kFreqCpus,     kFreqBeforeSource, kDerivedMetrics, kLoadMs};
+inline constexpr std::array kAll{kSchema,
+                                 kPacerVersion,
+                                 kGitSha,
+                                 kTimeUtc,
+                                 kCommand,
+                                 kArgv,
+                                 kBenchTest,
+                                 kOverheadRun,
+                                 kModel,
+                                 kRun,
+                                 kHost,
+                                 kCounters,
+                                 kFrequency,
+                                 kThermal,
+                                 kCgroup,
+                                 kBandwidthGbs,
+                                 kBandwidthMethod,
+                                 kFmaGflops,
+                                 kFmaMethod,
+                                 kKernelCeilingTokS,
+                                 kKernelCeilingMethod,
+                                 kFreqBeforeMhz,
+                                 kFreqCpus,
+                                 kFreqBeforeSource,
+                                 kDerivedMetrics,
+                                 kLoadMs};
 }  // namespace header_key
 
 // Keys of the header's `model` object.

@@ -582,6 +582,11 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
               const ops::FmaProbe& fma = fma_for(row.threads, row.cpus);
               go.header[eventlog::header_key::kFmaGflops] = fma.gflops;
               go.header[eventlog::header_key::kFmaMethod] = fma.method;
+              // The compute side of the matmuls (kernel_ceiling.h), for the report's verdict.
+              if (const double core = kernel_ceiling_core(); core > 0) {
+                go.header[eventlog::header_key::kKernelCeilingTokS] = core * row.threads;
+                go.header[eventlog::header_key::kKernelCeilingMethod] = res.kernel_ceiling_method;
+              }
             }
             Generation g = session->generate("The", go);
             rate = g.timings.decode_tok_s();

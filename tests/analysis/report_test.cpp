@@ -509,6 +509,62 @@ TEST(Report, EventTypeSummaryCountsAndTimesRecords) {
   EXPECT_TRUE(r.read.complete());
 }
 
+// The header's kernel ceiling (the matmul kernels alone, weights in L2) decides what the roofline
+// alone cannot: the hand log's decode streams at 56% of its roofline (compute-bound by the
+// threshold).
+TEST(Report, TheKernelCeilingSaysWhetherArithmeticOrMemoryBoundsDecode) {
+  BottleneckThresholds th;  // no loss passes: the verdict is the nature of decode
+  th.offcpu_share = th.overhead_share = th.imbalance_share = 0.9;
+  const auto with_ceiling = [&](std::optional<double> kernel, BottleneckThresholds t) {
+    HandLog log;
+    log.footer();
+    std::string text = log.text;
+    if (kernel) {
+      const std::string header_end = "\"type\":\"header\"";
+      text.replace(text.find(header_end), header_end.size(),
+                   header_end + fmt::format(",\"kernel_ceiling_tok_s\":{}", *kernel));
+    }
+    return build_report_from_text(text, "hand.jsonl", t);
+  };
+  const auto decode_finding = [](const Report& r) -> const Finding& {
+    for (const Finding& f : r.bottleneck.findings)
+      if (f.subject == "decode") return f;
+    throw std::runtime_error("no decode finding");
+  };
+  const Report plain = with_ceiling(std::nullopt, th);
+  ASSERT_TRUE(plain.throughput.decode_tok_s);
+  ASSERT_TRUE(plain.throughput.decode_roofline_tok_s);
+  const double tok_s = *plain.throughput.decode_tok_s,
+               roof = *plain.throughput.decode_roofline_tok_s;
+  ASSERT_LT(tok_s, 0.6 * roof);
+  EXPECT_EQ(plain.bottleneck.verdict, BottleneckKind::ComputeBound);
+  EXPECT_FALSE(plain.header.kernel_ceiling_tok_s);
+
+  // Kernels that run decode's matmuls at tok_s / 0.8 from cache, below the DRAM roofline: 80% of
+  // them, compute-bound with the figure and without the caveat.
+  const Report bound = with_ceiling(tok_s / 0.8, th);
+  ASSERT_TRUE(bound.header.kernel_ceiling_tok_s);
+  EXPECT_EQ(bound.bottleneck.verdict, BottleneckKind::ComputeBound);
+  EXPECT_THAT(decode_finding(bound).evidence, HasSubstr("decode runs at 80% of that"));
+  EXPECT_THAT(decode_finding(bound).evidence, HasSubstr("their arithmetic on this CPU"));
+
+  // Kernels twice as fast as the roofline: the rest is waiting on memory below its bandwidth.
+  const Report latency = with_ceiling(2 * roof, th);
+  EXPECT_EQ(latency.bottleneck.verdict, BottleneckKind::MemoryBound);
+  EXPECT_THAT(decode_finding(latency).evidence, HasSubstr("waiting on memory below its bandwidth"));
+
+  // A run counted memory-bound by the threshold (50% here) keeps it beside fast kernels, and
+  // turns compute-bound beside kernels slower than the roofline.
+  BottleneckThresholds low = th;
+  low.memory_bound_roofline_pct = 50;
+  EXPECT_EQ(with_ceiling(std::nullopt, low).bottleneck.verdict, BottleneckKind::MemoryBound);
+  const Report kept = with_ceiling(2 * roof, low);
+  EXPECT_EQ(kept.bottleneck.verdict, BottleneckKind::MemoryBound);
+  EXPECT_THAT(decode_finding(kept).evidence, HasSubstr("above the"));
+  EXPECT_THAT(decode_finding(kept).evidence, ::testing::Not(HasSubstr("waiting on memory")));
+  EXPECT_EQ(with_ceiling(tok_s / 0.9, low).bottleneck.verdict, BottleneckKind::ComputeBound);
+}
+
 TEST(Report, BottleneckRanksLossesByTheTimeTheyCost) {
   const Report r = hand_report();
   const Bottleneck& b = r.bottleneck;
