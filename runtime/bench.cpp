@@ -402,8 +402,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
     return reach_cache.back();
   };
 
-  // The kernels' ceiling with their weights in cache: once, on this thread, before the first tg
-  // row with a roofline (kernel_ceiling.h).
+  // The kernels' ceiling with their weights in cache: once, on this thread, when the first tg row
+  // with a roofline needs it (its recorded rep's header, else its figures; kernel_ceiling.h).
   double kernel_core_tok_s = -1;
   auto kernel_ceiling_core = [&]() {
     if (kernel_core_tok_s < 0) {
