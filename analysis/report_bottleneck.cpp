@@ -64,6 +64,12 @@ Phase focus_phase(const std::string& dominant) {
   return Phase::Decode;
 }
 
+// What a compute-bound verdict says without cycle counters; the kernel ceiling, when the header
+// has one, answers it and takes it out again.
+constexpr std::string_view kRooflineOnlyCaveat =
+    "; judged from the roofline alone (no IPC: no hardware counters), so stalls on memory latency "
+    "read the same";
+
 // Decode's nature with the header's kernel ceiling (the matmul kernels alone, weights in L2:
 // runtime/kernel_ceiling.h). Without cycle counters "below the roofline" cannot tell the kernels'
 // arithmetic from waits on memory, and a run at 65% of the roofline reads memory-bound by the
@@ -79,11 +85,8 @@ void weigh_kernel_ceiling(const Report& r, Finding& f) {
   if ((f.kind != BottleneckKind::ComputeBound && f.kind != BottleneckKind::MemoryBound) ||
       !kernel || !(*kernel > 0) || !tok_s || !roof || !(*roof > 0))
     return;
-  const std::string caveat =
-      "; judged from the roofline alone (no IPC: no hardware counters), so stalls on memory "
-      "latency read the same";
-  if (const size_t at = f.evidence.find(caveat); at != std::string::npos)
-    f.evidence.erase(at, caveat.size());
+  if (const size_t at = f.evidence.find(kRooflineOnlyCaveat); at != std::string::npos)
+    f.evidence.erase(at, kRooflineOnlyCaveat.size());
   const double pct = 100 * *tok_s / *kernel;
   if (*kernel < *roof) {
     f.kind = BottleneckKind::ComputeBound;
@@ -175,9 +178,7 @@ std::optional<Finding> nature(const Report& r, const std::string& subject, const
       } else {
         // Without cycles and instructions "below the roofline" is all that is measured: memory
         // latency, or a host that slowed the workers, reads the same.
-        f.evidence +=
-            "; judged from the roofline alone (no IPC: no hardware counters), so stalls on "
-            "memory latency read the same";
+        f.evidence += kRooflineOnlyCaveat;
       }
       // Advice the run already followed is left out: the VNNI kernels are the fastest pacer has
       // for the integer types, and a run on every core has no more cores to use.
