@@ -86,49 +86,59 @@ struct Q4x16 {
   }
   // Both halves (rows 0..15) against one token, the GEMV's step (block_both): each 64-byte line
   // used whole when first read, each activation broadcast serving 16 rows, the 8 pair sums of a
-  // half added in int16 (<= 30,480) in one chain: dot_from's integers. In assembly because GCC 12
-  // regrouped the same intrinsics into a tree with 9 sums on the stack and hoisted broadcasts
-  // (then 35.0-35.5 GB/s from L2, where dot_from per half ran 38.1-38.5). Zen 4 guest without
-  // AVX-512, old and new kernels in one process, the same bits: Q4_0 256 rows x 2048 columns
-  // from L2 38.2 -> 40.7 GB/s (1.06x), 64000 rows 1.03x (the runs of blocks per stream of
-  // gemv_groups gave more from DRAM).
+  // half added in int16 (<= 30,480): dot_from's integers. In assembly because GCC 12 regrouped
+  // the same intrinsics into a tree with 9 sums on the stack and hoisted broadcasts (then
+  // 35.0-35.5 GB/s from L2, where dot_from per half ran 38.1-38.5). Zen 4 guest without AVX-512,
+  // old and new kernels in one process, the same bits: Q4_0 256 rows x 2048 columns from L2 38.2
+  // -> 40.7 GB/s (1.06x), 64000 rows 1.03x.
+  //
+  // The order: the 4 products of step m (both halves) go to registers, and their sums are added
+  // only after step m + 1's products are issued. On Zen 1 vpmaddubsw runs on one pipe (FP0, two
+  // cycles a ymm) and is the bound, while vpaddw and vpand may also go to FP0: a sum issued right
+  // behind its product took FP0 cycles from the next product (probe: 5.1 cycles per 32 quant bytes
+  // with each sum after its product, 4.0 with the products alone, 4.6 with sums a step later).
+  // Zen 1 (EPYC 7001 guest, AVX2), 64 rows x 2048 columns from L2, one core, median of 5
+  // alternating runs, the same bits: 62.2 -> 58.2 cycles per 16 x 32 block (1.07x).
   static void dot_from_both(const std::byte* qs, const int8_t* q, int32_t sum, __m256i* isum) {
-    __m256i s0, s1, xa, xb, v, t1, t2;
+    __m256i s0, s1, xa, xb, v, p0, p1, p2, p3, p4, p5, p6, p7;
     // clang-format off
 #define PACER_Q40_ACT(M)                                     \
   "vpbroadcastd 4*" #M "(%[xq]), %[xa]\n\t"                   \
   "vpbroadcastd 16+4*" #M "(%[xq]), %[xb]\n\t"
-#define PACER_Q40_UNPACK(M, H)                               \
+    // Half H of step M: low nibbles (quants 4M..4M+3) x xa into PL, high (16+4M..) x xb into PH.
+#define PACER_Q40_PROD(M, H, PL, PH)                         \
   "vmovdqa 64*" #M "+32*" #H "(%[qs]), %[v]\n\t"              \
-  "vpsrlw $4, %[v], %[t2]\n\t"                                \
-  "vpand %[mask], %[v], %[t1]\n\t"                            \
-  "vpand %[mask], %[t2], %[t2]\n\t"
-#define PACER_Q40_ADD(H)                                     \
-  "vpmaddubsw %[xa], %[t1], %[t1]\n\t"                        \
-  "vpaddw %[t1], %[s" #H "], %[s" #H "]\n\t"                  \
-  "vpmaddubsw %[xb], %[t2], %[t2]\n\t"                        \
-  "vpaddw %[t2], %[s" #H "], %[s" #H "]\n\t"
-#define PACER_Q40_FIRST(H)                                   \
-  "vpmaddubsw %[xa], %[t1], %[s" #H "]\n\t"                   \
-  "vpmaddubsw %[xb], %[t2], %[t2]\n\t"                        \
-  "vpaddw %[t2], %[s" #H "], %[s" #H "]\n\t"
-#define PACER_Q40_STEP(M)                                    \
+  "vpsrlw $4, %[v], %[" #PH "]\n\t"                           \
+  "vpand %[mask], %[v], %[" #PL "]\n\t"                       \
+  "vpand %[mask], %[" #PH "], %[" #PH "]\n\t"                 \
+  "vpmaddubsw %[xa], %[" #PL "], %[" #PL "]\n\t"              \
+  "vpmaddubsw %[xb], %[" #PH "], %[" #PH "]\n\t"
+#define PACER_Q40_STEP(M, A, B, C, D)                        \
   PACER_Q40_ACT(M)                                           \
-  PACER_Q40_UNPACK(M, 0) PACER_Q40_ADD(0)                    \
-  PACER_Q40_UNPACK(M, 1) PACER_Q40_ADD(1)
-    asm(PACER_Q40_ACT(0)
-        PACER_Q40_UNPACK(0, 0) PACER_Q40_FIRST(0)
-        PACER_Q40_UNPACK(0, 1) PACER_Q40_FIRST(1)
-        PACER_Q40_STEP(1) PACER_Q40_STEP(2) PACER_Q40_STEP(3)
+  PACER_Q40_PROD(M, 0, A, B) PACER_Q40_PROD(M, 1, C, D)
+#define PACER_Q40_SUM(A, B, C, D)                            \
+  "vpaddw %[" #B "], %[" #A "], %[" #A "]\n\t"                \
+  "vpaddw %[" #D "], %[" #C "], %[" #C "]\n\t"                \
+  "vpaddw %[" #A "], %[s0], %[s0]\n\t"                        \
+  "vpaddw %[" #C "], %[s1], %[s1]\n\t"
+    asm(PACER_Q40_STEP(0, p0, p1, p2, p3)
+        PACER_Q40_STEP(1, p4, p5, p6, p7)
+        "vpaddw %[p1], %[p0], %[s0]\n\t"
+        "vpaddw %[p3], %[p2], %[s1]\n\t"
+        PACER_Q40_STEP(2, p0, p1, p2, p3)
+        PACER_Q40_SUM(p4, p5, p6, p7)
+        PACER_Q40_STEP(3, p4, p5, p6, p7)
+        PACER_Q40_SUM(p0, p1, p2, p3)
+        PACER_Q40_SUM(p4, p5, p6, p7)
         : [s0] "=&x"(s0), [s1] "=&x"(s1), [xa] "=&x"(xa), [xb] "=&x"(xb), [v] "=&x"(v),
-          [t1] "=&x"(t1), [t2] "=&x"(t2)
+          [p0] "=&x"(p0), [p1] "=&x"(p1), [p2] "=&x"(p2), [p3] "=&x"(p3), [p4] "=&x"(p4),
+          [p5] "=&x"(p5), [p6] "=&x"(p6), [p7] "=&x"(p7)
         : [qs] "r"(qs), [xq] "r"(q), [mask] "x"(_mm256_set1_epi8(0x0F)),
           "m"(*reinterpret_cast<const std::byte(*)[256]>(qs)),
           "m"(*reinterpret_cast<const int8_t(*)[32]>(q)));
+#undef PACER_Q40_SUM
 #undef PACER_Q40_STEP
-#undef PACER_Q40_FIRST
-#undef PACER_Q40_ADD
-#undef PACER_Q40_UNPACK
+#undef PACER_Q40_PROD
 #undef PACER_Q40_ACT
     // clang-format on
     const __m256i ones = _mm256_set1_epi16(1), off = _mm256_set1_epi32(-kOffset * sum);
@@ -247,17 +257,44 @@ struct Q8_0x16 {
           _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
     }
   }
-  // One token (the GEMV): each vector loaded as it is used (see Q4_0x16::dot_from). Two chains
-  // (vpmaddubsw + vpmaddwd latency ~10), joined at the end, here and in dot().
+  // One token (the GEMV): each vector loaded as it is used (see Q4_0x16::dot_from), and each
+  // step's product (vpmaddubsw + vpmaddwd) added only after the next step's is issued, as
+  // Q4_0x16::dot_from_both (why: there); in assembly to keep that order. The same integers as
+  // dot(). Zen 1 (EPYC 7001 guest, AVX2), 64 rows x 2048 columns from L2, one core, median of 5
+  // alternating runs, the same bits: 89.2 -> 85.8 cycles per 16 x 32 block; TinyLlama Q8_0 tg32
+  // at one thread 13.4 -> 13.7 t/s, Qwen2.5-0.5B Q8_0 26.5 -> 27.2 (3 alternating rounds). Both
+  // halves in one step (each 64-byte line used whole, each broadcast serving 16 rows, as Q4_0's)
+  // ran 84.8 cycles from L2 but 11.0 against 13.4 t/s from DRAM: one half a pass touches the
+  // block's 8 lines in half the instructions, so more of them are in flight on a core
+  // that Q8_0's plan does not prefetch for (ops/isa.h).
   static __m256i dot_from(const std::byte* qs, int h, const int8_t* q, int32_t) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int j = 0; j < 8; ++j) {
-      const __m256i w = _mm256_xor_si256(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
-      chain[j % 2] = _mm256_add_epi32(chain[j % 2], signed_quad_dot(w, act_dword(q, j)));
-    }
-    return _mm256_add_epi32(chain[0], chain[1]);
+    __m256i s, x, w, a, p0, p1;
+    qs += 32 * h;
+    // clang-format off
+#define PACER_Q80_PROD(J, P)                                  \
+  "vpbroadcastd 4*" #J "(%[xq]), %[x]\n\t"                     \
+  "vpxor 64*" #J "(%[qs]), %[flip], %[w]\n\t"                  \
+  "vpabsb %[w], %[a]\n\t"                                      \
+  "vpsignb %[w], %[x], %[w]\n\t"                               \
+  "vpmaddubsw %[w], %[a], %[" #P "]\n\t"                       \
+  "vpmaddwd %[ones], %[" #P "], %[" #P "]\n\t"
+    asm(PACER_Q80_PROD(0, s)
+        PACER_Q80_PROD(1, p0)
+        PACER_Q80_PROD(2, p1) "vpaddd %[p0], %[s], %[s]\n\t"
+        PACER_Q80_PROD(3, p0) "vpaddd %[p1], %[s], %[s]\n\t"
+        PACER_Q80_PROD(4, p1) "vpaddd %[p0], %[s], %[s]\n\t"
+        PACER_Q80_PROD(5, p0) "vpaddd %[p1], %[s], %[s]\n\t"
+        PACER_Q80_PROD(6, p1) "vpaddd %[p0], %[s], %[s]\n\t"
+        PACER_Q80_PROD(7, p0) "vpaddd %[p1], %[s], %[s]\n\t"
+        "vpaddd %[p0], %[s], %[s]\n\t"
+        : [s] "=&x"(s), [x] "=&x"(x), [w] "=&x"(w), [a] "=&x"(a), [p0] "=&x"(p0), [p1] "=&x"(p1)
+        : [qs] "r"(qs), [xq] "r"(q), [flip] "x"(_mm256_set1_epi8(static_cast<char>(0x80))),
+          [ones] "x"(_mm256_set1_epi16(1)),
+          "m"(*reinterpret_cast<const std::byte(*)[480]>(qs)),
+          "m"(*reinterpret_cast<const int8_t(*)[32]>(q)));
+#undef PACER_Q80_PROD
+    // clang-format on
+    return s;
   }
   static __m256i dot(const __m256i* w, const int8_t* q, int32_t) {
     __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};

@@ -286,61 +286,62 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
 // this order take ~2.0 (7.5 vector ops a vector at 4 a cycle). Zen 4 guest without AVX-512, the
 // GEMV of 16 groups x 2048 columns from L2 (1024 groups from L3), old and new alternating in one
 // process, 3 rounds: 32.2-32.5 -> 40.6-41.0 GB/s (1.25-1.27x), the same outputs bit for bit.
+// Each step's 4 products (both halves) are added to the sums only after the next step's are
+// issued, as Q4_0's GEMV step (interleaved_avx2.cpp: on Zen 1 a sum right behind its product took
+// the one vpmaddubsw pipe's cycles), and the scale vpmaddwd and int32 adds follow in intrinsics
+// (16 ymm registers hold the asm's operands). Zen 1 (EPYC 7001 guest), 64 rows x 2048 columns
+// from L2, the same bits: 476 -> 441 cycles per 16 x 256 super-block (1.08x).
 // (Q5_K's quad in assembly gained 3 %: its fifth bits add 6 ops a vector, and it is bound by
 // their count, so it stays in intrinsics.)
 inline void q4_k_chunk_isums(const std::byte* quads, const int8_t* xq, const __m256i* sc,
                              __m256i& acc0, __m256i& acc1) {
-  __m256i lo0, hi0, lo1, hi1, xl, xh, v, t1, t2;
+  __m256i lo0, hi0, lo1, hi1, xl, xh, v, p0, p1, p2, p3, p4, p5, p6, p7;
   // clang-format off
   // Activation dword J of quad Q for both sub-blocks (quants 16Q + 4J.. and 32 + 16Q + 4J..).
 #define PACER_Q4K_ACT(Q, J)                                  \
   "vpbroadcastd " #Q "*16+" #J "*4(%[xq]), %[xl]\n\t"        \
   "vpbroadcastd 32+" #Q "*16+" #J "*4(%[xq]), %[xh]\n\t"
-  // Vector J of quad Q, half H: its low nibbles in t1, its high ones in t2 (unsigned).
-#define PACER_Q4K_UNPACK(Q, J, H)                            \
+  // Vector J of quad Q, half H: its low nibbles x xl into PL, its high ones x xh into PH.
+#define PACER_Q4K_PROD(Q, J, H, PL, PH)                      \
   "vmovdqa " #Q "*256+" #J "*64+" #H "*32(%[quads]), %[v]\n\t" \
-  "vpsrlw $4, %[v], %[t2]\n\t"                               \
-  "vpand %[mask], %[v], %[t1]\n\t"                           \
-  "vpand %[mask], %[t2], %[t2]\n\t"
-  // Their dots with the activation dwords, added to half H's int16 sums.
-#define PACER_Q4K_ADD(H)                                     \
-  "vpmaddubsw %[xl], %[t1], %[t1]\n\t"                       \
-  "vpaddw %[t1], %[lo" #H "], %[lo" #H "]\n\t"               \
-  "vpmaddubsw %[xh], %[t2], %[t2]\n\t"                       \
-  "vpaddw %[t2], %[hi" #H "], %[hi" #H "]\n\t"
-#define PACER_Q4K_STEP(Q, J)                                 \
+  "vpsrlw $4, %[v], %[" #PH "]\n\t"                          \
+  "vpand %[mask], %[v], %[" #PL "]\n\t"                      \
+  "vpand %[mask], %[" #PH "], %[" #PH "]\n\t"                \
+  "vpmaddubsw %[xl], %[" #PL "], %[" #PL "]\n\t"             \
+  "vpmaddubsw %[xh], %[" #PH "], %[" #PH "]\n\t"
+#define PACER_Q4K_STEP(Q, J, A, B, C, D)                     \
   PACER_Q4K_ACT(Q, J)                                        \
-  PACER_Q4K_UNPACK(Q, J, 0) PACER_Q4K_ADD(0)                 \
-  PACER_Q4K_UNPACK(Q, J, 1) PACER_Q4K_ADD(1)
-  asm(PACER_Q4K_ACT(0, 0)
-      PACER_Q4K_UNPACK(0, 0, 0)
-      "vpmaddubsw %[xl], %[t1], %[lo0]\n\t"
-      "vpmaddubsw %[xh], %[t2], %[hi0]\n\t"
-      PACER_Q4K_UNPACK(0, 0, 1)
-      "vpmaddubsw %[xl], %[t1], %[lo1]\n\t"
-      "vpmaddubsw %[xh], %[t2], %[hi1]\n\t"
-      PACER_Q4K_STEP(0, 1) PACER_Q4K_STEP(0, 2) PACER_Q4K_STEP(0, 3)
-      PACER_Q4K_STEP(1, 0) PACER_Q4K_STEP(1, 1) PACER_Q4K_STEP(1, 2) PACER_Q4K_STEP(1, 3)
-      "vpmaddwd 0(%[sc]), %[lo0], %[lo0]\n\t"
-      "vpmaddwd 32(%[sc]), %[lo1], %[lo1]\n\t"
-      "vpmaddwd 64(%[sc]), %[hi0], %[hi0]\n\t"
-      "vpmaddwd 96(%[sc]), %[hi1], %[hi1]\n\t"
-      "vpaddd %[lo0], %[acc0], %[acc0]\n\t"
-      "vpaddd %[lo1], %[acc1], %[acc1]\n\t"
-      "vpaddd %[hi0], %[acc0], %[acc0]\n\t"
-      "vpaddd %[hi1], %[acc1], %[acc1]"
-      : [acc0] "+x"(acc0), [acc1] "+x"(acc1), [lo0] "=&x"(lo0), [hi0] "=&x"(hi0),
-        [lo1] "=&x"(lo1), [hi1] "=&x"(hi1), [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v),
-        [t1] "=&x"(t1), [t2] "=&x"(t2)
-      : [quads] "r"(quads), [xq] "r"(xq), [sc] "r"(sc), [mask] "x"(_mm256_set1_epi8(0x0F)),
+  PACER_Q4K_PROD(Q, J, 0, A, B) PACER_Q4K_PROD(Q, J, 1, C, D)
+#define PACER_Q4K_SUM(A, B, C, D)                            \
+  "vpaddw %[" #A "], %[lo0], %[lo0]\n\t"                     \
+  "vpaddw %[" #B "], %[hi0], %[hi0]\n\t"                     \
+  "vpaddw %[" #C "], %[lo1], %[lo1]\n\t"                     \
+  "vpaddw %[" #D "], %[hi1], %[hi1]\n\t"
+  asm(PACER_Q4K_STEP(0, 0, lo0, hi0, lo1, hi1)
+      PACER_Q4K_STEP(0, 1, p0, p1, p2, p3)
+      PACER_Q4K_STEP(0, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
+      PACER_Q4K_STEP(0, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
+      PACER_Q4K_STEP(1, 0, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
+      PACER_Q4K_STEP(1, 1, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
+      PACER_Q4K_STEP(1, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
+      PACER_Q4K_STEP(1, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
+      PACER_Q4K_SUM(p0, p1, p2, p3)
+      : [lo0] "=&x"(lo0), [hi0] "=&x"(hi0), [lo1] "=&x"(lo1), [hi1] "=&x"(hi1),
+        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [p0] "=&x"(p0), [p1] "=&x"(p1),
+        [p2] "=&x"(p2), [p3] "=&x"(p3), [p4] "=&x"(p4), [p5] "=&x"(p5), [p6] "=&x"(p6),
+        [p7] "=&x"(p7)
+      : [quads] "r"(quads), [xq] "r"(xq), [mask] "x"(_mm256_set1_epi8(0x0F)),
         "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(xq)),
-        "m"(*reinterpret_cast<const __m256i(*)[4]>(sc)));
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(xq)));
+#undef PACER_Q4K_SUM
 #undef PACER_Q4K_STEP
-#undef PACER_Q4K_ADD
-#undef PACER_Q4K_UNPACK
+#undef PACER_Q4K_PROD
 #undef PACER_Q4K_ACT
   // clang-format on
+  acc0 = _mm256_add_epi32(
+      acc0, _mm256_add_epi32(_mm256_madd_epi16(lo0, sc[0]), _mm256_madd_epi16(hi0, sc[2])));
+  acc1 = _mm256_add_epi32(
+      acc1, _mm256_add_epi32(_mm256_madd_epi16(lo1, sc[1]), _mm256_madd_epi16(hi1, sc[3])));
 }
 
 // Both halves of super-block sb against one token's quants xqs (its super-block): isum[h] for rows
