@@ -534,6 +534,7 @@ inline constexpr std::string_view kBandwidthCeilingTokS = "bandwidth_ceiling_tok
 // against it.
 inline constexpr std::string_view kKernelCeilingTokS = "kernel_ceiling_tok_s";
 inline constexpr std::string_view kKernelPct = "kernel_pct";
+inline constexpr std::string_view kKernelCeilingMethod = "kernel_ceiling_method";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kArch = "arch";
@@ -573,6 +574,7 @@ inline constexpr std::array kAll{kTest,
                                  kBandwidthCeilingTokS,
                                  kKernelCeilingTokS,
                                  kKernelPct,
+                                 kKernelCeilingMethod,
                                  kEvents,
                                  kModel,
                                  kArch,

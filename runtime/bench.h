@@ -104,10 +104,12 @@ struct BenchRow {
   double roofline_p50_pct = 0;   // 0: no ceiling or no per-token times
   std::string bandwidth_method;  // how the bandwidth was found (ops::BandwidthProbe::method)
   // tg rows with a roofline: the matmul kernels' own ceiling with their weights in cache
-  // (runtime/kernel_ceiling.h: one core's rate times the row's threads) and mean / it. Below the
-  // DRAM ceiling, the row is bound by the kernels' arithmetic on this CPU, not by memory.
+  // (runtime/kernel_ceiling.h: measured on the row's own threads and CPUs, once per placement),
+  // mean / it, and how it was measured. Below the DRAM ceiling, the row is bound by the kernels'
+  // arithmetic on this CPU, not by memory.
   double kernel_ceiling_tok_s = 0;
   double kernel_pct = 0;
+  std::string kernel_ceiling_method;
   bool roofline_applies = true;  // false: weights fit the LLC (no DRAM streaming to bound)
   // tg rows with a roofline: the cache the LLC rule held the weights against (flag_roofline):
   // the working set the row's threads were measured to keep cached (ops::measure_cache_reach,
@@ -151,7 +153,8 @@ struct BenchResult {
   std::vector<ops::WeightType> x16_prefetch_far_one_worker;
   std::string cpu_model, frequency_source;
   std::string cpu_signature;  // "family 23 model 1 stepping 2" (/proc/cpuinfo); may be empty
-  // How the tg rows' kernel ceilings were measured (runtime/kernel_ceiling.h); empty: not.
+  // How the tg rows' kernel ceilings were measured (runtime/kernel_ceiling.h): the rows'
+  // distinct BenchRow::kernel_ceiling_method, " | " between them; empty: not measured.
   std::string kernel_ceiling_method;
   ops::WeightType kv_type = ops::WeightType::F16;
   int64_t n_batch_opt = 0;  // BenchOptions::n_batch (0: the default, llama-bench's -b 2048)

@@ -37,7 +37,9 @@ int64_t slice_rows(const ops::WeightMatrix& w, int64_t target) {
   return std::min(rows, w.rows);
 }
 
-// Best GB/s of `opts.passes` passes of repeated calls over rows [0, rows) of w.
+// Best GB/s of `opts.passes` passes of repeated calls over rows [0, rows) of w: on the calling
+// thread, or on every worker of opts.workers at once (each with its own output rows; the bytes of
+// all of them over the pass's wall time).
 double time_slice(const ops::WeightMatrix& w, int64_t rows, const ops::KernelSet& kernels,
                   const KernelCeilingOptions& opts, int64_t* slice_bytes) {
   std::mt19937 rng(12345);
@@ -46,25 +48,40 @@ double time_slice(const ops::WeightMatrix& w, int64_t rows, const ops::KernelSet
   for (float& v : x) v = normal(rng);
   ops::PackedActivations act;
   act.pack(w.type, x, w.cols, 1, kernels);
-  std::vector<float> y(static_cast<size_t>(w.rows));
+  const int workers = opts.workers != nullptr ? std::max(1, opts.workers->workers()) : 1;
+  std::vector<std::vector<float>> ys(static_cast<size_t>(workers),
+                                     std::vector<float>(static_cast<size_t>(w.rows)));
   const auto [first, last] = ops::row_byte_range(w, 0, rows);
   *slice_bytes = last - first;
-  const auto call = [&] { ops::matmul_rows(w, act, y, 0, rows, kernels); };
-  // Warm the slice into cache and size a pass.
+  const auto call = [&](int worker) {
+    ops::matmul_rows(w, act, ys[static_cast<size_t>(worker)], 0, rows, kernels);
+  };
+  // Size a pass on this thread (warming the slice into its cache).
   const auto t0 = Clock::now();
   int64_t calls = 0;
   do {
-    call();
+    call(0);
     ++calls;
   } while (std::chrono::duration<double>(Clock::now() - t0).count() < opts.pass_s / 4);
   const double per_call = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
   const int64_t per_pass = std::max<int64_t>(1, static_cast<int64_t>(opts.pass_s / per_call));
+  const auto pass = [&] {
+    if (opts.workers == nullptr) {
+      for (int64_t i = 0; i < per_pass; ++i) call(0);
+      return;
+    }
+    // One chunk per worker (chunks of one element are never split or shared).
+    opts.workers->run_chunks(workers, 1, [&](int chunk, int64_t, int64_t) {
+      for (int64_t i = 0; i < per_pass; ++i) call(chunk);
+    });
+  };
+  if (opts.workers != nullptr) pass();  // the other workers' caches
   double best = 0;
   for (int p = 0; p < opts.passes; ++p) {
     const auto start = Clock::now();
-    for (int64_t i = 0; i < per_pass; ++i) call();
+    pass();
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, static_cast<double>(*slice_bytes) * per_pass / s / 1e9);
+    best = std::max(best, static_cast<double>(*slice_bytes) * per_pass * workers / s / 1e9);
   }
   return best;
 }
@@ -96,6 +113,7 @@ KernelCeiling measure_kernel_ceiling(const loader::Weights& w, const ops::Kernel
   add(w.output);
 
   KernelCeiling c;
+  c.workers = opts.workers != nullptr ? std::max(1, opts.workers->workers()) : 1;
   for (auto& [key, entry] : kinds) {
     KernelRate& k = entry.first;
     const ops::WeightMatrix& m = *entry.second;
@@ -105,7 +123,7 @@ KernelCeiling measure_kernel_ceiling(const loader::Weights& w, const ops::Kernel
   std::stable_sort(c.kinds.begin(), c.kinds.end(), [](const KernelRate& a, const KernelRate& b) {
     return a.bytes_per_token > b.bytes_per_token;
   });
-  c.core_tok_s = kernel_ceiling_tok_s(c.kinds);
+  c.tok_s = kernel_ceiling_tok_s(c.kinds);
   int64_t total = 0;
   for (const KernelRate& k : c.kinds) total += k.bytes_per_token;
   std::string per_kind;
@@ -116,10 +134,14 @@ KernelCeiling measure_kernel_ceiling(const loader::Weights& w, const ops::Kernel
                             100.0 * static_cast<double>(k.bytes_per_token) /
                                 static_cast<double>(std::max<int64_t>(1, total)));
   }
+  const std::string on = !opts.placement.empty()
+                             ? opts.placement
+                             : fmt::format("{} thread{}", c.workers, c.workers > 1 ? "s" : "");
   c.method = fmt::format(
       "each kind of decode matmul on a slice of its first matrix that stays in L2 (~{} KiB), best "
-      "of {} passes on one core: {}",
-      opts.slice_bytes >> 10, opts.passes, per_kind);
+      "of {} passes on {}{}: {}",
+      opts.slice_bytes >> 10, opts.passes, on,
+      c.workers > 1 ? ", each running the slice at once (GB/s of all of them)" : "", per_kind);
   return c;
 }
 

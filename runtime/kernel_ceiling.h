@@ -8,14 +8,19 @@
 // Each kind of decode matmul (weight type, layout, columns) is timed on a slice of its first
 // matrix that stays in L2, with the kernel set the session runs and one packed activation row;
 // the ceiling is 1 / sum over kinds of (bytes per token / rate), the matmuls alone (no
-// attention, norms or sampling), on the calling thread. Rows of T threads quote T times it: the
-// per-core rate, assuming cores that do not share their arithmetic (not SMT siblings).
+// attention, norms or sampling). A bench row's is measured on the row's own workers (its threads
+// on its CPUs), every worker running the same slice out of its own L2 at once: SMT siblings that
+// share a core's multiply pipes, or cores that share a clock budget, show there. (Until session
+// 58 a row of T threads quoted T times one core's rate. On the 2-vCPU Zen 1 guest the two threads
+// together read 27.6 GB/s where one read 13.9 (Q4_0 x16 from L2): the same there, not so where
+// threads share a core.)
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "loader/weights.h"
 #include "ops/kernel_set.h"
+#include "ops/parallel.h"
 
 namespace pacer::runtime {
 
@@ -25,13 +30,14 @@ struct KernelRate {
   int64_t cols = 0;
   int64_t matrices = 0;         // of this kind per token
   int64_t bytes_per_token = 0;  // theirs
-  int64_t slice_bytes = 0;      // the slice timed
-  double gbs = 0;               // its best pass, one core
+  int64_t slice_bytes = 0;      // the slice timed (by each worker)
+  double gbs = 0;               // its best pass, all the workers together
 };
 
 struct KernelCeiling {
   std::vector<KernelRate> kinds;  // largest share of the bytes first
-  double core_tok_s = 0;          // kernel_ceiling_tok_s(kinds)
+  int workers = 1;                // that ran each slice at once
+  double tok_s = 0;               // kernel_ceiling_tok_s(kinds)
   std::string method;             // how it was measured, for the bench footer
 };
 
@@ -42,11 +48,14 @@ double kernel_ceiling_tok_s(const std::vector<KernelRate>& kinds) noexcept;
 struct KernelCeilingOptions {
   int64_t slice_bytes = 192 << 10;  // per kind, at least one 16-row group
   int passes = 5;                   // best of
-  double pass_s = 0.004;            // calls per pass: enough for this long
+  double pass_s = 0.004;            // calls per pass (on the calling thread): enough for this long
+  // Runs each pass on every worker at once (a session's executor); null: the calling thread.
+  const ops::Parallel* workers = nullptr;
+  std::string placement;  // how `workers` sit ("2 threads on CPUs 0,1"), for the method
 };
 
 // Times every kind of the decode matmuls of `w` (each layer's q, k, v, o, gate, up, down and the
-// output matrix) with `kernels` on the calling thread.
+// output matrix) with `kernels`, on opts.workers or the calling thread.
 KernelCeiling measure_kernel_ceiling(const loader::Weights& w, const ops::KernelSet& kernels,
                                      const KernelCeilingOptions& opts = {});
 

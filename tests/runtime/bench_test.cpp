@@ -372,13 +372,20 @@ TEST(BenchRun, EveryCombinationGivesOneRowWithConsistentFigures) {
                   1e-9 * row.ceiling_tok_s);
       EXPECT_LE(row.ceiling_tok_s, row.bandwidth_ceiling_tok_s);
       EXPECT_NEAR(row.roofline_pct, 100 * row.mean / row.ceiling_tok_s, 1e-9);
-      // The kernels' ceiling from cache: one core's rate (measured once) times the row's threads.
+      // The kernels' ceiling from cache, measured on the row's own threads once per placement:
+      // the tg rows of one thread count share it, and the result names each distinct one.
       ASSERT_GT(row.kernel_ceiling_tok_s, 0.0);
       EXPECT_NEAR(row.kernel_pct, 100 * row.mean / row.kernel_ceiling_tok_s, 1e-9);
+      EXPECT_NE(row.kernel_ceiling_method.find(fmt::format("on the row's {} thread{} (pin {})",
+                                                           row.threads, row.threads > 1 ? "s" : "",
+                                                           row.pin)),
+                std::string::npos)
+          << row.kernel_ceiling_method;
+      EXPECT_NE(r.kernel_ceiling_method.find(row.kernel_ceiling_method), std::string::npos);
       for (const BenchRow& other : r.rows) {
-        if (other.n_gen > 0) {
-          EXPECT_NEAR(row.kernel_ceiling_tok_s / row.threads,
-                      other.kernel_ceiling_tok_s / other.threads, 1e-9 * row.kernel_ceiling_tok_s);
+        if (other.n_gen > 0 && other.threads == row.threads && other.cpus == row.cpus) {
+          EXPECT_EQ(other.kernel_ceiling_tok_s, row.kernel_ceiling_tok_s);
+          EXPECT_EQ(other.kernel_ceiling_method, row.kernel_ceiling_method);
         }
       }
       // The cache the LLC rule used: measured from 4 MiB up against the row's DRAM figure.
