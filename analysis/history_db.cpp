@@ -86,6 +86,10 @@ CREATE TABLE model_fingerprints (
     R"sql(
 ALTER TABLE runs ADD COLUMN cpu_signature TEXT NOT NULL DEFAULT '';
 )sql",
+    // 2 -> 3: a tg row's kernel ceiling (runtime/kernel_ceiling.h); 0: not measured.
+    R"sql(
+ALTER TABLE runs ADD COLUMN kernel_ceiling_tok_s REAL NOT NULL DEFAULT 0;
+)sql",
 };
 
 // The only encoding this version writes: no compression library is linked into pacer, and SQLite
@@ -96,13 +100,18 @@ constexpr std::string_view kRunColumns =
     "run_uuid, time_utc, host, host_id, cpu_model, kernel, governor, microcode, pacer_version, "
     "git_sha, model_name, model_path, model_hash, model_bytes, params, arch, type, kv_type, test, "
     "n_prompt, n_gen, n_depth, threads, pin, cpus, tok_s, tok_s_mean, tok_s_sd, cv, freq_min_mhz, "
-    "freq_mean_mhz, freq_max_mhz, bandwidth_gbs, roofline_pct, flags, cpu_signature";
-constexpr int kRunColumnCount = 36;
+    "freq_mean_mhz, freq_max_mhz, bandwidth_gbs, roofline_pct, flags, cpu_signature, "
+    "kernel_ceiling_tok_s";
+constexpr int kRunColumnCount = 37;
 // kRunColumns as a SELECT list for a file of `schema` (a read-only file may be older): a column
-// its schema lacks reads as ''.
+// its schema lacks reads as its default ('' or 0).
 std::string run_select_columns(int schema) {
   std::string cols(kRunColumns);
-  if (schema < 2) cols.replace(cols.rfind("cpu_signature"), 13, "'' AS cpu_signature");
+  const auto absent = [&](std::string_view col, std::string_view value) {
+    cols.replace(cols.rfind(col), col.size(), fmt::format("{} AS {}", value, col));
+  };
+  if (schema < 3) absent("kernel_ceiling_tok_s", "0");
+  if (schema < 2) absent("cpu_signature", "''");
   return cols;
 }
 
@@ -281,6 +290,7 @@ StoredRun read_run_row(const sql::Statement& s, const fs::path& db) {
   r.roofline_pct = number(c++, "roofline_pct");
   r.flags = parse_json_array<std::string>(s.text(c++), db, run.id, "flags");
   r.cpu_signature = s.text(c++);
+  r.kernel_ceiling_tok_s = number(c++, "kernel_ceiling_tok_s");
   run.has_log = s.int64(c++) != 0;
   return run;
 }
@@ -353,6 +363,7 @@ struct HistoryDb::Impl {
       bind(v);
     bind(nlohmann::json(r.flags).dump());
     bind(r.cpu_signature);
+    bind(r.kernel_ceiling_tok_s);
     ins.run();
     const int64_t id = db.last_insert_rowid();
 

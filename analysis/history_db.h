@@ -14,8 +14,8 @@
 // writing. Writers use WAL and a busy timeout, so concurrent `pacer bench --db` processes on one
 // file each keep every row.
 //
-// Tables (schema 2): meta(key, value); runs (one row per bench row, unique run_uuid; schema 2
-// added cpu_signature, '' in rows written before it);
+// Tables (schema 3): meta(key, value); runs (one row per bench row, unique run_uuid; schema 2
+// added cpu_signature, '' in rows written before it; schema 3 kernel_ceiling_tok_s, 0 before);
 // op_summary (run_id, phase, op, ...); event_logs (run_id, encoding, raw_bytes, data);
 // model_fingerprints (a cache of file_fingerprint). docs/history.md.
 #include <cstdint>
@@ -29,7 +29,7 @@
 
 namespace pacer::analysis {
 
-inline constexpr int kHistorySchemaVersion = 2;
+inline constexpr int kHistorySchemaVersion = 3;
 // SQLite's PRAGMA application_id of a pacer history file: "PcrH".
 inline constexpr int32_t kHistoryApplicationId = 0x50637248;
 
@@ -56,6 +56,9 @@ struct BenchRecord {
   double tok_s_mean = 0, tok_s_sd = 0, cv = 0;
   double freq_min_mhz = 0, freq_mean_mhz = 0, freq_max_mhz = 0;
   double bandwidth_gbs = 0, roofline_pct = 0;
+  // tg rows with a roofline: the matmul kernels' rate with their weights in cache, on the row's
+  // threads (runtime/kernel_ceiling.h). 0: not measured (and in rows stored before schema 3).
+  double kernel_ceiling_tok_s = 0;
   std::vector<std::string> flags;
   std::string events_path;  // the row's recorded log: summarized per op and stored; may be empty
 };

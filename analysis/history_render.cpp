@@ -214,7 +214,7 @@ std::string render_history_csv(const std::vector<StoredRun>& runs) {
       "version,git_sha,"
       "model_name,model_path,model_hash,model_bytes,params,arch,type,kv_type,test,n_prompt,n_gen,"
       "n_depth,threads,pin,cpus,tok_s,tok_s_mean,tok_s_sd,cv,freq_min_mhz,freq_mean_mhz,"
-      "freq_max_mhz,bandwidth_gbs,roofline_pct,flags,has_log\n";
+      "freq_max_mhz,bandwidth_gbs,roofline_pct,kernel_ceiling_tok_s,flags,has_log\n";
   for (const StoredRun& s : runs) {
     const BenchRecord& r = s.record;
     std::vector<std::string> cpus, rates;
@@ -255,6 +255,7 @@ std::string render_history_csv(const std::vector<StoredRun>& runs) {
                                         csv_number(r.freq_max_mhz),
                                         csv_number(r.bandwidth_gbs),
                                         csv_number(r.roofline_pct),
+                                        csv_number(r.kernel_ceiling_tok_s),
                                         join(r.flags, ";"),
                                         s.has_log ? "1" : "0"};
     std::vector<std::string> quoted;
@@ -305,6 +306,7 @@ std::string render_history_json(const std::vector<StoredRun>& runs) {
                    {"freq_max_mhz", json_number(r.freq_max_mhz)},
                    {"bandwidth_gbs", json_number(r.bandwidth_gbs)},
                    {"roofline_pct", json_number(r.roofline_pct)},
+                   {"kernel_ceiling_tok_s", json_number(r.kernel_ceiling_tok_s)},
                    {"flags", r.flags},
                    {"has_log", s.has_log}});
   }
@@ -406,6 +408,11 @@ std::string render_history_openmetrics(const std::vector<StoredRun>& runs) {
       {"pacer_bench_roofline_ratio", "ratio",
        "Decode tokens per second as a share of the memory-bandwidth roofline.",
        [](const BenchRecord& r) { return r.roofline_pct > 0 ? r.roofline_pct / 100 : NAN; }},
+      {"pacer_bench_kernel_ceiling_tokens_per_second", "",
+       "Decode matmul kernels' rate with their weights in cache, on the run's threads.",
+       [](const BenchRecord& r) {
+         return r.kernel_ceiling_tok_s > 0 ? r.kernel_ceiling_tok_s : NAN;
+       }},
       {"pacer_bench_flags", "", "Reasons not to trust the run (noisy, drifting clock, ...).",
        [](const BenchRecord& r) { return static_cast<double>(r.flags.size()); }},
       {"pacer_bench_run_timestamp_seconds", "seconds",

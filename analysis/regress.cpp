@@ -139,6 +139,14 @@ std::string commits_of(const std::vector<const StoredRun*>& runs) {
   return fmt::format("{}", fmt::join(shas, ","));
 }
 
+// The median kernel ceiling of the runs that stored one; 0 when none did.
+double median_kernel_ceiling(const std::vector<const StoredRun*>& runs) {
+  std::vector<double> v;
+  for (const StoredRun* r : runs)
+    if (r->record.kernel_ceiling_tok_s > 0) v.push_back(r->record.kernel_ceiling_tok_s);
+  return v.empty() ? 0 : median(v);
+}
+
 }  // namespace
 
 std::string selector_error(const std::string& text, bool candidate) {
@@ -149,6 +157,26 @@ std::string selector_error(const std::string& text, bool candidate) {
     return e.what();
   }
   return "";
+}
+
+std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate) {
+  if (!(baseline > 0) || !(candidate > 0) || !(slowdown_pct > 0)) return "";
+  // Below this a ceiling's move is within what its own passes vary by on a quiet host.
+  constexpr double kSteadyPct = 3.0;
+  const double fell = 100 * (1 - candidate / baseline);
+  const std::string moved =
+      fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", baseline, candidate, -fell);
+  if (fell >= kSteadyPct && fell >= slowdown_pct / 2) {
+    return moved +
+           ": the matmuls' arithmetic slowed with it (the code, the clock, a sibling on "
+           "the core), not only memory";
+  }
+  if (std::abs(fell) < kSteadyPct) {
+    return moved +
+           ": the matmuls' arithmetic held, so the loss is outside it (memory, "
+           "attention, the threads' waits)";
+  }
+  return moved + fmt::format(": the arithmetic explains part of the {:.1f}%", slowdown_pct);
 }
 
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) {
@@ -236,6 +264,12 @@ RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) 
     g.candidate_time = cand.back()->record.time_utc;
     g.candidate_commit = commits_of(cand);
     g.baseline_commits = commits_of(base);
+    g.baseline_kernel_tok_s = median_kernel_ceiling(base);
+    g.candidate_kernel_tok_s = median_kernel_ceiling(cand);
+    if (g.significant) {
+      g.kernel_note =
+          kernel_ceiling_note(g.slowdown_pct, g.baseline_kernel_tok_s, g.candidate_kernel_tok_s);
+    }
     if (g.significant && opts.explain) {
       // The slowest candidate run against the baseline run most like the baseline's median.
       const StoredRun* slow = nullptr;
@@ -281,6 +315,7 @@ std::string render_regress_text(const RegressResult& r, const RegressOptions& op
                          g.baseline_other_cpu, g.baseline_other_cpu == 1 ? "" : "s", g.other_cpus,
                          g.candidate_cpus);
     }
+    if (!g.kernel_note.empty()) out += fmt::format("  {}\n", g.kernel_note);
     if (!g.verdict.empty()) {
       out += fmt::format("  compare (baseline run {} vs candidate run {}):\n  {}\n",
                          g.baseline_run.substr(0, 8), g.candidate_run.substr(0, 8), g.verdict);
@@ -328,6 +363,9 @@ std::string render_regress_json(const RegressResult& r, const RegressOptions& op
                         {"confidence", g.confidence()},
                         {"significant", g.significant},
                         {"fails", g.fails},
+                        {"baseline_kernel_tok_s", g.baseline_kernel_tok_s},
+                        {"candidate_kernel_tok_s", g.candidate_kernel_tok_s},
+                        {"kernel_note", g.kernel_note},
                         {"candidate_time", g.candidate_time},
                         {"candidate_commit", g.candidate_commit},
                         {"baseline_commits", g.baseline_commits}};

@@ -28,6 +28,12 @@
 // to another CPU generation (a cloud VM, a re-imaged server) under the same brand string, and a
 // Zen 4 baseline makes a Zen 1 candidate "slower" without any change in pacer. A group whose only
 // baseline runs were on another CPU is untested and listed (RegressResult::other_cpu).
+//
+// Where both sides stored the kernels' ceiling (their rate with the weights in cache, measured
+// before each tg run), a slowdown says which side moved: kernels that slowed by at least half as
+// much (and 3 %) point at the arithmetic (the code, the clock, a sibling on the core); kernels
+// within 3 % point outside it (memory, attention, the threads' waits). Without stored logs to
+// compare, that is the only why a regression gets.
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +68,11 @@ struct GroupTest {
   std::string candidate_time, candidate_commit, baseline_commits;
   int baseline_other_cpu = 0;  // baseline runs left out: on another CPU than the candidate's
   std::string candidate_cpus, other_cpus;  // "brand [signature]" of each, ", "-joined
+  // The decode matmul kernels' rate from cache (BenchRecord::kernel_ceiling_tok_s, measured
+  // before each tg run): medians over the runs that stored one, 0 where none did; and, for a
+  // slowdown with both, what they say (kernel_note: the kernels slowed with it, or held).
+  double baseline_kernel_tok_s = 0, candidate_kernel_tok_s = 0;
+  std::string kernel_note;
   std::string verdict;        // compare's verdict line ("" when not compared)
   std::string compare_error;  // why the compare could not run
   double confidence() const noexcept { return 1 - p; }
@@ -81,6 +92,10 @@ std::string selector_error(const std::string& text, bool candidate);
 
 // Throws std::invalid_argument for a malformed selector.
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts);
+
+// The kernel_note of a slowdown of `slowdown_pct` % whose kernel ceilings went from `baseline` to
+// `candidate` tok/s ("" when either is 0 or there is no slowdown).
+std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate);
 
 std::string render_regress_text(const RegressResult& r, const RegressOptions& opts);
 // {"groups", "untested", "fails", "regressions": [...], "others": [...]}: every GroupTest field,

@@ -373,6 +373,7 @@ analysis::BenchRecord history_record(const runtime::BenchResult& r, const runtim
   rec.freq_max_mhz = row.freq_max_mhz;
   rec.bandwidth_gbs = row.bandwidth_gbs;
   rec.roofline_pct = row.roofline_pct;
+  rec.kernel_ceiling_tok_s = row.kernel_ceiling_tok_s;
   rec.flags = row.flags;
   rec.events_path = row.events_path;
   return rec;

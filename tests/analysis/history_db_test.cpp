@@ -299,9 +299,9 @@ TEST(HistoryDb, RefusesANewerSchemaAndReadsNoneWhenMissing) {
   EXPECT_THROW(HistoryDb::open(dir.path(), HistoryDb::Mode::ReadWrite), HistoryError);
 }
 
-// A file as pacer wrote it before schema 2 (no cpu_signature column), written here by hand:
-// read-only it reads with empty signatures and stays as it is; opened for writing it is migrated,
-// its row kept, and new rows keep their signature.
+// A file as pacer wrote it before schema 2 (no cpu_signature, no kernel_ceiling_tok_s), written
+// here by hand: read-only it reads with empty signatures and no ceilings and stays as it is;
+// opened for writing it is migrated, its row kept, and new rows keep their signature and ceiling.
 TEST(HistoryDb, ASchema1FileReadsAndMigrates) {
   TempDir dir;
   const fs::path file = dir.path() / "v1.sqlite";
@@ -339,6 +339,7 @@ TEST(HistoryDb, ASchema1FileReadsAndMigrates) {
     EXPECT_EQ(runs[0].record.run_uuid, "old-run");
     EXPECT_EQ(runs[0].record.cpu_model, "AMD EPYC");
     EXPECT_EQ(runs[0].record.cpu_signature, "");
+    EXPECT_EQ(runs[0].record.kernel_ceiling_tok_s, 0.0);  // schema 3's column, absent here
     EXPECT_EQ(runs[0].record.tok_s, (std::vector<double>{40.5, 41.5}));
     ASSERT_TRUE(ro.find_run("old-run").has_value());
   }
@@ -347,16 +348,19 @@ TEST(HistoryDb, ASchema1FileReadsAndMigrates) {
     EXPECT_EQ(again.schema_version(), 1);  // reading migrated nothing
   }
   HistoryDb db = HistoryDb::open(file, HistoryDb::Mode::ReadWrite);
-  EXPECT_EQ(db.schema_version(), 2);
+  EXPECT_EQ(db.schema_version(), 3);  // through 1 -> 2 -> 3
   BenchRecord r = make_record("2026-11-21T10:00:00Z", {30});
   r.cpu_signature = "family 23 model 1 stepping 2";
+  r.kernel_ceiling_tok_s = 23.3;
   db.append(r);
   const std::vector<StoredRun> runs = db.runs();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].record.run_uuid, "old-run");
   EXPECT_EQ(runs[0].record.cpu_signature, "");
+  EXPECT_EQ(runs[0].record.kernel_ceiling_tok_s, 0.0);
   EXPECT_DOUBLE_EQ(runs[0].record.tok_s_mean, 41);
   EXPECT_EQ(runs[1].record.cpu_signature, "family 23 model 1 stepping 2");
+  EXPECT_DOUBLE_EQ(runs[1].record.kernel_ceiling_tok_s, 23.3);
 }
 
 TEST(HistoryDb, AnEmptyFileIsInitialized) {

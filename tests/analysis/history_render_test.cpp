@@ -46,6 +46,7 @@ std::vector<StoredRun> sample_runs() {
   add("2026-11-21T11:00:00Z", "host-b \"quoted\"", "tg64", {95, 96, 94}, 2900);
   add("2026-11-21T12:00:00Z", "host-a", "pp512", {400, 410, 390}, 3000);
   runs[4].record.flags = {"cv 7% > 5%: noisy"};
+  runs[2].record.kernel_ceiling_tok_s = 112.5;  // a tg row that measured its kernels' ceiling
   return runs;
 }
 
@@ -126,8 +127,25 @@ TEST(HistoryRender, CsvAndJsonCarryEveryRun) {
   std::string header, line;
   std::getline(in, header);
   const auto columns = std::count(header.begin(), header.end(), ',') + 1;
-  EXPECT_EQ(columns, 37);
+  EXPECT_EQ(columns, 38);
   EXPECT_THAT(header, HasSubstr(",cpu_model,cpu_signature,kernel,"));
+  EXPECT_THAT(header, HasSubstr(",roofline_pct,kernel_ceiling_tok_s,flags,"));
+  EXPECT_THAT(csv, HasSubstr(",112.5,"));
+  EXPECT_EQ(j[2]["kernel_ceiling_tok_s"], 112.5);
+  EXPECT_EQ(j[0]["kernel_ceiling_tok_s"], 0);
+  // The latest tg64 run of host-a measured one: its OpenMetrics sample; no other series has one.
+  const std::string om = render_history_openmetrics(runs);
+  EXPECT_THAT(om, HasSubstr("# TYPE pacer_bench_kernel_ceiling_tokens_per_second gauge"));
+  size_t samples = 0;
+  for (size_t p = om.find("\npacer_bench_kernel_ceiling_tokens_per_second{");
+       p != std::string::npos;
+       p = om.find("\npacer_bench_kernel_ceiling_tokens_per_second{", p + 1))
+    ++samples;
+  EXPECT_EQ(samples, 1u);
+  const size_t at = om.find("\npacer_bench_kernel_ceiling_tokens_per_second{");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_THAT(om.substr(at, om.find('\n', at + 1) - at), HasSubstr("host=\"host-a\""));
+  EXPECT_THAT(om.substr(at, om.find('\n', at + 1) - at), HasSubstr("} 112.5"));
   int rows = 0;
   while (std::getline(in, line)) ++rows;
   EXPECT_EQ(rows, 5);

@@ -3,6 +3,7 @@
 // selectors pick the runs they say; the verdict is compare's verdict on the stored logs.
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -130,6 +131,60 @@ TEST(Regress, ARunOnAnotherCpuIsNoBaseline) {
   ASSERT_EQ(r.regressions.size(), 1u);
   EXPECT_EQ(r.regressions[0].baseline_runs, 4);  // 3 Zen 1 runs and the unsigned one
   EXPECT_EQ(r.regressions[0].baseline_other_cpu, 3);
+}
+
+// The kernels' ceiling stored with each tg run says which side of a slowdown moved: three groups
+// 100 -> 80 tok/s (20 % slower), whose kernels from L2 went 150 -> 120 (with it), 150 -> 149
+// (held) and 150 -> 141 (6 %: part of it); a fourth without ceilings gets no note.
+TEST(Regress, TheKernelCeilingSaysWhetherTheArithmeticSlowed) {
+  TempDir dir;
+  HistoryDb db = HistoryDb::open(dir.path() / "h.sqlite", HistoryDb::Mode::ReadWrite);
+  const std::vector<std::vector<double>> runs = {{100, 102, 98}, {101, 99, 103}, {80, 81, 79}};
+  const auto group = [&](const std::string& test, std::vector<double> ceilings) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      BenchRecord r = make_record(fmt::format("2026-11-{:02}T10:00:00Z", 10 + i), runs[i]);
+      r.test = test;
+      r.kernel_ceiling_tok_s = ceilings[i];
+      db.append(r);
+    }
+  };
+  group("tg64", {149, 151, 120});
+  group("tg128", {150, 150, 149});
+  group("tg256", {150, 150, 141});
+  group("tg32", {0, 0, 0});
+  RegressOptions o;
+  o.explain = false;
+  const RegressResult r = find_regressions(db, o);
+  ASSERT_EQ(r.regressions.size(), 4u);
+  std::map<std::string, const GroupTest*> by_test;
+  for (const GroupTest& g : r.regressions) by_test[g.test] = &g;
+  const GroupTest& with = *by_test.at("tg64");
+  EXPECT_DOUBLE_EQ(with.baseline_kernel_tok_s, 150);  // median of 149, 151
+  EXPECT_DOUBLE_EQ(with.candidate_kernel_tok_s, 120);
+  EXPECT_THAT(with.kernel_note, HasSubstr("kernels from L2 150.0 -> 120.0 tok/s (-20.0%)"));
+  EXPECT_THAT(with.kernel_note, HasSubstr("arithmetic slowed with it"));
+  EXPECT_THAT(by_test.at("tg128")->kernel_note,
+              HasSubstr("150.0 -> 149.0 tok/s (-0.7%): the matmuls' arithmetic held"));
+  EXPECT_THAT(by_test.at("tg256")->kernel_note,
+              HasSubstr("(-6.0%): the arithmetic explains part of the 20.4%"));
+  EXPECT_EQ(by_test.at("tg32")->kernel_note, "");
+  EXPECT_EQ(by_test.at("tg32")->baseline_kernel_tok_s, 0.0);
+  const std::string text = render_regress_text(r, o);
+  EXPECT_THAT(text, HasSubstr("\n  kernels from L2 150.0 -> 120.0 tok/s (-20.0%)"));
+  const nlohmann::json j = nlohmann::json::parse(render_regress_json(r, o));
+  bool seen = false;
+  for (const auto& g : j["regressions"]) {
+    if (g["test"] != "tg64") continue;
+    seen = true;
+    EXPECT_EQ(g["baseline_kernel_tok_s"], 150.0);
+    EXPECT_EQ(g["candidate_kernel_tok_s"], 120.0);
+    EXPECT_EQ(g["kernel_note"], with.kernel_note);
+  }
+  EXPECT_TRUE(seen);
+  // No slowdown, or a side without a ceiling: no note.
+  EXPECT_EQ(kernel_ceiling_note(-5, 150, 120), "");
+  EXPECT_EQ(kernel_ceiling_note(20, 0, 120), "");
+  EXPECT_EQ(kernel_ceiling_note(20, 150, 0), "");
 }
 
 TEST(Regress, ACleanDatabasePasses) {

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -128,6 +129,35 @@ TEST(HistoryCli, ConcurrentBenchProcessesKeepEveryRow) {
   ASSERT_EQ(run_command("TMPDIR=" + (dir / "tmp") + " " + tiny_bench(model) + " --db " + db).rc, 0);
   EXPECT_TRUE(fs::is_empty(dir.path() / "tmp"));
   EXPECT_EQ(history_json(db).size(), 7u);
+}
+
+// A tg row with a roofline stores its kernels' ceiling (measured on its thread before its timed
+// reps) as the bench's JSON row gave it; a pp row has none.
+TEST(HistoryCli, ATgRowStoresItsKernelCeiling) {
+  TempDir dir("ceiling");
+  const std::string model = tiny_model(dir);
+  const std::string db = dir / "results.sqlite";
+  const CommandResult r = run_command(kPacer + " bench -m " + model +
+                                      " -p 8 -n 4 -t 1 -r 2 --no-warmup --bandwidth-mb 64 -o "
+                                      "json --db " +
+                                      db);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  std::map<std::string, double> printed;
+  for (const auto& row : rows)
+    printed[row["n_gen"].get<int>() > 0 ? "tg4" : "pp8"] =
+        row["pacer_kernel_ceiling_tok_s"].is_number()
+            ? row["pacer_kernel_ceiling_tok_s"].get<double>()
+            : 0.0;
+  ASSERT_GT(printed.at("tg4"), 0.0);
+  EXPECT_EQ(printed.at("pp8"), 0.0);
+  const nlohmann::json runs = history_json(db);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    const std::string test = run["test"].get<std::string>();
+    EXPECT_DOUBLE_EQ(run["kernel_ceiling_tok_s"].get<double>(), printed.at(test)) << test;
+  }
 }
 
 TEST(HistoryCli, RefusesAForeignFileWithOneLineAndLeavesItAlone) {
