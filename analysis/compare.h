@@ -155,6 +155,15 @@ Comparison compare_runs(const RunCycles& normal, const RunCycles& abnormal,
 // "run queue", "ipc", "instructions", "cpu work", "on-cpu time", "blocked", "unexplained".
 std::string leading_cause(const Comparison& c);
 
+// What the decode matmul kernels' ceiling from cache (their rate with the weights in L2, measured
+// before each run: runtime/kernel_ceiling.h) says about a slowdown of `slowdown_pct` % in tok/s
+// when it went from `baseline` to `candidate` tok/s: kernels that fell by at least 3 % and half
+// the slowdown point at the arithmetic (the code, the clock, a sibling on the core); kernels
+// within 3 % (what their own passes vary by) point outside it (memory, attention, the threads'
+// waits); else the share they explain. "" when either is 0 or there is no slowdown. Used by
+// compare's findings and by `pacer regress` on the stored runs.
+std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate);
+
 // The legend shared by every renderer: (term, definition) pairs.
 std::vector<std::pair<std::string, std::string>> compare_legend(const CompareOptions& opts = {});
 

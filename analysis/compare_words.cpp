@@ -420,6 +420,24 @@ void write_findings(Comparison& c) {
         break;
     }
   }
+  // The kernels' own rate from cache, measured before each run (bench's recorded rep): which
+  // side of a slowdown moved.
+  const auto& k0 = c.header[0].kernel_ceiling_tok_s;
+  const auto& k1 = c.header[1].kernel_ceiling_tok_s;
+  if (k0 && k1 && *k0 > 0 && *k1 > 0) {
+    // The step time's change as a change in tok/s.
+    const double d = c.delta_pct();
+    const double slower_pct = d > 0 ? 100 * (1 - 1 / (1 + d / 100)) : 0;
+    std::string note = kernel_ceiling_note(slower_pct, *k0, *k1);
+    if (note.empty()) {
+      note = fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", *k0, *k1,
+                         100 * (*k1 / *k0 - 1));
+    }
+    c.findings.push_back(
+        "**Kernels from cache.** The matmul kernels alone, weights in L2, on each run's threads "
+        "just before it: " +
+        note + ".");
+  }
   // The additive attribution in one sentence.
   std::vector<std::string> parts;
   for (int p = 0; p < kPartCount; ++p) {
@@ -592,6 +610,26 @@ void write_words(Comparison& c, const CompareOptions& opts) {
 }  // namespace pacer::analysis::detail
 
 namespace pacer::analysis {
+
+std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate) {
+  if (!(baseline > 0) || !(candidate > 0) || !(slowdown_pct > 0)) return "";
+  // Below this a ceiling's move is within what its own passes vary by on a quiet host.
+  constexpr double kSteadyPct = 3.0;
+  const double fell = 100 * (1 - candidate / baseline);
+  const std::string moved =
+      fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", baseline, candidate, -fell);
+  if (fell >= kSteadyPct && fell >= slowdown_pct / 2) {
+    return moved +
+           ": the matmuls' arithmetic slowed with it (the code, the clock, a sibling on "
+           "the core), not only memory";
+  }
+  if (std::abs(fell) < kSteadyPct) {
+    return moved +
+           ": the matmuls' arithmetic held, so the loss is outside it (memory, "
+           "attention, the threads' waits)";
+  }
+  return moved + fmt::format(": the arithmetic explains part of the {:.1f}%", slowdown_pct);
+}
 
 namespace {
 double finite_or_zero(double v) {

@@ -159,26 +159,6 @@ std::string selector_error(const std::string& text, bool candidate) {
   return "";
 }
 
-std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate) {
-  if (!(baseline > 0) || !(candidate > 0) || !(slowdown_pct > 0)) return "";
-  // Below this a ceiling's move is within what its own passes vary by on a quiet host.
-  constexpr double kSteadyPct = 3.0;
-  const double fell = 100 * (1 - candidate / baseline);
-  const std::string moved =
-      fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", baseline, candidate, -fell);
-  if (fell >= kSteadyPct && fell >= slowdown_pct / 2) {
-    return moved +
-           ": the matmuls' arithmetic slowed with it (the code, the clock, a sibling on "
-           "the core), not only memory";
-  }
-  if (std::abs(fell) < kSteadyPct) {
-    return moved +
-           ": the matmuls' arithmetic held, so the loss is outside it (memory, "
-           "attention, the threads' waits)";
-  }
-  return moved + fmt::format(": the arithmetic explains part of the {:.1f}%", slowdown_pct);
-}
-
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts) {
   const Selector base_sel =
       parse_selector(opts.baseline.empty() ? "rest" : opts.baseline, "baseline");

@@ -70,7 +70,7 @@ struct GroupTest {
   std::string candidate_cpus, other_cpus;  // "brand [signature]" of each, ", "-joined
   // The decode matmul kernels' rate from cache (BenchRecord::kernel_ceiling_tok_s, measured
   // before each tg run): medians over the runs that stored one, 0 where none did; and, for a
-  // slowdown with both, what they say (kernel_note: the kernels slowed with it, or held).
+  // slowdown with both, what they say (kernel_note: compare.h kernel_ceiling_note).
   double baseline_kernel_tok_s = 0, candidate_kernel_tok_s = 0;
   std::string kernel_note;
   std::string verdict;        // compare's verdict line ("" when not compared)
@@ -92,10 +92,6 @@ std::string selector_error(const std::string& text, bool candidate);
 
 // Throws std::invalid_argument for a malformed selector.
 RegressResult find_regressions(const HistoryDb& db, const RegressOptions& opts);
-
-// The kernel_note of a slowdown of `slowdown_pct` % whose kernel ceilings went from `baseline` to
-// `candidate` tok/s ("" when either is 0 or there is no slowdown).
-std::string kernel_ceiling_note(double slowdown_pct, double baseline, double candidate);
 
 std::string render_regress_text(const RegressResult& r, const RegressOptions& opts);
 // {"groups", "untested", "fails", "regressions": [...], "others": [...]}: every GroupTest field,

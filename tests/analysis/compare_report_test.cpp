@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,8 @@
 
 namespace pacer::analysis {
 namespace {
+
+using ::testing::HasSubstr;
 
 RunCycles load(const synth::RunSpec& spec, const std::string& name) {
   return load_run_text(synth::event_log(spec), name);
@@ -314,6 +317,46 @@ std::string with_throttling(std::string log, int64_t ns) {
 
 // Run-queue growth with the cgroup's throttled time to match is named CPU quota throttling, with
 // the quota advice; the same growth without throttling stays run-queue contention.
+// The log's header with the kernels' ceiling a bench writes on its recorded rep.
+std::string with_kernel_ceiling(const std::string& log, double tok_s) {
+  const size_t nl = log.find('\n');
+  nlohmann::json header = nlohmann::json::parse(log.substr(0, nl));
+  header["kernel_ceiling_tok_s"] = tok_s;
+  return header.dump() + log.substr(nl);
+}
+
+// Where both headers carry the kernels' ceiling from cache, a finding says which side moved: the
+// clock-drop run (slower) against kernels that fell by half (the arithmetic) or held (< 3 %);
+// a run no slower quotes the two figures without a reading; no finding without both.
+TEST(CompareWords, TheKernelCeilingSaysWhetherTheArithmeticMoved) {
+  const std::string normal = synth::event_log({}), slow = synth::event_log(slow_spec());
+  const auto finding = [](const Comparison& c) {
+    for (const std::string& f : c.findings)
+      if (f.find("**Kernels from cache.**") != std::string::npos) return f;
+    return std::string();
+  };
+  const Comparison fell = compare_runs(load_run_text(with_kernel_ceiling(normal, 100), "n.jsonl"),
+                                       load_run_text(with_kernel_ceiling(slow, 50), "s.jsonl"));
+  ASSERT_GT(fell.delta_pct(), 0);
+  EXPECT_THAT(finding(fell), HasSubstr("kernels from L2 100.0 -> 50.0 tok/s (-50.0%): the "
+                                       "matmuls' arithmetic slowed with it"));
+  const Comparison held = compare_runs(load_run_text(with_kernel_ceiling(normal, 100), "n.jsonl"),
+                                       load_run_text(with_kernel_ceiling(slow, 99.5), "s.jsonl"));
+  EXPECT_THAT(finding(held), HasSubstr("100.0 -> 99.5 tok/s (-0.5%): the matmuls' arithmetic "
+                                       "held, so the loss is outside it"));
+  // The slow run as the baseline: the other run is faster, so no reading, just the figures.
+  const Comparison faster =
+      compare_runs(load_run_text(with_kernel_ceiling(slow, 50), "s.jsonl"),
+                   load_run_text(with_kernel_ceiling(normal, 100), "n.jsonl"));
+  ASSERT_LT(faster.delta_pct(), 0);
+  EXPECT_THAT(finding(faster), HasSubstr("kernels from L2 50.0 -> 100.0 tok/s (+100.0%)."));
+  EXPECT_EQ(finding(compare_runs(load_run_text(normal, "n.jsonl"),
+                                 load_run_text(with_kernel_ceiling(slow, 50), "s.jsonl"))),
+            "");
+  // The JSON and Markdown renderings carry it with the other findings.
+  EXPECT_THAT(render_markdown(fell), HasSubstr("**Kernels from cache.**"));
+}
+
 TEST(CompareCauses, QuotaThrottlingIsNamedNotRunQueue) {
   synth::RunSpec waiting;
   waiting.seed = 5;
