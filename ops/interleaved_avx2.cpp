@@ -257,17 +257,31 @@ struct Q8_0x16 {
           _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
     }
   }
-  // One token (the GEMV): each vector loaded as it is used (see Q4_0x16::dot_from), and each
-  // step's product (vpmaddubsw + vpmaddwd) added only after the next step's is issued, as
-  // Q4_0x16::dot_from_both (why: there); in assembly to keep that order. The same integers as
-  // dot(). Zen 1 (EPYC 7001 guest, AVX2), 64 rows x 2048 columns from L2, one core, median of 5
-  // alternating runs, the same bits: 89.2 -> 85.8 cycles per 16 x 32 block; TinyLlama Q8_0 tg32
-  // at one thread 13.4 -> 13.7 t/s, Qwen2.5-0.5B Q8_0 26.5 -> 27.2 (3 alternating rounds). Both
-  // halves in one step (each 64-byte line used whole, each broadcast serving 16 rows, as Q4_0's)
-  // ran 84.8 cycles from L2 but 11.0 against 13.4 t/s from DRAM: one half a pass touches the
-  // block's 8 lines in half the instructions, so more of them are in flight on a core
-  // that Q8_0's plan does not prefetch for (ops/isa.h).
+  // One token (the GEMM's last tokens): each vector loaded as it is used (see
+  // Q4_0x16::dot_from). Two chains (vpmaddubsw + vpmaddwd latency ~10), joined at the end, here
+  // and in dot().
   static __m256i dot_from(const std::byte* qs, int h, const int8_t* q, int32_t) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256i chain[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 8; ++j) {
+      const __m256i w = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * j + 32 * h)), flip);
+      chain[j % 2] = _mm256_add_epi32(chain[j % 2], signed_quad_dot(w, act_dword(q, j)));
+    }
+    return _mm256_add_epi32(chain[0], chain[1]);
+  }
+  // The GEMV's dot_from: each step's product (vpmaddubsw + vpmaddwd) added only after the next
+  // step's is issued, as Q4_0x16::dot_from_both (why: there); in assembly to keep that order. The
+  // same integers as dot(). Only the GEMV calls it: with the assembly also in the GEMM's one-token
+  // tail, GCC's code for the GEMM's 4-token passes ran 2 % slower (64 tokens x 16 groups x 2048
+  // columns, 18.25 -> 17.9 GMAC/s). Zen 1 (EPYC 7001 guest, AVX2), 64 rows x 2048 columns from L2,
+  // one core, median of 5 alternating runs, the same bits: 89.2 -> 85.8 cycles per 16 x 32 block;
+  // TinyLlama Q8_0 tg32 at one thread 13.4 -> 13.7 t/s, Qwen2.5-0.5B Q8_0 26.5 -> 27.2 (3
+  // alternating rounds). Both halves in one step (each 64-byte line used whole, each broadcast
+  // serving 16 rows, as Q4_0's) ran 84.8 cycles from L2 but 11.0 against 13.4 t/s from DRAM: one
+  // half a pass touches the block's 8 lines in half the instructions, so more of them are in flight
+  // on a core that Q8_0's plan does not prefetch for (ops/isa.h).
+  static __m256i gemv_dot_from(const std::byte* qs, int h, const int8_t* q, int32_t) {
     __m256i s, x, w, a, p0, p1;
     qs += 32 * h;
     // clang-format off
@@ -348,7 +362,13 @@ struct IQ4_NLx16 {
 
 // acc[t] += the block terms of rows 8h..8h + 7 for tokens x[0..T), block b (in the pair at
 // `pair`, index b % 2): the weights unpacked once for all T tokens.
-template <class Layout, int T>
+template <class Layout>
+concept HasGemvDotFrom = requires(const std::byte* p, const int8_t* q) {
+  Layout::gemv_dot_from(p, 0, q, int32_t{0});
+};
+
+// kGemv: the GEMV's call (T == 1), which takes the layout's gemv_dot_from where it has one.
+template <class Layout, int T, bool kGemv = false>
 inline void half_block(const std::byte* pair, int64_t b, int h, const ActQ8Row* x, __m256* acc) {
   const int odd = static_cast<int>(b % 2);
   const std::byte* qs = pair + Layout::kHeaderBytes + Layout::kQsBytes * odd;
@@ -369,7 +389,11 @@ inline void half_block(const std::byte* pair, int64_t b, int h, const ActQ8Row* 
     }
   };
   if constexpr (T == 1) {
-    add(0, Layout::dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]));
+    if constexpr (kGemv && HasGemvDotFrom<Layout>) {
+      add(0, Layout::gemv_dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]));
+    } else {
+      add(0, Layout::dot_from(qs, h, x[0].q + 32 * b, x[0].sum[b]));
+    }
     return;
   }
   __m256i w[8];
@@ -438,8 +462,8 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
         if constexpr (HasDotFromBoth<Layout>) {
           block_both<Layout>(group[s] + pair_off, b, x, &acc[s][0], &acc[s][1]);
         } else {
-          half_block<Layout, 1>(group[s] + pair_off, b, 0, &x, &acc[s][0]);
-          half_block<Layout, 1>(group[s] + pair_off, b, 1, &x, &acc[s][1]);
+          half_block<Layout, 1, true>(group[s] + pair_off, b, 0, &x, &acc[s][0]);
+          half_block<Layout, 1, true>(group[s] + pair_off, b, 1, &x, &acc[s][1]);
         }
       }
     }
@@ -451,8 +475,8 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const ActQ8Row& x, f
       if constexpr (HasDotFromBoth<Layout>) {
         block_both<Layout>(pair, b, x, &acc[kS][0], &acc[kS][1]);
       } else {
-        half_block<Layout, 1>(pair, b, 0, &x, &acc[kS][0]);
-        half_block<Layout, 1>(pair, b, 1, &x, &acc[kS][1]);
+        half_block<Layout, 1, true>(pair, b, 0, &x, &acc[kS][0]);
+        half_block<Layout, 1, true>(pair, b, 1, &x, &acc[kS][1]);
       }
     };
     for (int64_t b0 = 0; b0 < nb; b0 += kRun) {
