@@ -7,6 +7,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+namespace pacer::analysis {
+namespace {
+// "kernels from L2 150.0 -> 120.0 tok/s (-20.0%)": the figures both readings start with.
+std::string kernel_ceiling_move(double baseline, double candidate) {
+  return fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", baseline, candidate,
+                     100 * (candidate / baseline - 1));
+}
+}  // namespace
+
+}  // namespace pacer::analysis
+
 namespace pacer::analysis::detail {
 namespace {
 
@@ -429,10 +440,7 @@ void write_findings(Comparison& c) {
     const double d = c.delta_pct();
     const double slower_pct = d > 0 ? 100 * (1 - 1 / (1 + d / 100)) : 0;
     std::string note = kernel_ceiling_note(slower_pct, *k0, *k1);
-    if (note.empty()) {
-      note = fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", *k0, *k1,
-                         100 * (*k1 / *k0 - 1));
-    }
+    if (note.empty()) note = kernel_ceiling_move(*k0, *k1);
     c.findings.push_back(
         "**Kernels from cache.** The matmul kernels alone, weights in L2, on each run's threads "
         "just before it: " +
@@ -616,8 +624,7 @@ std::string kernel_ceiling_note(double slowdown_pct, double baseline, double can
   // Below this a ceiling's move is within what its own passes vary by on a quiet host.
   constexpr double kSteadyPct = 3.0;
   const double fell = 100 * (1 - candidate / baseline);
-  const std::string moved =
-      fmt::format("kernels from L2 {:.1f} -> {:.1f} tok/s ({:+.1f}%)", baseline, candidate, -fell);
+  const std::string moved = kernel_ceiling_move(baseline, candidate);
   if (fell >= kSteadyPct && fell >= slowdown_pct / 2) {
     return moved +
            ": the matmuls' arithmetic slowed with it (the code, the clock, a sibling on "
