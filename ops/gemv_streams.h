@@ -44,6 +44,23 @@ inline void prefetch_lines(const std::byte* p, int64_t bytes) {
   for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
 }
 
+// Part `part` of `parts` of prefetch_lines(p, bytes): the lines [part n / parts, (part + 1) n /
+// parts) of its n, so that a kernel can spread one block's prefetch over the steps that read the
+// block before (a part before each). A burst of a whole K-quant super-block's lines (36-53) at
+// once cost one Zen 1 core 27-35 % of its decode, where the same lines 1-3 a step gained 3-16 %
+// (ops/isa.h, the Zen 1 row of x16_gemv_plan).
+struct LineRange {
+  int64_t first = 0, end = 0;  // 64-byte lines [first, end) from p
+};
+constexpr LineRange prefetch_part_lines(int64_t bytes, int part, int parts) noexcept {
+  const int64_t lines = (bytes + 63) / 64;
+  return {part * lines / parts, (part + 1) * lines / parts};
+}
+inline void prefetch_part(const std::byte* p, int64_t bytes, int part, int parts) {
+  const LineRange r = prefetch_part_lines(bytes, part, parts);
+  for (int64_t line = r.first; line < r.end; ++line) __builtin_prefetch(p + 64 * line, 0, 3);
+}
+
 // The x16_gemv_plan() entry of a 16-row interleaved GEMV's weight type. Q4_1, Q5_0, Q5_1 and
 // IQ4_NL take Q4_0's: the same pairs of 32-element blocks, unpacked; Q2_K, Q3_K and IQ4_XS take
 // Q6_K's, whose loop they run. (Not tuned apart: on the Zen 5 dev VM, whole-model variants of the
@@ -70,6 +87,14 @@ constexpr X16Gemv x16_gemv_kind(WeightType t) noexcept {
     default:
       return X16Gemv::Q4_0;
   }
+}
+
+// Whether the AVX2 16-row GEMV of t prefetches as its kind's plan says (x16_gemv_plan(): the
+// 32-element block types, Q4_K, Q5_K and Q6_K, whose plan differs from the class rule on Zen 1)
+// or by the class rule (gemv_software_prefetch(): Q2_K, Q3_K, IQ4_XS, which prefetch a whole
+// super-block at once).
+constexpr bool avx2_gemv_follows_plan_prefetch(WeightType t) noexcept {
+  return t != WeightType::Q2_K && t != WeightType::Q3_K && t != WeightType::IQ4_XS;
 }
 
 // Loads one byte of each 64-byte line of [p, p + bytes), in address order, here (volatile: the

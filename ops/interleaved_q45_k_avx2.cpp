@@ -293,8 +293,9 @@ inline void superblock_isum(const std::byte* sb, int h, const Scales8& s, const 
 // from L2, the same bits: 476 -> 441 cycles per 16 x 256 super-block (1.08x).
 // (Q5_K's quad in assembly gained 3 %: its fifth bits add 6 ops a vector, and it is bound by
 // their count, so it stays in intrinsics.)
+template <bool kPrefetch>
 inline void q4_k_chunk_isums(const std::byte* quads, const int8_t* xq, const __m256i* sc,
-                             __m256i& acc0, __m256i& acc1) {
+                             __m256i& acc0, __m256i& acc1, const std::byte* ahead) {
   __m256i lo0, hi0, lo1, hi1, xl, xh, v, p0, p1, p2, p3, p4, p5, p6, p7;
   // clang-format off
   // Activation dword J of quad Q for both sub-blocks (quants 16Q + 4J.. and 32 + 16Q + 4J..).
@@ -317,22 +318,38 @@ inline void q4_k_chunk_isums(const std::byte* quads, const int8_t* xq, const __m
   "vpaddw %[" #B "], %[hi0], %[hi0]\n\t"                     \
   "vpaddw %[" #C "], %[lo1], %[lo1]\n\t"                     \
   "vpaddw %[" #D "], %[hi1], %[hi1]\n\t"
-  asm(PACER_Q4K_STEP(0, 0, lo0, hi0, lo1, hi1)
-      PACER_Q4K_STEP(0, 1, p0, p1, p2, p3)
-      PACER_Q4K_STEP(0, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
-      PACER_Q4K_STEP(0, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
-      PACER_Q4K_STEP(1, 0, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
-      PACER_Q4K_STEP(1, 1, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
-      PACER_Q4K_STEP(1, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3)
-      PACER_Q4K_STEP(1, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7)
-      PACER_Q4K_SUM(p0, p1, p2, p3)
-      : [lo0] "=&x"(lo0), [hi0] "=&x"(hi0), [lo1] "=&x"(lo1), [hi1] "=&x"(hi1),
-        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [p0] "=&x"(p0), [p1] "=&x"(p1),
-        [p2] "=&x"(p2), [p3] "=&x"(p3), [p4] "=&x"(p4), [p5] "=&x"(p5), [p6] "=&x"(p6),
-        [p7] "=&x"(p7)
-      : [quads] "r"(quads), [xq] "r"(xq), [mask] "x"(_mm256_set1_epi8(0x0F)),
-        "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),
-        "m"(*reinterpret_cast<const int8_t(*)[64]>(xq)));
+  // With kPrefetch, the 9 lines of the next super-block's chunk at `ahead`: 2 in the first step,
+  // then one a step (a burst of a super-block's 36 at once cost more than it won on Zen 1).
+#define PACER_Q4K_PF(N) "prefetcht0 " #N "*64(%[ahead])\n\t"
+#define PACER_Q4K_NOPF(N) ""
+#define PACER_Q4K_BODY(PF)                                                   \
+  PACER_Q4K_STEP(0, 0, lo0, hi0, lo1, hi1) PF(0) PF(1)                       \
+  PACER_Q4K_STEP(0, 1, p0, p1, p2, p3) PF(2)                                 \
+  PACER_Q4K_STEP(0, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3) PF(3)   \
+  PACER_Q4K_STEP(0, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7) PF(4)   \
+  PACER_Q4K_STEP(1, 0, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3) PF(5)   \
+  PACER_Q4K_STEP(1, 1, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7) PF(6)   \
+  PACER_Q4K_STEP(1, 2, p4, p5, p6, p7) PACER_Q4K_SUM(p0, p1, p2, p3) PF(7)   \
+  PACER_Q4K_STEP(1, 3, p0, p1, p2, p3) PACER_Q4K_SUM(p4, p5, p6, p7) PF(8)   \
+  PACER_Q4K_SUM(p0, p1, p2, p3)
+#define PACER_Q4K_OPERANDS                                                   \
+      : [lo0] "=&x"(lo0), [hi0] "=&x"(hi0), [lo1] "=&x"(lo1), [hi1] "=&x"(hi1), \
+        [xl] "=&x"(xl), [xh] "=&x"(xh), [v] "=&x"(v), [p0] "=&x"(p0), [p1] "=&x"(p1), \
+        [p2] "=&x"(p2), [p3] "=&x"(p3), [p4] "=&x"(p4), [p5] "=&x"(p5), [p6] "=&x"(p6), \
+        [p7] "=&x"(p7)                                                       \
+      : [quads] "r"(quads), [xq] "r"(xq), [mask] "x"(_mm256_set1_epi8(0x0F)), \
+        [ahead] "r"(ahead),                                                  \
+        "m"(*reinterpret_cast<const std::byte(*)[512]>(quads)),             \
+        "m"(*reinterpret_cast<const int8_t(*)[64]>(xq))
+  if constexpr (kPrefetch) {
+    asm(PACER_Q4K_BODY(PACER_Q4K_PF) PACER_Q4K_OPERANDS);
+  } else {
+    asm(PACER_Q4K_BODY(PACER_Q4K_NOPF) PACER_Q4K_OPERANDS);
+  }
+#undef PACER_Q4K_OPERANDS
+#undef PACER_Q4K_BODY
+#undef PACER_Q4K_NOPF
+#undef PACER_Q4K_PF
 #undef PACER_Q4K_SUM
 #undef PACER_Q4K_STEP
 #undef PACER_Q4K_PROD
@@ -351,7 +368,7 @@ inline void q4_k_chunk_isums(const std::byte* quads, const int8_t* xq, const __m
 template <int Bits>
 [[gnu::noinline, gnu::flatten]] void superblock_isums_16(const std::byte* sb, const Scales8* s,
                                                          const Controls& ctl, const int8_t* xqs,
-                                                         __m256i* isum) {
+                                                         __m256i* isum, const std::byte* ahead) {
   // Sub-block j's scale vector for half h at scale[j][h], spread once for the 4 chunks.
   alignas(32) __m256i scale[8][2];
   for (int h = 0; h < 2; ++h) {
@@ -361,8 +378,15 @@ template <int Bits>
   }
   __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
   if constexpr (Bits == 4) {
+    static_assert(kBlockBytes<4> == 4 * 9 * 64);  // 9 lines a chunk
     for (int c = 0; c < 4; ++c) {
-      q4_k_chunk_isums(quad_at<4>(sb, c, 0, 0), xqs + 64 * c, scale[2 * c], acc0, acc1);
+      if (ahead) {
+        q4_k_chunk_isums<true>(quad_at<4>(sb, c, 0, 0), xqs + 64 * c, scale[2 * c], acc0, acc1,
+                               ahead + 9 * 64 * c);
+      } else {
+        q4_k_chunk_isums<false>(quad_at<4>(sb, c, 0, 0), xqs + 64 * c, scale[2 * c], acc0, acc1,
+                                nullptr);
+      }
     }
     isum[0] = acc0;
     isum[1] = acc1;
@@ -377,6 +401,8 @@ template <int Bits>
       __m256i lo0 = _mm256_setzero_si256(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
       unroll<4>([&](auto j) {
         constexpr int J = decltype(j)::value;
+        // A sixteenth of the next super-block's lines every other step (2-3 lines).
+        if (ahead && J % 2 == 0) prefetch_part(ahead, kBlockBytes<Bits>, 4 * c + 2 * k + J / 2, 16);
         const __m256i xl = act_dword(xq, 4 * J), xh = act_dword(xq, 32 + 4 * J);
         __m256i wl, wh;
         unpack_quants<Bits, J>(_mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 64 * J)),
@@ -408,11 +434,17 @@ template <int Bits>
 
 // The GEMV: S groups (far-apart streams) super-block by super-block, both halves of each in one
 // pass (superblock_isums_16); the super-block one further on in each stream is prefetched when
-// `prefetch`. Until session 43 one pass per half (superblock_isum<Bits, 1>); the one pass, on a
-// Zen 4 guest without AVX-512, 128 rows x 2048 columns from L2 (a harness calling the kernel
-// alone, best of 3000 calls, old and new alternating, 3 rounds): Q5_K 24.0-28.7 -> 25.9-29.6
-// GB/s, Q4_K level (27.0-32.6 -> 28.4-32.4); TinyLlama Q4_K_M decode at 1 thread 1.05-1.06x
-// (with the Q6_K GEMV's change, interleaved_q6_k_avx2.cpp).
+// `prefetch`, spread over the super-block's steps: Q4_K a line a step of its assembly (2 in a
+// chunk's first), Q5_K a 16th of the lines (2-3) every other step. Until session 59 the whole
+// super-block went at once before its first step; on one Zen 1 core that burst of 36-44 lines
+// cost more than the lines gained (the plan kept it off there: Q4_K_M 0.73x, Q5_K_M 0.69x).
+// Spread, TinyLlama decode, old and new builds alternating (docs/fidelity.md, Session 59), against
+// no prefetch: Q4_K_M 1.10-1.12x at 1 thread and 1.15-1.16x at 2 (a quarter per chunk: 1.04-1.09x
+// and 1.04-1.07x), Q5_K_M 1.03-1.04x and 1.07-1.08x. Until session 43 one pass per half
+// (superblock_isum<Bits, 1>); the one pass, on a Zen 4 guest without AVX-512, 128 rows x 2048
+// columns from L2 (a harness calling the kernel alone, best of 3000 calls, old and new alternating,
+// 3 rounds): Q5_K 24.0-28.7 -> 25.9-29.6 GB/s, Q4_K level (27.0-32.6 -> 28.4-32.4); TinyLlama
+// Q4_K_M decode at 1 thread 1.05-1.06x (with the Q6_K GEMV's change, interleaved_q6_k_avx2.cpp).
 template <int Bits, int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
                  const MinPairs* pairs, const Controls& ctl, float* const* out, bool prefetch) {
@@ -421,13 +453,13 @@ void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x,
   for (int64_t b = 0; b < nb; ++b) {
     for (int s = 0; s < S; ++s) {
       const std::byte* sb = group[s] + b * kBlockBytes<Bits>;
-      if (prefetch) prefetch_lines(sb + kBlockBytes<Bits>, kBlockBytes<Bits>);
       // The line of the factors first, so the stream is read in address order (the AVX-512
       // GEMV's factors(), why there); accumulate() finds it in L1.
       avx2::load_here(sb);
       const Scales8 sc[2] = {unpack_scales(sb, 0), unpack_scales(sb, 1)};
       __m256i isum[2];
-      superblock_isums_16<Bits>(sb, sc, ctl, x[b].qs, isum);
+      superblock_isums_16<Bits>(sb, sc, ctl, x[b].qs, isum,
+                                prefetch ? sb + kBlockBytes<Bits> : nullptr);
       for (int h = 0; h < 2; ++h) {
         acc[s][h] = accumulate(sb, h, isum[h], mins_sum(sc[h], ctl, pairs[b]), x[b].d, acc[s][h]);
       }
@@ -479,7 +511,8 @@ void gemv_x16(int64_t n, const std::byte* groups, int64_t n_groups, const std::b
       groups, n_groups, nb * kBlockBytes<Bits>, out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
         gemv_groups<Bits, decltype(streams)::value>(
-            nb, group, x, pairs, ctl, outs, gemv_software_prefetch(GemvKernelClass::Unpacking));
+            nb, group, x, pairs, ctl, outs,
+            x16_gemv_plan(Bits == 4 ? X16Gemv::Q4_K : X16Gemv::Q5_K).prefetch);
       });
 }
 

@@ -108,7 +108,7 @@ inline void block_isums(const std::byte* blk, int r, const BlockQ8_K* const* x, 
 // Out of line, as rows_tile_16 (float_rows_simd.h): inlined, it ran at the same speed.
 // Flattened: see the chains below.
 [[gnu::noinline, gnu::flatten]] void block_isums_16(const std::byte* blk, const BlockQ8_K* x,
-                                                    __m256i* isum) {
+                                                    __m256i* isum, const std::byte* ahead) {
   __m256i osum0 = _mm256_setzero_si256(), osum1 = _mm256_setzero_si256();
   for (int g = 0; g < 16; g += 2) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * g));
@@ -156,6 +156,8 @@ inline void block_isums(const std::byte* blk, int r, const BlockQ8_K* const* x, 
       unroll<4>([&](auto kc) {
         constexpr int K = decltype(kc)::value;
         const int8_t* xq = xh + 32 * K;
+        // A 32nd of the lines ahead each step (1-2 lines; see gemv_groups).
+        if (ahead) prefetch_part(ahead, kX16Q6KPairBytes / 2, 8 * hq + 4 * P + K, 32);
         const __m256i xa = act_dword(xq, 8 * P), xb = act_dword(xq, 8 * P + 4);
         const __m256i a0 = quants<K>(base + 192 * (2 * P)),
                       b0 = quants<K>(base + 192 * (2 * P + 1));
@@ -190,7 +192,12 @@ inline __m256 accumulate(const std::byte* grp, int64_t b, int r, __m256i isum, f
 
 // The GEMV: S groups (far-apart streams) super-block by super-block, both row halves of each in
 // one pass (block_isums_16); with `prefetch`, the pair one further on in each stream, half of it
-// per block.
+// per block, a 32nd of that half (1-2 lines) before each of the block's 32 steps. Until session
+// 59 the half pair (53 lines) went at once before the block, and on one Zen 1 core that burst
+// cost more than the lines gained (the plan kept it off there: 0.65x). Spread, TinyLlama Q6_K
+// decode, old and new builds alternating (docs/fidelity.md, Session 59): a 16th every other step
+// 1.02-1.08x at 1 thread and 1.11-1.12x at 2 against no prefetch; a quarter per quarter 1.04-1.09x
+// at 1 thread but level or slower at 2; a 32nd each step another 1.035-1.04x at 2 threads.
 //
 // Until session 43 this ran one pass per row half (block_isums<1>), each reading 32 bytes of
 // every line 3 lines apart, and so first touched the super-block's lines in order
@@ -203,18 +210,17 @@ inline __m256 accumulate(const std::byte* grp, int64_t b, int r, __m256i isum, f
 template <int S>
 void gemv_groups(int64_t nb, const std::byte* const* group, const BlockQ8_K* x, float* const* out,
                  bool prefetch) {
-  constexpr int64_t kQuarter = kX16Q6KPairBytes / 4;
+  constexpr int64_t kHalfPair = kX16Q6KPairBytes / 2;
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ8_K* xb = x + b;
     for (int s = 0; s < S; ++s) {
-      if (prefetch) {
-        const std::byte* ahead = group[s] + (b / 2 + 1) * kX16Q6KPairBytes;
-        prefetch_lines(ahead + 2 * (b % 2) * kQuarter, 2 * kQuarter);
-      }
+      // Half of the pair one further on, spread over this block's steps (block_isums_16).
+      const std::byte* ahead =
+          prefetch ? group[s] + (b / 2 + 1) * kX16Q6KPairBytes + (b % 2) * kHalfPair : nullptr;
       __m256i isum[2];
-      block_isums_16(block_quants(group[s], b), xb, isum);
+      block_isums_16(block_quants(group[s], b), xb, isum, ahead);
       for (int r = 0; r < 2; ++r) acc[s][r] = accumulate(group[s], b, r, isum[r], xb->d, acc[s][r]);
     }
   }
@@ -252,7 +258,7 @@ void gemv_q6_Kx16_q8_K_avx2(int64_t n, const std::byte* groups, int64_t n_groups
       groups, n_groups, x16_group_bytes(WeightType::Q6_K, n), out,
       [&](auto streams, const std::byte* const* group, float* const* outs) {
         gemv_groups<decltype(streams)::value>(nb, group, x, outs,
-                                              gemv_software_prefetch(GemvKernelClass::Unpacking));
+                                              x16_gemv_plan(X16Gemv::Q6_K).prefetch);
       });
 }
 

@@ -157,7 +157,9 @@ X16GemvPlan x16_gemv_plan_rule(const CpuFeatures& cpu, X16Gemv k, const X16GemvE
   }
   plan.long_runs = x16_gemv_long_runs_rule(cpu, env.runs);
   if (amd_zen1(cpu)) {
-    if (k == X16Gemv::Q4_0) plan.prefetch = true;
+    if (k == X16Gemv::Q4_0 || k == X16Gemv::Q4_K || k == X16Gemv::Q5_K || k == X16Gemv::Q6_K) {
+      plan.prefetch = true;
+    }
     const bool runs_set =
         env.runs && (std::strcmp(env.runs, "short") == 0 || std::strcmp(env.runs, "long") == 0);
     if (k == X16Gemv::Q8_0 && !runs_set) plan.long_runs = false;

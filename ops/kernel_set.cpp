@@ -209,15 +209,17 @@ KernelSet KernelSet::for_isa(Isa requested) {
       k.gemv = avx2_gemv;
       k.gemv_avx2 = true;
       k.gemv_streams = kX16Avx2GemvStreams;
-      k.gemv_prefetch = gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_prefetch = avx2_gemv_follows_plan_prefetch(t)
+                            ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
+                            : gemv_software_prefetch(gemv_kernel_class(t));
       k.gemv_page_touch = 0;
       k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
     } else if (vnni) {
       follow(k, t);
       if (k.gemv_streams > 1) k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx512);
-    } else if (avx2) {  // the AVX2 x16 ones: the 32-element block types prefetch by their plan
+    } else if (avx2) {  // the AVX2 x16 ones: prefetch as avx2_gemv_follows_plan_prefetch says
       k.gemv_streams = kX16Avx2GemvStreams;
-      k.gemv_prefetch = type_info(t).block_elems == 32
+      k.gemv_prefetch = avx2_gemv_follows_plan_prefetch(t)
                             ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
                             : gemv_software_prefetch(gemv_kernel_class(t));
       k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);

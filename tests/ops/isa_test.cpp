@@ -240,10 +240,10 @@ TEST(X16GemvPlan, RuleFollowsVendorFamilyKernelAndEnvironment) {
   }
 }
 
-// Zen 1 / Zen+ (family 0x17 below model 0x30): Zen 4's plan, but the Q4_0 kind prefetches and
-// Q8_0 reads short runs; Zen 2 (model 0x31) and everything else keep their tables, and the
-// environment still overrides.
-TEST(X16GemvPlan, Zen1PrefetchesTheQ4_0KindAndReadsQ8_0InShortRuns) {
+// Zen 1 / Zen+ (family 0x17 below model 0x30): Zen 4's plan, but the Q4_0 kind and the K-quants
+// (Q4_K, Q5_K, Q6_K) prefetch and Q8_0 reads short runs; Zen 2 (model 0x31) and everything else
+// keep their tables, and the environment still overrides.
+TEST(X16GemvPlan, Zen1PrefetchesTheUnpackingKindsAndReadsQ8_0InShortRuns) {
   CpuFeatures zen1, zen2, zen4, intel;
   zen1.amd = zen2.amd = zen4.amd = true;
   zen1.family = zen2.family = 0x17;
@@ -264,7 +264,10 @@ TEST(X16GemvPlan, Zen1PrefetchesTheQ4_0KindAndReadsQ8_0InShortRuns) {
     const X16GemvPlan z4 = x16_gemv_plan_rule(zen4, k, {});
     EXPECT_EQ(z1.streams, z4.streams);
     EXPECT_EQ(z1.page_touch, 0);
-    EXPECT_EQ(z1.prefetch, k == X16Gemv::Q4_0);
+    const bool unpacking =
+        k == X16Gemv::Q4_0 || k == X16Gemv::Q4_K || k == X16Gemv::Q5_K || k == X16Gemv::Q6_K;
+    EXPECT_EQ(z1.prefetch, unpacking);
+    EXPECT_FALSE(z4.prefetch);
     EXPECT_EQ(z1.long_runs, k != X16Gemv::Q8_0);
     EXPECT_EQ(std::tuple(z2.streams, z2.prefetch, z2.long_runs),
               std::tuple(z4.streams, z4.prefetch, z4.long_runs));

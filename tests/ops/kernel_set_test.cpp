@@ -101,6 +101,16 @@ TEST_P(KernelSetIsa, GemvRunBytesAreTheirTiersRuns) {
     const int64_t want =
         isa == Isa::Scalar || c.streams == 1 ? 0 : x16_gemv_run_bytes(c.type, tier);
     EXPECT_EQ(c.run_bytes, want);
+    // The AVX2 quantized GEMVs record the prefetch they do: their kind's plan (which on Zen 1
+    // turns it on for the Q4_0 kind and the K-quants against the class rule), or for Q2_K, Q3_K
+    // and IQ4_XS the class rule.
+    if (!is_float && tier == Isa::Avx2 && isa != Isa::Scalar) {
+      const bool plan = avx2_gemv_follows_plan_prefetch(c.type);
+      EXPECT_EQ(plan, c.type != WeightType::Q2_K && c.type != WeightType::Q3_K &&
+                          c.type != WeightType::IQ4_XS);
+      EXPECT_EQ(c.prefetch, plan ? x16_gemv_plan(x16_gemv_kind(c.type)).prefetch
+                                 : gemv_software_prefetch(gemv_kernel_class(c.type)));
+    }
   }
 }
 

@@ -273,5 +273,39 @@ TEST(PageTouch, EveryPageStartAheadOnceAndInOrder) {
   }
 }
 
+// A block's prefetch spread over a kernel's steps (prefetch_part): the parts ask for each line
+// prefetch_lines(p, bytes) asks for exactly once, in address order, and split the lines as
+// evenly as integers allow. By hand: Q4_K's 2304-byte super-block of 16 rows is 36 lines, 9 a
+// quarter; half a Q6_K pair (3360 bytes) 52.5, so 53 lines: 13, 13, 13, 14.
+TEST(PrefetchPart, PartsTileTheBlocksLinesOnceAndEvenly) {
+  EXPECT_EQ(prefetch_part_lines(2304, 0, 4).first, 0);
+  EXPECT_EQ(prefetch_part_lines(2304, 0, 4).end, 9);
+  EXPECT_EQ(prefetch_part_lines(2304, 3, 4).first, 27);
+  EXPECT_EQ(prefetch_part_lines(2304, 3, 4).end, 36);
+  const int64_t half_q6 = 3360;
+  int64_t sizes[4];
+  for (int i = 0; i < 4; ++i) {
+    sizes[i] = prefetch_part_lines(half_q6, i, 4).end - prefetch_part_lines(half_q6, i, 4).first;
+  }
+  EXPECT_EQ(std::vector<int64_t>(sizes, sizes + 4), (std::vector<int64_t>{13, 13, 13, 14}));
+  for (int64_t bytes : {1, 63, 64, 65, 576, 2304, 2816, 3360, 6720, 100000}) {
+    for (int parts : {1, 2, 3, 4, 7, 8}) {
+      SCOPED_TRACE(bytes);
+      SCOPED_TRACE(parts);
+      const int64_t lines = (bytes + 63) / 64;  // prefetch_lines: offsets 0, 64, .. < bytes
+      int64_t next = 0;
+      for (int part = 0; part < parts; ++part) {
+        const LineRange r = prefetch_part_lines(bytes, part, parts);
+        EXPECT_EQ(r.first, next);
+        EXPECT_GE(r.end, r.first);
+        EXPECT_LE(r.end - r.first, lines / parts + 1);
+        EXPECT_GE(r.end - r.first, lines / parts);
+        next = r.end;
+      }
+      EXPECT_EQ(next, lines);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pacer::ops
