@@ -127,8 +127,8 @@ inline constexpr X16Gemv kX16GemvKinds[] = {X16Gemv::Q4_0, X16Gemv::Q8_0, X16Gem
 //    builds alternating, TinyLlama decode: Q4_K_M 1.10-1.12x at 1 thread and 1.15-1.16x at 2,
 //    Q6_K 1.02-1.08x and 1.11-1.12x, Q5_K_M 1.03-1.04x and 1.07-1.08x; docs/fidelity.md). Q8_0
 //    and F16 lost with the prefetch spread as well (0.82x, 0.83-0.89x), and Q4_0's 9-line bursts
-//    spread were level. Q2_K, Q3_K and IQ4_XS (Q6_K's kind) keep the class rule: their GEMVs
-//    still prefetch a whole block at once (avx2_gemv_follows_plan_prefetch).
+//    spread were level. Q2_K, Q3_K and IQ4_XS (Q6_K's kind) keep the class rule, off here: spread
+//    the same way, their files decoded 0.90-1.01x (avx2_gemv_follows_plan_prefetch).
 // PACER_GEMV_STREAMS=1/2/4, PACER_PREFETCH=0/1, PACER_PAGE_TOUCH=0/<bytes> and
 // PACER_GEMV_RUNS=short/long override every kernel's choice. The event log header's run.x16_gemv
 // (and run.gemv_streams, Q4_0's) records it.
