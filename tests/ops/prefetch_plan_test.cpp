@@ -289,7 +289,7 @@ TEST(PrefetchPart, PartsTileTheBlocksLinesOnceAndEvenly) {
   }
   EXPECT_EQ(std::vector<int64_t>(sizes, sizes + 4), (std::vector<int64_t>{13, 13, 13, 14}));
   for (int64_t bytes : {1, 63, 64, 65, 576, 2304, 2816, 3360, 6720, 100000}) {
-    for (int parts : {1, 2, 3, 4, 7, 8}) {
+    for (int parts : {1, 2, 3, 4, 7, 8, 16, 32}) {  // Q5_K 16 parts, Q6_K 32
       SCOPED_TRACE(bytes);
       SCOPED_TRACE(parts);
       const int64_t lines = (bytes + 63) / 64;  // prefetch_lines: offsets 0, 64, .. < bytes
