@@ -72,6 +72,13 @@ X16GemvFn avx2_gemv_in_place_of_avx512(WeightType t) {
   return nullptr;
 }
 
+// Whether the AVX2 16-row GEMV of t prefetches: its kind's plan or the class rule
+// (avx2_gemv_follows_plan_prefetch in gemv_streams.h).
+bool avx2_gemv_prefetch(WeightType t) {
+  return avx2_gemv_follows_plan_prefetch(t) ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
+                                            : gemv_software_prefetch(gemv_kernel_class(t));
+}
+
 }  // namespace
 
 KernelSet KernelSet::for_isa(Isa requested) {
@@ -209,9 +216,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
       k.gemv = avx2_gemv;
       k.gemv_avx2 = true;
       k.gemv_streams = kX16Avx2GemvStreams;
-      k.gemv_prefetch = avx2_gemv_follows_plan_prefetch(t)
-                            ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
-                            : gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_prefetch = avx2_gemv_prefetch(t);
       k.gemv_page_touch = 0;
       k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
     } else if (vnni) {
@@ -219,9 +224,7 @@ KernelSet KernelSet::for_isa(Isa requested) {
       if (k.gemv_streams > 1) k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx512);
     } else if (avx2) {  // the AVX2 x16 ones: prefetch as avx2_gemv_follows_plan_prefetch says
       k.gemv_streams = kX16Avx2GemvStreams;
-      k.gemv_prefetch = avx2_gemv_follows_plan_prefetch(t)
-                            ? x16_gemv_plan(x16_gemv_kind(t)).prefetch
-                            : gemv_software_prefetch(gemv_kernel_class(t));
+      k.gemv_prefetch = avx2_gemv_prefetch(t);
       k.gemv_run_bytes = x16_gemv_run_bytes(t, Isa::Avx2);
     }
   }
