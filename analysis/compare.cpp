@@ -509,6 +509,9 @@ Compatibility check_compatibility(const Header& a, const Header& b) {
   compare_recorded(work, "AVX-512 VNNI kernels (PACER_VNNI)", a.run.vnni, b.run.vnni);
   compare_recorded(work, "AMX prefill (PACER_AMX)", a.run.amx, b.run.amx);
   compare_recorded(work, "BF16 prefill dot (PACER_BF16_DOT)", a.run.bf16_dot, b.run.bf16_dot);
+  compare_recorded(work,
+                   "AVX2 attention: all of a KV head's query heads a pass (PACER_ATTENTION_PASS)",
+                   a.run.attention_one_pass, b.run.attention_one_pass);
   auto& w = c.warnings;
   w = work;
   compare_field(w, "recording mode", a.run.recording, b.run.recording);

@@ -206,7 +206,7 @@ struct Header {
     // How the kernels and the executor ran (absent in logs older than the key): each changes the
     // work, so `pacer compare` names a difference as a configuration change.
     std::optional<bool> vnni, amx, bf16_dot, gemv_prefetch, gemv_prefetch_unpacking, work_stealing,
-        work_stealing_balanced, idle_prefetch;
+        work_stealing_balanced, idle_prefetch, attention_one_pass;
     std::optional<int64_t> gemv_streams, repacked_matrices;
     // run.x16_gemv as one line: "bf16 1 stream, prefetch, page touch 8192 B; ...; q8_0 ..."
     // (types in name order).

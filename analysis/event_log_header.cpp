@@ -171,6 +171,7 @@ void parse_header_json(const json& j, Header& h) {
   take(r, rw, rk::kWorkStealing, h.run.work_stealing);
   take(r, rw, rk::kWorkStealingBalanced, h.run.work_stealing_balanced);
   take(r, rw, rk::kIdlePrefetch, h.run.idle_prefetch);
+  take(r, rw, rk::kAttentionOnePass, h.run.attention_one_pass);
   take(r, rw, rk::kRepackedMatrices, h.run.repacked_matrices);
   if (const json* numa = member(r, rk::kNuma)) {
     take(*numa, fmt::format("{}{}.", rw, rk::kNuma), eventlog::numa_key::kPolicy, h.run.numa);

@@ -234,6 +234,8 @@ inline constexpr std::string_view kWorkStealing = "work_stealing";  // the decod
 inline constexpr std::string_view kWorkStealingBalanced = "work_stealing_balanced";  // the GEMMs'
 inline constexpr std::string_view kIdlePrefetch = "idle_prefetch";
 inline constexpr std::string_view kKvType = "kv_type";
+// The AVX2 attention took all of a KV head's query heads in one pass (ops/isa.h attention_one_pass)
+inline constexpr std::string_view kAttentionOnePass = "attention_one_pass";
 inline constexpr std::string_view kRecording = "recording";
 inline constexpr std::string_view kNuma = "numa";  // its keys: numa_key below
 inline constexpr std::array kAll{kThreads,
@@ -263,6 +265,7 @@ inline constexpr std::array kAll{kThreads,
                                  kWorkStealingBalanced,
                                  kIdlePrefetch,
                                  kKvType,
+                                 kAttentionOnePass,
                                  kRecording,
                                  kNuma};
 }  // namespace run_key

@@ -167,6 +167,9 @@ struct AttentionKernels {
 // straight-from-the-math one).
 const AttentionKernels& attention_kernels(Isa isa, bool avx512_vnni = false) noexcept;
 const AttentionKernels& attention_kernels_avx2() noexcept;        // attention_avx2.cpp
+// The AVX2 kernels with all of a KV head's query heads in one pass (isa.h attention_one_pass):
+// the same bits as attention_kernels_avx2().
+const AttentionKernels& attention_kernels_avx2_one_pass() noexcept;  // attention_avx2.cpp
 const AttentionKernels& attention_kernels_avx512() noexcept;      // attention_avx512.cpp
 const AttentionKernels& attention_kernels_avx512vnni() noexcept;  // attention_avx512vnni.cpp
 

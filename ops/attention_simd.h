@@ -56,6 +56,16 @@ void prefetch_whole_rows(const std::byte* row, int64_t row_bytes, int n, int64_t
 template <class V>
 constexpr bool kQ8ExactSums = V::kRegisters >= 32;
 
+// A V with kAllHeadsOnePass (attention_avx2.cpp's table for CPUs whose 256-bit FMAs and F16
+// conversions take both halves of 128-bit pipes, isa.h attention_one_pass) takes all of a KV
+// head's query heads in one pass: there converting each F16 key and value vector once per pass of
+// 4 costs more than the broadcasts the passes share (one Zen 1 core, BM_attention f16_avx2 at
+// TinyLlama's shape: 1.05-1.07x; docs/long-context.md, session 60).
+template <class V>
+constexpr bool kTakesAllHeadsAtOnce = requires {
+  V::kAllHeadsOnePass;
+};
+
 // Heads per pass of the score and value loops: G, or where half the registers cannot hold 2
 // groups of keys (or 2 chunks of a value row) for all G heads, the largest G / 2^n that can, the
 // passes taking the heads in turns. Each broadcast of q (of p) then feeds 2 key groups (value
@@ -70,9 +80,11 @@ constexpr bool kQ8ExactSums = V::kRegisters >= 32;
 // value chunk: 7 FMA chains and a load per FMA; 4 heads take 2 key groups (8 chains) and 3 value
 // chunks (12, value_chunks_per_step). Qwen2.5-0.5B's shape on one Zen 4 core: 1.08x from cache,
 // 1.13x from DRAM (docs/long-context.md, session 48).
+//
+// Where V has kAllHeadsOnePass (kTakesAllHeadsAtOnce above): all G in one pass.
 template <class V, class Row, int G>
 constexpr int heads_per_pass() {
-  if constexpr (Row::kBytes == 0) {
+  if constexpr (Row::kBytes == 0 || kTakesAllHeadsAtOnce<V>) {
     return G;
   } else if constexpr (V::kRegisters == 16) {
     return std::min(G, 4);

@@ -232,6 +232,18 @@ bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept {
   return cpu.amd;
 }
 
+bool attention_one_pass_rule(const CpuFeatures& cpu, const char* env) noexcept {
+  if (env && std::strcmp(env, "all") == 0) return true;
+  if (env && std::strcmp(env, "4") == 0) return false;
+  return amd_zen1(cpu);
+}
+
+bool attention_one_pass() noexcept {
+  static const bool on =
+      attention_one_pass_rule(detect_cpu_features(), std::getenv("PACER_ATTENTION_PASS"));
+  return on;
+}
+
 bool bf16_dot_prefill() noexcept {
   static const bool on =
       bf16_dot_prefill_rule(detect_cpu_features(), std::getenv("PACER_BF16_DOT"));

@@ -191,6 +191,17 @@ bool x16_gemv_avx2_kernel_rule(const CpuFeatures& cpu, X16Gemv k, bool long_runs
 // event log header's run.bf16_dot records the choice.
 bool bf16_dot_prefill() noexcept;
 bool bf16_dot_prefill_rule(const CpuFeatures& cpu, const char* env) noexcept;  // the rule
+// Whether the AVX2 attention kernel takes all the query heads of a KV head (up to 8) in one pass
+// over each key tile, not at most 4 a pass. Where each 256-bit FMA and each vcvtph2ps takes both
+// 128-bit halves of the FP pipes (AMD Zen 1 / Zen+: 1 FMA a cycle, a conversion 2 of those
+// cycles), a pass of 4 converts each F16 key and value vector twice at 8 heads, and that costs more
+// than the broadcasts a pass of 4 shares. One Zen 1 core, BM_attention f16_avx2, old and new
+// alternating, 5 rounds: TinyLlama's shape (groups of 8) depth 512 1.07x, 4096 1.05x; Qwen2.5's
+// groups of 7 1.05x. Elsewhere 4 a pass (Zen 4: 1.05x against one pass, docs/long-context.md
+// session 45). The same bits either way. PACER_ATTENTION_PASS=all/4 overrides; the event log
+// header's run.attention_one_pass records the choice.
+bool attention_one_pass() noexcept;  // the rule on this CPU
+bool attention_one_pass_rule(const CpuFeatures& cpu, const char* env) noexcept;
 std::vector<Isa> supported_isas();  // every Isa this machine can run, Scalar first
 std::string_view isa_name(Isa isa) noexcept;
 

@@ -238,7 +238,10 @@ KernelSet KernelSet::for_isa(Isa requested) {
     }
   }
   ks.elementwise_ = &elementwise_kernels(ks.isa_);
-  ks.attention_ = &attention_kernels(ks.isa_, vnni);
+  // On the AVX2 tier, all of a KV head's query heads a pass where this CPU's rule says so.
+  ks.attention_ = ks.isa_ == Isa::Avx2 && ops::attention_one_pass()
+                      ? &attention_kernels_avx2_one_pass()
+                      : &attention_kernels(ks.isa_, vnni);
   return ks;
 }
 

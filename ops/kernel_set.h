@@ -106,6 +106,11 @@ class KernelSet {
   std::vector<X16GemvChoice> x16_gemv_choices() const;
   const ElementwiseKernels& elementwise() const noexcept { return *elementwise_; }
   const AttentionKernels& attention() const noexcept { return *attention_; }
+  // Whether attention() is the AVX2 table that takes all of a KV head's query heads in one pass
+  // (isa.h attention_one_pass), for the event log header and bench.
+  bool attention_one_pass() const noexcept {
+    return attention_ == &attention_kernels_avx2_one_pass();
+  }
 
  private:
   KernelSet() = default;

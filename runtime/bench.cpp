@@ -251,6 +251,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& opts) {
   const ops::KernelSet kernels = ops::KernelSet::for_isa(ops::detect_isa());
   res.gemv_streams = kernels.x16(ops::WeightType::Q4_0).gemv_streams;
   res.x16_gemv = kernels.x16_gemv_choices();
+  res.attention_isa_avx2 = kernels.isa() == ops::Isa::Avx2;
+  res.attention_one_pass = kernels.attention_one_pass();
   for (const ops::X16GemvChoice& c : kernels.for_workers(1).x16_gemv_choices()) {
     if (c.prefetch_far) res.x16_prefetch_far_one_worker.push_back(c.type);
   }
@@ -893,6 +895,13 @@ std::string render_bench_markdown_footer(const BenchResult& r) {
         "their share of the next one into L2 (runtime/executor.h; PACER_IDLE_PREFETCH=0 turns it "
         "off).\n";
   }
+  if (r.attention_isa_avx2) {
+    out += fmt::format(
+        "attention (AVX2): {} (the rule in ops/isa.h attention_one_pass: one pass on AMD Zen 1 / "
+        "Zen+; PACER_ATTENTION_PASS=all/4 overrides).\n",
+        r.attention_one_pass ? "all of a KV head's query heads in one pass over each key tile"
+                             : "at most 4 of a KV head's query heads a pass over each key tile");
+  }
   if (r.repacked_matrices > 0) {
     out += fmt::format(
         "weights: {} matmul matrices repacked at load into 16-row interleaved groups "
@@ -1164,6 +1173,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"gemv_streams", r.gemv_streams},
           {"x16_gemv", x16_gemv_json(r.x16_gemv)},
           {"bf16_dot", r.bf16_dot},
+          {"attention_one_pass", r.attention_one_pass},
           {"rows", rows}};
 }
 

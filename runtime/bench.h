@@ -147,6 +147,8 @@ struct BenchResult {
   int64_t params = 0, matmul_bytes_per_token = 0;
   int64_t repacked_matrices = 0;  // matmul weights repacked at load (Model::repacked_matrices)
   bool bf16_dot = false;          // BF16 prefill on vdpbf16ps (Model::bf16_dot_prefill)
+  bool attention_isa_avx2 = false;  // the attention kernels are the AVX2 tier's
+  bool attention_one_pass = false;  // and take all of a KV head's query heads a pass
   int gemv_streams = 1;           // of the quantized x16 GEMVs (ops::X16Kernels::gemv_streams)
   std::vector<ops::X16GemvChoice> x16_gemv;  // every x16 GEMV's plan (KernelSet::x16_gemv_choices)
   // The types whose GEMV prefetches twice as far in rows of one thread (KernelSet::for_workers).

@@ -282,6 +282,7 @@ void Session::write_log_header(const nlohmann::json& extra, int64_t n_prompt, in
         {rkey::kWorkStealingBalanced, executor_->work_stealing_balanced()},
         {rkey::kIdlePrefetch, executor_->idle_prefetch()},
         {rkey::kKvType, ops::type_name(kv_.type())},
+        {rkey::kAttentionOnePass, state_.kernels.attention_one_pass()},
         {rkey::kRecording, "full"}};
     fields[key::kRun][rkey::kNuma] = numa_json(numa_);
     fields[key::kHost][hkey::kTopology] = {{hkey::kPackages, topo.packages},

@@ -67,6 +67,12 @@ const Case kCases[] = {
     {"decode_mha_dim80", 3, 3, 80, 140, 1, 0, 0.0f, WeightType::F16},
     {"prefill_mha_dim96_f32", 2, 2, 96, 20, 9, 0, 0.0f, WeightType::F32},
     {"decode_mha_dim44_tail", 3, 3, 44, 70, 1, 0, 0.0f, WeightType::F16},
+    // Groups of 8 (TinyLlama), 6 and 5: on AVX2 passes of 4 + 4, 4 + 2 and 4 + 1 heads, or one
+    // pass of all of them (attention_kernels_avx2_one_pass).
+    {"decode_gqa8_long", 16, 2, 64, 700, 1, 0, 0.0f, WeightType::F16},
+    {"decode_gqa6_f32", 12, 2, 64, 300, 1, 0, 0.0f, WeightType::F32},
+    {"decode_gqa5_dim40_tail", 10, 2, 40, 260, 1, 0, 0.0f, WeightType::F16},
+    {"prefill_gqa8", 8, 1, 64, 30, 21, 0, 0.0f, WeightType::F16},
 };
 
 // Inputs of one case: q, fp32 K/V for every position up to the last query, and the cache.
@@ -582,6 +588,43 @@ TEST(Attention, Q8_0VnniBlockSumsAreTheWidenedSumsBitForBit) {
         }
       }
     }
+  }
+}
+
+TEST(Attention, OnePassAvx2TableGivesTheSameBitsAsPassesOfFour) {
+  // The AVX2 table that takes all of a KV head's query heads in one pass (Zen 1 / Zen+'s,
+  // isa.h attention_one_pass) forms every score, exp and (head, dim) sum as the table of passes
+  // of 4 does: the same bits for every case, decode and prefill, F16 and F32 (a Q8_0 cache runs
+  // one pass in both).
+  if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const AttentionKernels& passes = attention_kernels_avx2();
+  const AttentionKernels& one = attention_kernels_avx2_one_pass();
+  ASSERT_NE(passes.attend_f16, one.attend_f16);
+  ASSERT_NE(passes.attend_f32, one.attend_f32);
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c, Isa::Avx2);
+    std::vector<float> scratch(
+        static_cast<size_t>(attention_scratch_floats(in.p, c.n_tokens, in.positions)));
+    auto run = [&](const AttentionKernels& k) {
+      const AttendFn attend = c.kv_type == WeightType::F16   ? k.attend_f16
+                              : c.kv_type == WeightType::F32 ? k.attend_f32
+                                                             : k.attend_q8_0;
+      std::vector<float> out(in.q.size(), NAN);
+      attention_with_kernel(attend, in.p, in.q, c.pos0, c.n_tokens, in.k_cache.data(),
+                            in.v_cache.data(), out, SerialParallel(2), scratch);
+      return out;
+    };
+    const std::vector<float> a = run(passes), b = run(one);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+          << c.name << " element " << i << ": " << a[i] << " in passes of 4, " << b[i]
+          << " in one pass";
+    }
+    // Not vacuous: the outputs are attention's (the double-precision softmax over the cache).
+    const auto want = naive_attention(in, c, as_dotted_query(in.q, c.kv_type),
+                                      as_cached(in.k, c.kv_type), as_cached(in.v, c.kv_type));
+    expect_close(b, want, kFp32AbsTol, c.name);
   }
 }
 

@@ -172,6 +172,32 @@ TEST(Bf16DotPrefill, RuleFollowsFeatureVendorAndEnvironment) {
             bf16_dot_prefill_rule(detect_cpu_features(), std::getenv("PACER_BF16_DOT")));
 }
 
+// The AVX2 attention takes all of a KV head's query heads in one pass on Zen 1 / Zen+ (split
+// 256-bit FMAs) and at most 4 a pass elsewhere (Zen 2, Zen 4, Intel); PACER_ATTENTION_PASS=all/4
+// overrides, anything else leaves the table.
+TEST(AttentionOnePass, RuleIsZen1OrTheEnvironment) {
+  CpuFeatures zen1, zen2, zen4, intel;
+  zen1.amd = zen2.amd = zen4.amd = true;
+  zen1.family = zen2.family = 0x17;
+  zen1.model = 0x08;  // Zen+ (Ryzen 2000)
+  zen2.model = 0x31;
+  zen4.family = 0x19;
+  zen4.model = 0x11;
+  intel.family = 6;
+  intel.model = 0x55;
+  EXPECT_TRUE(attention_one_pass_rule(zen1, nullptr));
+  EXPECT_FALSE(attention_one_pass_rule(zen2, nullptr));
+  EXPECT_FALSE(attention_one_pass_rule(zen4, nullptr));
+  EXPECT_FALSE(attention_one_pass_rule(intel, nullptr));
+  EXPECT_FALSE(attention_one_pass_rule(zen1, "4"));
+  EXPECT_TRUE(attention_one_pass_rule(zen4, "all"));
+  EXPECT_TRUE(attention_one_pass_rule(intel, "all"));
+  EXPECT_FALSE(attention_one_pass_rule(intel, "8"));  // not a value it takes: the table
+  EXPECT_TRUE(attention_one_pass_rule(zen1, ""));
+  EXPECT_EQ(attention_one_pass(),
+            attention_one_pass_rule(detect_cpu_features(), std::getenv("PACER_ATTENTION_PASS")));
+}
+
 // PACER_VNNI=0 runs an AVX-512 VNNI machine as one without (Skylake-SP): no VNNI, BF16 or AMX.
 TEST(Vnni, EnvironmentCanTurnItOff) {
   EXPECT_TRUE(vnni_allowed_rule(nullptr));

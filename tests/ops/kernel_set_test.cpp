@@ -119,7 +119,12 @@ TEST_P(KernelSetIsa, ElementwiseAttentionAndInterleavedKernelsFollowTheIsa) {
   const KernelSet ks = KernelSet::for_isa(isa);
   EXPECT_EQ(&ks.elementwise(), &elementwise_kernels(isa));
   const bool vnni = isa == Isa::Avx512 && detect_cpu_features().avx512_vnni;
-  EXPECT_EQ(&ks.attention(), vnni ? &attention_kernels_avx512vnni() : &attention_kernels(isa));
+  // On the AVX2 tier, the one-pass table where this CPU's rule says so (AMD Zen 1 / Zen+).
+  const bool one_pass = isa == Isa::Avx2 && attention_one_pass();
+  EXPECT_EQ(&ks.attention(), vnni       ? &attention_kernels_avx512vnni()
+                             : one_pass ? &attention_kernels_avx2_one_pass()
+                                        : &attention_kernels(isa));
+  EXPECT_EQ(ks.attention_one_pass(), one_pass);
   // The quantized types below VNNI (AVX2, or AVX-512 without VNNI): the AVX2 kernels.
   const bool avx2 = !vnni && isa != Isa::Scalar;
   EXPECT_EQ(ks.x16(WeightType::Q4_0).gemv, vnni   ? gemv_q4_0x16_q8_0_avx512vnni
